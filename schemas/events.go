@@ -1,0 +1,202 @@
+package schemas
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// Schema identifiers carried in each event's "schema" field.
+const (
+	DecisionEventSchema = "chio.event.decision.v1"
+	OutcomeEventSchema  = "chio.event.outcome.v1"
+	TimeoutEventSchema  = "chio.event.timeout.v1"
+)
+
+// DecisionEvent is published by an edge after the kernel decides and before
+// any tool runs; the PubAck must arrive before the tool is invoked. An allow
+// decision is completed by an OutcomeEvent or, if none comes, by a
+// TimeoutEvent; a deny decision is final on its own.
+type DecisionEvent struct {
+	Schema       string          `json:"schema"`
+	EventID      string          `json:"event_id"`
+	ReceiptID    string          `json:"receipt_id"`
+	Timestamp    uint64          `json:"timestamp"`
+	CapabilityID string          `json:"capability_id"`
+	ToolServer   string          `json:"tool_server"`
+	ToolName     string          `json:"tool_name"`
+	Parameters   json.RawMessage `json:"parameters"`
+	Decision     Decision        `json:"decision"`
+	PolicyHash   string          `json:"policy_hash"`
+	Evidence     []GuardEvidence `json:"evidence,omitempty"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	TrustLevel   TrustLevel      `json:"trust_level,omitempty"`
+	TenantID     string          `json:"tenant_id,omitempty"`
+	RequestID    string          `json:"request_id,omitempty"`
+	TaskID       string          `json:"task_id,omitempty"`
+	EdgeID       string          `json:"edge_id,omitempty"`
+}
+
+// Outcome of a tool call that was allowed to run.
+type Outcome string
+
+// Outcomes an edge reports.
+const (
+	OutcomeCompleted Outcome = "completed"
+	OutcomeFailed    Outcome = "failed"
+	OutcomeCancelled Outcome = "cancelled"
+)
+
+// OutcomeEvent is published by an edge after an allowed tool call ends.
+type OutcomeEvent struct {
+	Schema      string          `json:"schema"`
+	EventID     string          `json:"event_id"`
+	ReceiptID   string          `json:"receipt_id"`
+	Timestamp   uint64          `json:"timestamp"`
+	Outcome     Outcome         `json:"outcome"`
+	ContentHash string          `json:"content_hash"`
+	Reason      string          `json:"reason,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+}
+
+// TimeoutEvent is published by the ledger when an allow decision has had no
+// outcome for its configured time. It is an event in the stream, so the
+// incomplete receipt is decided by stream order, never by a wall clock, and a
+// replay reproduces it. Its timestamp is the decision's plus the timeout, so
+// every publication of it carries the same bytes.
+type TimeoutEvent struct {
+	Schema    string `json:"schema"`
+	EventID   string `json:"event_id"`
+	ReceiptID string `json:"receipt_id"`
+	Timestamp uint64 `json:"timestamp"`
+	Reason    string `json:"reason"`
+}
+
+// Deterministic event ids: a retried publish of the same event carries the
+// same Nats-Msg-Id, so the stream's duplicate window and the ledger's exact
+// dedup index both see it as one event.
+func DecisionEventID(receiptID string) string { return receiptID + ".decision" }
+
+// OutcomeEventID is the event id of a receipt's outcome event.
+func OutcomeEventID(receiptID string) string { return receiptID + ".outcome" }
+
+// TimeoutEventID is the event id of a receipt's timeout event.
+func TimeoutEventID(receiptID string) string { return receiptID + ".timeout" }
+
+// MaxIDLength bounds receipt and event ids, which become index keys.
+const MaxIDLength = 128
+
+// idPattern keeps ids printable and free of '/', so they are safe in URL paths.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+
+// ValidID reports whether s is an acceptable receipt id.
+func ValidID(s string) bool { return len(s) <= MaxIDLength && idPattern.MatchString(s) }
+
+func checkEventHeader(schema, want, eventID, receiptID, wantEventID string) error {
+	if schema != want {
+		return fmt.Errorf("schema is %q, want %q", schema, want)
+	}
+	if !ValidID(receiptID) {
+		return fmt.Errorf("receipt_id %q is not a valid id", abbreviate(receiptID))
+	}
+	if eventID != wantEventID {
+		return fmt.Errorf("event_id is %q, want %q", abbreviate(eventID), wantEventID)
+	}
+	return nil
+}
+
+// Validate checks a decision event before it is published or folded.
+func (e *DecisionEvent) Validate() error {
+	if err := checkEventHeader(e.Schema, DecisionEventSchema, e.EventID, e.ReceiptID, DecisionEventID(e.ReceiptID)); err != nil {
+		return fmt.Errorf("decision event: %w", err)
+	}
+	switch {
+	case e.Timestamp == 0:
+		return errors.New("decision event: timestamp is missing")
+	case e.CapabilityID == "", e.ToolServer == "", e.ToolName == "":
+		return errors.New("decision event: capability_id, tool_server and tool_name are required")
+	case len(e.Parameters) == 0:
+		return errors.New("decision event: parameters are missing")
+	case e.PolicyHash == "":
+		return errors.New("decision event: policy_hash is empty")
+	case e.Decision.Verdict != VerdictAllow && e.Decision.Verdict != VerdictDeny:
+		return fmt.Errorf("decision event: verdict %q (an edge decides allow or deny)", e.Decision.Verdict)
+	}
+	if err := e.Decision.Validate(); err != nil {
+		return fmt.Errorf("decision event: %w", err)
+	}
+	if err := checkMetadata(e.Metadata); err != nil {
+		return fmt.Errorf("decision event: %w", err)
+	}
+	switch e.TrustLevel {
+	case "", TrustMediated, TrustVerified, TrustAdvisory:
+	default:
+		return fmt.Errorf("decision event: unknown trust_level %q", e.TrustLevel)
+	}
+	return nil
+}
+
+// Validate checks an outcome event.
+func (e *OutcomeEvent) Validate() error {
+	if err := checkEventHeader(e.Schema, OutcomeEventSchema, e.EventID, e.ReceiptID, OutcomeEventID(e.ReceiptID)); err != nil {
+		return fmt.Errorf("outcome event: %w", err)
+	}
+	switch {
+	case e.Timestamp == 0:
+		return errors.New("outcome event: timestamp is missing")
+	case !sha256HexPattern.MatchString(e.ContentHash):
+		return errors.New("outcome event: content_hash is not 64 lowercase hex")
+	}
+	switch e.Outcome {
+	case OutcomeCompleted:
+	case OutcomeFailed, OutcomeCancelled:
+		if e.Reason == "" {
+			return fmt.Errorf("outcome event: %s needs a reason", e.Outcome)
+		}
+	default:
+		return fmt.Errorf("outcome event: unknown outcome %q", e.Outcome)
+	}
+	if err := checkMetadata(e.Metadata); err != nil {
+		return fmt.Errorf("outcome event: %w", err)
+	}
+	return nil
+}
+
+// Validate checks a timeout event.
+func (e *TimeoutEvent) Validate() error {
+	if err := checkEventHeader(e.Schema, TimeoutEventSchema, e.EventID, e.ReceiptID, TimeoutEventID(e.ReceiptID)); err != nil {
+		return fmt.Errorf("timeout event: %w", err)
+	}
+	if e.Timestamp == 0 || e.Reason == "" {
+		return errors.New("timeout event: timestamp and reason are required")
+	}
+	return nil
+}
+
+// checkMetadata requires metadata, when present, to be a JSON object.
+func checkMetadata(m json.RawMessage) error {
+	if len(m) == 0 {
+		return nil
+	}
+	t := bytes.TrimSpace(m)
+	if len(t) == 0 || t[0] != '{' {
+		return errors.New("metadata must be a JSON object")
+	}
+	return nil
+}
+
+// DecodeStrict decodes one JSON value into v, refusing unknown fields and
+// trailing data.
+func DecodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}

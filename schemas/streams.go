@@ -1,0 +1,43 @@
+package schemas
+
+import (
+	"strings"
+	"time"
+)
+
+// JetStream names shared by every component.
+const (
+	// EventsStream holds decision, outcome and timeout events: the source of
+	// truth the log and every projection are rebuilt from.
+	EventsStream = "CHIO_EVENTS"
+	// EventsSubjects is the subject filter of EventsStream.
+	EventsSubjects = "chio.events.>"
+	// ReceiptsStream holds every signed receipt after the ledger committed it.
+	ReceiptsStream = "CHIO_RECEIPTS"
+	// ReceiptsSubjects is the subject filter of ReceiptsStream.
+	ReceiptsSubjects = "chio.receipts.>"
+
+	SubjectDecision = "chio.events.decision"
+	SubjectOutcome  = "chio.events.outcome"
+	SubjectTimeout  = "chio.events.timeout"
+
+	// DuplicateWindow is the publish dedup window of both streams.
+	DuplicateWindow = 2 * time.Minute
+)
+
+// ReceiptSubject is the subject a signed receipt is published on:
+// chio.receipts.<tool_server>, with characters that NATS reserves in a
+// subject token (space, '.', '*', '>') replaced by '_'.
+func ReceiptSubject(toolServer string) string {
+	token := strings.Map(func(r rune) rune {
+		switch {
+		case r == '.' || r == '*' || r == '>' || r <= ' ' || r == 0x7f:
+			return '_'
+		}
+		return r
+	}, toolServer)
+	if token == "" {
+		token = "_"
+	}
+	return "chio.receipts." + token
+}
