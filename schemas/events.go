@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Schema identifiers carried in each event's "schema" field.
@@ -115,8 +117,8 @@ func (e *DecisionEvent) Validate() error {
 	switch {
 	case e.Timestamp == 0:
 		return errors.New("decision event: timestamp is missing")
-	case e.CapabilityID == "", e.ToolServer == "", e.ToolName == "":
-		return errors.New("decision event: capability_id, tool_server and tool_name are required")
+	case !printable(e.CapabilityID), !printable(e.ToolServer), !printable(e.ToolName):
+		return errors.New("decision event: capability_id, tool_server and tool_name must be non-empty, at most 256 bytes, without control characters")
 	case len(e.Parameters) == 0:
 		return errors.New("decision event: parameters are missing")
 	case e.PolicyHash == "":
@@ -173,6 +175,20 @@ func (e *TimeoutEvent) Validate() error {
 		return errors.New("timeout event: timestamp and reason are required")
 	}
 	return nil
+}
+
+// printable reports whether s is a non-empty, bounded name without control
+// characters; such names become index keys and subject tokens.
+func printable(s string) bool {
+	if s == "" || len(s) > 256 || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkMetadata requires metadata, when present, to be a JSON object.

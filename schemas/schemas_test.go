@@ -132,19 +132,21 @@ func TestBadReceiptsRejectedByBoth(t *testing.T) {
 		return b
 	}
 	cases := map[string][]byte{
-		"null metadata":         mutate(func(m map[string]any) { m["metadata"] = nil }),
-		"deny without guard":    mutate(func(m map[string]any) { m["decision"] = map[string]any{"verdict": "deny", "reason": "x"} }),
-		"allow with reason":     mutate(func(m map[string]any) { m["decision"] = map[string]any{"verdict": "allow", "reason": "x"} }),
-		"unknown verdict":       mutate(func(m map[string]any) { m["decision"] = map[string]any{"verdict": "maybe"} }),
-		"uppercase kernel key":  mutate(func(m map[string]any) { m["kernel_key"] = strings.ToUpper(m["kernel_key"].(string)) }),
-		"short signature":       mutate(func(m map[string]any) { m["signature"] = "abcd" }),
-		"unknown field":         mutate(func(m map[string]any) { m["prev_hash"] = "00" }),
-		"missing signature":     mutate(func(m map[string]any) { delete(m, "signature") }),
-		"bad trust level":       mutate(func(m map[string]any) { m["trust_level"] = "trusted" }),
-		"empty evidence guard":  mutate(func(m map[string]any) { m["evidence"] = []any{map[string]any{"guard_name": "", "verdict": true}} }),
-		"bad parameter hash":    mutate(func(m map[string]any) { m["action"].(map[string]any)["parameter_hash"] = "xyz" }),
-		"missing tool_name":     mutate(func(m map[string]any) { delete(m, "tool_name") }),
-		"evidence extra fields": mutate(func(m map[string]any) { m["evidence"] = []any{map[string]any{"guard_name": "g", "verdict": true, "x": 1}} }),
+		"null metadata":        mutate(func(m map[string]any) { m["metadata"] = nil }),
+		"deny without guard":   mutate(func(m map[string]any) { m["decision"] = map[string]any{"verdict": "deny", "reason": "x"} }),
+		"allow with reason":    mutate(func(m map[string]any) { m["decision"] = map[string]any{"verdict": "allow", "reason": "x"} }),
+		"unknown verdict":      mutate(func(m map[string]any) { m["decision"] = map[string]any{"verdict": "maybe"} }),
+		"uppercase kernel key": mutate(func(m map[string]any) { m["kernel_key"] = strings.ToUpper(m["kernel_key"].(string)) }),
+		"short signature":      mutate(func(m map[string]any) { m["signature"] = "abcd" }),
+		"unknown field":        mutate(func(m map[string]any) { m["prev_hash"] = "00" }),
+		"missing signature":    mutate(func(m map[string]any) { delete(m, "signature") }),
+		"bad trust level":      mutate(func(m map[string]any) { m["trust_level"] = "trusted" }),
+		"empty evidence guard": mutate(func(m map[string]any) { m["evidence"] = []any{map[string]any{"guard_name": "", "verdict": true}} }),
+		"bad parameter hash":   mutate(func(m map[string]any) { m["action"].(map[string]any)["parameter_hash"] = "xyz" }),
+		"missing tool_name":    mutate(func(m map[string]any) { delete(m, "tool_name") }),
+		"evidence extra fields": mutate(func(m map[string]any) {
+			m["evidence"] = []any{map[string]any{"guard_name": "g", "verdict": true, "x": 1}}
+		}),
 	}
 	for name, raw := range cases {
 		t.Run(name, func(t *testing.T) {

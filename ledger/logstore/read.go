@@ -1,0 +1,228 @@
+package logstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+)
+
+// ErrBeyondCheckpoint is returned for tiles, bundles and proofs that no
+// signed checkpoint implies yet.
+var ErrBeyondCheckpoint = errors.New("beyond the latest signed checkpoint")
+
+// reader reads tiles once per request: a proof touches at most a few tiles,
+// several nodes of each.
+type reader struct {
+	s     *Store
+	tiles map[[2]uint64][]byte
+}
+
+func (s *Store) newReader() *reader { return &reader{s: s, tiles: map[[2]uint64][]byte{}} }
+
+func (r *reader) tile(level uint, index uint64) ([]byte, error) {
+	k := [2]uint64{uint64(level), index}
+	if t, ok := r.tiles[k]; ok {
+		return t, nil
+	}
+	t, err := r.s.get(tileKey(level, index))
+	if err != nil {
+		return nil, fmt.Errorf("tile %d/%d: %w", level, index, err)
+	}
+	r.tiles[k] = t
+	return t, nil
+}
+
+// node returns the hash of the perfect subtree (level, index), which must lie
+// inside a tree of the given size. Levels that are multiples of 8 are stored
+// in tiles; others are recomputed from the tile row below them.
+func (r *reader) node(level uint, index uint64, size uint64) ([]byte, error) {
+	if level >= 64 || (index+1)<<level > size || index > (size>>level) {
+		return nil, fmt.Errorf("node %d/%d is not inside a tree of size %d", level, index, size)
+	}
+	tl, sub := level/TileHeight, level%TileHeight
+	first := index << sub // first hash of the node at tile row 8·tl
+	t, err := r.tile(tl, first/TileWidth)
+	if err != nil {
+		return nil, err
+	}
+	off, n := int(first%TileWidth), 1<<sub
+	if len(t) < (off+n)*HashSize {
+		return nil, fmt.Errorf("tile %d/%d holds %d hashes, node %d/%d needs %d", tl, first/TileWidth, len(t)/HashSize, level, index, off+n)
+	}
+	row := make([][]byte, n)
+	for i := range row {
+		row[i] = t[(off+i)*HashSize : (off+i+1)*HashSize]
+	}
+	for len(row) > 1 {
+		next := make([][]byte, len(row)/2)
+		for i := range next {
+			next[i] = rfc6962.DefaultHasher.HashChildren(row[2*i], row[2*i+1])
+		}
+		row = next
+	}
+	return row[0], nil
+}
+
+func (r *reader) nodes(ids []compact.NodeID, size uint64) ([][]byte, error) {
+	hashes := make([][]byte, len(ids))
+	for i, id := range ids {
+		h, err := r.node(id.Level, id.Index, size)
+		if err != nil {
+			return nil, err
+		}
+		hashes[i] = h
+	}
+	return hashes, nil
+}
+
+// checkpointedSize is the size of the latest signed checkpoint.
+func (s *Store) checkpointedSize() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.latest == nil {
+		return 0
+	}
+	return s.state.Size // a checkpoint is stored with every commit that grows the tree
+}
+
+// Tile returns tile (level, index) as served by tlog-tiles: width 0 asks for
+// the full tile, 1–255 for a partial one. Only widths implied by the latest
+// checkpoint are served.
+func (s *Store) Tile(level uint, index uint64, width int) ([]byte, error) {
+	if level > MaxTileLevel {
+		return nil, fmt.Errorf("tile level %d: %w", level, ErrNotFound)
+	}
+	w, err := servedWidth(PartialTileWidth(level, index, s.checkpointedSize()), width)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.get(tileKey(level, index))
+	if err != nil {
+		return nil, err
+	}
+	if len(t) < w*HashSize {
+		return nil, fmt.Errorf("tile %d/%d holds %d hashes, its checkpointed width is %d", level, index, len(t)/HashSize, w)
+	}
+	return t[:w*HashSize], nil
+}
+
+// EntryBundle returns entry bundle index, full (width 0) or partial.
+func (s *Store) EntryBundle(index uint64, width int) ([]byte, error) {
+	w, err := servedWidth(PartialTileWidth(0, index, s.checkpointedSize()), width)
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.get(bundleKey(index))
+	if err != nil {
+		return nil, err
+	}
+	end, err := bundlePrefix(b, w)
+	if err != nil {
+		return nil, fmt.Errorf("entry bundle %d: %w", index, err)
+	}
+	return b[:end], nil
+}
+
+// servedWidth resolves a requested width (0 = full) against the width the
+// latest checkpoint implies.
+func servedWidth(avail, width int) (int, error) {
+	if avail == 0 || (width == 0 && avail < TileWidth) || width > avail {
+		return 0, ErrBeyondCheckpoint
+	}
+	if width == 0 {
+		return TileWidth, nil
+	}
+	return width, nil
+}
+
+// bundlePrefix returns the byte length of the first n entries of a bundle.
+func bundlePrefix(b []byte, n int) (int, error) {
+	off := 0
+	for i := 0; i < n; i++ {
+		if off+2 > len(b) {
+			return 0, fmt.Errorf("bundle holds fewer than %d entries", n)
+		}
+		off += 2 + int(binary.BigEndian.Uint16(b[off:]))
+		if off > len(b) {
+			return 0, errors.New("bundle entry overruns the bundle")
+		}
+	}
+	return off, nil
+}
+
+// Entry returns the leaf bytes at index.
+func (s *Store) Entry(index uint64) ([]byte, error) {
+	if index >= s.State().Size {
+		return nil, ErrNotFound
+	}
+	b, err := s.get(bundleKey(index / TileWidth))
+	if err != nil {
+		return nil, err
+	}
+	start, err := bundlePrefix(b, int(index%TileWidth))
+	if err != nil {
+		return nil, fmt.Errorf("entry %d: %w", index, err)
+	}
+	end, err := bundlePrefix(b[start:], 1)
+	if err != nil {
+		return nil, fmt.Errorf("entry %d: %w", index, err)
+	}
+	return b[start+2 : start+end], nil
+}
+
+// LeafHash returns the RFC 6962 leaf hash stored for index.
+func (s *Store) LeafHash(index uint64) ([]byte, error) {
+	size := s.State().Size
+	if index >= size {
+		return nil, ErrNotFound
+	}
+	return s.newReader().node(0, index, size)
+}
+
+// InclusionProof returns the RFC 6962 audit path of leaf index in the tree of
+// the given size, which must be a checkpointed size.
+func (s *Store) InclusionProof(index, size uint64) ([][]byte, error) {
+	if size > s.checkpointedSize() {
+		return nil, ErrBeyondCheckpoint
+	}
+	if index >= size {
+		return nil, fmt.Errorf("leaf %d is not in a tree of size %d", index, size)
+	}
+	nodes, err := proof.Inclusion(index, size)
+	if err != nil {
+		return nil, fmt.Errorf("plan inclusion proof: %w", err)
+	}
+	return s.rehash(nodes, size)
+}
+
+// ConsistencyProof returns the RFC 6962 proof that the tree of size from is a
+// prefix of the tree of size to.
+func (s *Store) ConsistencyProof(from, to uint64) ([][]byte, error) {
+	if to > s.checkpointedSize() {
+		return nil, ErrBeyondCheckpoint
+	}
+	if from > to {
+		return nil, fmt.Errorf("consistency from %d to %d: from is larger", from, to)
+	}
+	nodes, err := proof.Consistency(from, to)
+	if err != nil {
+		return nil, fmt.Errorf("plan consistency proof: %w", err)
+	}
+	return s.rehash(nodes, to)
+}
+
+func (s *Store) rehash(nodes proof.Nodes, size uint64) ([][]byte, error) {
+	hashes, err := s.newReader().nodes(nodes.IDs, size)
+	if err != nil {
+		return nil, err
+	}
+	p, err := nodes.Rehash(hashes, rfc6962.DefaultHasher.HashChildren)
+	if err != nil {
+		return nil, fmt.Errorf("rehash proof: %w", err)
+	}
+	return p, nil
+}

@@ -1,0 +1,354 @@
+// Package logstore is the ledger's Pebble-backed Merkle log: C2SP tiles and
+// entry bundles, signed checkpoints, the exact dedup index and the receipt
+// index, all written in one synced batch per ledger batch.
+//
+// One process writes (Pebble locks its directory); any number of goroutines
+// read. Invariants, each checked by tests:
+//   - the state record, tiles, bundles, indexes and the checkpoint for a new
+//     size are committed atomically with pebble.Sync;
+//   - on Open the root recomputed from stored tiles must equal the state
+//     record's root and the latest stored checkpoint, or Open fails;
+//   - a checkpoint is stored only for a size the tree has just grown to, so
+//     no size ever has two checkpoints.
+package logstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/rfc6962"
+)
+
+// Key prefixes. Every numeric part is fixed-width big-endian so keys sort in
+// append order and flushed sstables do not overlap.
+const (
+	prefixState      = 's' // single state record
+	prefixTile       = 't' // t | u8 level | u64 index → tile hashes (partial tiles grow in place)
+	prefixBundle     = 'e' // e | u64 index → entry bundle (uint16-length-prefixed leaves)
+	prefixCheckpoint = 'c' // c | u64 size → signed checkpoint note
+	prefixStatement  = 'k' // k | u64 checkpoint_seq → chio.checkpoint_statement.v1 JSON
+	prefixDedup      = 'd' // d | event id → u64 leaf index, or empty while the call is pending
+	prefixReceipt    = 'r' // r | receipt id → u64 leaf index
+	prefixPending    = 'p' // p | receipt id → caller's pending record
+	prefixSummary    = 'm' // m | u64 index → Summary JSON, for queries
+	prefixByCap      = 'C' // C | capability id | 0 | u64 index
+	prefixByServer   = 'S' // S | tool server | 0 | u64 index
+	prefixByTool     = 'T' // T | tool server | 0 | tool name | 0 | u64 index
+)
+
+// ErrNotFound is returned when a requested record does not exist.
+var ErrNotFound = errors.New("not found")
+
+// State is the log's persistent head, rewritten in every batch.
+type State struct {
+	Size uint64 `json:"size"`
+	Root []byte `json:"root"`
+	// StreamSeq is the last JetStream sequence folded into the log.
+	StreamSeq uint64 `json:"stream_seq"`
+	// CheckpointSeq numbers chio.checkpoint_statement.v1 records.
+	CheckpointSeq uint64 `json:"checkpoint_seq"`
+	// Published counts leaves already published to CHIO_RECEIPTS.
+	Published uint64 `json:"published"`
+}
+
+// Summary is the per-leaf record queries filter on.
+type Summary struct {
+	ReceiptID    string `json:"id"`
+	Timestamp    uint64 `json:"t"`
+	CapabilityID string `json:"c"`
+	ToolServer   string `json:"s"`
+	ToolName     string `json:"n"`
+	Verdict      string `json:"v"`
+}
+
+// Store is an open log.
+type Store struct {
+	db  *pebble.DB
+	log *slog.Logger
+
+	wmu    sync.Mutex   // held by the one open Txn
+	mu     sync.RWMutex // guards the fields below
+	state  State
+	rng    *compact.Range  // frontier of [0, state.Size)
+	edge   map[uint][]byte // right-edge tile per tile level (its index follows from the size)
+	bundle []byte          // right-edge entry bundle
+	latest []byte          // latest checkpoint note
+	rf     *compact.RangeFactory
+}
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	log         *slog.Logger
+	checkpoints CheckpointVerifier
+}
+
+// CheckpointVerifier checks a stored checkpoint note on Open and returns the
+// size and root it commits to.
+type CheckpointVerifier func(note []byte) (size uint64, root []byte, err error)
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithCheckpointVerifier makes Open verify the latest stored checkpoint with
+// v and compare it with the recomputed tree. Without it Open only compares
+// the state record with the tiles.
+func WithCheckpointVerifier(v CheckpointVerifier) Option {
+	return func(o *options) { o.checkpoints = v }
+}
+
+// Open opens (or creates) the log in dir and checks its integrity.
+func Open(dir string, opts ...Option) (*Store, error) {
+	o := options{log: slog.Default()}
+	for _, f := range opts {
+		f(&o)
+	}
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{o.log}})
+	if err != nil {
+		return nil, fmt.Errorf("open log store %s: %w", dir, err)
+	}
+	s := &Store{db: db, log: o.log, edge: map[uint][]byte{}, rf: &compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}}
+	if err := s.load(o.checkpoints); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open log store %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close log store: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) load(verify CheckpointVerifier) error {
+	raw, err := s.get([]byte{prefixState})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		s.rng = s.rf.NewEmptyRange(0)
+		s.state.Root = rfc6962.DefaultHasher.EmptyRoot()
+		return nil
+	case err != nil:
+		return err
+	}
+	if err := json.Unmarshal(raw, &s.state); err != nil {
+		return fmt.Errorf("decode state record: %w", err)
+	}
+	// Rebuild the frontier from stored tiles and recompute the root: corrupt
+	// or missing tiles fail here, before anything new is appended.
+	ids := compact.RangeNodes(0, s.state.Size, nil)
+	hashes := make([][]byte, len(ids))
+	r := s.newReader()
+	for i, id := range ids {
+		if hashes[i], err = r.node(id.Level, id.Index, s.state.Size); err != nil {
+			return fmt.Errorf("rebuild frontier: %w", err)
+		}
+	}
+	if s.rng, err = s.rf.NewRange(0, s.state.Size, hashes); err != nil {
+		return fmt.Errorf("rebuild frontier: %w", err)
+	}
+	root, err := s.rootOf(s.rng)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(root, s.state.Root) {
+		return fmt.Errorf("integrity: root recomputed from tiles %x differs from the state record %x at size %d", root, s.state.Root, s.state.Size)
+	}
+	for level := uint(0); ; level++ {
+		w := PartialTileWidth(level, 0, s.state.Size)
+		if w == 0 {
+			break
+		}
+		idx := (s.state.Size >> (TileHeight * level)) / TileWidth
+		if PartialTileWidth(level, idx, s.state.Size) == 0 {
+			continue // the right edge of this level is a just-completed tile
+		}
+		t, err := s.get(tileKey(level, idx))
+		if err != nil {
+			return fmt.Errorf("load right-edge tile %d/%d: %w", level, idx, err)
+		}
+		s.edge[level] = t
+	}
+	if s.state.Size%TileWidth != 0 {
+		if s.bundle, err = s.get(bundleKey(s.state.Size / TileWidth)); err != nil {
+			return fmt.Errorf("load right-edge bundle: %w", err)
+		}
+	}
+	if s.latest, err = s.latestCheckpoint(); err != nil {
+		return fmt.Errorf("load latest checkpoint: %w", err)
+	}
+	if verify != nil {
+		size, croot, err := verify(s.latest)
+		if err != nil {
+			return fmt.Errorf("integrity: latest stored checkpoint: %w", err)
+		}
+		if size != s.state.Size || !bytes.Equal(croot, root) {
+			return fmt.Errorf("integrity: latest checkpoint (size %d, root %x) does not match the tree recomputed from tiles (size %d, root %x)", size, croot, s.state.Size, root)
+		}
+	}
+	return nil
+}
+
+func (s *Store) rootOf(r *compact.Range) ([]byte, error) {
+	if r.End() == 0 {
+		return rfc6962.DefaultHasher.EmptyRoot(), nil
+	}
+	root, err := r.GetRootHash(nil)
+	if err != nil {
+		return nil, fmt.Errorf("compute root: %w", err)
+	}
+	return root, nil
+}
+
+// State returns a copy of the log head.
+func (s *Store) State() State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st := s.state
+	st.Root = bytes.Clone(st.Root)
+	return st
+}
+
+// LatestCheckpoint returns the newest signed checkpoint note (nil before the
+// first one is stored).
+func (s *Store) LatestCheckpoint() []byte {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.latest
+}
+
+// Checkpoint returns the signed checkpoint note stored for exactly size.
+func (s *Store) Checkpoint(size uint64) ([]byte, error) { return s.get(checkpointKey(size)) }
+
+func (s *Store) latestCheckpoint() ([]byte, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCheckpoint}, UpperBound: []byte{prefixCheckpoint + 1}})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	if !it.Last() {
+		return nil, ErrNotFound
+	}
+	return bytes.Clone(it.Value()), nil
+}
+
+// Statement returns the checkpoint statement with the given sequence number.
+func (s *Store) Statement(seq uint64) ([]byte, error) { return s.get(u64Key(prefixStatement, seq)) }
+
+// LeafIndex returns the leaf index of a receipt id.
+func (s *Store) LeafIndex(receiptID string) (uint64, error) {
+	v, err := s.get(strKey(prefixReceipt, receiptID))
+	if err != nil {
+		return 0, err
+	}
+	return decodeU64(v)
+}
+
+// Pending returns the pending record stored for a receipt id.
+func (s *Store) Pending(receiptID string) ([]byte, error) {
+	return s.get(strKey(prefixPending, receiptID))
+}
+
+// ForEachPending calls f for every pending record, in key order.
+func (s *Store) ForEachPending(f func(receiptID string, rec []byte) error) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixPending}, UpperBound: []byte{prefixPending + 1}})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if err := f(string(it.Key()[1:]), it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// SetPublished records that leaves [0, n) have been published downstream.
+// It is a hint for restart, so it is written without sync: losing it only
+// republishes, which the stream's dedup and consumers absorb.
+func (s *Store) SetPublished(n uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n <= s.state.Published || n > s.state.Size {
+		return nil
+	}
+	st := s.state
+	st.Published = n
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := s.db.Set([]byte{prefixState}, raw, pebble.NoSync); err != nil {
+		return fmt.Errorf("record published position: %w", err)
+	}
+	s.state.Published = n
+	return nil
+}
+
+func (s *Store) get(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %q: %w", key[:1], err)
+	}
+	out := bytes.Clone(v)
+	_ = closer.Close()
+	return out, nil
+}
+
+func tileKey(level uint, index uint64) []byte {
+	k := make([]byte, 10)
+	k[0] = prefixTile
+	k[1] = byte(level)
+	binary.BigEndian.PutUint64(k[2:], index)
+	return k
+}
+
+func bundleKey(index uint64) []byte       { return u64Key(prefixBundle, index) }
+func checkpointKey(size uint64) []byte    { return u64Key(prefixCheckpoint, size) }
+func strKey(prefix byte, s string) []byte { return append([]byte{prefix}, s...) }
+
+func u64Key(prefix byte, n uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], n)
+	return k
+}
+
+func encodeU64(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+func decodeU64(v []byte) (uint64, error) {
+	if len(v) != 8 {
+		return 0, fmt.Errorf("corrupt index value of %d bytes", len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// pebbleLogger routes Pebble's own logging into slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	panic(fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,283 @@
+package logstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/rfc6962"
+)
+
+// Txn is one ledger batch: leaves, index entries and pending records
+// accumulate in a pebble.Batch and become durable together in Commit. Only
+// one Txn may be open at a time; Begin blocks until the previous one ends.
+type Txn struct {
+	s       *Store
+	b       *pebble.Batch
+	rng     *compact.Range
+	edge    map[uint][]byte
+	dirty   map[uint]bool
+	bundle  []byte
+	state   State
+	start   uint64
+	seen    map[string]bool
+	pending map[string][]byte // nil value: deleted in this txn
+	ids     map[string]bool
+	err     error
+	done    bool
+}
+
+// Begin starts a batch. The caller must Commit or Discard it.
+func (s *Store) Begin() *Txn {
+	s.wmu.Lock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t := &Txn{
+		s: s, b: s.db.NewBatch(), state: s.state, start: s.state.Size,
+		edge: make(map[uint][]byte, len(s.edge)), dirty: map[uint]bool{},
+		bundle: bytes.Clone(s.bundle),
+		seen:   map[string]bool{}, pending: map[string][]byte{}, ids: map[string]bool{},
+	}
+	for l, e := range s.edge {
+		t.edge[l] = bytes.Clone(e)
+	}
+	hashes := s.rng.Hashes()
+	cp := make([][]byte, len(hashes))
+	for i, h := range hashes {
+		cp[i] = bytes.Clone(h)
+	}
+	t.rng, t.err = s.rf.NewRange(0, s.rng.End(), cp)
+	return t
+}
+
+// Size is the tree size including leaves appended in this batch.
+func (t *Txn) Size() uint64 { return t.rng.End() }
+
+// Discard abandons the batch.
+func (t *Txn) Discard() {
+	if t.done {
+		return
+	}
+	t.done = true
+	_ = t.b.Close()
+	t.s.wmu.Unlock()
+}
+
+// EventSeen reports whether an event id was folded before (in this batch or
+// any committed one).
+func (t *Txn) EventSeen(id string) (bool, error) {
+	if t.seen[id] {
+		return true, nil
+	}
+	return t.s.exists(strKey(prefixDedup, id))
+}
+
+// MarkEvent records an event id in the exact dedup index.
+func (t *Txn) MarkEvent(id string) {
+	t.seen[id] = true
+	t.setErr(t.b.Set(strKey(prefixDedup, id), nil, nil))
+}
+
+// HasReceipt reports whether a receipt id is already in the log.
+func (t *Txn) HasReceipt(id string) (bool, error) {
+	if t.ids[id] {
+		return true, nil
+	}
+	return t.s.exists(strKey(prefixReceipt, id))
+}
+
+// Pending returns the pending record of a receipt id, if any.
+func (t *Txn) Pending(id string) ([]byte, bool, error) {
+	if rec, ok := t.pending[id]; ok {
+		return rec, rec != nil, nil
+	}
+	rec, err := t.s.Pending(id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, false, nil
+	}
+	return rec, err == nil, err
+}
+
+// PutPending stores a pending record for a receipt id.
+func (t *Txn) PutPending(id string, rec []byte) {
+	t.pending[id] = rec
+	t.setErr(t.b.Set(strKey(prefixPending, id), rec, nil))
+}
+
+// DeletePending removes a receipt id's pending record.
+func (t *Txn) DeletePending(id string) {
+	t.pending[id] = nil
+	t.setErr(t.b.Delete(strKey(prefixPending, id), nil))
+}
+
+// SetStreamSeq records the last stream sequence folded by this batch.
+func (t *Txn) SetStreamSeq(seq uint64) { t.state.StreamSeq = seq }
+
+// Append adds leaf as the next entry and indexes it under sum.ReceiptID.
+func (t *Txn) Append(leaf []byte, sum Summary) (uint64, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	if len(leaf) > 1<<16-1 {
+		return 0, fmt.Errorf("append: entry of %d bytes exceeds the 65535-byte bundle limit", len(leaf))
+	}
+	idx := t.rng.End()
+	if err := t.rng.Append(rfc6962.DefaultHasher.HashLeaf(leaf), t.visit); err != nil {
+		return 0, fmt.Errorf("append leaf %d: %w", idx, err)
+	}
+	if t.err != nil {
+		return 0, t.err
+	}
+	t.bundle = binary.BigEndian.AppendUint16(t.bundle, uint16(len(leaf)))
+	t.bundle = append(t.bundle, leaf...)
+	if idx%TileWidth == TileWidth-1 {
+		t.setErr(t.b.Set(bundleKey(idx/TileWidth), t.bundle, nil))
+		t.bundle = t.bundle[:0]
+	}
+	sumJSON, err := json.Marshal(sum)
+	if err != nil {
+		return 0, fmt.Errorf("append leaf %d: %w", idx, err)
+	}
+	t.ids[sum.ReceiptID] = true
+	t.setErr(t.b.Set(strKey(prefixReceipt, sum.ReceiptID), encodeU64(idx), nil))
+	t.setErr(t.b.Set(u64Key(prefixSummary, idx), sumJSON, nil))
+	t.setErr(t.b.Set(capIndexKey(sum.CapabilityID, idx), nil, nil))
+	t.setErr(t.b.Set(serverIndexKey(sum.ToolServer, idx), nil, nil))
+	t.setErr(t.b.Set(toolIndexKey(sum.ToolServer, sum.ToolName, idx), nil, nil))
+	return idx, t.err
+}
+
+// visit receives every new perfect node; nodes on tree levels that are
+// multiples of 8 are the tile hashes.
+func (t *Txn) visit(id compact.NodeID, hash []byte) {
+	if id.Level%TileHeight != 0 {
+		return
+	}
+	tl := id.Level / TileHeight
+	slot := int(id.Index % TileWidth)
+	if slot == 0 {
+		t.edge[tl] = make([]byte, 0, TileWidth*HashSize)
+	}
+	if len(t.edge[tl]) != slot*HashSize {
+		t.setErr(fmt.Errorf("tile %d/%d: node %d arrives with %d hashes stored", tl, id.Index/TileWidth, slot, len(t.edge[tl])/HashSize))
+		return
+	}
+	t.edge[tl] = append(t.edge[tl], hash...)
+	if slot == TileWidth-1 {
+		t.setErr(t.b.Set(tileKey(tl, id.Index/TileWidth), t.edge[tl], nil))
+		delete(t.dirty, tl)
+		return
+	}
+	t.dirty[tl] = true
+}
+
+// CheckpointFunc signs the tree head a batch produced. It returns the signed
+// C2SP checkpoint note and, for a non-empty tree, the JSON of a
+// chio.checkpoint_statement.v1 numbered seq covering leaves [from, to).
+type CheckpointFunc func(from, to uint64, root []byte, seq uint64) (note, statement []byte, err error)
+
+// Commit makes the batch durable with one synced Pebble commit. When the tree
+// grew (or no checkpoint exists yet) sign is called and its checkpoint is
+// written in the same batch, so a size is never checkpointed twice.
+func (t *Txn) Commit(sign CheckpointFunc) error {
+	defer t.Discard()
+	if t.err != nil {
+		return fmt.Errorf("commit: %w", t.err)
+	}
+	root, err := t.s.rootOf(t.rng)
+	if err != nil {
+		return err
+	}
+	size := t.rng.End()
+	t.state.Size, t.state.Root = size, root
+	var note []byte
+	if size > t.start || t.s.latest == nil {
+		seq := t.state.CheckpointSeq
+		if size > 0 {
+			seq++
+		}
+		var stmt []byte
+		if note, stmt, err = sign(t.start, size, root, seq); err != nil {
+			return fmt.Errorf("commit: sign checkpoint for size %d: %w", size, err)
+		}
+		t.setErr(t.b.Set(checkpointKey(size), note, nil))
+		if stmt != nil {
+			t.state.CheckpointSeq = seq
+			t.setErr(t.b.Set(u64Key(prefixStatement, seq), stmt, nil))
+		}
+	}
+	for tl := range t.dirty {
+		idx := (size >> (TileHeight * tl)) / TileWidth
+		t.setErr(t.b.Set(tileKey(tl, idx), t.edge[tl], nil))
+	}
+	if size%TileWidth != 0 && size > t.start {
+		t.setErr(t.b.Set(bundleKey(size/TileWidth), t.bundle, nil))
+	}
+	stateJSON, err := json.Marshal(t.state)
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	t.setErr(t.b.Set([]byte{prefixState}, stateJSON, nil))
+	if t.err != nil {
+		return fmt.Errorf("commit: %w", t.err)
+	}
+	if err := t.b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("commit batch at size %d: %w", size, err)
+	}
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	t.s.state, t.s.rng, t.s.bundle = t.state, t.rng, t.bundle
+	t.s.edge = maps.Clone(t.edge)
+	for l := range t.s.edge {
+		if PartialTileWidth(l, (size>>(TileHeight*l))/TileWidth, size) == 0 {
+			delete(t.s.edge, l) // completed: the next node starts a new tile
+		}
+	}
+	if note != nil {
+		t.s.latest = note
+	}
+	return nil
+}
+
+func (t *Txn) setErr(err error) {
+	if err != nil && t.err == nil {
+		t.err = err
+	}
+}
+
+func (s *Store) exists(key []byte) (bool, error) {
+	_, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %q: %w", key[:1], err)
+	}
+	_ = closer.Close()
+	return true, nil
+}
+
+func capIndexKey(capID string, idx uint64) []byte {
+	k := append([]byte{prefixByCap}, capID...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, idx)
+}
+
+func serverIndexKey(server string, idx uint64) []byte {
+	k := append([]byte{prefixByServer}, server...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, idx)
+}
+
+func toolIndexKey(server, tool string, idx uint64) []byte {
+	k := append([]byte{prefixByTool}, server...)
+	k = append(k, 0)
+	k = append(k, tool...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, idx)
+}
