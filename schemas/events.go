@@ -87,8 +87,22 @@ func OutcomeEventID(receiptID string) string { return receiptID + ".outcome" }
 // TimeoutEventID is the event id of a receipt's timeout event.
 func TimeoutEventID(receiptID string) string { return receiptID + ".timeout" }
 
-// MaxIDLength bounds receipt and event ids, which become index keys.
-const MaxIDLength = 128
+// Size bounds. They keep every receipt under MaxEncodedReceipt, the C2SP
+// entry-bundle limit, so an accepted event always fits in the log.
+const (
+	// MaxIDLength bounds receipt and event ids, which become index keys.
+	MaxIDLength = 128
+	// MaxParametersBytes bounds a call's parameters as published.
+	MaxParametersBytes = 32 << 10
+	// MaxMetadataBytes bounds the metadata of one event.
+	MaxMetadataBytes = 8 << 10
+	// MaxTextBytes bounds reasons, guard names and evidence details.
+	MaxTextBytes = 1 << 10
+	// MaxEvidence bounds the guard evidence list.
+	MaxEvidence = 16
+	// MaxEventBytes bounds one event message on the stream.
+	MaxEventBytes = 64 << 10
+)
 
 // idPattern keeps ids printable and free of '/', so they are safe in URL paths.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
@@ -121,6 +135,12 @@ func (e *DecisionEvent) Validate() error {
 		return errors.New("decision event: capability_id, tool_server and tool_name must be non-empty, at most 256 bytes, without control characters")
 	case len(e.Parameters) == 0:
 		return errors.New("decision event: parameters are missing")
+	case len(e.Parameters) > MaxParametersBytes:
+		return fmt.Errorf("decision event: parameters exceed %d bytes", MaxParametersBytes)
+	case len(e.Evidence) > MaxEvidence:
+		return fmt.Errorf("decision event: more than %d evidence entries", MaxEvidence)
+	case len(e.Decision.Reason) > MaxTextBytes || len(e.Decision.Guard) > MaxTextBytes || len(e.PolicyHash) > MaxTextBytes:
+		return fmt.Errorf("decision event: reason, guard and policy_hash are limited to %d bytes", MaxTextBytes)
 	case e.PolicyHash == "":
 		return errors.New("decision event: policy_hash is empty")
 	case e.Decision.Verdict != VerdictAllow && e.Decision.Verdict != VerdictDeny:
@@ -128,6 +148,14 @@ func (e *DecisionEvent) Validate() error {
 	}
 	if err := e.Decision.Validate(); err != nil {
 		return fmt.Errorf("decision event: %w", err)
+	}
+	for i, ev := range e.Evidence {
+		if ev.GuardName == "" || len(ev.GuardName) > MaxTextBytes || len(ev.Details) > MaxTextBytes {
+			return fmt.Errorf("decision event: evidence[%d] needs a guard_name; names and details are limited to %d bytes", i, MaxTextBytes)
+		}
+	}
+	if len(e.TenantID) > MaxTextBytes {
+		return fmt.Errorf("decision event: tenant_id exceeds %d bytes", MaxTextBytes)
 	}
 	if err := checkMetadata(e.Metadata); err != nil {
 		return fmt.Errorf("decision event: %w", err)
@@ -150,6 +178,8 @@ func (e *OutcomeEvent) Validate() error {
 		return errors.New("outcome event: timestamp is missing")
 	case !sha256HexPattern.MatchString(e.ContentHash):
 		return errors.New("outcome event: content_hash is not 64 lowercase hex")
+	case len(e.Reason) > MaxTextBytes:
+		return fmt.Errorf("outcome event: reason exceeds %d bytes", MaxTextBytes)
 	}
 	switch e.Outcome {
 	case OutcomeCompleted:
@@ -171,8 +201,8 @@ func (e *TimeoutEvent) Validate() error {
 	if err := checkEventHeader(e.Schema, TimeoutEventSchema, e.EventID, e.ReceiptID, TimeoutEventID(e.ReceiptID)); err != nil {
 		return fmt.Errorf("timeout event: %w", err)
 	}
-	if e.Timestamp == 0 || e.Reason == "" {
-		return errors.New("timeout event: timestamp and reason are required")
+	if e.Timestamp == 0 || e.Reason == "" || len(e.Reason) > MaxTextBytes {
+		return errors.New("timeout event: timestamp and a reason of at most 1024 bytes are required")
 	}
 	return nil
 }
@@ -195,6 +225,9 @@ func printable(s string) bool {
 func checkMetadata(m json.RawMessage) error {
 	if len(m) == 0 {
 		return nil
+	}
+	if len(m) > MaxMetadataBytes {
+		return fmt.Errorf("metadata exceeds %d bytes", MaxMetadataBytes)
 	}
 	t := bytes.TrimSpace(m)
 	if len(t) == 0 || t[0] != '{' {

@@ -3,6 +3,8 @@ package schemas
 import (
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // JetStream names shared by every component.
@@ -40,4 +42,36 @@ func ReceiptSubject(toolServer string) string {
 		token = "_"
 	}
 	return "chio.receipts." + token
+}
+
+// EventsStreamConfig is the configuration of EventsStream. Every component
+// that publishes or consumes events creates or updates it with this config,
+// so whichever starts first brings the same stream up. Events are kept
+// forever: the log and the projections are rebuilt from them.
+func EventsStreamConfig(replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        EventsStream,
+		Description: "Chio decision, outcome and timeout events",
+		Subjects:    []string{EventsSubjects},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Replicas:    max(replicas, 1),
+		Duplicates:  DuplicateWindow,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgSize:  MaxEventBytes,
+	}
+}
+
+// ReceiptsStreamConfig is the configuration of ReceiptsStream.
+func ReceiptsStreamConfig(replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        ReceiptsStream,
+		Description: "Chio signed receipts, published by the ledger after commit",
+		Subjects:    []string{ReceiptsSubjects},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Replicas:    max(replicas, 1),
+		Duplicates:  DuplicateWindow,
+		Discard:     jetstream.DiscardNew,
+	}
 }

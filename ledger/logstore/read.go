@@ -226,3 +226,34 @@ func (s *Store) rehash(nodes proof.Nodes, size uint64) ([][]byte, error) {
 	}
 	return p, nil
 }
+
+// Entries calls f for each leaf in [from, to), reading each bundle once.
+func (s *Store) Entries(from, to uint64, f func(index uint64, leaf []byte) error) error {
+	if to > s.State().Size {
+		return fmt.Errorf("entries up to %d: %w", to, ErrNotFound)
+	}
+	for bi := from / TileWidth; from < to; bi++ {
+		b, err := s.get(bundleKey(bi))
+		if err != nil {
+			return fmt.Errorf("entry bundle %d: %w", bi, err)
+		}
+		off := 0
+		for i := bi * TileWidth; i < (bi+1)*TileWidth && i < to; i++ {
+			if off+2 > len(b) {
+				return fmt.Errorf("entry bundle %d ends before entry %d", bi, i)
+			}
+			n := int(binary.BigEndian.Uint16(b[off:]))
+			if off+2+n > len(b) {
+				return fmt.Errorf("entry %d overruns bundle %d", i, bi)
+			}
+			if i >= from {
+				if err := f(i, b[off+2:off+2+n]); err != nil {
+					return err
+				}
+			}
+			off += 2 + n
+		}
+		from = (bi + 1) * TileWidth
+	}
+	return nil
+}

@@ -1,0 +1,410 @@
+// Package ledger turns the edges' decision and outcome events into signed
+// chio.receipt.v1 records in a Merkle log.
+//
+// A durable JetStream pull consumer on CHIO_EVENTS feeds batches (bounded in
+// size and time). Each batch is folded in stream order, its receipts are
+// signed in parallel, appended, indexed and checkpointed in one synced Pebble
+// batch, and only then acked. The log position is the stream sequence stored
+// in that batch: a redelivery of a sequence already folded is acked and
+// skipped, and a duplicate publish is caught by the exact event-id index, so
+// crashes anywhere between commit and ack neither lose nor double a receipt.
+package ledger
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/transparency-dev/formats/log"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/chio-ledger/chio/ledger/logstore"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// Keys are the ledger's signing keys.
+type Keys struct {
+	// Kernel signs receipts and checkpoint statements; its public half is
+	// every receipt's kernel_key.
+	Kernel ed25519.PrivateKey
+	// Checkpoint signs C2SP checkpoint notes; its key name is the log origin.
+	Checkpoint note.Signer
+	// CheckpointVerifier is the public half of Checkpoint.
+	CheckpointVerifier note.Verifier
+}
+
+// Origin is the log origin: the checkpoint key's name.
+func (k Keys) Origin() string { return k.Checkpoint.Name() }
+
+// Ledger is the receipt-signing consumer.
+type Ledger struct {
+	js    jetstream.JetStream
+	store *logstore.Store
+	keys  Keys
+	cfg   config
+	log   *slog.Logger
+
+	timeouts *timeouts
+	publish  chan struct{} // wakes the receipt publisher
+}
+
+type config struct {
+	consumer        string
+	maxBatch        int
+	maxWait         time.Duration
+	incompleteAfter time.Duration
+	replicas        int
+	now             func() time.Time
+	log             *slog.Logger
+	afterCommit     func(batch int) error // test hook: fault injection between commit and ack
+}
+
+// Option configures a Ledger.
+type Option func(*config)
+
+// WithConsumer names the durable consumer (default "chio-ledger").
+func WithConsumer(name string) Option { return func(c *config) { c.consumer = name } }
+
+// WithBatch bounds a batch to max events and to maxWait of waiting for more
+// once its first event has arrived (defaults 1024 and 2ms).
+func WithBatch(max int, maxWait time.Duration) Option {
+	return func(c *config) { c.maxBatch, c.maxWait = max, maxWait }
+}
+
+// WithIncompleteAfter sets how long an allow decision may wait for its
+// outcome before the ledger publishes a timeout event (default 10m).
+func WithIncompleteAfter(d time.Duration) Option { return func(c *config) { c.incompleteAfter = d } }
+
+// WithReplicas sets the replica count of the streams the ledger creates.
+func WithReplicas(n int) Option { return func(c *config) { c.replicas = n } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// New builds a ledger over an open store.
+func New(js jetstream.JetStream, store *logstore.Store, keys Keys, opts ...Option) (*Ledger, error) {
+	cfg := config{consumer: "chio-ledger", maxBatch: 1024, maxWait: 2 * time.Millisecond,
+		incompleteAfter: 10 * time.Minute, replicas: 1, now: time.Now, log: slog.Default()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if keys.Kernel == nil || keys.Checkpoint == nil || keys.CheckpointVerifier == nil {
+		return nil, errors.New("ledger: kernel and checkpoint keys are required")
+	}
+	if cfg.maxBatch < 1 || cfg.incompleteAfter < time.Second {
+		return nil, errors.New("ledger: batch size must be positive and the incomplete timeout at least 1s")
+	}
+	return &Ledger{js: js, store: store, keys: keys, cfg: cfg, log: cfg.log.With("component", "ledger"),
+		timeouts: newTimeouts(), publish: make(chan struct{}, 1)}, nil
+}
+
+// CheckpointVerifier returns a logstore verifier for this ledger's
+// checkpoints: Open uses it to compare the latest stored checkpoint with
+// the tree recomputed from tiles.
+func CheckpointVerifier(origin string, v note.Verifier) logstore.CheckpointVerifier {
+	return func(raw []byte) (uint64, []byte, error) {
+		cp, _, _, err := log.ParseCheckpoint(raw, origin, v)
+		if err != nil {
+			return 0, nil, err
+		}
+		return cp.Size, cp.Hash, nil
+	}
+}
+
+// EnsureStreams creates or updates CHIO_EVENTS and CHIO_RECEIPTS.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	for _, cfg := range []jetstream.StreamConfig{schemas.EventsStreamConfig(replicas), schemas.ReceiptsStreamConfig(replicas)} {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// Run consumes events until ctx ends. It returns nil on a clean stop and an
+// error if the log cannot make progress (storage failure).
+func (l *Ledger) Run(ctx context.Context) error {
+	if err := EnsureStreams(ctx, l.js, l.cfg.replicas); err != nil {
+		return err
+	}
+	if err := l.init(); err != nil {
+		return err
+	}
+	cons, err := l.consumer(ctx)
+	if err != nil {
+		return err
+	}
+	stream, err := l.js.Stream(ctx, schemas.EventsStream)
+	if err != nil {
+		return fmt.Errorf("ledger: open stream: %w", err)
+	}
+	if err := l.loadTimeouts(); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs := make(chan jetstream.Msg, 2*l.cfg.maxBatch)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+		}
+	}, jetstream.PullMaxMessages(2*l.cfg.maxBatch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		l.log.Warn("consumer", "err", err)
+	}))
+	if err != nil {
+		return fmt.Errorf("ledger: consume: %w", err)
+	}
+	defer cc.Stop()
+
+	var wg sync.WaitGroup
+	wg.Go(func() { l.runPublisher(ctx) })
+	wg.Go(func() { l.runTimeouts(ctx) })
+	defer wg.Wait()
+	l.kickPublisher()
+
+	l.log.Info("ledger running", "origin", l.keys.Origin(), "size", l.store.State().Size, "stream_seq", l.store.State().StreamSeq)
+	batches := 0
+	for {
+		batch, ok := l.collect(ctx, msgs)
+		if !ok {
+			return nil
+		}
+		if err := l.processBatch(ctx, stream, batch); err != nil {
+			cancel()
+			return err
+		}
+		batches++
+		if l.cfg.afterCommit != nil {
+			if err := l.cfg.afterCommit(batches); err != nil {
+				return err // simulated stop between commit and ack
+			}
+		}
+		for _, m := range batch {
+			if err := m.Ack(); err != nil {
+				l.log.Debug("ack", "err", err) // redelivery is harmless: the sequence is already folded
+			}
+		}
+	}
+}
+
+// init writes the size-0 checkpoint of a new log, so /log/checkpoint always
+// has something signed to serve.
+func (l *Ledger) init() error {
+	if l.store.LatestCheckpoint() != nil {
+		return nil
+	}
+	tx := l.store.Begin()
+	return tx.Commit(l.signCheckpoint)
+}
+
+// consumer creates the durable consumer, or re-creates it when its ack floor
+// is ahead of the log (the store was replaced): the stream position of
+// record is the one committed with the log.
+func (l *Ledger) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	next := l.store.State().StreamSeq + 1
+	cfg := jetstream.ConsumerConfig{
+		Durable: l.cfg.consumer, Description: "chio ledger: events → signed receipts",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		MaxAckPending: 4 * l.cfg.maxBatch, MaxDeliver: -1,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
+		Replicas: l.cfg.replicas,
+	}
+	if c, err := l.js.Consumer(ctx, schemas.EventsStream, l.cfg.consumer); err == nil {
+		info := c.CachedInfo()
+		if info.AckFloor.Stream < next {
+			return c, nil
+		}
+		l.log.Warn("consumer is ahead of the log; recreating it", "ack_floor", info.AckFloor.Stream, "log_stream_seq", next-1)
+		if err := l.js.DeleteConsumer(ctx, schemas.EventsStream, l.cfg.consumer); err != nil {
+			return nil, fmt.Errorf("ledger: delete stale consumer: %w", err)
+		}
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("ledger: look up consumer: %w", err)
+	}
+	c, err := l.js.CreateConsumer(ctx, schemas.EventsStream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: create consumer: %w", err)
+	}
+	return c, nil
+}
+
+// collect waits for one message, then takes more until the batch is full or
+// maxWait has passed with nothing more ready.
+func (l *Ledger) collect(ctx context.Context, msgs <-chan jetstream.Msg) ([]jetstream.Msg, bool) {
+	var batch []jetstream.Msg
+	select {
+	case m := <-msgs:
+		batch = append(batch, m)
+	case <-ctx.Done():
+		return nil, false
+	}
+	timer := time.NewTimer(l.cfg.maxWait)
+	defer timer.Stop()
+	for len(batch) < l.cfg.maxBatch {
+		select {
+		case m := <-msgs:
+			batch = append(batch, m)
+			continue
+		default:
+		}
+		select {
+		case m := <-msgs:
+			batch = append(batch, m)
+		case <-timer.C:
+			return batch, true
+		case <-ctx.Done():
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// event is one stream message to fold.
+type event struct {
+	seq     uint64
+	subject string
+	data    []byte
+}
+
+// processBatch folds a batch in stream order and commits it. Messages at or
+// below the committed sequence are redeliveries and are skipped; a gap (a
+// delivery lost in transit) is filled by reading the stream directly, so the
+// fold always sees the stream's own order.
+func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batch []jetstream.Msg) error {
+	events := make([]event, 0, len(batch))
+	next := l.store.State().StreamSeq + 1
+	for _, m := range batch {
+		meta, err := m.Metadata()
+		if err != nil {
+			l.log.Warn("message without JetStream metadata", "err", err)
+			continue
+		}
+		seq := meta.Sequence.Stream
+		if seq < next {
+			continue
+		}
+		for ; next < seq; next++ {
+			raw, err := stream.GetMsg(ctx, next)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				l.log.Warn("stream sequence missing (deleted); skipped", "stream_seq", next)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("ledger: fill gap at stream sequence %d: %w", next, err)
+			}
+			events = append(events, event{seq: next, subject: raw.Subject, data: raw.Data})
+		}
+		events = append(events, event{seq: seq, subject: m.Subject(), data: m.Data()})
+		next = seq + 1
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	pend, err := l.apply(events)
+	if err != nil {
+		return err
+	}
+	l.timeouts.add(pend, l.cfg.incompleteAfter)
+	l.kickPublisher()
+	return nil
+}
+
+// apply folds events (contiguous, in stream order) into one committed batch
+// and returns the allow decisions now waiting for an outcome.
+func (l *Ledger) apply(events []event) ([]*schemas.DecisionEvent, error) {
+	tx := l.store.Begin()
+	defer tx.Discard()
+	f := &folder{tx: tx, produced: map[string]bool{}, log: l.log}
+	var bodies []*schemas.ReceiptBody
+	for _, e := range events {
+		b, err := f.fold(e.subject, e.seq, e.data)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: fold stream sequence %d: %w", e.seq, err)
+		}
+		if b != nil {
+			bodies = append(bodies, b)
+		}
+	}
+	tx.SetStreamSeq(events[len(events)-1].seq)
+	leaves, err := signAll(l.keys.Kernel, bodies)
+	if err != nil {
+		return nil, err
+	}
+	for i, b := range bodies {
+		sum := logstore.Summary{ReceiptID: b.ID, Timestamp: b.Timestamp, CapabilityID: b.CapabilityID,
+			ToolServer: b.ToolServer, ToolName: b.ToolName, Verdict: string(b.Decision.Verdict)}
+		if _, err := tx.Append(leaves[i], sum); err != nil {
+			return nil, fmt.Errorf("ledger: %w", err)
+		}
+	}
+	if err := tx.Commit(l.signCheckpoint); err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	return f.newPending, nil
+}
+
+// signAll signs and canonicalizes receipts on every core; the order of the
+// result is the order of bodies.
+func signAll(key ed25519.PrivateKey, bodies []*schemas.ReceiptBody) ([][]byte, error) {
+	leaves := make([][]byte, len(bodies))
+	errs := make([]error, len(bodies))
+	workers := min(runtime.GOMAXPROCS(0), (len(bodies)+31)/32)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(bodies); i += workers {
+				r, err := schemas.SignReceipt(key, *bodies[i])
+				if err == nil {
+					leaves[i], err = schemas.CanonicalReceipt(r)
+				}
+				errs[i] = err
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("ledger: sign receipts: %w", err)
+	}
+	return leaves, nil
+}
+
+// signCheckpoint signs the C2SP checkpoint note and, for a non-empty tree,
+// the chio.checkpoint_statement.v1 of a new tree head.
+func (l *Ledger) signCheckpoint(from, to uint64, root []byte, seq uint64) ([]byte, []byte, error) {
+	cp := log.Checkpoint{Origin: l.keys.Origin(), Size: to, Hash: root}
+	signed, err := note.Sign(&note.Note{Text: string(cp.Marshal())}, l.keys.Checkpoint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sign checkpoint note: %w", err)
+	}
+	if to == 0 {
+		return signed, nil, nil
+	}
+	stmt, err := schemas.SignCheckpointStatement(l.keys.Kernel, schemas.CheckpointBody{
+		CheckpointSeq: seq, BatchStartSeq: from + 1, BatchEndSeq: to, TreeSize: to,
+		MerkleRoot: schemas.EncodeHash(root), IssuedAt: uint64(l.cfg.now().Unix()),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := json.Marshal(stmt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode checkpoint statement: %w", err)
+	}
+	return signed, raw, nil
+}
+
+func (l *Ledger) kickPublisher() {
+	select {
+	case l.publish <- struct{}{}:
+	default:
+	}
+}
