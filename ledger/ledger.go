@@ -63,7 +63,10 @@ type config struct {
 	replicas        int
 	now             func() time.Time
 	log             *slog.Logger
-	afterCommit     func(batch int) error // test hook: fault injection between commit and ack
+	// fault, when set by tests, is called at "before-commit" and
+	// "after-commit" of each batch; an error stops Run right there, as a
+	// crash would.
+	fault func(stage string, batch int) error
 }
 
 // Option configures a Ledger.
@@ -168,25 +171,23 @@ func (l *Ledger) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { l.runPublisher(ctx) })
 	wg.Go(func() { l.runTimeouts(ctx) })
-	defer wg.Wait()
+	defer func() {
+		cancel() // before Wait: the helpers stop when ctx ends
+		wg.Wait()
+	}()
 	l.kickPublisher()
 
 	l.log.Info("ledger running", "origin", l.keys.Origin(), "size", l.store.State().Size, "stream_seq", l.store.State().StreamSeq)
-	batches := 0
-	for {
+	for batches := 1; ; batches++ {
 		batch, ok := l.collect(ctx, msgs)
 		if !ok {
 			return nil
 		}
-		if err := l.processBatch(ctx, stream, batch); err != nil {
-			cancel()
+		if err := l.processBatch(ctx, stream, batch, batches); err != nil {
 			return err
 		}
-		batches++
-		if l.cfg.afterCommit != nil {
-			if err := l.cfg.afterCommit(batches); err != nil {
-				return err // simulated stop between commit and ack
-			}
+		if err := l.injectFault("after-commit", batches); err != nil {
+			return err
 		}
 		for _, m := range batch {
 			if err := m.Ack(); err != nil {
@@ -206,33 +207,27 @@ func (l *Ledger) init() error {
 	return tx.Commit(l.signCheckpoint)
 }
 
-// consumer creates the durable consumer, or re-creates it when its ack floor
-// is ahead of the log (the store was replaced): the stream position of
-// record is the one committed with the log.
+// consumer (re)creates the durable consumer to start right after the last
+// stream sequence committed with the log. The position of record lives in
+// the log's own batch, so the consumer is recreated on every start: its
+// un-acked deliveries from before a crash are then redelivered at once
+// instead of after AckWait, and a consumer that is ahead of the log (the
+// store was replaced) cannot skip events.
 func (l *Ledger) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	next := l.store.State().StreamSeq + 1
-	cfg := jetstream.ConsumerConfig{
+	err := l.js.DeleteConsumer(ctx, schemas.EventsStream, l.cfg.consumer)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("ledger: reset consumer: %w", err)
+	}
+	c, err := l.js.CreateConsumer(ctx, schemas.EventsStream, jetstream.ConsumerConfig{
 		Durable: l.cfg.consumer, Description: "chio ledger: events → signed receipts",
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
 		MaxAckPending: 4 * l.cfg.maxBatch, MaxDeliver: -1,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
 		Replicas: l.cfg.replicas,
-	}
-	if c, err := l.js.Consumer(ctx, schemas.EventsStream, l.cfg.consumer); err == nil {
-		info := c.CachedInfo()
-		if info.AckFloor.Stream < next {
-			return c, nil
-		}
-		l.log.Warn("consumer is ahead of the log; recreating it", "ack_floor", info.AckFloor.Stream, "log_stream_seq", next-1)
-		if err := l.js.DeleteConsumer(ctx, schemas.EventsStream, l.cfg.consumer); err != nil {
-			return nil, fmt.Errorf("ledger: delete stale consumer: %w", err)
-		}
-	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, fmt.Errorf("ledger: look up consumer: %w", err)
-	}
-	c, err := l.js.CreateConsumer(ctx, schemas.EventsStream, cfg)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("ledger: create consumer: %w", err)
+		return nil, fmt.Errorf("ledger: create consumer at stream sequence %d: %w", next, err)
 	}
 	return c, nil
 }
@@ -279,7 +274,7 @@ type event struct {
 // below the committed sequence are redeliveries and are skipped; a gap (a
 // delivery lost in transit) is filled by reading the stream directly, so the
 // fold always sees the stream's own order.
-func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batch []jetstream.Msg) error {
+func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batch []jetstream.Msg, n int) error {
 	events := make([]event, 0, len(batch))
 	next := l.store.State().StreamSeq + 1
 	for _, m := range batch {
@@ -309,7 +304,7 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 	if len(events) == 0 {
 		return nil
 	}
-	pend, err := l.apply(events)
+	pend, err := l.apply(events, func() error { return l.injectFault("before-commit", n) })
 	if err != nil {
 		return err
 	}
@@ -320,7 +315,7 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 
 // apply folds events (contiguous, in stream order) into one committed batch
 // and returns the allow decisions now waiting for an outcome.
-func (l *Ledger) apply(events []event) ([]*schemas.DecisionEvent, error) {
+func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.DecisionEvent, error) {
 	tx := l.store.Begin()
 	defer tx.Discard()
 	f := &folder{tx: tx, produced: map[string]bool{}, log: l.log}
@@ -344,6 +339,11 @@ func (l *Ledger) apply(events []event) ([]*schemas.DecisionEvent, error) {
 			ToolServer: b.ToolServer, ToolName: b.ToolName, Verdict: string(b.Decision.Verdict)}
 		if _, err := tx.Append(leaves[i], sum); err != nil {
 			return nil, fmt.Errorf("ledger: %w", err)
+		}
+	}
+	if beforeCommit != nil {
+		if err := beforeCommit(); err != nil {
+			return nil, err
 		}
 	}
 	if err := tx.Commit(l.signCheckpoint); err != nil {
@@ -400,6 +400,13 @@ func (l *Ledger) signCheckpoint(from, to uint64, root []byte, seq uint64) ([]byt
 		return nil, nil, fmt.Errorf("encode checkpoint statement: %w", err)
 	}
 	return signed, raw, nil
+}
+
+func (l *Ledger) injectFault(stage string, batch int) error {
+	if l.cfg.fault == nil {
+		return nil
+	}
+	return l.cfg.fault(stage, batch)
 }
 
 func (l *Ledger) kickPublisher() {
