@@ -229,6 +229,14 @@ func (s *Store) LatestCheckpoint() []byte {
 	return s.latest
 }
 
+// Head returns the latest signed checkpoint note and the tree size it
+// signs, read together.
+func (s *Store) Head() (size uint64, note []byte) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state.Size, s.latest
+}
+
 // Checkpoint returns the signed checkpoint note stored for exactly size.
 func (s *Store) Checkpoint(size uint64) ([]byte, error) { return s.get(checkpointKey(size)) }
 

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/chio-ledger/chio/ledger"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// DefaultOrigin is the log origin of keys generated without --origin.
+const DefaultOrigin = "chio.localhost/ledger"
+
+// Key files in a key directory. Private keys are 0600.
+const (
+	kernelKeyFile      = "kernel.key"      // receipt and checkpoint-statement signing key (hex Ed25519 seed)
+	kernelPubFile      = "kernel.pub"      // its public key, the receipts' kernel_key
+	checkpointKeyFile  = "checkpoint.key"  // C2SP checkpoint note signer key (PRIVATE+KEY+origin+…)
+	checkpointVKeyFile = "checkpoint.vkey" // its note verifier key
+	issuerKeyFile      = "issuer.key"      // capability issuer key (hex Ed25519 seed)
+	issuerPubFile      = "issuer.pub"
+)
+
+func newKeygenCmd() *cobra.Command {
+	var out, origin string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "keygen --out DIR",
+		Short: "Generate the kernel, checkpoint and capability issuer keys",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usageError(errors.New("--out is required"))
+			}
+			if err := generateKeys(out, origin, force); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote keys for origin %q to %s\n", origin, out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "directory to write the keys to")
+	cmd.Flags().StringVar(&origin, "origin", DefaultOrigin, "log origin: the checkpoint key's name (a schema-less URL)")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing keys")
+	return cmd
+}
+
+func generateKeys(dir, origin string, force bool) error {
+	if origin == "" || strings.ContainsAny(origin, " +\n") {
+		return usageError(fmt.Errorf("origin %q must be non-empty, without spaces or '+'", origin))
+	}
+	if !force {
+		if _, err := os.Stat(filepath.Join(dir, kernelKeyFile)); err == nil {
+			return fmt.Errorf("keygen: %s already holds keys (use --force to replace them)", dir)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	skey, vkey, err := note.GenerateKey(rand.Reader, origin)
+	if err != nil {
+		return fmt.Errorf("keygen: checkpoint key: %w", err)
+	}
+	_, kernel, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	_, issuer, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	files := []struct {
+		name, content string
+		mode          fs.FileMode
+	}{
+		{kernelKeyFile, schemas.EncodePrivateKey(kernel), 0o600},
+		{kernelPubFile, schemas.EncodePublicKey(kernel.Public().(ed25519.PublicKey)), 0o644},
+		{checkpointKeyFile, skey, 0o600},
+		{checkpointVKeyFile, vkey, 0o644},
+		{issuerKeyFile, schemas.EncodePrivateKey(issuer), 0o600},
+		{issuerPubFile, schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)), 0o644},
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.content+"\n"), f.mode); err != nil {
+			return fmt.Errorf("keygen: %w", err)
+		}
+	}
+	return nil
+}
+
+// ledgerKeys are the keys the ledger signs with, and their public forms.
+type ledgerKeys struct {
+	ledger.Keys
+	VKey      string
+	KernelPub string
+}
+
+// loadLedgerKeys reads a key directory, generating the keys on first use
+// when generate is set.
+func loadLedgerKeys(dir string, generate bool) (*ledgerKeys, error) {
+	if _, err := os.Stat(filepath.Join(dir, kernelKeyFile)); errors.Is(err, fs.ErrNotExist) && generate {
+		if err := generateKeys(dir, DefaultOrigin, false); err != nil {
+			return nil, err
+		}
+	}
+	read := func(name string) (string, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return "", fmt.Errorf("load keys: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	kernelHex, err := read(kernelKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	kernel, err := schemas.ParsePrivateKey(kernelHex)
+	if err != nil {
+		return nil, fmt.Errorf("load keys: %s: %w", kernelKeyFile, err)
+	}
+	skey, err := read(checkpointKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		return nil, fmt.Errorf("load keys: %s: %w", checkpointKeyFile, err)
+	}
+	vkey, err := read(checkpointVKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	verifier, err := note.NewVerifier(vkey)
+	if err != nil {
+		return nil, fmt.Errorf("load keys: %s: %w", checkpointVKeyFile, err)
+	}
+	if verifier.Name() != signer.Name() || verifier.KeyHash() != signer.KeyHash() {
+		return nil, fmt.Errorf("load keys: %s and %s are not a pair", checkpointKeyFile, checkpointVKeyFile)
+	}
+	return &ledgerKeys{
+		Keys: ledger.Keys{Kernel: kernel, Checkpoint: signer, CheckpointVerifier: verifier},
+		VKey: vkey, KernelPub: schemas.EncodePublicKey(kernel.Public().(ed25519.PublicKey)),
+	}, nil
+}

@@ -1,0 +1,64 @@
+// Command chio runs Chio ledger: `chio up` runs everything in one process;
+// `chio ledger`, and later the edges and projections, run each part on its
+// own against a NATS cluster.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a process exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chio:", err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	var level string
+	root := &cobra.Command{
+		Use:           "chio",
+		Short:         "Chio ledger: governed tool calls, signed receipts, a verifiable Merkle log",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			var l slog.Level
+			if err := l.UnmarshalText([]byte(level)); err != nil {
+				return usageError(fmt.Errorf("--log-level: %w", err))
+			}
+			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: l})))
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	root.AddCommand(newKeygenCmd(), newLedgerCmd(), newVerifyCmd(), newUpCmd())
+	return root
+}
+
+// usageError exits with status 2, as for a bad flag.
+func usageError(err error) error { return &exitError{code: 2, err: err} }

@@ -1,0 +1,300 @@
+// Package api is the ledger's HTTP read API (Echo): the C2SP tlog-tiles
+// endpoints under /log, and Chio's receipt, proof, checkpoint and query
+// endpoints under /v1. Every response is built from committed, checkpointed
+// state; bad paths, sizes and ids get a 4xx with a JSON error body.
+package api
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/chio-ledger/chio/ledger/logstore"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// Keys is what /v1/log/keys publishes for offline verifiers.
+type Keys struct {
+	Origin         string `json:"origin"`
+	CheckpointVKey string `json:"checkpoint_vkey"`
+	KernelKey      string `json:"kernel_key"`
+}
+
+// Handler serves the read API over one store.
+type Handler struct {
+	store *logstore.Store
+	keys  Keys
+	log   *slog.Logger
+}
+
+// New returns a handler.
+func New(store *logstore.Store, keys Keys, logger *slog.Logger) *Handler {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Handler{store: store, keys: keys, log: logger}
+}
+
+// Register adds the routes to e.
+func (h *Handler) Register(e *echo.Echo) {
+	e.GET("/log/checkpoint", h.checkpoint)
+	e.GET("/log/tile/entries/*", h.entries, middleware.Gzip())
+	e.GET("/log/tile/:level/*", h.tile)
+	e.GET("/v1/log/keys", h.logKeys)
+	e.GET("/v1/log/consistency-proof", h.consistency)
+	e.GET("/v1/checkpoints/latest", h.latestStatement)
+	e.GET("/v1/receipts/query", h.query)
+	e.GET("/v1/receipts/:id", h.receipt)
+	e.GET("/v1/receipts/:id/inclusion-proof", h.inclusion)
+}
+
+// NewServer returns an Echo server with the JSON error handler, panic
+// recovery and the ledger routes: what `chio ledger` listens with.
+func NewServer(h *Handler) *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = ErrorHandler(h.log)
+	e.Use(middleware.Recover())
+	h.Register(e)
+	return e
+}
+
+// Error is the JSON body of every error response.
+type Error struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+func fail(status int, code, format string, args ...any) error {
+	return &echo.HTTPError{Code: status, Message: Error{Error: fmt.Sprintf(format, args...), Code: code}}
+}
+
+// ErrorHandler renders every error as {"error": …, "code": …}; Echo's own
+// errors (unknown route, wrong method) included.
+func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		status, body := http.StatusInternalServerError, Error{Error: "internal error", Code: "internal"}
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			status = he.Code
+			switch m := he.Message.(type) {
+			case Error:
+				body = m
+			default:
+				body = Error{Error: fmt.Sprint(m), Code: strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "_")}
+			}
+		} else {
+			logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		}
+		if c.Request().Method == http.MethodHead {
+			err = c.NoContent(status)
+		} else {
+			err = c.JSON(status, body)
+		}
+		if err != nil {
+			logger.Debug("write error response", "err", err)
+		}
+	}
+}
+
+func (h *Handler) checkpoint(c echo.Context) error {
+	_, note := h.store.Head()
+	if note == nil {
+		return fail(http.StatusNotFound, "no_checkpoint", "the log has not signed a checkpoint yet")
+	}
+	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=1")
+	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", note)
+}
+
+const immutable = "public, max-age=31536000, immutable"
+
+func (h *Handler) tile(c echo.Context) error {
+	level, err := strconv.ParseUint(c.Param("level"), 10, 8)
+	if err != nil || level > logstore.MaxTileLevel || strconv.FormatUint(level, 10) != c.Param("level") {
+		return fail(http.StatusBadRequest, "bad_tile_path", "tile level %q is not 0–63", c.Param("level"))
+	}
+	index, width, err := logstore.ParseTileIndex(strings.Split(c.Param("*"), "/"))
+	if err != nil {
+		return fail(http.StatusBadRequest, "bad_tile_path", "%v", err)
+	}
+	t, err := h.store.Tile(uint(level), index, width)
+	return h.serveTile(c, t, err)
+}
+
+func (h *Handler) entries(c echo.Context) error {
+	index, width, err := logstore.ParseTileIndex(strings.Split(c.Param("*"), "/"))
+	if err != nil {
+		return fail(http.StatusBadRequest, "bad_tile_path", "%v", err)
+	}
+	b, err := h.store.EntryBundle(index, width)
+	return h.serveTile(c, b, err)
+}
+
+func (h *Handler) serveTile(c echo.Context, b []byte, err error) error {
+	switch {
+	case errors.Is(err, logstore.ErrBeyondCheckpoint), errors.Is(err, logstore.ErrNotFound):
+		return fail(http.StatusNotFound, "tile_not_found", "no such tile in the checkpointed tree")
+	case err != nil:
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderCacheControl, immutable)
+	return c.Blob(http.StatusOK, echo.MIMEOctetStream, b)
+}
+
+func (h *Handler) logKeys(c echo.Context) error { return c.JSON(http.StatusOK, h.keys) }
+
+func (h *Handler) leafOf(c echo.Context) (string, uint64, error) {
+	id := c.Param("id")
+	if !schemas.ValidID(id) {
+		return "", 0, fail(http.StatusBadRequest, "bad_receipt_id", "malformed receipt id")
+	}
+	idx, err := h.store.LeafIndex(id)
+	if errors.Is(err, logstore.ErrNotFound) {
+		return "", 0, fail(http.StatusNotFound, "receipt_not_found", "receipt %s is not in the log", id)
+	}
+	return id, idx, err
+}
+
+func (h *Handler) receipt(c echo.Context) error {
+	_, idx, err := h.leafOf(c)
+	if err != nil {
+		return err
+	}
+	leaf, err := h.store.Entry(idx)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, struct {
+		Receipt   rawJSON `json:"receipt"`
+		LeafIndex uint64  `json:"leaf_index"`
+	}{rawJSON(leaf), idx})
+}
+
+// rawJSON embeds stored canonical bytes as they are.
+type rawJSON []byte
+
+func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
+
+// InclusionProof is the body of /v1/receipts/{id}/inclusion-proof.
+type InclusionProof struct {
+	ReceiptID  string   `json:"receipt_id"`
+	LeafIndex  uint64   `json:"leaf_index"`
+	TreeSize   uint64   `json:"tree_size"`
+	LeafHash   string   `json:"leaf_hash"`
+	AuditPath  []string `json:"audit_path"`
+	Checkpoint string   `json:"checkpoint"`
+}
+
+func (h *Handler) inclusion(c echo.Context) error {
+	id, idx, err := h.leafOf(c)
+	if err != nil {
+		return err
+	}
+	size, note := h.store.Head()
+	if ts := c.QueryParam("tree_size"); ts != "" {
+		if size, err = parseSize("tree_size", ts); err != nil {
+			return err
+		}
+		if note, err = h.signedAt(size); err != nil {
+			return err
+		}
+	}
+	if idx >= size {
+		return fail(http.StatusBadRequest, "leaf_not_in_tree", "receipt %s (leaf %d) is not in the tree of size %d", id, idx, size)
+	}
+	path, err := h.store.InclusionProof(idx, size)
+	if err != nil {
+		return err
+	}
+	leafHash, err := h.store.LeafHash(idx)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, InclusionProof{ReceiptID: id, LeafIndex: idx, TreeSize: size,
+		LeafHash: schemas.EncodeHash(leafHash), AuditPath: encodeHashes(path), Checkpoint: string(note)})
+}
+
+// ConsistencyProof is the body of /v1/log/consistency-proof.
+type ConsistencyProof struct {
+	From  uint64   `json:"from"`
+	To    uint64   `json:"to"`
+	Proof []string `json:"proof"`
+}
+
+func (h *Handler) consistency(c echo.Context) error {
+	from, err := parseSize("from", c.QueryParam("from"))
+	if err != nil {
+		return err
+	}
+	to, err := parseSize("to", c.QueryParam("to"))
+	if err != nil {
+		return err
+	}
+	if from > to {
+		return fail(http.StatusBadRequest, "bad_range", "from (%d) is larger than to (%d)", from, to)
+	}
+	for _, n := range []uint64{from, to} {
+		if _, err := h.signedAt(n); err != nil {
+			return err
+		}
+	}
+	p, err := h.store.ConsistencyProof(from, to)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ConsistencyProof{From: from, To: to, Proof: encodeHashes(p)})
+}
+
+// signedAt returns the checkpoint signed for exactly size.
+func (h *Handler) signedAt(size uint64) ([]byte, error) {
+	note, err := h.store.Checkpoint(size)
+	if errors.Is(err, logstore.ErrNotFound) {
+		return nil, fail(http.StatusNotFound, "no_checkpoint_at_size", "no signed checkpoint for tree size %d", size)
+	}
+	return note, err
+}
+
+func (h *Handler) latestStatement(c echo.Context) error {
+	st := h.store.State()
+	if st.CheckpointSeq == 0 {
+		return fail(http.StatusNotFound, "no_checkpoint", "the log is empty: no checkpoint statement yet")
+	}
+	raw, err := h.store.Statement(st.CheckpointSeq)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=1")
+	return c.JSONBlob(http.StatusOK, raw)
+}
+
+func parseSize(name, v string) (uint64, error) {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fail(http.StatusBadRequest, "bad_parameter", "%s must be a non-negative integer, got %q", name, abbreviate(v))
+	}
+	return n, nil
+}
+
+func encodeHashes(hs [][]byte) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = schemas.EncodeHash(h)
+	}
+	return out
+}
+
+func abbreviate(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}

@@ -1,0 +1,79 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/chio-ledger/chio/ledger/logstore"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// Query limits, as in Chio's receipt query API.
+const (
+	defaultLimit = 50
+	maxLimit     = 200
+)
+
+// QueryResponse is the body of /v1/receipts/query. Cursors are receipt
+// sequence numbers (leaf index + 1): a page holds receipts with seq > cursor
+// and nextCursor is the seq of its last receipt, present whenever the page
+// is full.
+type QueryResponse struct {
+	TotalCount uint64    `json:"totalCount"`
+	NextCursor *uint64   `json:"nextCursor"`
+	Receipts   []rawJSON `json:"receipts"`
+}
+
+func (h *Handler) query(c echo.Context) error {
+	q := c.QueryParams()
+	for k := range q {
+		switch k {
+		case "capabilityId", "toolServer", "toolName", "outcome", "since", "until", "cursor", "limit":
+		default:
+			return fail(http.StatusBadRequest, "bad_parameter", "unknown query parameter %q", abbreviate(k))
+		}
+	}
+	f := logstore.Filter{CapabilityID: q.Get("capabilityId"), ToolServer: q.Get("toolServer"), ToolName: q.Get("toolName")}
+	switch o := q.Get("outcome"); o {
+	case "", string(schemas.VerdictAllow), string(schemas.VerdictDeny), string(schemas.VerdictCancelled), string(schemas.VerdictIncomplete):
+		f.Verdict = o
+	default:
+		return fail(http.StatusBadRequest, "bad_parameter", "outcome must be allow, deny, cancelled or incomplete")
+	}
+	var err error
+	opt := func(name string, dst *uint64) {
+		if v := q.Get(name); v != "" && err == nil {
+			*dst, err = parseSize(name, v)
+		}
+	}
+	var cursor, limit uint64 = 0, defaultLimit
+	opt("since", &f.Since)
+	opt("until", &f.Until)
+	opt("cursor", &cursor)
+	opt("limit", &limit)
+	if err != nil {
+		return err
+	}
+	if f.Since != 0 && f.Until != 0 && f.Since > f.Until {
+		return fail(http.StatusBadRequest, "bad_range", "since is after until")
+	}
+	limit = min(max(limit, 1), maxLimit)
+	page, err := h.store.Query(f, cursor, int(limit))
+	if err != nil {
+		return err
+	}
+	resp := QueryResponse{TotalCount: page.Total, Receipts: make([]rawJSON, 0, len(page.Indexes))}
+	for _, idx := range page.Indexes {
+		leaf, err := h.store.Entry(idx)
+		if err != nil {
+			return err
+		}
+		resp.Receipts = append(resp.Receipts, leaf)
+	}
+	if page.More {
+		next := page.Indexes[len(page.Indexes)-1] + 1
+		resp.NextCursor = &next
+	}
+	return c.JSON(http.StatusOK, resp)
+}

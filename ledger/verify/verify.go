@@ -1,0 +1,150 @@
+// Package verify checks a receipt, its inclusion proof and a signed
+// checkpoint offline, against keys pinned out of band: the three static
+// inputs an auditor needs, and nothing fetched.
+package verify
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	tlog "github.com/transparency-dev/formats/log"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// Inputs are the files and pinned keys of one verification.
+type Inputs struct {
+	Receipt    []byte // a chio.receipt.v1, or the {"receipt":…,"leaf_index":N} body of /v1/receipts/{id}
+	Proof      []byte // the body of /v1/receipts/{id}/inclusion-proof
+	Checkpoint []byte // a C2SP signed checkpoint note
+	VKey       string // the log's note verifier key; its name is the origin
+	KernelKey  string // the pinned kernel key (64 lowercase hex)
+}
+
+// Failure names the first check that failed.
+type Failure struct {
+	Check string
+	Err   error
+}
+
+func (f *Failure) Error() string { return fmt.Sprintf("%s: %v", f.Check, f.Err) }
+func (f *Failure) Unwrap() error { return f.Err }
+
+func failf(check, format string, args ...any) error {
+	return &Failure{Check: check, Err: fmt.Errorf(format, args...)}
+}
+
+// Result describes what was verified.
+type Result struct {
+	ReceiptID string
+	LeafIndex uint64
+	TreeSize  uint64
+	Origin    string
+	Verdict   schemas.Verdict
+}
+
+// proofBody is the inclusion proof as served.
+type proofBody struct {
+	ReceiptID string   `json:"receipt_id"`
+	LeafIndex uint64   `json:"leaf_index"`
+	TreeSize  uint64   `json:"tree_size"`
+	LeafHash  string   `json:"leaf_hash"`
+	AuditPath []string `json:"audit_path"`
+}
+
+// Verify runs every check in order and returns the first failure as a
+// *Failure. The checks: receipt (parse), kernel-key (pinned), receipt-signature,
+// parameter-hash, checkpoint (signature by the pinned log key and origin),
+// proof (it is about this receipt and this checkpoint's size), leaf-hash,
+// inclusion (audit path to the checkpoint root).
+func Verify(in Inputs) (*Result, error) {
+	r, wrappedIndex, err := parseReceipt(in.Receipt)
+	if err != nil {
+		return nil, &Failure{Check: "receipt", Err: err}
+	}
+	if r.KernelKey != in.KernelKey {
+		return nil, failf("kernel-key", "receipt is signed by %s, not the pinned kernel key", r.KernelKey)
+	}
+	if err := r.ReceiptBody.Validate(); err != nil {
+		return nil, &Failure{Check: "receipt", Err: err}
+	}
+	if err := schemas.VerifyCanonical(r.KernelKey, r.Signature, &r.ReceiptBody); err != nil {
+		return nil, &Failure{Check: "receipt-signature", Err: err}
+	}
+	if r.Algorithm != "" && r.Algorithm != "ed25519" {
+		return nil, failf("receipt-signature", "algorithm hint %q disagrees with an ed25519 signature", r.Algorithm)
+	}
+	if ph, err := schemas.ParameterHash(r.Action.Parameters); err != nil || ph != r.Action.ParameterHash {
+		return nil, failf("parameter-hash", "action.parameter_hash does not match the parameters")
+	}
+
+	v, err := note.NewVerifier(in.VKey)
+	if err != nil {
+		return nil, failf("checkpoint", "verifier key: %v", err)
+	}
+	cp, _, _, err := tlog.ParseCheckpoint(in.Checkpoint, v.Name(), v)
+	if err != nil {
+		return nil, &Failure{Check: "checkpoint", Err: err}
+	}
+
+	var p proofBody
+	if err := schemas.DecodeStrict(in.Proof, &p); err != nil {
+		// The served body also carries the checkpoint; accept it, ignore it.
+		var loose struct {
+			proofBody
+			Checkpoint string `json:"checkpoint"`
+		}
+		if err2 := schemas.DecodeStrict(in.Proof, &loose); err2 != nil {
+			return nil, failf("proof", "parse: %v", err2)
+		}
+		p = loose.proofBody
+	}
+	switch {
+	case p.ReceiptID != r.ID:
+		return nil, failf("proof", "proof is for receipt %q, not %q", p.ReceiptID, r.ID)
+	case p.TreeSize != cp.Size:
+		return nil, failf("proof", "proof is for tree size %d, the checkpoint signs size %d", p.TreeSize, cp.Size)
+	case wrappedIndex != nil && *wrappedIndex != p.LeafIndex:
+		return nil, failf("proof", "proof is for leaf %d, the receipt was served as leaf %d", p.LeafIndex, *wrappedIndex)
+	}
+	leaf, err := schemas.CanonicalReceipt(r)
+	if err != nil {
+		return nil, &Failure{Check: "leaf-hash", Err: err}
+	}
+	leafHash := rfc6962.DefaultHasher.HashLeaf(leaf)
+	claimed, err := schemas.ParseHash(p.LeafHash)
+	if err != nil {
+		return nil, &Failure{Check: "leaf-hash", Err: err}
+	}
+	if !bytes.Equal(claimed, leafHash) {
+		return nil, failf("leaf-hash", "the receipt hashes to %s, the proof claims %s", schemas.EncodeHash(leafHash), p.LeafHash)
+	}
+	path := make([][]byte, len(p.AuditPath))
+	for i, s := range p.AuditPath {
+		if path[i], err = schemas.ParseHash(s); err != nil {
+			return nil, failf("inclusion", "audit_path[%d]: %v", i, err)
+		}
+	}
+	if err := proof.VerifyInclusion(rfc6962.DefaultHasher, p.LeafIndex, cp.Size, leafHash, path, cp.Hash); err != nil {
+		return nil, &Failure{Check: "inclusion", Err: err}
+	}
+	return &Result{ReceiptID: r.ID, LeafIndex: p.LeafIndex, TreeSize: cp.Size, Origin: cp.Origin, Verdict: r.Decision.Verdict}, nil
+}
+
+// parseReceipt accepts a bare receipt or the /v1/receipts/{id} wrapper.
+func parseReceipt(raw []byte) (*schemas.Receipt, *uint64, error) {
+	var wrapper struct {
+		Receipt   json.RawMessage `json:"receipt"`
+		LeafIndex *uint64         `json:"leaf_index"`
+	}
+	if err := json.Unmarshal(raw, &wrapper); err == nil && len(wrapper.Receipt) > 0 {
+		r, err := schemas.ParseReceipt(wrapper.Receipt)
+		return r, wrapper.LeafIndex, err
+	}
+	r, err := schemas.ParseReceipt(raw)
+	return r, nil, err
+}
