@@ -47,6 +47,9 @@ func newUpCmd() *cobra.Command {
 				if cfg.Port, err = strconv.Atoi(port); err != nil {
 					return usageError(errors.New("--nats-listen: port must be a number"))
 				}
+				if cfg.Port == 0 {
+					cfg.Port = -1 // any free port (nats-server reads 0 as its default, 4222)
+				}
 				cfg.Host = host
 			}
 			ns, err := natsembed.Start(cfg)

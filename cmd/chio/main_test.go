@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	tlog "github.com/transparency-dev/formats/log"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// syncBuffer is an io.Writer safe to read while a command writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// chio runs one command in-process and returns its output and error.
+func chio(ctx context.Context, args ...string) (string, error) {
+	var out syncBuffer
+	root := newRoot()
+	root.SetArgs(append([]string{"--log-level", "warn"}, args...))
+	root.SetOut(&out)
+	root.SetErr(io.Discard)
+	err := root.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+type upProcess struct {
+	dir, httpURL, natsURL string
+	stop                  func() error
+}
+
+func startUp(t *testing.T) *upProcess {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		root := newRoot()
+		root.SetArgs([]string{"--log-level", "warn", "up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"})
+		root.SetOut(&out)
+		root.SetErr(io.Discard)
+		done <- root.ExecuteContext(ctx)
+	}()
+	httpRE := regexp.MustCompile(`log API on (http://[0-9.:]+)`)
+	natsRE := regexp.MustCompile(`NATS JetStream on (nats://[0-9.:]+)`)
+	deadline := time.Now().Add(20 * time.Second)
+	for !httpRE.MatchString(out.String()) {
+		select {
+		case err := <-done:
+			t.Fatalf("chio up exited: %v\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("chio up did not start:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p := &upProcess{dir: dir, httpURL: httpRE.FindStringSubmatch(out.String())[1], natsURL: natsRE.FindStringSubmatch(out.String())[1]}
+	var once sync.Once
+	var stopErr error
+	p.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(20 * time.Second):
+				stopErr = errors.New("chio up did not stop")
+			}
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { _ = p.stop() })
+	return p
+}
+
+func httpGet(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// publishCall publishes a decision (and, for allow, a completed outcome) the
+// way an edge does.
+func publishCall(t *testing.T, js jetstream.JetStream, verdict schemas.Verdict) string {
+	t.Helper()
+	id := uuid.Must(uuid.NewV7()).String()
+	d := schemas.DecisionEvent{Schema: schemas.DecisionEventSchema, EventID: schemas.DecisionEventID(id), ReceiptID: id,
+		Timestamp: uint64(time.Now().Unix()), CapabilityID: "cap-1", ToolServer: "hello", ToolName: "hello_task",
+		Parameters: json.RawMessage(`{"text":"hi"}`), Decision: schemas.Decision{Verdict: verdict}, PolicyHash: schemas.SHA256Hex([]byte("p"))}
+	if verdict == schemas.VerdictDeny {
+		d.Decision.Reason, d.Decision.Guard = "not granted", "capability"
+	}
+	pub := func(subject string, v any, msgID string) {
+		raw, _ := json.Marshal(v)
+		if _, err := js.Publish(context.Background(), subject, raw, jetstream.WithMsgID(msgID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub(schemas.SubjectDecision, d, d.EventID)
+	if verdict == schemas.VerdictAllow {
+		o := schemas.OutcomeEvent{Schema: schemas.OutcomeEventSchema, EventID: schemas.OutcomeEventID(id), ReceiptID: id,
+			Timestamp: d.Timestamp, Outcome: schemas.OutcomeCompleted, ContentHash: schemas.SHA256Hex([]byte(`"hi"`))}
+		pub(schemas.SubjectOutcome, o, o.EventID)
+	}
+	return id
+}
+
+func TestUpVerifyAndRebuild(t *testing.T) {
+	up := startUp(t)
+	nc, err := nats.Connect(up.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var ids []string
+	for i := 0; i < 5; i++ {
+		ids = append(ids, publishCall(t, js, schemas.VerdictAllow), publishCall(t, js, schemas.VerdictDeny))
+	}
+	last := ids[len(ids)-1]
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if status, _ := httpGet(t, up.httpURL+"/v1/receipts/"+last); status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("receipt never reached the log")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	files := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(files, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	_, receipt := httpGet(t, up.httpURL+"/v1/receipts/"+ids[0])
+	_, proofJSON := httpGet(t, up.httpURL+"/v1/receipts/"+ids[0]+"/inclusion-proof")
+	_, checkpoint := httpGet(t, up.httpURL+"/log/checkpoint")
+	_, keysJSON := httpGet(t, up.httpURL+"/v1/log/keys")
+	var keys struct{ Origin, CheckpointVKey, KernelKey string }
+	if err := json.Unmarshal(keysJSON, &struct {
+		Origin         *string `json:"origin"`
+		CheckpointVKey *string `json:"checkpoint_vkey"`
+		KernelKey      *string `json:"kernel_key"`
+	}{&keys.Origin, &keys.CheckpointVKey, &keys.KernelKey}); err != nil {
+		t.Fatal(err)
+	}
+	rf, pf, cf := write("receipt.json", receipt), write("proof.json", proofJSON), write("checkpoint.txt", checkpoint)
+	vkeyFile := write("log.vkey", []byte(keys.CheckpointVKey+"\n"))
+
+	ctx := context.Background()
+	out, err := chio(ctx, "verify", "--receipt", rf, "--proof", pf, "--checkpoint", cf, "--vkey", vkeyFile, "--kernel-key", keys.KernelKey)
+	if err != nil || !strings.Contains(out, "verify: OK") {
+		t.Fatalf("verify of a good receipt: %v\n%s", err, out)
+	}
+
+	// Each bad input fails, naming the first failed check, with status 1.
+	otherSKey, otherVKey, _ := note.GenerateKey(rand.Reader, keys.Origin)
+	foreignSKey, foreignVKey, _ := note.GenerateKey(rand.Reader, "elsewhere.example/log")
+	otherSigner, _ := note.NewSigner(otherSKey)
+	cp, _, _, err := tlog.ParseCheckpoint(checkpoint, keys.Origin, mustVerifier(t, keys.CheckpointVKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, _ := note.Sign(&note.Note{Text: string(cp.Marshal())}, otherSigner)
+	foreignCP := tlog.Checkpoint{Origin: "elsewhere.example/log", Size: cp.Size, Hash: cp.Hash}
+	fSigner, _ := note.NewSigner(foreignSKey)
+	foreign, _ := note.Sign(&note.Note{Text: string(foreignCP.Marshal())}, fSigner)
+
+	tampered := bytes.Replace(receipt, []byte(`"tool_name":"hello_task"`), []byte(`"tool_name":"rm_rf"`), 1)
+	var p map[string]any
+	_ = json.Unmarshal(proofJSON, &p)
+	path := p["audit_path"].([]any)
+	path[0] = "0x" + strings.Repeat("00", 32)
+	badProof, _ := json.Marshal(p)
+	_, otherProof := httpGet(t, up.httpURL+"/v1/receipts/"+ids[1]+"/inclusion-proof")
+
+	cases := []struct {
+		name                       string
+		receipt, proof, checkpoint string
+		vkey, kernel               string
+		check                      string
+	}{
+		{"tampered receipt", write("t.json", tampered), pf, cf, vkeyFile, keys.KernelKey, "receipt-signature"},
+		{"wrong kernel key", rf, pf, cf, vkeyFile, strings.Repeat("ab", 32), "kernel-key"},
+		{"wrong log key", rf, pf, cf, otherVKey, keys.KernelKey, "checkpoint"},
+		{"checkpoint signed by another key", rf, pf, write("forged.txt", forged), vkeyFile, keys.KernelKey, "checkpoint"},
+		{"checkpoint of another log", rf, pf, write("foreign.txt", foreign), vkeyFile, keys.KernelKey, "checkpoint"},
+		{"pinned key of another log", rf, pf, cf, foreignVKey, keys.KernelKey, "checkpoint"},
+		{"wrong audit path", rf, write("bad-proof.json", badProof), cf, vkeyFile, keys.KernelKey, "inclusion"},
+		{"proof of another receipt", rf, write("other-proof.json", otherProof), cf, vkeyFile, keys.KernelKey, "proof"},
+		{"not a receipt", write("junk.json", []byte(`{"hello":1}`)), pf, cf, vkeyFile, keys.KernelKey, "receipt"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := chio(ctx, "verify", "--receipt", c.receipt, "--proof", c.proof, "--checkpoint", c.checkpoint, "--vkey", c.vkey, "--kernel-key", c.kernel)
+			var ee *exitError
+			if !errors.As(err, &ee) || ee.code != 1 || !strings.Contains(err.Error(), "FAILED "+c.check+":") {
+				t.Fatalf("want exit 1 naming %q, got %v", c.check, err)
+			}
+		})
+	}
+	if _, err := chio(ctx, "verify", "--receipt", rf); err == nil || err.(*exitError).code != 2 {
+		t.Fatalf("missing flags: %v", err)
+	}
+
+	// Rebuild from the same stream with the same keys: same size, same root.
+	for {
+		if st, body := httpGet(t, up.httpURL+"/v1/receipts/query?limit=1"); st == 200 && strings.Contains(string(body), fmt.Sprintf(`"totalCount":%d`, len(ids))) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, checkpoint = httpGet(t, up.httpURL+"/log/checkpoint")
+	cp, _, _, _ = tlog.ParseCheckpoint(checkpoint, keys.Origin, mustVerifier(t, keys.CheckpointVKey))
+	out, err = chio(ctx, "ledger", "rebuild", "--nats", up.natsURL, "--data-dir", filepath.Join(t.TempDir(), "rebuilt"), "--keys", filepath.Join(up.dir, "keys"))
+	if err != nil {
+		t.Fatalf("rebuild: %v", err)
+	}
+	want := fmt.Sprintf("size %d\nroot %s\n", cp.Size, schemas.EncodeHash(cp.Hash))
+	if out != want {
+		t.Fatalf("rebuild printed %q, want %q", out, want)
+	}
+	if err := up.stop(); err != nil {
+		t.Fatalf("chio up stopped with %v", err)
+	}
+}
+
+func mustVerifier(t *testing.T, vkey string) note.Verifier {
+	t.Helper()
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestSecondUpOnTheSameDataDirFails(t *testing.T) {
+	up := startUp(t)
+	_, err := chio(context.Background(), "up", "--data-dir", up.dir, "--listen", "127.0.0.1:0", "--nats-listen", "none")
+	if err == nil || !strings.Contains(err.Error(), "another chio process") {
+		t.Fatalf("second chio up: %v", err)
+	}
+}
+
+func TestKeygen(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := chio(context.Background(), "keygen", "--out", dir, "--origin", "example.com/log"); err != nil {
+		t.Fatal(err)
+	}
+	k, err := loadLedgerKeys(dir, false)
+	if err != nil || k.Origin() != "example.com/log" {
+		t.Fatalf("%v %v", k, err)
+	}
+	if _, err := chio(context.Background(), "keygen", "--out", dir); err == nil {
+		t.Fatal("keygen overwrote existing keys")
+	}
+	if _, err := chio(context.Background(), "keygen", "--out", t.TempDir(), "--origin", "bad origin"); err == nil {
+		t.Fatal("keygen accepted an origin with a space")
+	}
+}
