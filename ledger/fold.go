@@ -29,48 +29,60 @@ type folder struct {
 	newPending []*schemas.DecisionEvent
 }
 
-// fold applies one event. It returns the receipt body the event completes,
-// or nil. Malformed events are logged and skipped (they are facts in the
-// stream, skipped identically on every replay); only storage errors are
-// returned.
-func (f *folder) fold(subject string, seq uint64, data []byte) (*schemas.ReceiptBody, error) {
-	switch subject {
-	case schemas.SubjectDecision:
-		var e schemas.DecisionEvent
-		if err := f.decode(data, &e, subject, seq); err != nil {
-			return nil, nil
-		}
-		return f.decision(&e)
-	case schemas.SubjectOutcome:
-		var e schemas.OutcomeEvent
-		if err := f.decode(data, &e, subject, seq); err != nil {
-			return nil, nil
-		}
-		return f.outcome(&e)
-	case schemas.SubjectTimeout:
-		var e schemas.TimeoutEvent
-		if err := f.decode(data, &e, subject, seq); err != nil {
-			return nil, nil
-		}
-		return f.timeout(&e)
-	default:
-		f.log.Warn("skipping event on an unknown subject", "subject", subject, "stream_seq", seq)
-		return nil, nil
-	}
+// decoded is one event after parsing and validation, which need no log
+// state and so run in parallel before the sequential fold.
+type decoded struct {
+	decision *schemas.DecisionEvent
+	outcome  *schemas.OutcomeEvent
+	timeout  *schemas.TimeoutEvent
 }
 
-type validator interface{ Validate() error }
-
-func (f *folder) decode(data []byte, v validator, subject string, seq uint64) error {
-	err := json.Unmarshal(data, v)
+// decode parses and validates one event. Malformed events and unknown
+// subjects are logged and come back empty: they are facts in the stream,
+// skipped identically on every replay.
+func decode(log *slog.Logger, e *event) decoded {
+	var d decoded
+	var v validator
+	switch e.subject {
+	case schemas.SubjectDecision:
+		d.decision = new(schemas.DecisionEvent)
+		v = d.decision
+	case schemas.SubjectOutcome:
+		d.outcome = new(schemas.OutcomeEvent)
+		v = d.outcome
+	case schemas.SubjectTimeout:
+		d.timeout = new(schemas.TimeoutEvent)
+		v = d.timeout
+	default:
+		log.Warn("skipping event on an unknown subject", "subject", e.subject, "stream_seq", e.seq)
+		return decoded{}
+	}
+	err := json.Unmarshal(e.data, v)
 	if err == nil {
 		err = v.Validate()
 	}
 	if err != nil {
-		f.log.Warn("skipping malformed event", "subject", subject, "stream_seq", seq, "err", err)
+		log.Warn("skipping malformed event", "subject", e.subject, "stream_seq", e.seq, "err", err)
+		return decoded{}
 	}
-	return err
+	return d
 }
+
+// fold applies one decoded event. It returns the receipt body the event
+// completes, or nil; only storage errors are returned.
+func (f *folder) fold(d decoded) (*schemas.ReceiptBody, error) {
+	switch {
+	case d.decision != nil:
+		return f.decision(d.decision)
+	case d.outcome != nil:
+		return f.outcome(d.outcome)
+	case d.timeout != nil:
+		return f.timeout(d.timeout)
+	}
+	return nil, nil
+}
+
+type validator interface{ Validate() error }
 
 // first marks an event id as folded and reports whether it was new, and
 // whether its receipt already exists.
@@ -180,9 +192,9 @@ func (f *folder) timeout(e *schemas.TimeoutEvent) (*schemas.ReceiptBody, error) 
 	return f.produce(bodyFromDecision(p.Decision, d, e.Timestamp, schemas.EmptyContentHash)), nil
 }
 
-// bodyFromDecision builds the unsigned receipt body of a call.
+// bodyFromDecision builds the unsigned receipt body of a call; the
+// parameter hash is filled in when it is signed.
 func bodyFromDecision(e *schemas.DecisionEvent, d schemas.Decision, ts uint64, contentHash string) *schemas.ReceiptBody {
-	ph, _ := schemas.ParameterHash(e.Parameters) // parameters were validated as JSON when decoded
 	trust := e.TrustLevel
 	if trust == "" {
 		trust = schemas.TrustMediated
@@ -190,7 +202,7 @@ func bodyFromDecision(e *schemas.DecisionEvent, d schemas.Decision, ts uint64, c
 	return &schemas.ReceiptBody{
 		ID: e.ReceiptID, Timestamp: ts, CapabilityID: e.CapabilityID,
 		ToolServer: e.ToolServer, ToolName: e.ToolName,
-		Action:      schemas.ToolCallAction{Parameters: e.Parameters, ParameterHash: ph},
+		Action:      schemas.ToolCallAction{Parameters: e.Parameters},
 		Decision:    d,
 		ContentHash: contentHash, PolicyHash: e.PolicyHash,
 		Evidence: e.Evidence, Metadata: e.Metadata,

@@ -62,6 +62,7 @@ type config struct {
 	incompleteAfter time.Duration
 	replicas        int
 	now             func() time.Time
+	onCommit        func(Commit)
 	log             *slog.Logger
 	// fault, when set by tests, is called at "before-commit" and
 	// "after-commit" of each batch; an error stops Run right there, as a
@@ -87,6 +88,20 @@ func WithIncompleteAfter(d time.Duration) Option { return func(c *config) { c.in
 
 // WithReplicas sets the replica count of the streams the ledger creates.
 func WithReplicas(n int) Option { return func(c *config) { c.replicas = n } }
+
+// Commit describes one committed batch, for metrics and benchmarks.
+type Commit struct {
+	Events    int       // stream messages folded
+	Receipts  int       // receipts appended
+	TreeSize  uint64    // log size after the batch
+	Committed time.Time // when the synced commit returned
+	// Stored holds, per new receipt, when the stream stored the event that
+	// completed it: Committed minus Stored is its time to integrate.
+	Stored []time.Time
+}
+
+// WithOnCommit calls f after every committed batch, on the ledger's goroutine.
+func WithOnCommit(f func(Commit)) Option { return func(c *config) { c.onCommit = f } }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
@@ -268,6 +283,7 @@ type event struct {
 	seq     uint64
 	subject string
 	data    []byte
+	stored  time.Time // when the stream stored it
 }
 
 // processBatch folds a batch in stream order and commits it. Messages at or
@@ -296,85 +312,107 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 			if err != nil {
 				return fmt.Errorf("ledger: fill gap at stream sequence %d: %w", next, err)
 			}
-			events = append(events, event{seq: next, subject: raw.Subject, data: raw.Data})
+			events = append(events, event{seq: next, subject: raw.Subject, data: raw.Data, stored: raw.Time})
 		}
-		events = append(events, event{seq: seq, subject: m.Subject(), data: m.Data()})
+		events = append(events, event{seq: seq, subject: m.Subject(), data: m.Data(), stored: meta.Timestamp})
 		next = seq + 1
 	}
 	if len(events) == 0 {
 		return nil
 	}
-	pend, err := l.apply(events, func() error { return l.injectFault("before-commit", n) })
+	pend, completed, err := l.apply(events, func() error { return l.injectFault("before-commit", n) })
 	if err != nil {
 		return err
+	}
+	if l.cfg.onCommit != nil {
+		st := l.store.State()
+		l.cfg.onCommit(Commit{Events: len(events), Receipts: len(completed), TreeSize: st.Size, Committed: l.cfg.now(), Stored: completed})
 	}
 	l.timeouts.add(pend, l.cfg.incompleteAfter)
 	l.kickPublisher()
 	return nil
 }
 
-// apply folds events (contiguous, in stream order) into one committed batch
-// and returns the allow decisions now waiting for an outcome.
-func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.DecisionEvent, error) {
+// apply folds events (contiguous, in stream order) into one committed batch.
+// It returns the allow decisions now waiting for an outcome and, for each
+// new receipt, when the event that completed it was stored in the stream.
+func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.DecisionEvent, []time.Time, error) {
 	tx := l.store.Begin()
 	defer tx.Discard()
 	f := &folder{tx: tx, produced: map[string]bool{}, log: l.log}
+	dec := make([]decoded, len(events))
+	_ = parallel(len(events), func(i int) error {
+		dec[i] = decode(l.log, &events[i])
+		return nil
+	})
 	var bodies []*schemas.ReceiptBody
-	for _, e := range events {
-		b, err := f.fold(e.subject, e.seq, e.data)
+	var completed []time.Time
+	for i, e := range events {
+		b, err := f.fold(dec[i])
 		if err != nil {
-			return nil, fmt.Errorf("ledger: fold stream sequence %d: %w", e.seq, err)
+			return nil, nil, fmt.Errorf("ledger: fold stream sequence %d: %w", e.seq, err)
 		}
 		if b != nil {
 			bodies = append(bodies, b)
+			completed = append(completed, e.stored)
 		}
 	}
 	tx.SetStreamSeq(events[len(events)-1].seq)
 	leaves, err := signAll(l.keys.Kernel, bodies)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i, b := range bodies {
 		sum := logstore.Summary{ReceiptID: b.ID, Timestamp: b.Timestamp, CapabilityID: b.CapabilityID,
 			ToolServer: b.ToolServer, ToolName: b.ToolName, Verdict: string(b.Decision.Verdict)}
 		if _, err := tx.Append(leaves[i], sum); err != nil {
-			return nil, fmt.Errorf("ledger: %w", err)
+			return nil, nil, fmt.Errorf("ledger: %w", err)
 		}
 	}
 	if beforeCommit != nil {
 		if err := beforeCommit(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := tx.Commit(l.signCheckpoint); err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
+		return nil, nil, fmt.Errorf("ledger: %w", err)
 	}
-	return f.newPending, nil
+	return f.newPending, completed, nil
 }
 
-// signAll signs and canonicalizes receipts on every core; the order of the
-// result is the order of bodies.
+// signAll signs receipts and encodes their leaves on every core; the order
+// of the result is the order of bodies.
 func signAll(key ed25519.PrivateKey, bodies []*schemas.ReceiptBody) ([][]byte, error) {
 	leaves := make([][]byte, len(bodies))
-	errs := make([]error, len(bodies))
-	workers := min(runtime.GOMAXPROCS(0), (len(bodies)+31)/32)
+	err := parallel(len(bodies), func(i int) (err error) {
+		b := *bodies[i]
+		if b.Action.ParameterHash, err = schemas.ParameterHash(b.Action.Parameters); err != nil {
+			return err
+		}
+		leaves[i], err = schemas.SignReceiptLeaf(key, b)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: sign receipts: %w", err)
+	}
+	return leaves, nil
+}
+
+// parallel runs f(0..n-1) on GOMAXPROCS goroutines (inline when n is small)
+// and joins the errors.
+func parallel(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	workers := min(runtime.GOMAXPROCS(0), (n+15)/16)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			for i := w; i < len(bodies); i += workers {
-				r, err := schemas.SignReceipt(key, *bodies[i])
-				if err == nil {
-					leaves[i], err = schemas.CanonicalReceipt(r)
-				}
-				errs[i] = err
+			for i := w; i < n; i += workers {
+				errs[i] = f(i)
 			}
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("ledger: sign receipts: %w", err)
-	}
-	return leaves, nil
+	return errors.Join(errs...)
 }
 
 // signCheckpoint signs the C2SP checkpoint note and, for a non-empty tree,

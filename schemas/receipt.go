@@ -3,6 +3,7 @@ package schemas
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -206,4 +207,60 @@ func ParseReceipt(raw []byte) (*Receipt, error) {
 		r.TrustLevel = TrustMediated // receipts from before the field existed
 	}
 	return &r, nil
+}
+
+// receiptHead and receiptTail split the signed body at the position of
+// "signature" in JCS key order: every key of head sorts before "signature",
+// every key of tail after it. JCS of an object is its members sorted by key
+// and joined, so the canonical body and the canonical signed receipt are
+// both concatenations of JCS(head) and JCS(tail), one JCS pass for both.
+type receiptHead struct {
+	Action       ToolCallAction  `json:"action"`
+	CapabilityID string          `json:"capability_id"`
+	ContentHash  string          `json:"content_hash"`
+	Decision     Decision        `json:"decision"`
+	Evidence     []GuardEvidence `json:"evidence,omitempty"`
+	ID           string          `json:"id"`
+	KernelKey    string          `json:"kernel_key"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	PolicyHash   string          `json:"policy_hash"`
+}
+
+type receiptTail struct {
+	TenantID   string     `json:"tenant_id,omitempty"`
+	Timestamp  uint64     `json:"timestamp"`
+	ToolName   string     `json:"tool_name"`
+	ToolServer string     `json:"tool_server"`
+	TrustLevel TrustLevel `json:"trust_level"`
+}
+
+// SignReceiptLeaf signs body like SignReceipt and returns the log leaf: the
+// JCS of the signed receipt (no algorithm hint), built from one
+// canonicalization of the body.
+func SignReceiptLeaf(priv ed25519.PrivateKey, body ReceiptBody) ([]byte, error) {
+	body.KernelKey = EncodePublicKey(priv.Public().(ed25519.PublicKey))
+	if err := body.Validate(); err != nil {
+		return nil, err
+	}
+	head, err := Canonical(receiptHead{Action: body.Action, CapabilityID: body.CapabilityID, ContentHash: body.ContentHash,
+		Decision: body.Decision, Evidence: body.Evidence, ID: body.ID, KernelKey: body.KernelKey, Metadata: body.Metadata,
+		PolicyHash: body.PolicyHash})
+	if err != nil {
+		return nil, fmt.Errorf("sign receipt %s: %w", body.ID, err)
+	}
+	tail, err := Canonical(receiptTail{TenantID: body.TenantID, Timestamp: body.Timestamp, ToolName: body.ToolName,
+		ToolServer: body.ToolServer, TrustLevel: body.TrustLevel})
+	if err != nil {
+		return nil, fmt.Errorf("sign receipt %s: %w", body.ID, err)
+	}
+	// signing input: head members, then tail members
+	msg := make([]byte, 0, len(head)+len(tail)+ed25519.SignatureSize*2+16)
+	msg = append(append(append(msg, head[:len(head)-1]...), ','), tail[1:]...)
+	sig := hex.EncodeToString(ed25519.Sign(priv, msg))
+	leaf := make([]byte, 0, len(msg)+len(sig)+16)
+	leaf = append(leaf, head[:len(head)-1]...)
+	leaf = append(leaf, `,"signature":"`...)
+	leaf = append(leaf, sig...)
+	leaf = append(leaf, `",`...)
+	return append(leaf, tail[1:]...), nil
 }

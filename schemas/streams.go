@@ -62,7 +62,10 @@ func EventsStreamConfig(replicas int) jetstream.StreamConfig {
 	}
 }
 
-// ReceiptsStreamConfig is the configuration of ReceiptsStream.
+// ReceiptsStreamConfig is the configuration of ReceiptsStream. It is a
+// derived copy of the log, so it is persisted asynchronously even where the
+// server syncs every write: a tail lost in a crash is republished, because
+// the ledger resumes publishing after the last receipt the stream holds.
 func ReceiptsStreamConfig(replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        ReceiptsStream,
@@ -73,5 +76,6 @@ func ReceiptsStreamConfig(replicas int) jetstream.StreamConfig {
 		Replicas:    max(replicas, 1),
 		Duplicates:  DuplicateWindow,
 		Discard:     jetstream.DiscardNew,
+		PersistMode: jetstream.AsyncPersistMode,
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/rfc6962"
 )
@@ -54,8 +55,6 @@ type State struct {
 	StreamSeq uint64 `json:"stream_seq"`
 	// CheckpointSeq numbers chio.checkpoint_statement.v1 records.
 	CheckpointSeq uint64 `json:"checkpoint_seq"`
-	// Published counts leaves already published to CHIO_RECEIPTS.
-	Published uint64 `json:"published"`
 }
 
 // Summary is the per-leaf record queries filter on.
@@ -111,7 +110,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{o.log}})
+	db, err := pebble.Open(dir, pebbleOptions(o.log))
 	if err != nil {
 		return nil, fmt.Errorf("open log store %s: %w", dir, err)
 	}
@@ -121,6 +120,19 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open log store %s: %w", dir, err)
 	}
 	return s, nil
+}
+
+// pebbleOptions tunes Pebble for this workload: every event costs a few
+// point lookups of keys that mostly do not exist (dedup, receipt id,
+// pending), so every level gets a bloom filter, and the block cache holds
+// the right edge of the tree and recent bundles.
+func pebbleOptions(l *slog.Logger) *pebble.Options {
+	opts := &pebble.Options{Logger: pebbleLogger{l}, CacheSize: 128 << 20, MemTableSize: 64 << 20}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		opts.Levels[i].FilterType = pebble.TableFilter
+	}
+	return opts
 }
 
 // Close closes the store.
@@ -282,28 +294,6 @@ func (s *Store) ForEachPending(f func(receiptID string, rec []byte) error) error
 		}
 	}
 	return it.Error()
-}
-
-// SetPublished records that leaves [0, n) have been published downstream.
-// It is a hint for restart, so it is written without sync: losing it only
-// republishes, which the stream's dedup and consumers absorb.
-func (s *Store) SetPublished(n uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if n <= s.state.Published || n > s.state.Size {
-		return nil
-	}
-	st := s.state
-	st.Published = n
-	raw, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	if err := s.db.Set([]byte{prefixState}, raw, pebble.NoSync); err != nil {
-		return fmt.Errorf("record published position: %w", err)
-	}
-	s.state.Published = n
-	return nil
 }
 
 func (s *Store) get(key []byte) ([]byte, error) {
