@@ -30,7 +30,7 @@ import (
 const testOrigin = "ledger.test/chio"
 
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	ns   *natsembed.Server
 	nc   *nats.Conn
 	js   jetstream.JetStream
@@ -38,7 +38,7 @@ type harness struct {
 	dir  string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	ns, err := natsembed.Start(natsembed.Config{StoreDir: filepath.Join(dir, "nats"), DontListen: true})
@@ -86,7 +86,7 @@ type running struct {
 	done   chan error
 }
 
-func (r *running) stop(t *testing.T) error {
+func (r *running) stop(t testing.TB) error {
 	t.Helper()
 	r.cancel()
 	select {

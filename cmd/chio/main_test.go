@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	tlog "github.com/transparency-dev/formats/log"
@@ -116,28 +115,11 @@ func httpGet(t *testing.T, url string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-// publishCall publishes a decision (and, for allow, a completed outcome) the
-// way an edge does.
 func publishCall(t *testing.T, js jetstream.JetStream, verdict schemas.Verdict) string {
 	t.Helper()
-	id := uuid.Must(uuid.NewV7()).String()
-	d := schemas.DecisionEvent{Schema: schemas.DecisionEventSchema, EventID: schemas.DecisionEventID(id), ReceiptID: id,
-		Timestamp: uint64(time.Now().Unix()), CapabilityID: "cap-1", ToolServer: "hello", ToolName: "hello_task",
-		Parameters: json.RawMessage(`{"text":"hi"}`), Decision: schemas.Decision{Verdict: verdict}, PolicyHash: schemas.SHA256Hex([]byte("p"))}
-	if verdict == schemas.VerdictDeny {
-		d.Decision.Reason, d.Decision.Guard = "not granted", "capability"
-	}
-	pub := func(subject string, v any, msgID string) {
-		raw, _ := json.Marshal(v)
-		if _, err := js.Publish(context.Background(), subject, raw, jetstream.WithMsgID(msgID)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pub(schemas.SubjectDecision, d, d.EventID)
-	if verdict == schemas.VerdictAllow {
-		o := schemas.OutcomeEvent{Schema: schemas.OutcomeEventSchema, EventID: schemas.OutcomeEventID(id), ReceiptID: id,
-			Timestamp: d.Timestamp, Outcome: schemas.OutcomeCompleted, ContentHash: schemas.SHA256Hex([]byte(`"hi"`))}
-		pub(schemas.SubjectOutcome, o, o.EventID)
+	id, err := emitCall(context.Background(), js, "hello", "hello_task", verdict)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return id
 }

@@ -295,3 +295,54 @@ func splitPath(p string) []string {
 	}
 	return strings.Split(p, "/")
 }
+
+// BenchmarkAppendCommit measures appending 1,024-leaf batches of 500-byte
+// receipts with one synced commit each.
+func BenchmarkAppendCommit(b *testing.B) {
+	s, err := Open(b.TempDir(), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	leaf := bytes.Repeat([]byte("x"), 500)
+	b.ResetTimer()
+	for i := 0; i < b.N; {
+		tx := s.Begin()
+		for j := 0; j < 1024 && i < b.N; j, i = j+1, i+1 {
+			if _, err := tx.Append(leaf, Summary{ReceiptID: fmt.Sprint(i), CapabilityID: "c", ToolServer: "s", ToolName: "t"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := tx.Commit(testSign); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "leaves/s")
+}
+
+// BenchmarkInclusionProof measures proofs from tiles in a 100,000-leaf log.
+func BenchmarkInclusionProof(b *testing.B) {
+	s, err := Open(b.TempDir(), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const n = 100000
+	for i := 0; i < n; {
+		tx := s.Begin()
+		for j := 0; j < 4096 && i < n; j, i = j+1, i+1 {
+			if _, err := tx.Append(leaf(i), Summary{ReceiptID: fmt.Sprint(i)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := tx.Commit(testSign); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, err := s.InclusionProof(uint64(i*7919)%n, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -178,7 +178,9 @@ func throughput(dir string, n, batch int, wait time.Duration) error {
 	if err != nil {
 		return err
 	}
-	defer func() { fmt.Printf("  %d batches, %.0f events per batch on average\n", commits, float64(folded)/float64(max(commits, 1))) }()
+	defer func() {
+		fmt.Printf("  %d batches, %.0f events per batch on average\n", commits, float64(folded)/float64(max(commits, 1)))
+	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
