@@ -25,6 +25,10 @@ type folder struct {
 	tx       *logstore.Txn
 	produced map[string]bool // receipt ids produced earlier in this batch
 	log      *slog.Logger
+	// cache holds decoded pending records of committed batches (see
+	// pendingCache); changes is this batch's overlay on it, nil meaning deleted.
+	cache   *pendingCache
+	changes map[string]*pending
 	// newPending lists allow decisions that started waiting in this batch.
 	newPending []*schemas.DecisionEvent
 }
@@ -100,6 +104,12 @@ func (f *folder) first(eventID, receiptID string) (isNew, hasReceipt bool, err e
 }
 
 func (f *folder) pendingOf(receiptID string) (*pending, error) {
+	if p, ok := f.changes[receiptID]; ok {
+		return p, nil
+	}
+	if p, ok := f.cache.get(receiptID); ok {
+		return p, nil
+	}
 	raw, ok, err := f.tx.Pending(receiptID)
 	if err != nil || !ok {
 		return nil, err
@@ -117,7 +127,13 @@ func (f *folder) putPending(receiptID string, p *pending) error {
 		return fmt.Errorf("encode pending record of %s: %w", receiptID, err)
 	}
 	f.tx.PutPending(receiptID, raw)
+	f.changes[receiptID] = p
 	return nil
+}
+
+func (f *folder) deletePending(receiptID string) {
+	f.tx.DeletePending(receiptID)
+	f.changes[receiptID] = nil
 }
 
 func (f *folder) produce(b *schemas.ReceiptBody) *schemas.ReceiptBody {
@@ -142,7 +158,7 @@ func (f *folder) decision(e *schemas.DecisionEvent) (*schemas.ReceiptBody, error
 		return nil, err
 	}
 	if p != nil && p.Outcome != nil {
-		f.tx.DeletePending(e.ReceiptID)
+		f.deletePending(e.ReceiptID)
 		return f.produce(bodyFromOutcome(e, p.Outcome)), nil
 	}
 	if p != nil && p.Decision != nil {
@@ -174,7 +190,7 @@ func (f *folder) outcome(e *schemas.OutcomeEvent) (*schemas.ReceiptBody, error) 
 		f.log.Warn("outcome without a decision; held", "receipt_id", e.ReceiptID)
 		return nil, f.putPending(e.ReceiptID, &pending{Outcome: e})
 	}
-	f.tx.DeletePending(e.ReceiptID)
+	f.deletePending(e.ReceiptID)
 	return f.produce(bodyFromOutcome(p.Decision, e)), nil
 }
 
@@ -187,7 +203,7 @@ func (f *folder) timeout(e *schemas.TimeoutEvent) (*schemas.ReceiptBody, error) 
 	if err != nil || p == nil || p.Decision == nil {
 		return nil, err
 	}
-	f.tx.DeletePending(e.ReceiptID)
+	f.deletePending(e.ReceiptID)
 	d := schemas.Decision{Verdict: schemas.VerdictIncomplete, Reason: e.Reason}
 	return f.produce(bodyFromDecision(p.Decision, d, e.Timestamp, schemas.EmptyContentHash)), nil
 }
@@ -246,4 +262,32 @@ func mergeMetadata(decision, outcome json.RawMessage) json.RawMessage {
 		return decision
 	}
 	return raw
+}
+
+// pendingCache keeps the decoded pending records of committed batches, so
+// the outcome that usually follows its decision within a batch or two is
+// matched without a Pebble read and a second JSON decode. It is only a
+// cache: every record is also in the store, and past maxPendingCached new
+// records are simply not cached. Only the ledger's goroutine uses it.
+type pendingCache struct{ m map[string]*pending }
+
+const maxPendingCached = 1 << 16
+
+func newPendingCache() *pendingCache { return &pendingCache{m: map[string]*pending{}} }
+
+func (c *pendingCache) get(id string) (*pending, bool) {
+	p, ok := c.m[id]
+	return p, ok
+}
+
+// apply merges a committed batch's changes.
+func (c *pendingCache) apply(changes map[string]*pending) {
+	for id, p := range changes {
+		switch {
+		case p == nil:
+			delete(c.m, id)
+		case len(c.m) < maxPendingCached:
+			c.m[id] = p
+		}
+	}
 }

@@ -4,7 +4,7 @@
 // A durable JetStream pull consumer on CHIO_EVENTS feeds batches (bounded in
 // size and time). Each batch is folded in stream order, its receipts are
 // signed in parallel, appended, indexed and checkpointed in one synced Pebble
-// batch, and only then acked. The log position is the stream sequence stored
+// batch, and only then acked (one ack-all per batch). The log position is the stream sequence stored
 // in that batch: a redelivery of a sequence already folded is acked and
 // skipped, and a duplicate publish is caught by the exact event-id index, so
 // crashes anywhere between commit and ack neither lose nor double a receipt.
@@ -52,7 +52,9 @@ type Ledger struct {
 	log   *slog.Logger
 
 	timeouts *timeouts
-	publish  chan struct{} // wakes the receipt publisher
+	pending  *pendingCache
+	publish  chan struct{}  // wakes the receipt publisher
+	fresh    chan []pubLeaf // committed batches handed to the publisher
 }
 
 type config struct {
@@ -120,7 +122,8 @@ func New(js jetstream.JetStream, store *logstore.Store, keys Keys, opts ...Optio
 		return nil, errors.New("ledger: batch size must be positive and the incomplete timeout at least 1s")
 	}
 	return &Ledger{js: js, store: store, keys: keys, cfg: cfg, log: cfg.log.With("component", "ledger"),
-		timeouts: newTimeouts(), publish: make(chan struct{}, 1)}, nil
+		timeouts: newTimeouts(), pending: newPendingCache(),
+		publish: make(chan struct{}, 1), fresh: make(chan []pubLeaf, 16)}, nil
 }
 
 // CheckpointVerifier returns a logstore verifier for this ledger's
@@ -204,12 +207,26 @@ func (l *Ledger) Run(ctx context.Context) error {
 		if err := l.injectFault("after-commit", batches); err != nil {
 			return err
 		}
-		for _, m := range batch {
-			if err := m.Ack(); err != nil {
-				l.log.Debug("ack", "err", err) // redelivery is harmless: the sequence is already folded
+		// One ack per batch: the consumer acks all, and every sequence up to
+		// the highest delivered one is folded (gaps were read directly).
+		if last := highest(batch); last != nil {
+			if err := last.Ack(); err != nil {
+				l.log.Debug("ack", "err", err) // a redelivery is harmless: the sequence is already folded
 			}
 		}
 	}
+}
+
+// highest returns the message with the highest stream sequence.
+func highest(batch []jetstream.Msg) jetstream.Msg {
+	var last jetstream.Msg
+	var max uint64
+	for _, m := range batch {
+		if meta, err := m.Metadata(); err == nil && meta.Sequence.Stream >= max {
+			last, max = m, meta.Sequence.Stream
+		}
+	}
+	return last
 }
 
 // init writes the size-0 checkpoint of a new log, so /log/checkpoint always
@@ -236,7 +253,7 @@ func (l *Ledger) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	}
 	c, err := l.js.CreateConsumer(ctx, schemas.EventsStream, jetstream.ConsumerConfig{
 		Durable: l.cfg.consumer, Description: "chio ledger: events → signed receipts",
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		AckPolicy: jetstream.AckAllPolicy, AckWait: 30 * time.Second,
 		MaxAckPending: 4 * l.cfg.maxBatch, MaxDeliver: -1,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
 		Replicas: l.cfg.replicas,
@@ -320,7 +337,7 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 	if len(events) == 0 {
 		return nil
 	}
-	pend, completed, err := l.apply(events, func() error { return l.injectFault("before-commit", n) })
+	pend, completed, leaves, err := l.apply(events, func() error { return l.injectFault("before-commit", n) })
 	if err != nil {
 		return err
 	}
@@ -329,17 +346,17 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 		l.cfg.onCommit(Commit{Events: len(events), Receipts: len(completed), TreeSize: st.Size, Committed: l.cfg.now(), Stored: completed})
 	}
 	l.timeouts.add(pend, l.cfg.incompleteAfter)
-	l.kickPublisher()
+	l.handOver(leaves)
 	return nil
 }
 
 // apply folds events (contiguous, in stream order) into one committed batch.
 // It returns the allow decisions now waiting for an outcome and, for each
 // new receipt, when the event that completed it was stored in the stream.
-func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.DecisionEvent, []time.Time, error) {
+func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.DecisionEvent, []time.Time, []pubLeaf, error) {
 	tx := l.store.Begin()
 	defer tx.Discard()
-	f := &folder{tx: tx, produced: map[string]bool{}, log: l.log}
+	f := &folder{tx: tx, produced: map[string]bool{}, log: l.log, cache: l.pending, changes: map[string]*pending{}}
 	dec := make([]decoded, len(events))
 	_ = parallel(len(events), func(i int) error {
 		dec[i] = decode(l.log, &events[i])
@@ -350,7 +367,7 @@ func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.De
 	for i, e := range events {
 		b, err := f.fold(dec[i])
 		if err != nil {
-			return nil, nil, fmt.Errorf("ledger: fold stream sequence %d: %w", e.seq, err)
+			return nil, nil, nil, fmt.Errorf("ledger: fold stream sequence %d: %w", e.seq, err)
 		}
 		if b != nil {
 			bodies = append(bodies, b)
@@ -360,24 +377,28 @@ func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.De
 	tx.SetStreamSeq(events[len(events)-1].seq)
 	leaves, err := signAll(l.keys.Kernel, bodies)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	pub := make([]pubLeaf, len(bodies))
 	for i, b := range bodies {
 		sum := logstore.Summary{ReceiptID: b.ID, Timestamp: b.Timestamp, CapabilityID: b.CapabilityID,
 			ToolServer: b.ToolServer, ToolName: b.ToolName, Verdict: string(b.Decision.Verdict)}
-		if _, err := tx.Append(leaves[i], sum); err != nil {
-			return nil, nil, fmt.Errorf("ledger: %w", err)
+		idx, err := tx.Append(leaves[i], sum)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("ledger: %w", err)
 		}
+		pub[i] = pubLeaf{index: idx, id: b.ID, toolServer: b.ToolServer, leaf: leaves[i]}
 	}
 	if beforeCommit != nil {
 		if err := beforeCommit(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if err := tx.Commit(l.signCheckpoint); err != nil {
-		return nil, nil, fmt.Errorf("ledger: %w", err)
+		return nil, nil, nil, fmt.Errorf("ledger: %w", err)
 	}
-	return f.newPending, completed, nil
+	l.pending.apply(f.changes)
+	return f.newPending, completed, pub, nil
 }
 
 // signAll signs receipts and encodes their leaves on every core; the order

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 // HeaderLeafIndex carries a published receipt's leaf index.
 const HeaderLeafIndex = "Chio-Leaf-Index"
 
-// publishChunk bounds the receipts in flight per round.
+// publishChunk bounds the receipts read back from the store per round.
 const publishChunk = 1024
 
 // runPublisher publishes every committed receipt to CHIO_RECEIPTS, in log
@@ -30,29 +31,47 @@ func (l *Ledger) runPublisher(ctx context.Context) {
 	published, err := l.publishedSoFar(ctx)
 	for err != nil {
 		l.log.Warn("find the receipts already published; retrying", "err", err)
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, time.Second) {
 			return
-		case <-time.After(time.Second):
 		}
 		published, err = l.publishedSoFar(ctx)
 	}
+	var next []pubLeaf // a committed batch handed over in memory
 	for {
 		for size := l.store.State().Size; published < size; {
-			to := min(size, published+publishChunk)
-			if err := l.publishRange(ctx, published, to); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				l.log.Warn("publish receipts; retrying", "from", published, "err", err)
+			if next == nil {
 				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(time.Second):
+				case next = <-l.fresh:
+				default:
 				}
-				continue
 			}
-			published = to
+			var leaves []pubLeaf
+			switch {
+			case next != nil && next[len(next)-1].index < published:
+				next = nil // already published from the store
+				continue
+			case next != nil && next[0].index == published:
+				leaves, next = next, nil
+			default: // a batch was dropped, or publishing resumes after a restart
+				to := min(size, published+publishChunk)
+				if next != nil {
+					to = min(to, next[0].index)
+				}
+				if leaves, err = l.readLeaves(published, to); err != nil {
+					l.log.Error("read committed receipts to publish", "from", published, "err", err)
+					if !sleep(ctx, time.Second) {
+						return
+					}
+					continue
+				}
+			}
+			for err := l.publishLeaves(ctx, leaves); err != nil; err = l.publishLeaves(ctx, leaves) {
+				l.log.Warn("publish receipts; retrying", "from", leaves[0].index, "err", err)
+				if !sleep(ctx, time.Second) {
+					return
+				}
+			}
+			published = leaves[len(leaves)-1].index + 1
 		}
 		select {
 		case <-ctx.Done():
@@ -60,6 +79,51 @@ func (l *Ledger) runPublisher(ctx context.Context) {
 		case <-l.publish:
 		}
 	}
+}
+
+// pubLeaf is a committed receipt to publish.
+type pubLeaf struct {
+	index      uint64
+	id         string
+	toolServer string
+	leaf       []byte
+}
+
+// handOver gives a committed batch to the publisher without blocking; if
+// the publisher is behind, the batch is dropped and read back from the store.
+func (l *Ledger) handOver(leaves []pubLeaf) {
+	if len(leaves) > 0 {
+		select {
+		case l.fresh <- leaves:
+		default:
+		}
+	}
+	l.kickPublisher()
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+func (l *Ledger) readLeaves(from, to uint64) ([]pubLeaf, error) {
+	var out []pubLeaf
+	err := l.store.Entries(from, to, func(idx uint64, leaf []byte) error {
+		var head struct {
+			ID         string `json:"id"`
+			ToolServer string `json:"tool_server"`
+		}
+		if err := json.Unmarshal(leaf, &head); err != nil {
+			return fmt.Errorf("leaf %d: %w", idx, err)
+		}
+		out = append(out, pubLeaf{index: idx, id: head.ID, toolServer: head.ToolServer, leaf: bytes.Clone(leaf)})
+		return nil
+	})
+	return out, err
 }
 
 // publishedSoFar returns the number of leaves CHIO_RECEIPTS holds: one past
@@ -91,32 +155,23 @@ func (l *Ledger) publishedSoFar(ctx context.Context) (uint64, error) {
 	return 0, nil
 }
 
-func (l *Ledger) publishRange(ctx context.Context, from, to uint64) error {
-	var futures []jetstream.PubAckFuture
-	err := l.store.Entries(from, to, func(idx uint64, leaf []byte) error {
-		var head struct {
-			ID         string `json:"id"`
-			ToolServer string `json:"tool_server"`
-		}
-		if err := json.Unmarshal(leaf, &head); err != nil {
-			return fmt.Errorf("leaf %d: %w", idx, err)
-		}
-		msg := &nats.Msg{Subject: schemas.ReceiptSubject(head.ToolServer), Data: leaf, Header: nats.Header{}}
-		msg.Header.Set(HeaderLeafIndex, strconv.FormatUint(idx, 10))
-		f, err := l.js.PublishMsgAsync(msg, jetstream.WithMsgID(head.ID))
+func (l *Ledger) publishLeaves(ctx context.Context, leaves []pubLeaf) error {
+	futures := make([]jetstream.PubAckFuture, 0, len(leaves))
+	for _, p := range leaves {
+		msg := &nats.Msg{Subject: schemas.ReceiptSubject(p.toolServer), Data: p.leaf, Header: nats.Header{}}
+		msg.Header.Set(HeaderLeafIndex, strconv.FormatUint(p.index, 10))
+		f, err := l.js.PublishMsgAsync(msg, jetstream.WithMsgID(p.id))
 		if err != nil {
-			return fmt.Errorf("publish leaf %d: %w", idx, err)
+			return fmt.Errorf("publish leaf %d: %w", p.index, err)
 		}
 		futures = append(futures, f)
-		return nil
-	})
+	}
+	var err error
 	for _, f := range futures {
 		select {
 		case <-f.Ok():
 		case e := <-f.Err():
-			if err == nil {
-				err = e
-			}
+			err = cmp.Or(err, e)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -57,7 +57,7 @@ func (l *Ledger) Rebuild(ctx context.Context) (logstore.State, error) {
 		done = meta.Sequence.Stream >= last
 		events = append(events, event{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data()})
 		if len(events) == l.cfg.maxBatch || done {
-			if _, _, err := l.apply(events, nil); err != nil {
+			if _, _, _, err := l.apply(events, nil); err != nil {
 				return logstore.State{}, err
 			}
 			events = events[:0]

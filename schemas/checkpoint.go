@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 )
 
 // CheckpointStatementSchema is the schema tag of a kernel checkpoint body.
@@ -32,14 +31,12 @@ type CheckpointStatement struct {
 	Signature string         `json:"signature"`
 }
 
-var hashPattern = regexp.MustCompile(`^0x[0-9a-f]{64}$`)
-
 // EncodeHash is the wire form of a Merkle hash: 0x-prefixed lowercase hex.
 func EncodeHash(h []byte) string { return "0x" + hex.EncodeToString(h) }
 
 // ParseHash decodes EncodeHash's output.
 func ParseHash(s string) ([]byte, error) {
-	if !hashPattern.MatchString(s) {
+	if len(s) != 66 || s[:2] != "0x" || !isLowerHex(s[2:]) {
 		return nil, fmt.Errorf("hash %q: want 0x and 64 lowercase hex", abbreviate(s))
 	}
 	b, _ := hex.DecodeString(s[2:])

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"unicode"
 	"unicode/utf8"
 )
@@ -104,11 +103,22 @@ const (
 	MaxEventBytes = 64 << 10
 )
 
-// idPattern keeps ids printable and free of '/', so they are safe in URL paths.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
-
-// ValidID reports whether s is an acceptable receipt id.
-func ValidID(s string) bool { return len(s) <= MaxIDLength && idPattern.MatchString(s) }
+// ValidID reports whether s is an acceptable receipt id: 1–128 characters
+// of [A-Za-z0-9._:-], starting with a letter or digit, so ids are safe in
+// URL paths and index keys.
+func ValidID(s string) bool {
+	if s == "" || len(s) > MaxIDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !alnum && (i == 0 || (c != '.' && c != '_' && c != ':' && c != '-')) {
+			return false
+		}
+	}
+	return true
+}
 
 func checkEventHeader(schema, want, eventID, receiptID, wantEventID string) error {
 	if schema != want {
@@ -176,7 +186,7 @@ func (e *OutcomeEvent) Validate() error {
 	switch {
 	case e.Timestamp == 0:
 		return errors.New("outcome event: timestamp is missing")
-	case !sha256HexPattern.MatchString(e.ContentHash):
+	case !isSHA256Hex(e.ContentHash):
 		return errors.New("outcome event: content_hash is not 64 lowercase hex")
 	case len(e.Reason) > MaxTextBytes:
 		return fmt.Errorf("outcome event: reason exceeds %d bytes", MaxTextBytes)

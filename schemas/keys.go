@@ -5,15 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
-)
-
-// Key and signature encodings of the wire contract (§1.4): bare lowercase hex
-// for Ed25519, p256:/p384: prefixes for ECDSA.
-var (
-	publicKeyPattern = regexp.MustCompile(`^([0-9a-f]{64}|p256:[0-9a-f]{130}|p384:[0-9a-f]{194})$`)
-	signaturePattern = regexp.MustCompile(`^([0-9a-f]{128}|p256:[0-9a-f]+|p384:[0-9a-f]+)$`)
 )
 
 // ErrUnsupportedAlgorithm is returned for well-formed ECDSA keys or
@@ -26,11 +18,14 @@ func EncodePublicKey(pub ed25519.PublicKey) string { return hex.EncodeToString(p
 
 // ParsePublicKey decodes a wire-form public key.
 func ParsePublicKey(s string) (ed25519.PublicKey, error) {
-	if !publicKeyPattern.MatchString(s) {
-		return nil, fmt.Errorf("public key %q: not lowercase hex ed25519 (64 hex) or p256:/p384:", abbreviate(s))
-	}
-	if strings.HasPrefix(s, "p256:") || strings.HasPrefix(s, "p384:") {
+	// Wire forms (§1.4): 64 hex (Ed25519), p256:<130 hex>, p384:<194 hex>.
+	switch {
+	case len(s) == 2*ed25519.PublicKeySize && isLowerHex(s):
+	case len(s) == 5+130 && strings.HasPrefix(s, "p256:") && isLowerHex(s[5:]),
+		len(s) == 5+194 && strings.HasPrefix(s, "p384:") && isLowerHex(s[5:]):
 		return nil, fmt.Errorf("public key: %w", ErrUnsupportedAlgorithm)
+	default:
+		return nil, fmt.Errorf("public key %q: not lowercase hex ed25519 (64 hex) or p256:/p384:", abbreviate(s))
 	}
 	b, _ := hex.DecodeString(s) // pattern guarantees valid hex
 	return ed25519.PublicKey(b), nil
@@ -38,11 +33,13 @@ func ParsePublicKey(s string) (ed25519.PublicKey, error) {
 
 // ParseSignature decodes a wire-form Ed25519 signature.
 func ParseSignature(s string) ([]byte, error) {
-	if !signaturePattern.MatchString(s) {
-		return nil, fmt.Errorf("signature: not lowercase hex ed25519 (128 hex) or p256:/p384:")
-	}
-	if strings.HasPrefix(s, "p256:") || strings.HasPrefix(s, "p384:") {
+	// Wire forms (§1.4): 128 hex (Ed25519), p256:<DER hex>, p384:<DER hex>.
+	switch {
+	case len(s) == 2*ed25519.SignatureSize && isLowerHex(s):
+	case (strings.HasPrefix(s, "p256:") || strings.HasPrefix(s, "p384:")) && isLowerHex(s[5:]):
 		return nil, fmt.Errorf("signature: %w", ErrUnsupportedAlgorithm)
+	default:
+		return nil, fmt.Errorf("signature: not lowercase hex ed25519 (128 hex) or p256:/p384:")
 	}
 	b, _ := hex.DecodeString(s)
 	return b, nil

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 )
 
 // Verdict tags a receipt Decision.
@@ -106,7 +105,18 @@ type Receipt struct {
 	Signature string `json:"signature"`
 }
 
-var sha256HexPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+// isSHA256Hex reports whether s is 64 lowercase hex characters.
+func isSHA256Hex(s string) bool { return len(s) == 64 && isLowerHex(s) }
+
+// isLowerHex reports whether s is non-empty lowercase hex.
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // MaxEncodedReceipt is the largest canonical receipt the log accepts: C2SP
 // entry bundles prefix each entry with a big-endian uint16 length.
@@ -123,11 +133,11 @@ func (b *ReceiptBody) Validate() error {
 		return errors.New("receipt: tool_server is empty")
 	case b.ToolName == "":
 		return errors.New("receipt: tool_name is empty")
-	case !sha256HexPattern.MatchString(b.Action.ParameterHash):
+	case !isSHA256Hex(b.Action.ParameterHash):
 		return errors.New("receipt: action.parameter_hash is not 64 lowercase hex")
 	case len(b.Action.Parameters) == 0:
 		return errors.New("receipt: action.parameters is missing")
-	case !sha256HexPattern.MatchString(b.ContentHash):
+	case !isSHA256Hex(b.ContentHash):
 		return errors.New("receipt: content_hash is not 64 lowercase hex")
 	case b.PolicyHash == "":
 		return errors.New("receipt: policy_hash is empty")

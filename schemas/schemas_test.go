@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -376,3 +377,26 @@ func FuzzSignReceiptLeaf(f *testing.F) {
 		}
 	})
 }
+
+func TestValidIDAndKeyForms(t *testing.T) {
+	for id, want := range map[string]bool{
+		"0190f3c2-7a1b-7c3d-9e4f-0a1b2c3d4e5f": true, "rc-auth-1": true, "a.b:c_d": true, "x": true,
+		"": false, "-a": false, ".a": false, "a/b": false, "a b": false, "é": false, strings.Repeat("a", 129): false,
+	} {
+		if ValidID(id) != want {
+			t.Errorf("ValidID(%q) != %v", id, want)
+		}
+	}
+	hex64 := strings.Repeat("ab", 32)
+	for key, want := range map[string]error{
+		hex64: nil, "p256:04" + strings.Repeat("a", 128): ErrUnsupportedAlgorithm,
+		strings.ToUpper(hex64): errBadForm, hex64[:63]: errBadForm, "p256:04": errBadForm, "": errBadForm,
+	} {
+		_, err := ParsePublicKey(key)
+		if (want == nil) != (err == nil) || (want == ErrUnsupportedAlgorithm && !errors.Is(err, ErrUnsupportedAlgorithm)) {
+			t.Errorf("ParsePublicKey(%q) = %v", abbreviate(key), err)
+		}
+	}
+}
+
+var errBadForm = errors.New("bad form")
