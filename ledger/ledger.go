@@ -254,7 +254,7 @@ func (l *Ledger) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	c, err := l.js.CreateConsumer(ctx, schemas.EventsStream, jetstream.ConsumerConfig{
 		Durable: l.cfg.consumer, Description: "chio ledger: events → signed receipts",
 		AckPolicy: jetstream.AckAllPolicy, AckWait: 30 * time.Second,
-		MaxAckPending: 4 * l.cfg.maxBatch, MaxDeliver: -1,
+		MaxAckPending: 16 * l.cfg.maxBatch, MaxDeliver: -1,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
 		Replicas: l.cfg.replicas,
 	})
@@ -406,11 +406,7 @@ func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.De
 func signAll(key ed25519.PrivateKey, bodies []*schemas.ReceiptBody) ([][]byte, error) {
 	leaves := make([][]byte, len(bodies))
 	err := parallel(len(bodies), func(i int) (err error) {
-		b := *bodies[i]
-		if b.Action.ParameterHash, err = schemas.ParameterHash(b.Action.Parameters); err != nil {
-			return err
-		}
-		leaves[i], err = schemas.SignReceiptLeaf(key, b)
+		leaves[i], err = schemas.SignReceiptLeaf(key, *bodies[i]) // fills parameter_hash
 		return err
 	})
 	if err != nil {

@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+
+	"github.com/gowebpki/jcs"
 )
 
 // Verdict tags a receipt Decision.
@@ -219,58 +222,156 @@ func ParseReceipt(raw []byte) (*Receipt, error) {
 	return &r, nil
 }
 
-// receiptHead and receiptTail split the signed body at the position of
-// "signature" in JCS key order: every key of head sorts before "signature",
-// every key of tail after it. JCS of an object is its members sorted by key
-// and joined, so the canonical body and the canonical signed receipt are
-// both concatenations of JCS(head) and JCS(tail), one JCS pass for both.
-type receiptHead struct {
-	Action       ToolCallAction  `json:"action"`
-	CapabilityID string          `json:"capability_id"`
-	ContentHash  string          `json:"content_hash"`
-	Decision     Decision        `json:"decision"`
-	Evidence     []GuardEvidence `json:"evidence,omitempty"`
-	ID           string          `json:"id"`
-	KernelKey    string          `json:"kernel_key"`
-	Metadata     json.RawMessage `json:"metadata,omitempty"`
-	PolicyHash   string          `json:"policy_hash"`
-}
-
-type receiptTail struct {
-	TenantID   string     `json:"tenant_id,omitempty"`
-	Timestamp  uint64     `json:"timestamp"`
-	ToolName   string     `json:"tool_name"`
-	ToolServer string     `json:"tool_server"`
-	TrustLevel TrustLevel `json:"trust_level"`
-}
-
 // SignReceiptLeaf signs body like SignReceipt and returns the log leaf: the
-// JCS of the signed receipt (no algorithm hint), built from one
-// canonicalization of the body.
+// JCS of the signed receipt (no algorithm hint). It canonicalizes the
+// caller-supplied JSON (parameters, metadata) once, fills
+// action.parameter_hash when it is empty (and checks it when it is not),
+// and assembles the signing input and the leaf from the same canonical
+// members: JCS of an object is its members in key order, and every key of
+// the receipt sorts either before "signature" (the head) or after it (the
+// tail), so the leaf is head + signature + tail.
 func SignReceiptLeaf(priv ed25519.PrivateKey, body ReceiptBody) ([]byte, error) {
 	body.KernelKey = EncodePublicKey(priv.Public().(ed25519.PublicKey))
+	params, err := CanonicalizeJSON(body.Action.Parameters)
+	if err != nil {
+		return nil, fmt.Errorf("sign receipt %s: parameters: %w", body.ID, err)
+	}
+	if ph := SHA256Hex(params); body.Action.ParameterHash == "" {
+		body.Action.ParameterHash = ph
+	} else if body.Action.ParameterHash != ph {
+		return nil, fmt.Errorf("sign receipt %s: action.parameter_hash does not match the parameters", body.ID)
+	}
 	if err := body.Validate(); err != nil {
 		return nil, err
 	}
-	head, err := Canonical(receiptHead{Action: body.Action, CapabilityID: body.CapabilityID, ContentHash: body.ContentHash,
-		Decision: body.Decision, Evidence: body.Evidence, ID: body.ID, KernelKey: body.KernelKey, Metadata: body.Metadata,
-		PolicyHash: body.PolicyHash})
+	head, tail, err := body.canonicalMembers(params)
 	if err != nil {
 		return nil, fmt.Errorf("sign receipt %s: %w", body.ID, err)
 	}
-	tail, err := Canonical(receiptTail{TenantID: body.TenantID, Timestamp: body.Timestamp, ToolName: body.ToolName,
-		ToolServer: body.ToolServer, TrustLevel: body.TrustLevel})
-	if err != nil {
-		return nil, fmt.Errorf("sign receipt %s: %w", body.ID, err)
-	}
-	// signing input: head members, then tail members
-	msg := make([]byte, 0, len(head)+len(tail)+ed25519.SignatureSize*2+16)
-	msg = append(append(append(msg, head[:len(head)-1]...), ','), tail[1:]...)
+	msg := make([]byte, 0, len(head)+len(tail)+3)
+	msg = append(append(append(append(msg, '{'), head...), ','), tail...)
+	msg = append(msg, '}')
 	sig := hex.EncodeToString(ed25519.Sign(priv, msg))
 	leaf := make([]byte, 0, len(msg)+len(sig)+16)
-	leaf = append(leaf, head[:len(head)-1]...)
-	leaf = append(leaf, `,"signature":"`...)
-	leaf = append(leaf, sig...)
-	leaf = append(leaf, `",`...)
-	return append(leaf, tail[1:]...), nil
+	leaf = append(append(leaf, '{'), head...)
+	leaf = append(append(append(leaf, `,"signature":"`...), sig...), `",`...)
+	leaf = append(append(leaf, tail...), '}')
+	return leaf, nil
+}
+
+// canonicalMembers returns the JCS members (without braces) of the body's
+// keys before and after "signature", given the JCS of the parameters.
+func (b *ReceiptBody) canonicalMembers(params []byte) (head, tail []byte, err error) {
+	c := canonicalWriter{buf: make([]byte, 0, 512+len(params)+len(b.Metadata))}
+	c.raw(`"action":{"parameter_hash":`)
+	c.str(b.Action.ParameterHash)
+	c.raw(`,"parameters":`)
+	c.buf = append(c.buf, params...)
+	c.raw(`},"capability_id":`)
+	c.str(b.CapabilityID)
+	c.raw(`,"content_hash":`)
+	c.str(b.ContentHash)
+	c.raw(`,"decision":{`) // keys: guard, reason, verdict
+	if b.Decision.Guard != "" {
+		c.raw(`"guard":`)
+		c.str(b.Decision.Guard)
+		c.raw(",")
+	}
+	if b.Decision.Reason != "" {
+		c.raw(`"reason":`)
+		c.str(b.Decision.Reason)
+		c.raw(",")
+	}
+	c.raw(`"verdict":`)
+	c.str(string(b.Decision.Verdict))
+	c.raw("}")
+	if len(b.Evidence) > 0 {
+		c.raw(`,"evidence":[`)
+		for i, e := range b.Evidence { // keys: details, guard_name, verdict
+			if i > 0 {
+				c.raw(",")
+			}
+			c.raw("{")
+			if e.Details != "" {
+				c.raw(`"details":`)
+				c.str(e.Details)
+				c.raw(",")
+			}
+			c.raw(`"guard_name":`)
+			c.str(e.GuardName)
+			c.raw(`,"verdict":`)
+			c.raw(strconv.FormatBool(e.Verdict))
+			c.raw("}")
+		}
+		c.raw("]")
+	}
+	c.raw(`,"id":`)
+	c.str(b.ID)
+	c.raw(`,"kernel_key":`)
+	c.str(b.KernelKey)
+	if len(b.Metadata) > 0 {
+		meta, err := CanonicalizeJSON(b.Metadata)
+		if err != nil {
+			return nil, nil, fmt.Errorf("metadata: %w", err)
+		}
+		c.raw(`,"metadata":`)
+		c.buf = append(c.buf, meta...)
+	}
+	c.raw(`,"policy_hash":`)
+	c.str(b.PolicyHash)
+	split := len(c.buf)
+	if b.TenantID != "" {
+		c.raw(`"tenant_id":`)
+		c.str(b.TenantID)
+		c.raw(",")
+	}
+	c.raw(`"timestamp":`)
+	if b.Timestamp < 1<<53 {
+		c.buf = strconv.AppendUint(c.buf, b.Timestamp, 10)
+	} else { // beyond 2^53 JCS writes the IEEE double, as JSON.stringify would
+		n, err := jcs.NumberToJSON(float64(b.Timestamp))
+		c.setErr(err)
+		c.raw(n)
+	}
+	c.raw(`,"tool_name":`)
+	c.str(b.ToolName)
+	c.raw(`,"tool_server":`)
+	c.str(b.ToolServer)
+	c.raw(`,"trust_level":`)
+	c.str(string(b.TrustLevel))
+	if c.err != nil {
+		return nil, nil, c.err
+	}
+	return c.buf[:split], c.buf[split:], nil
+}
+
+// canonicalWriter appends JCS text for values of known shape. Strings that
+// need no escaping (printable ASCII without '"' or '\\') are copied as
+// they are; any other string goes through the JCS library.
+type canonicalWriter struct {
+	buf []byte
+	err error
+}
+
+func (c *canonicalWriter) raw(s string) { c.buf = append(c.buf, s...) }
+
+func (c *canonicalWriter) setErr(err error) {
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+}
+
+func (c *canonicalWriter) str(s string) {
+	for i := 0; i < len(s); i++ {
+		if ch := s[i]; ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\' {
+			quoted, err := json.Marshal(s)
+			if err == nil {
+				quoted, err = CanonicalizeJSON(quoted)
+			}
+			c.setErr(err)
+			c.buf = append(c.buf, quoted...)
+			return
+		}
+	}
+	c.buf = append(append(append(c.buf, '"'), s...), '"')
 }

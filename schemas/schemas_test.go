@@ -317,7 +317,9 @@ func ExampleSignReceipt() {
 func TestSignReceiptLeafMatchesGenericJCS(t *testing.T) {
 	bodies := []ReceiptBody{sampleBody(Decision{Verdict: VerdictAllow}), benchBody()}
 	full := sampleBody(Decision{Verdict: VerdictDeny, Reason: "r \"quoted\" \u2028 é", Guard: "g"})
-	full.TenantID = "tenant \\ \u0001"
+	full.TenantID = "tenant \\ \u0001 <&> \u2028"
+	full.CapabilityID = "cap\"x\u007f"
+	full.Timestamp = 1<<53 + 2
 	full.Metadata = json.RawMessage(`{"z":1,"a":[1.0,2e3,"x"],"signature":"not the real one","tenant_id":"x"}`)
 	full.Evidence = []GuardEvidence{{GuardName: "b", Verdict: true, Details: "d"}}
 	full.ToolName = "tool\tname"
