@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -24,6 +25,7 @@ type pending struct {
 type folder struct {
 	tx       *logstore.Txn
 	produced map[string]bool // receipt ids produced earlier in this batch
+	marked   map[string]bool // event ids marked earlier in this batch
 	log      *slog.Logger
 	// cache holds decoded pending records of committed batches (see
 	// pendingCache); changes is this batch's overlay on it, nil meaning deleted.
@@ -33,12 +35,47 @@ type folder struct {
 	newPending []*schemas.DecisionEvent
 }
 
-// decoded is one event after parsing and validation, which need no log
-// state and so run in parallel before the sequential fold.
+// decoded is one event after parsing, validation and the lookups of
+// committed log state it needs. None of that depends on the other events of
+// the batch, so it runs in parallel; the fold then only has to combine it
+// with what earlier events of the same batch did.
 type decoded struct {
 	decision *schemas.DecisionEvent
 	outcome  *schemas.OutcomeEvent
 	timeout  *schemas.TimeoutEvent
+
+	eventID, receiptID string
+	seen               bool     // event id in the committed dedup index
+	hasReceipt         bool     // receipt id in the committed log
+	pending            *pending // committed pending record, if any
+}
+
+// lookup fills in the committed state of the event's ids. The Txn is open,
+// so nothing commits while it runs.
+func (d *decoded) lookup(store *logstore.Store, cache *pendingCache) error {
+	var err error
+	if d.seen, err = store.EventSeen(d.eventID); err != nil || d.seen {
+		return err
+	}
+	if d.hasReceipt, err = store.HasReceipt(d.receiptID); err != nil || d.hasReceipt {
+		return err
+	}
+	if p, ok := cache.get(d.receiptID); ok {
+		d.pending = p
+		return nil
+	}
+	raw, err := store.Pending(d.receiptID)
+	if errors.Is(err, logstore.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	d.pending = new(pending)
+	if err := json.Unmarshal(raw, d.pending); err != nil {
+		return fmt.Errorf("decode pending record of %s: %w", d.receiptID, err)
+	}
+	return nil
 }
 
 // decode parses and validates one event. Malformed events and unknown
@@ -69,19 +106,27 @@ func decode(log *slog.Logger, e *event) decoded {
 		log.Warn("skipping malformed event", "subject", e.subject, "stream_seq", e.seq, "err", err)
 		return decoded{}
 	}
+	switch {
+	case d.decision != nil:
+		d.eventID, d.receiptID = d.decision.EventID, d.decision.ReceiptID
+	case d.outcome != nil:
+		d.eventID, d.receiptID = d.outcome.EventID, d.outcome.ReceiptID
+	default:
+		d.eventID, d.receiptID = d.timeout.EventID, d.timeout.ReceiptID
+	}
 	return d
 }
 
 // fold applies one decoded event. It returns the receipt body the event
-// completes, or nil; only storage errors are returned.
-func (f *folder) fold(d decoded) (*schemas.ReceiptBody, error) {
+// completes, or nil; only an encoding error of a pending record is returned.
+func (f *folder) fold(d *decoded) (*schemas.ReceiptBody, error) {
 	switch {
 	case d.decision != nil:
-		return f.decision(d.decision)
+		return f.decision(d)
 	case d.outcome != nil:
-		return f.outcome(d.outcome)
+		return f.outcome(d)
 	case d.timeout != nil:
-		return f.timeout(d.timeout)
+		return f.timeout(d)
 	}
 	return nil, nil
 }
@@ -89,36 +134,22 @@ func (f *folder) fold(d decoded) (*schemas.ReceiptBody, error) {
 type validator interface{ Validate() error }
 
 // first marks an event id as folded and reports whether it was new, and
-// whether its receipt already exists.
-func (f *folder) first(eventID, receiptID string) (isNew, hasReceipt bool, err error) {
-	seen, err := f.tx.EventSeen(eventID)
-	if err != nil || seen {
-		return false, false, err
+// whether its receipt already exists: this batch's own writes first, then
+// the committed state looked up for the event.
+func (f *folder) first(d *decoded) (isNew, hasReceipt bool) {
+	if d.seen || f.marked[d.eventID] {
+		return false, false
 	}
-	f.tx.MarkEvent(eventID)
-	if f.produced[receiptID] {
-		return true, true, nil
-	}
-	has, err := f.tx.HasReceipt(receiptID)
-	return true, has, err
+	f.marked[d.eventID] = true
+	f.tx.MarkEvent(d.eventID)
+	return true, d.hasReceipt || f.produced[d.receiptID]
 }
 
-func (f *folder) pendingOf(receiptID string) (*pending, error) {
-	if p, ok := f.changes[receiptID]; ok {
-		return p, nil
+func (f *folder) pendingOf(d *decoded) *pending {
+	if p, ok := f.changes[d.receiptID]; ok {
+		return p
 	}
-	if p, ok := f.cache.get(receiptID); ok {
-		return p, nil
-	}
-	raw, ok, err := f.tx.Pending(receiptID)
-	if err != nil || !ok {
-		return nil, err
-	}
-	var p pending
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, fmt.Errorf("decode pending record of %s: %w", receiptID, err)
-	}
-	return &p, nil
+	return d.pending
 }
 
 func (f *folder) putPending(receiptID string, p *pending) error {
@@ -141,10 +172,11 @@ func (f *folder) produce(b *schemas.ReceiptBody) *schemas.ReceiptBody {
 	return b
 }
 
-func (f *folder) decision(e *schemas.DecisionEvent) (*schemas.ReceiptBody, error) {
-	isNew, has, err := f.first(e.EventID, e.ReceiptID)
-	if err != nil || !isNew {
-		return nil, err
+func (f *folder) decision(d *decoded) (*schemas.ReceiptBody, error) {
+	e := d.decision
+	isNew, has := f.first(d)
+	if !isNew {
+		return nil, nil
 	}
 	if has {
 		f.log.Warn("decision for a receipt id already in the log; skipped", "receipt_id", e.ReceiptID)
@@ -153,10 +185,7 @@ func (f *folder) decision(e *schemas.DecisionEvent) (*schemas.ReceiptBody, error
 	if e.Decision.Verdict == schemas.VerdictDeny {
 		return f.produce(bodyFromDecision(e, e.Decision, e.Timestamp, schemas.EmptyContentHash)), nil
 	}
-	p, err := f.pendingOf(e.ReceiptID)
-	if err != nil {
-		return nil, err
-	}
+	p := f.pendingOf(d)
 	if p != nil && p.Outcome != nil {
 		f.deletePending(e.ReceiptID)
 		return f.produce(bodyFromOutcome(e, p.Outcome)), nil
@@ -169,10 +198,11 @@ func (f *folder) decision(e *schemas.DecisionEvent) (*schemas.ReceiptBody, error
 	return nil, f.putPending(e.ReceiptID, &pending{Decision: e})
 }
 
-func (f *folder) outcome(e *schemas.OutcomeEvent) (*schemas.ReceiptBody, error) {
-	isNew, has, err := f.first(e.EventID, e.ReceiptID)
-	if err != nil || !isNew {
-		return nil, err
+func (f *folder) outcome(d *decoded) (*schemas.ReceiptBody, error) {
+	e := d.outcome
+	isNew, has := f.first(d)
+	if !isNew {
+		return nil, nil
 	}
 	if has {
 		// The call was already closed, normally as incomplete by a timeout
@@ -180,10 +210,7 @@ func (f *folder) outcome(e *schemas.OutcomeEvent) (*schemas.ReceiptBody, error) 
 		f.log.Warn("outcome after the receipt was signed; skipped", "receipt_id", e.ReceiptID, "outcome", e.Outcome)
 		return nil, nil
 	}
-	p, err := f.pendingOf(e.ReceiptID)
-	if err != nil {
-		return nil, err
-	}
+	p := f.pendingOf(d)
 	if p == nil || p.Decision == nil {
 		// Edges publish the outcome only after the decision's PubAck, so
 		// this is a stray; keep it until (if ever) its decision arrives.
@@ -194,18 +221,19 @@ func (f *folder) outcome(e *schemas.OutcomeEvent) (*schemas.ReceiptBody, error) 
 	return f.produce(bodyFromOutcome(p.Decision, e)), nil
 }
 
-func (f *folder) timeout(e *schemas.TimeoutEvent) (*schemas.ReceiptBody, error) {
-	isNew, has, err := f.first(e.EventID, e.ReceiptID)
-	if err != nil || !isNew || has {
-		return nil, err // has: the outcome won the race, as it should
+func (f *folder) timeout(d *decoded) (*schemas.ReceiptBody, error) {
+	e := d.timeout
+	isNew, has := f.first(d)
+	if !isNew || has {
+		return nil, nil // has: the outcome won the race, as it should
 	}
-	p, err := f.pendingOf(e.ReceiptID)
-	if err != nil || p == nil || p.Decision == nil {
-		return nil, err
+	p := f.pendingOf(d)
+	if p == nil || p.Decision == nil {
+		return nil, nil
 	}
 	f.deletePending(e.ReceiptID)
-	d := schemas.Decision{Verdict: schemas.VerdictIncomplete, Reason: e.Reason}
-	return f.produce(bodyFromDecision(p.Decision, d, e.Timestamp, schemas.EmptyContentHash)), nil
+	dec := schemas.Decision{Verdict: schemas.VerdictIncomplete, Reason: e.Reason}
+	return f.produce(bodyFromDecision(p.Decision, dec, e.Timestamp, schemas.EmptyContentHash)), nil
 }
 
 // bodyFromDecision builds the unsigned receipt body of a call; the

@@ -356,16 +356,22 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.DecisionEvent, []time.Time, []pubLeaf, error) {
 	tx := l.store.Begin()
 	defer tx.Discard()
-	f := &folder{tx: tx, produced: map[string]bool{}, log: l.log, cache: l.pending, changes: map[string]*pending{}}
+	f := &folder{tx: tx, produced: map[string]bool{}, marked: map[string]bool{}, log: l.log, cache: l.pending, changes: map[string]*pending{}}
 	dec := make([]decoded, len(events))
-	_ = parallel(len(events), func(i int) error {
+	err := parallel(len(events), func(i int) error {
 		dec[i] = decode(l.log, &events[i])
-		return nil
+		if dec[i].eventID == "" {
+			return nil // skipped
+		}
+		return dec[i].lookup(l.store, l.pending)
 	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("ledger: look up event state: %w", err)
+	}
 	var bodies []*schemas.ReceiptBody
 	var completed []time.Time
 	for i, e := range events {
-		b, err := f.fold(dec[i])
+		b, err := f.fold(&dec[i])
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("ledger: fold stream sequence %d: %w", e.seq, err)
 		}

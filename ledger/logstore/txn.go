@@ -14,22 +14,21 @@ import (
 )
 
 // Txn is one ledger batch: leaves, index entries and pending records
-// accumulate in a pebble.Batch and become durable together in Commit. Only
-// one Txn may be open at a time; Begin blocks until the previous one ends.
+// accumulate in a pebble.Batch and become durable together in Commit. It is
+// write-only: reads go to the Store, which shows committed state, and the
+// caller keeps its own view of what the batch has written. Only one Txn may
+// be open at a time; Begin blocks until the previous one ends.
 type Txn struct {
-	s       *Store
-	b       *pebble.Batch
-	rng     *compact.Range
-	edge    map[uint][]byte
-	dirty   map[uint]bool
-	bundle  []byte
-	state   State
-	start   uint64
-	seen    map[string]bool
-	pending map[string][]byte // nil value: deleted in this txn
-	ids     map[string]bool
-	err     error
-	done    bool
+	s      *Store
+	b      *pebble.Batch
+	rng    *compact.Range
+	edge   map[uint][]byte
+	dirty  map[uint]bool
+	bundle []byte
+	state  State
+	start  uint64
+	err    error
+	done   bool
 }
 
 // Begin starts a batch. The caller must Commit or Discard it.
@@ -41,7 +40,6 @@ func (s *Store) Begin() *Txn {
 		s: s, b: s.db.NewBatch(), state: s.state, start: s.state.Size,
 		edge: make(map[uint][]byte, len(s.edge)), dirty: map[uint]bool{},
 		bundle: bytes.Clone(s.bundle),
-		seen:   map[string]bool{}, pending: map[string][]byte{}, ids: map[string]bool{},
 	}
 	for l, e := range s.edge {
 		t.edge[l] = bytes.Clone(e)
@@ -68,50 +66,18 @@ func (t *Txn) Discard() {
 	t.s.wmu.Unlock()
 }
 
-// EventSeen reports whether an event id was folded before (in this batch or
-// any committed one).
-func (t *Txn) EventSeen(id string) (bool, error) {
-	if t.seen[id] {
-		return true, nil
-	}
-	return t.s.exists(strKey(prefixDedup, id))
-}
-
 // MarkEvent records an event id in the exact dedup index.
 func (t *Txn) MarkEvent(id string) {
-	t.seen[id] = true
 	t.setErr(t.b.Set(strKey(prefixDedup, id), nil, nil))
-}
-
-// HasReceipt reports whether a receipt id is already in the log.
-func (t *Txn) HasReceipt(id string) (bool, error) {
-	if t.ids[id] {
-		return true, nil
-	}
-	return t.s.exists(strKey(prefixReceipt, id))
-}
-
-// Pending returns the pending record of a receipt id, if any.
-func (t *Txn) Pending(id string) ([]byte, bool, error) {
-	if rec, ok := t.pending[id]; ok {
-		return rec, rec != nil, nil
-	}
-	rec, err := t.s.Pending(id)
-	if errors.Is(err, ErrNotFound) {
-		return nil, false, nil
-	}
-	return rec, err == nil, err
 }
 
 // PutPending stores a pending record for a receipt id.
 func (t *Txn) PutPending(id string, rec []byte) {
-	t.pending[id] = rec
 	t.setErr(t.b.Set(strKey(prefixPending, id), rec, nil))
 }
 
 // DeletePending removes a receipt id's pending record.
 func (t *Txn) DeletePending(id string) {
-	t.pending[id] = nil
 	t.setErr(t.b.Delete(strKey(prefixPending, id), nil))
 }
 
@@ -143,7 +109,6 @@ func (t *Txn) Append(leaf []byte, sum Summary) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("append leaf %d: %w", idx, err)
 	}
-	t.ids[sum.ReceiptID] = true
 	t.setErr(t.b.Set(strKey(prefixReceipt, sum.ReceiptID), encodeU64(idx), nil))
 	t.setErr(t.b.Set(u64Key(prefixSummary, idx), sumJSON, nil))
 	t.setErr(t.b.Set(capIndexKey(sum.CapabilityID, idx), nil, nil))
