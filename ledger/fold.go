@@ -27,9 +27,8 @@ type folder struct {
 	produced map[string]bool // receipt ids produced earlier in this batch
 	marked   map[string]bool // event ids marked earlier in this batch
 	log      *slog.Logger
-	// cache holds decoded pending records of committed batches (see
-	// pendingCache); changes is this batch's overlay on it, nil meaning deleted.
-	cache   *pendingCache
+	// changes are this batch's pending records, nil meaning deleted; they
+	// go into the pendingCache once the batch commits.
 	changes map[string]*pending
 	// newPending lists allow decisions that started waiting in this batch.
 	newPending []*schemas.DecisionEvent
@@ -296,7 +295,8 @@ func mergeMetadata(decision, outcome json.RawMessage) json.RawMessage {
 // the outcome that usually follows its decision within a batch or two is
 // matched without a Pebble read and a second JSON decode. It is only a
 // cache: every record is also in the store, and past maxPendingCached new
-// records are simply not cached. Only the ledger's goroutine uses it.
+// records are simply not cached. The ledger's goroutine writes it between
+// batches; the parallel lookups of a batch only read it.
 type pendingCache struct{ m map[string]*pending }
 
 const maxPendingCached = 1 << 16

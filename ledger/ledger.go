@@ -202,6 +202,9 @@ func (l *Ledger) Run(ctx context.Context) error {
 			return nil
 		}
 		if err := l.processBatch(ctx, stream, batch, batches); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopping: the batch is redelivered on the next start
+			}
 			return err
 		}
 		if err := l.injectFault("after-commit", batches); err != nil {
@@ -356,7 +359,7 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.DecisionEvent, []time.Time, []pubLeaf, error) {
 	tx := l.store.Begin()
 	defer tx.Discard()
-	f := &folder{tx: tx, produced: map[string]bool{}, marked: map[string]bool{}, log: l.log, cache: l.pending, changes: map[string]*pending{}}
+	f := &folder{tx: tx, produced: map[string]bool{}, marked: map[string]bool{}, log: l.log, changes: map[string]*pending{}}
 	dec := make([]decoded, len(events))
 	err := parallel(len(events), func(i int) error {
 		dec[i] = decode(l.log, &events[i])

@@ -267,13 +267,17 @@ func (s *Store) latestCheckpoint() ([]byte, error) {
 // Statement returns the checkpoint statement with the given sequence number.
 func (s *Store) Statement(seq uint64) ([]byte, error) { return s.get(u64Key(prefixStatement, seq)) }
 
-// LeafIndex returns the leaf index of a receipt id.
+// LeafIndex returns the leaf index of a receipt id in the committed log.
 func (s *Store) LeafIndex(receiptID string) (uint64, error) {
 	v, err := s.get(strKey(prefixReceipt, receiptID))
 	if err != nil {
 		return 0, err
 	}
-	return decodeU64(v)
+	idx, err := decodeU64(v)
+	if err == nil && idx >= s.State().Size {
+		return 0, ErrNotFound // its batch is durable but not yet the published head
+	}
+	return idx, err
 }
 
 // EventSeen reports whether an event id is in the exact dedup index.
