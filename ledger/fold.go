@@ -26,6 +26,7 @@ type folder struct {
 	tx       *logstore.Txn
 	produced map[string]bool // receipt ids produced earlier in this batch
 	marked   map[string]bool // event ids marked earlier in this batch
+	next     uint64          // leaf index of the next receipt produced
 	log      *slog.Logger
 	// changes are this batch's pending records, nil meaning deleted; they
 	// go into the pendingCache once the batch commits.
@@ -166,8 +167,16 @@ func (f *folder) deletePending(receiptID string) {
 	f.changes[receiptID] = nil
 }
 
-func (f *folder) produce(b *schemas.ReceiptBody) *schemas.ReceiptBody {
+// produce records that b becomes the next leaf, and points the dedup
+// entries of the event that completed it and of its decision at that leaf.
+func (f *folder) produce(b *schemas.ReceiptBody, completing string) *schemas.ReceiptBody {
 	f.produced[b.ID] = true
+	idx := f.next
+	f.next++
+	f.tx.LinkEvent(completing, idx)
+	if decision := schemas.DecisionEventID(b.ID); decision != completing {
+		f.tx.LinkEvent(decision, idx)
+	}
 	return b
 }
 
@@ -182,12 +191,12 @@ func (f *folder) decision(d *decoded) (*schemas.ReceiptBody, error) {
 		return nil, nil
 	}
 	if e.Decision.Verdict == schemas.VerdictDeny {
-		return f.produce(bodyFromDecision(e, e.Decision, e.Timestamp, schemas.EmptyContentHash)), nil
+		return f.produce(bodyFromDecision(e, e.Decision, e.Timestamp, schemas.EmptyContentHash), e.EventID), nil
 	}
 	p := f.pendingOf(d)
 	if p != nil && p.Outcome != nil {
 		f.deletePending(e.ReceiptID)
-		return f.produce(bodyFromOutcome(e, p.Outcome)), nil
+		return f.produce(bodyFromOutcome(e, p.Outcome), p.Outcome.EventID), nil
 	}
 	if p != nil && p.Decision != nil {
 		f.log.Warn("second decision for a pending receipt id; skipped", "receipt_id", e.ReceiptID)
@@ -217,7 +226,7 @@ func (f *folder) outcome(d *decoded) (*schemas.ReceiptBody, error) {
 		return nil, f.putPending(e.ReceiptID, &pending{Outcome: e})
 	}
 	f.deletePending(e.ReceiptID)
-	return f.produce(bodyFromOutcome(p.Decision, e)), nil
+	return f.produce(bodyFromOutcome(p.Decision, e), e.EventID), nil
 }
 
 func (f *folder) timeout(d *decoded) (*schemas.ReceiptBody, error) {
@@ -232,7 +241,7 @@ func (f *folder) timeout(d *decoded) (*schemas.ReceiptBody, error) {
 	}
 	f.deletePending(e.ReceiptID)
 	dec := schemas.Decision{Verdict: schemas.VerdictIncomplete, Reason: e.Reason}
-	return f.produce(bodyFromDecision(p.Decision, dec, e.Timestamp, schemas.EmptyContentHash)), nil
+	return f.produce(bodyFromDecision(p.Decision, dec, e.Timestamp, schemas.EmptyContentHash), e.EventID), nil
 }
 
 // bodyFromDecision builds the unsigned receipt body of a call; the

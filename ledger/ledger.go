@@ -359,7 +359,7 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.DecisionEvent, []time.Time, []pubLeaf, error) {
 	tx := l.store.Begin()
 	defer tx.Discard()
-	f := &folder{tx: tx, produced: map[string]bool{}, marked: map[string]bool{}, log: l.log, changes: map[string]*pending{}}
+	f := &folder{tx: tx, produced: map[string]bool{}, marked: map[string]bool{}, next: tx.Size(), log: l.log, changes: map[string]*pending{}}
 	dec := make([]decoded, len(events))
 	err := parallel(len(events), func(i int) error {
 		dec[i] = decode(l.log, &events[i])

@@ -271,6 +271,19 @@ func TestEventsBecomeVerifiableReceipts(t *testing.T) {
 		case c.outcome == schemas.OutcomeFailed && r.Decision.Guard != "tool_server":
 			t.Fatalf("failed call: %+v", r.Decision)
 		}
+		// The exact dedup index points each event at its receipt's leaf.
+		for _, ev := range []string{schemas.DecisionEventID(c.id), schemas.OutcomeEventID(c.id)} {
+			leafIdx, ok, err := store.EventLeaf(ev)
+			if c.verdict == schemas.VerdictDeny && ev == schemas.OutcomeEventID(c.id) {
+				if ok || !errors.Is(err, logstore.ErrNotFound) {
+					t.Fatalf("a deny has no outcome event, yet %s is indexed", ev)
+				}
+				continue
+			}
+			if err != nil || !ok || leafIdx != idx {
+				t.Fatalf("event %s → leaf %d (%v, %v), want %d", ev, leafIdx, ok, err, idx)
+			}
+		}
 		p, err := store.InclusionProof(idx, cp.Size)
 		if err != nil {
 			t.Fatal(err)

@@ -35,7 +35,7 @@ const (
 	prefixBundle     = 'e' // e | u64 index → entry bundle (uint16-length-prefixed leaves)
 	prefixCheckpoint = 'c' // c | u64 size → signed checkpoint note
 	prefixStatement  = 'k' // k | u64 checkpoint_seq → chio.checkpoint_statement.v1 JSON
-	prefixDedup      = 'd' // d | event id → u64 leaf index, or empty while the call is pending
+	prefixDedup      = 'd' // d | event id → u64 leaf index of its receipt; empty while the call has none
 	prefixReceipt    = 'r' // r | receipt id → u64 leaf index
 	prefixPending    = 'p' // p | receipt id → caller's pending record
 	prefixSummary    = 'm' // m | u64 index → Summary JSON, for queries
@@ -278,6 +278,17 @@ func (s *Store) LeafIndex(receiptID string) (uint64, error) {
 		return 0, ErrNotFound // its batch is durable but not yet the published head
 	}
 	return idx, err
+}
+
+// EventLeaf returns the leaf index of the receipt an event id belongs to;
+// ok is false while the event's call has no receipt yet.
+func (s *Store) EventLeaf(id string) (idx uint64, ok bool, err error) {
+	v, err := s.get(strKey(prefixDedup, id))
+	if err != nil || len(v) == 0 {
+		return 0, false, err
+	}
+	idx, err = decodeU64(v)
+	return idx, err == nil && idx < s.State().Size, err
 }
 
 // EventSeen reports whether an event id is in the exact dedup index.

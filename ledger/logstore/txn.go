@@ -66,9 +66,15 @@ func (t *Txn) Discard() {
 	t.s.wmu.Unlock()
 }
 
-// MarkEvent records an event id in the exact dedup index.
+// MarkEvent records an event id in the exact dedup index, with no leaf yet.
 func (t *Txn) MarkEvent(id string) {
 	t.setErr(t.b.Set(strKey(prefixDedup, id), nil, nil))
+}
+
+// LinkEvent records an event id in the exact dedup index as belonging to
+// the receipt at leaf index idx.
+func (t *Txn) LinkEvent(id string, idx uint64) {
+	t.setErr(t.b.Set(strKey(prefixDedup, id), encodeU64(idx), nil))
 }
 
 // PutPending stores a pending record for a receipt id.
