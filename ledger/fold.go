@@ -190,10 +190,13 @@ func (f *folder) decision(d *decoded) (*schemas.ReceiptBody, error) {
 		f.log.Warn("decision for a receipt id already in the log; skipped", "receipt_id", e.ReceiptID)
 		return nil, nil
 	}
+	p := f.pendingOf(d)
 	if e.Decision.Verdict == schemas.VerdictDeny {
+		if p != nil { // a stray outcome was held for this id; the deny closes it
+			f.deletePending(e.ReceiptID)
+		}
 		return f.produce(bodyFromDecision(e, e.Decision, e.Timestamp, schemas.EmptyContentHash), e.EventID), nil
 	}
-	p := f.pendingOf(d)
 	if p != nil && p.Outcome != nil {
 		f.deletePending(e.ReceiptID)
 		return f.produce(bodyFromOutcome(e, p.Outcome), p.Outcome.EventID), nil

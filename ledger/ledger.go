@@ -407,7 +407,14 @@ func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.De
 		return nil, nil, nil, fmt.Errorf("ledger: %w", err)
 	}
 	l.pending.apply(f.changes)
-	return f.newPending, completed, pub, nil
+	// Schedule timeouts only for calls still open after this batch.
+	var open []*schemas.DecisionEvent
+	for _, d := range f.newPending {
+		if p := f.changes[d.ReceiptID]; p != nil && p.Decision == d {
+			open = append(open, d)
+		}
+	}
+	return open, completed, pub, nil
 }
 
 // signAll signs receipts and encodes their leaves on every core; the order

@@ -45,11 +45,16 @@ func (l *Ledger) runPublisher(ctx context.Context) {
 				default:
 				}
 			}
+			if next != nil && next[0].index < published {
+				// Part of it was read back from the store already: keep the rest.
+				if next[len(next)-1].index < published {
+					next = nil
+					continue
+				}
+				next = next[published-next[0].index:]
+			}
 			var leaves []pubLeaf
 			switch {
-			case next != nil && next[len(next)-1].index < published:
-				next = nil // already published from the store
-				continue
 			case next != nil && next[0].index == published:
 				leaves, next = next, nil
 			default: // a batch was dropped, or publishing resumes after a restart
@@ -57,7 +62,7 @@ func (l *Ledger) runPublisher(ctx context.Context) {
 				if next != nil {
 					to = min(to, next[0].index)
 				}
-				if leaves, err = l.readLeaves(published, to); err != nil {
+				if leaves, err = l.readLeaves(published, to); err != nil || len(leaves) == 0 {
 					l.log.Error("read committed receipts to publish", "from", published, "err", err)
 					if !sleep(ctx, time.Second) {
 						return
@@ -111,6 +116,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (l *Ledger) readLeaves(from, to uint64) ([]pubLeaf, error) {
+	if from >= to {
+		return nil, fmt.Errorf("read leaves [%d, %d): empty range", from, to)
+	}
 	var out []pubLeaf
 	err := l.store.Entries(from, to, func(idx uint64, leaf []byte) error {
 		var head struct {

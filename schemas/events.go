@@ -86,16 +86,24 @@ func OutcomeEventID(receiptID string) string { return receiptID + ".outcome" }
 // TimeoutEventID is the event id of a receipt's timeout event.
 func TimeoutEventID(receiptID string) string { return receiptID + ".timeout" }
 
-// Size bounds. They keep every receipt under MaxEncodedReceipt, the C2SP
-// entry-bundle limit, so an accepted event always fits in the log.
+// Size bounds. They apply to canonical (RFC 8785) sizes, because escaping
+// can make JSON text six times longer, and together they keep every receipt
+// under MaxEncodedReceipt, the C2SP entry-bundle limit: an event that
+// validates always folds into a receipt that fits in the log
+// (TestLargestEventsFitInALeaf). The worst case is parameters + decision
+// metadata + outcome metadata + the decision's other text + an outcome
+// reason + the receipt's fixed fields: 32 + 8 + 8 + 8 + 6 + 1 KiB < 64 KiB.
 const (
 	// MaxIDLength bounds receipt and event ids, which become index keys.
 	MaxIDLength = 128
-	// MaxParametersBytes bounds a call's parameters as published.
+	// MaxParametersBytes bounds a call's canonical parameters.
 	MaxParametersBytes = 32 << 10
-	// MaxMetadataBytes bounds the metadata of one event.
+	// MaxMetadataBytes bounds the canonical metadata of one event.
 	MaxMetadataBytes = 8 << 10
-	// MaxTextBytes bounds reasons, guard names and evidence details.
+	// MaxDecisionTextBytes bounds the canonical JSON of a decision's other
+	// caller-supplied fields: names, decision, policy hash, evidence, tenant.
+	MaxDecisionTextBytes = 8 << 10
+	// MaxTextBytes bounds one reason, guard name, evidence detail or tenant id.
 	MaxTextBytes = 1 << 10
 	// MaxEvidence bounds the guard evidence list.
 	MaxEvidence = 16
@@ -141,11 +149,11 @@ func (e *DecisionEvent) Validate() error {
 	switch {
 	case e.Timestamp == 0:
 		return errors.New("decision event: timestamp is missing")
-	case !printable(e.CapabilityID), !printable(e.ToolServer), !printable(e.ToolName):
+	case !ValidName(e.CapabilityID), !ValidName(e.ToolServer), !ValidName(e.ToolName):
 		return errors.New("decision event: capability_id, tool_server and tool_name must be non-empty, at most 256 bytes, without control characters")
 	case len(e.Parameters) == 0:
 		return errors.New("decision event: parameters are missing")
-	case len(e.Parameters) > MaxParametersBytes:
+	case len(e.Parameters) > MaxEventBytes:
 		return fmt.Errorf("decision event: parameters exceed %d bytes", MaxParametersBytes)
 	case len(e.Evidence) > MaxEvidence:
 		return fmt.Errorf("decision event: more than %d evidence entries", MaxEvidence)
@@ -168,6 +176,15 @@ func (e *DecisionEvent) Validate() error {
 		return fmt.Errorf("decision event: tenant_id exceeds %d bytes", MaxTextBytes)
 	}
 	if err := checkMetadata(e.Metadata); err != nil {
+		return fmt.Errorf("decision event: %w", err)
+	}
+	if err := checkCanonical("parameters", e.Parameters, MaxParametersBytes); err != nil {
+		return fmt.Errorf("decision event: %w", err)
+	}
+	if err := checkCanonical("metadata", e.Metadata, MaxMetadataBytes); err != nil {
+		return fmt.Errorf("decision event: %w", err)
+	}
+	if err := e.checkText(); err != nil {
 		return fmt.Errorf("decision event: %w", err)
 	}
 	switch e.TrustLevel {
@@ -203,6 +220,9 @@ func (e *OutcomeEvent) Validate() error {
 	if err := checkMetadata(e.Metadata); err != nil {
 		return fmt.Errorf("outcome event: %w", err)
 	}
+	if err := checkCanonical("metadata", e.Metadata, MaxMetadataBytes); err != nil {
+		return fmt.Errorf("outcome event: %w", err)
+	}
 	return nil
 }
 
@@ -217,9 +237,54 @@ func (e *TimeoutEvent) Validate() error {
 	return nil
 }
 
-// printable reports whether s is a non-empty, bounded name without control
-// characters; such names become index keys and subject tokens.
-func printable(s string) bool {
+// checkText bounds the canonical size of the decision's caller-supplied
+// text. Most events are far below the bound, which their raw size already
+// proves (escaping grows text at most sixfold); only larger ones are
+// canonicalized to measure.
+func (e *DecisionEvent) checkText() error {
+	raw := len(e.CapabilityID) + len(e.ToolServer) + len(e.ToolName) + len(e.PolicyHash) + len(e.TenantID) +
+		len(e.Decision.Reason) + len(e.Decision.Guard)
+	for _, ev := range e.Evidence {
+		raw += len(ev.GuardName) + len(ev.Details) + 64
+	}
+	if 6*raw+512 <= MaxDecisionTextBytes {
+		return nil
+	}
+	c, err := Canonical(struct {
+		A, B, C, D, E string
+		F             Decision
+		G             []GuardEvidence
+	}{e.CapabilityID, e.ToolServer, e.ToolName, e.PolicyHash, e.TenantID, e.Decision, e.Evidence})
+	if err != nil {
+		return err
+	}
+	if len(c) > MaxDecisionTextBytes {
+		return fmt.Errorf("names, decision, policy hash, evidence and tenant exceed %d bytes in canonical form", MaxDecisionTextBytes)
+	}
+	return nil
+}
+
+// checkCanonical requires JSON the JCS library accepts (no duplicate keys,
+// numbers within IEEE double range, no lone surrogates) with a canonical
+// size of at most max: anything else could never be signed.
+func checkCanonical(what string, raw json.RawMessage, max int) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	c, err := CanonicalizeJSON(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if len(c) > max {
+		return fmt.Errorf("%s exceed %d bytes in canonical form", what, max)
+	}
+	return nil
+}
+
+// ValidName reports whether s is a non-empty name of at most 256 bytes of
+// UTF-8 without control characters: capability ids, tool servers and tool
+// names become index keys and subject tokens.
+func ValidName(s string) bool {
 	if s == "" || len(s) > 256 || !utf8.ValidString(s) {
 		return false
 	}
@@ -236,7 +301,7 @@ func checkMetadata(m json.RawMessage) error {
 	if len(m) == 0 {
 		return nil
 	}
-	if len(m) > MaxMetadataBytes {
+	if len(m) > MaxEventBytes {
 		return fmt.Errorf("metadata exceeds %d bytes", MaxMetadataBytes)
 	}
 	t := bytes.TrimSpace(m)

@@ -213,7 +213,7 @@ func (h *Handler) inclusion(c echo.Context) error {
 	}
 	path, err := h.store.InclusionProof(idx, size)
 	if err != nil {
-		return err
+		return storeError(err)
 	}
 	leafHash, err := h.store.LeafHash(idx)
 	if err != nil {
@@ -249,9 +249,18 @@ func (h *Handler) consistency(c echo.Context) error {
 	}
 	p, err := h.store.ConsistencyProof(from, to)
 	if err != nil {
-		return err
+		return storeError(err)
 	}
 	return c.JSON(http.StatusOK, ConsistencyProof{From: from, To: to, Proof: encodeHashes(p)})
+}
+
+// storeError maps the store's not-yet-visible errors to a 404: a checkpoint
+// is durable an instant before the in-memory head moves to it.
+func storeError(err error) error {
+	if errors.Is(err, logstore.ErrBeyondCheckpoint) || errors.Is(err, logstore.ErrNotFound) {
+		return fail(http.StatusNotFound, "not_yet_visible", "not in the checkpointed tree yet; retry")
+	}
+	return err
 }
 
 // signedAt returns the checkpoint signed for exactly size.

@@ -261,6 +261,8 @@ func TestBadInputGetsJSONErrors(t *testing.T) {
 		{"/v1/receipts/query?outcome=maybe", 400, "bad_parameter"},
 		{"/v1/receipts/query?since=10&until=5", 400, "bad_range"},
 		{"/v1/receipts/query?bogus=1", 400, "bad_parameter"},
+		{"/v1/receipts/query?capabilityId=cap1%00", 400, "bad_parameter"},
+		{"/v1/receipts/query?toolServer=fs%00&toolName=x", 400, "bad_parameter"},
 		{"/v1/nothing", 404, "not_found"},
 	}
 	for _, c := range cases {

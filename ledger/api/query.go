@@ -35,6 +35,11 @@ func (h *Handler) query(c echo.Context) error {
 		}
 	}
 	f := logstore.Filter{CapabilityID: q.Get("capabilityId"), ToolServer: q.Get("toolServer"), ToolName: q.Get("toolName")}
+	for name, v := range map[string]string{"capabilityId": f.CapabilityID, "toolServer": f.ToolServer, "toolName": f.ToolName} {
+		if v != "" && !schemas.ValidName(v) {
+			return fail(http.StatusBadRequest, "bad_parameter", "%s must be at most 256 bytes of UTF-8 without control characters", name)
+		}
+	}
 	switch o := q.Get("outcome"); o {
 	case "", string(schemas.VerdictAllow), string(schemas.VerdictDeny), string(schemas.VerdictCancelled), string(schemas.VerdictIncomplete):
 		f.Verdict = o

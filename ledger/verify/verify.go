@@ -6,6 +6,7 @@ package verify
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	tlog "github.com/transparency-dev/formats/log"
@@ -62,7 +63,7 @@ type proofBody struct {
 // proof (it is about this receipt and this checkpoint's size), leaf-hash,
 // inclusion (audit path to the checkpoint root).
 func Verify(in Inputs) (*Result, error) {
-	r, wrappedIndex, err := parseReceipt(in.Receipt)
+	r, leaf, wrappedIndex, err := parseReceipt(in.Receipt)
 	if err != nil {
 		return nil, &Failure{Check: "receipt", Err: err}
 	}
@@ -111,10 +112,6 @@ func Verify(in Inputs) (*Result, error) {
 	case wrappedIndex != nil && *wrappedIndex != p.LeafIndex:
 		return nil, failf("proof", "proof is for leaf %d, the receipt was served as leaf %d", p.LeafIndex, *wrappedIndex)
 	}
-	leaf, err := schemas.CanonicalReceipt(r)
-	if err != nil {
-		return nil, &Failure{Check: "leaf-hash", Err: err}
-	}
 	leafHash := rfc6962.DefaultHasher.HashLeaf(leaf)
 	claimed, err := schemas.ParseHash(p.LeafHash)
 	if err != nil {
@@ -135,16 +132,34 @@ func Verify(in Inputs) (*Result, error) {
 	return &Result{ReceiptID: r.ID, LeafIndex: p.LeafIndex, TreeSize: cp.Size, Origin: cp.Origin, Verdict: r.Decision.Verdict}, nil
 }
 
-// parseReceipt accepts a bare receipt or the /v1/receipts/{id} wrapper.
-func parseReceipt(raw []byte) (*schemas.Receipt, *uint64, error) {
+// parseReceipt accepts a bare receipt or the /v1/receipts/{id} wrapper and
+// returns it with its leaf bytes: the JCS of exactly the JSON given. The
+// parsed receipt must re-encode to those same bytes, so no reader can see
+// a field the checks did not (duplicate keys are refused by JCS, and a key
+// that differs only in case from a receipt field makes the two differ).
+func parseReceipt(raw []byte) (*schemas.Receipt, []byte, *uint64, error) {
 	var wrapper struct {
 		Receipt   json.RawMessage `json:"receipt"`
 		LeafIndex *uint64         `json:"leaf_index"`
 	}
+	var index *uint64
 	if err := json.Unmarshal(raw, &wrapper); err == nil && len(wrapper.Receipt) > 0 {
-		r, err := schemas.ParseReceipt(wrapper.Receipt)
-		return r, wrapper.LeafIndex, err
+		raw, index = wrapper.Receipt, wrapper.LeafIndex
 	}
-	r, err := schemas.ParseReceipt(raw)
-	return r, nil, err
+	leaf, err := schemas.CanonicalizeJSON(raw)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, err := schemas.ParseReceipt(leaf)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	again, err := schemas.CanonicalReceipt(r)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if !bytes.Equal(again, leaf) {
+		return nil, nil, nil, errors.New("the receipt JSON holds fields that do not round-trip (a key in another case, or a field the schema does not define)")
+	}
+	return r, leaf, index, nil
 }

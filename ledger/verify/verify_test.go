@@ -104,11 +104,15 @@ func TestVerify(t *testing.T) {
 		check string
 	}{
 		{"receipt of another leaf", mod(func(in *Inputs) { in.Receipt = leaves[3] }), "proof"},
-		{"tampered receipt", mod(func(in *Inputs) { in.Receipt = []byte(strings.Replace(string(good.Receipt), `"tool_name":"t"`, `"tool_name":"u"`, 1)) }), "receipt-signature"},
+		{"tampered receipt", mod(func(in *Inputs) {
+			in.Receipt = []byte(strings.Replace(string(good.Receipt), `"tool_name":"t"`, `"tool_name":"u"`, 1))
+		}), "receipt-signature"},
 		{"unpinned kernel key", mod(func(in *Inputs) { in.KernelKey = strings.Repeat("0", 64) }), "kernel-key"},
 		{"other log key", mod(func(in *Inputs) { in.VKey = otherV }), "checkpoint"},
 		{"garbage checkpoint", mod(func(in *Inputs) { in.Checkpoint = []byte("hello\n") }), "checkpoint"},
-		{"wrong leaf index", mod(func(in *Inputs) { in.Proof = []byte(strings.Replace(string(good.Proof), `"leaf_index":2`, `"leaf_index":3`, 1)) }), "inclusion"},
+		{"wrong leaf index", mod(func(in *Inputs) {
+			in.Proof = []byte(strings.Replace(string(good.Proof), `"leaf_index":2`, `"leaf_index":3`, 1))
+		}), "inclusion"},
 		{"short audit path", mod(func(in *Inputs) {
 			var p map[string]any
 			_ = json.Unmarshal(good.Proof, &p)
@@ -116,6 +120,12 @@ func TestVerify(t *testing.T) {
 			in.Proof, _ = json.Marshal(p)
 		}), "inclusion"},
 		{"not json", mod(func(in *Inputs) { in.Receipt = []byte("{") }), "receipt"},
+		{"case-variant key", mod(func(in *Inputs) {
+			in.Receipt = []byte(strings.Replace(string(good.Receipt), `"decision":{"verdict":"allow"}`, `"decision":{"verdict":"allow"},"DECISION":{"verdict":"deny","reason":"r","guard":"g"}`, 1))
+		}), "receipt"},
+		{"duplicate key", mod(func(in *Inputs) {
+			in.Receipt = []byte(strings.Replace(string(good.Receipt), `"decision":{"verdict":"allow"}`, `"decision":{"verdict":"allow"},"decision":{"verdict":"allow"}`, 1))
+		}), "receipt"},
 		{"proof not json", mod(func(in *Inputs) { in.Proof = []byte("[]") }), "proof"},
 	}
 	for _, c := range cases {
