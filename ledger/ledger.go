@@ -70,6 +70,10 @@ type config struct {
 	// "after-commit" of each batch; an error stops Run right there, as a
 	// crash would.
 	fault func(stage string, batch int) error
+	// startSeq, when set by tests, starts the consumer there instead of
+	// right after the log's position: earlier to force redeliveries of
+	// folded events, later to force a gap the ledger must fill itself.
+	startSeq uint64
 }
 
 // Option configures a Ledger.
@@ -250,6 +254,9 @@ func (l *Ledger) init() error {
 // store was replaced) cannot skip events.
 func (l *Ledger) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	next := l.store.State().StreamSeq + 1
+	if l.cfg.startSeq != 0 {
+		next = l.cfg.startSeq
+	}
 	err := l.js.DeleteConsumer(ctx, schemas.EventsStream, l.cfg.consumer)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("ledger: reset consumer: %w", err)

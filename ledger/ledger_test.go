@@ -409,6 +409,55 @@ func TestCrashBetweenCommitAndAckAndMidBatch(t *testing.T) {
 	}
 }
 
+// Redelivered events (a consumer behind the log) are skipped, and events the
+// consumer never delivers (a consumer ahead of the log) are read from the
+// stream directly: either way every call has exactly one receipt.
+func TestRedeliveryAndGapsKeepOneReceiptPerCall(t *testing.T) {
+	h := newHarness(t)
+	var calls []call
+	for i := 0; i < 100; i++ {
+		calls = append(calls, newCall(schemas.VerdictAllow, schemas.OutcomeCompleted), newCall(schemas.VerdictDeny, ""))
+	}
+	h.publishCalls(calls, 1760000000)
+
+	// A fresh log whose consumer starts at sequence 40: 1–39 are a gap.
+	store := h.openStore("log")
+	defer store.Close()
+	run := h.start(store, func(c *config) { c.startSeq = 40 })
+	waitStreamSeq(t, store, h.js)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.State().Size; got != uint64(len(calls)) {
+		t.Fatalf("after a gap: log size %d, want %d", got, len(calls))
+	}
+	root := store.State().Root
+
+	// The same log with its consumer rewound to sequence 1: all redelivered.
+	run = h.start(store, func(c *config) { c.startSeq = 1 })
+	more := []call{newCall(schemas.VerdictDeny, "")}
+	h.publishCalls(more, 1760000000)
+	waitSize(t, store, uint64(len(calls)+1))
+	waitStreamSeq(t, store, h.js)
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.State().Size; got != uint64(len(calls)+1) {
+		t.Fatalf("after redelivery: log size %d, want %d", got, len(calls)+1)
+	}
+	for _, c := range append(calls, more...) {
+		h.receipt(store, c.id)
+	}
+	// The log grew from the earlier head: the new root extends the old one.
+	p, err := store.ConsistencyProof(uint64(len(calls)), uint64(len(calls)+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proof.VerifyConsistency(rfc6962.DefaultHasher, uint64(len(calls)), uint64(len(calls)+1), p, root, store.State().Root); err != nil {
+		t.Fatalf("consistency with the earlier head: %v", err)
+	}
+}
+
 func TestAllowWithoutOutcomeBecomesIncomplete(t *testing.T) {
 	h := newHarness(t)
 	store := h.openStore("log")
@@ -426,10 +475,14 @@ func TestAllowWithoutOutcomeBecomesIncomplete(t *testing.T) {
 	if r.Decision.Verdict != schemas.VerdictIncomplete || r.Timestamp != now-60+1 || r.ContentHash != schemas.EmptyContentHash {
 		t.Fatalf("orphan receipt: %+v at %d", r.Decision, r.Timestamp)
 	}
-	// The outcome that finally arrives changes nothing.
+	// The outcome that finally arrives changes nothing, and a timeout event
+	// for the call that completed in time (as a standby ledger might
+	// publish) does not cut it.
 	late := outcomeEvent(call{id: orphan.id, outcome: schemas.OutcomeCompleted}, now)
 	h.publish(schemas.SubjectOutcome, late, late.EventID)
-	time.Sleep(1500 * time.Millisecond) // onTime's timeout falls due; it must not cut a completed call
+	racing := schemas.TimeoutEvent{Schema: schemas.TimeoutEventSchema, EventID: schemas.TimeoutEventID(onTime.id), ReceiptID: onTime.id,
+		Timestamp: now + 1, Reason: "no outcome within 1s"}
+	h.publish(schemas.SubjectTimeout, racing, racing.EventID)
 	waitStreamSeq(t, store, h.js)
 	if err := run.stop(t); err != nil {
 		t.Fatal(err)

@@ -346,3 +346,81 @@ func BenchmarkInclusionProof(b *testing.B) {
 		}
 	}
 }
+
+// A log past 256·256 leaves completes a level-1 tile and starts level 2:
+// proofs, tiles and the reopened frontier stay exact across that boundary.
+func TestLevelTwoTiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 66,000-leaf log")
+	}
+	dir := t.TempDir()
+	s, err := Open(dir, WithCheckpointVerifier(testVerify), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 256*256 + 300
+	var hashes [][]byte
+	for i := 0; i < n; {
+		batch := 4096
+		if i < 65536 && i+batch > 65536 {
+			batch = 65536 - i // one commit ends exactly at the level-1 boundary
+		}
+		tx := s.Begin()
+		for j := 0; j < batch && i < n; j, i = j+1, i+1 {
+			l := []byte(fmt.Sprint(i))
+			hashes = append(hashes, rfc6962.DefaultHasher.HashLeaf(l))
+			if _, err := tx.Append(l, Summary{ReceiptID: fmt.Sprint(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(testSign); err != nil {
+			t.Fatal(err)
+		}
+		if i == 65536 { // reopen right at the boundary
+			_ = s.Close()
+			if s, err = Open(dir, WithCheckpointVerifier(testVerify), WithLogger(slog.New(slog.DiscardHandler))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	defer s.Close()
+	root := mthHashes(hashes)
+	if !bytes.Equal(s.State().Root, root) {
+		t.Fatal("root differs from the reference")
+	}
+	t1, err := s.Tile(1, 0, 0)
+	if err != nil || len(t1) != 8192 {
+		t.Fatalf("full level-1 tile: %d bytes, %v", len(t1), err)
+	}
+	t2, err := s.Tile(2, 0, 1)
+	if err != nil || !bytes.Equal(t2, mthHashes(hashes[:65536])) {
+		t.Fatalf("level-2 tile: %v", err)
+	}
+	for _, idx := range []uint64{0, 255, 256, 65535, 65536, 65600, n - 1} {
+		p, err := s.InclusionProof(idx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, idx, n, hashes[idx], p, root); err != nil {
+			t.Fatalf("leaf %d: %v", idx, err)
+		}
+	}
+	p, err := s.ConsistencyProof(65536, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proof.VerifyConsistency(rfc6962.DefaultHasher, 65536, n, p, mthHashes(hashes[:65536]), root); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mthHashes(h [][]byte) []byte {
+	if len(h) == 1 {
+		return h[0]
+	}
+	k := 1
+	for k*2 < len(h) {
+		k *= 2
+	}
+	return rfc6962.DefaultHasher.HashChildren(mthHashes(h[:k]), mthHashes(h[k:]))
+}
