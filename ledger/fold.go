@@ -51,31 +51,55 @@ type decoded struct {
 }
 
 // lookup fills in the committed state of the event's ids. The Txn is open,
-// so nothing commits while it runs.
-func (d *decoded) lookup(store *logstore.Store, cache *pendingCache) error {
+// so nothing commits while it runs. Almost every lookup is for a key that
+// does not exist yet, and those cost the most, so it skips the ones the
+// log's own rules already answer:
+//   - a receipt is only ever produced with its decision event marked seen,
+//     so an unseen decision event has no receipt;
+//   - folding the outcome or the timeout of a call deletes its pending
+//     decision, so while the decision is pending neither has been seen and
+//     the call has no receipt.
+//
+// With those, an allowed call's outcome usually needs no read at all (its
+// pending decision is in the cache) and its decision needs two.
+func (d *decoded) lookup(store *logstore.Lookup, cache *pendingCache) error {
 	var err error
+	if d.decision == nil {
+		if d.pending, err = pendingRecord(store, cache, d.receiptID); err != nil {
+			return err
+		}
+		if d.pending != nil && d.pending.Decision != nil {
+			return nil // open call: event unseen, no receipt
+		}
+	}
 	if d.seen, err = store.EventSeen(d.eventID); err != nil || d.seen {
 		return err
 	}
-	if d.hasReceipt, err = store.HasReceipt(d.receiptID); err != nil || d.hasReceipt {
+	if d.decision != nil {
+		d.pending, err = pendingRecord(store, cache, d.receiptID) // a stray outcome may be held
 		return err
 	}
-	if p, ok := cache.get(d.receiptID); ok {
-		d.pending = p
-		return nil
+	d.hasReceipt, err = store.HasReceipt(d.receiptID)
+	return err
+}
+
+// pendingRecord returns the committed pending record of a receipt id, or nil.
+func pendingRecord(store *logstore.Lookup, cache *pendingCache, receiptID string) (*pending, error) {
+	if p, ok := cache.get(receiptID); ok {
+		return p, nil
 	}
-	raw, err := store.Pending(d.receiptID)
+	raw, err := store.Pending(receiptID)
 	if errors.Is(err, logstore.ErrNotFound) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	d.pending = new(pending)
-	if err := json.Unmarshal(raw, d.pending); err != nil {
-		return fmt.Errorf("decode pending record of %s: %w", d.receiptID, err)
+	p := new(pending)
+	if err := json.Unmarshal(raw, p); err != nil {
+		return nil, fmt.Errorf("decode pending record of %s: %w", receiptID, err)
 	}
-	return nil
+	return p, nil
 }
 
 // decode parses and validates one event. Malformed events and unknown

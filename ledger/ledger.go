@@ -368,12 +368,15 @@ func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.De
 	defer tx.Discard()
 	f := &folder{tx: tx, produced: map[string]bool{}, marked: map[string]bool{}, next: tx.Size(), log: l.log, changes: map[string]*pending{}}
 	dec := make([]decoded, len(events))
-	err := parallel(len(events), func(i int) error {
-		dec[i] = decode(l.log, &events[i])
-		if dec[i].eventID == "" {
-			return nil // skipped
-		}
-		return dec[i].lookup(l.store, l.pending)
+	err := parallelWith(len(events), func() (func(int) error, func()) {
+		look := l.store.NewLookup()
+		return func(i int) error {
+			dec[i] = decode(l.log, &events[i])
+			if dec[i].eventID == "" {
+				return nil // skipped
+			}
+			return dec[i].lookup(look, l.pending)
+		}, look.Close
 	})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("ledger: look up event state: %w", err)
@@ -441,11 +444,21 @@ func signAll(key ed25519.PrivateKey, bodies []*schemas.ReceiptBody) ([][]byte, e
 // parallel runs f(0..n-1) on GOMAXPROCS goroutines (inline when n is small)
 // and joins the errors.
 func parallel(n int, f func(i int) error) error {
+	return parallelWith(n, func() (func(int) error, func()) { return f, nil })
+}
+
+// parallelWith is parallel with per-goroutine state: each goroutine calls
+// start once for its f and its cleanup.
+func parallelWith(n int, start func() (f func(i int) error, done func())) error {
 	errs := make([]error, n)
 	workers := min(runtime.GOMAXPROCS(0), (n+15)/16)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
+			f, done := start()
+			if done != nil {
+				defer done()
+			}
 			for i := w; i < n; i += workers {
 				errs[i] = f(i)
 			}

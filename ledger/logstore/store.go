@@ -127,7 +127,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 // pending), so every level gets a bloom filter, and the block cache holds
 // the right edge of the tree and recent bundles.
 func pebbleOptions(l *slog.Logger) *pebble.Options {
-	opts := &pebble.Options{Logger: pebbleLogger{l}, CacheSize: 128 << 20, MemTableSize: 64 << 20}
+	opts := &pebble.Options{Logger: pebbleLogger{l}, CacheSize: 512 << 20, MemTableSize: 64 << 20}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		opts.Levels[i].FilterType = pebble.TableFilter
@@ -278,6 +278,61 @@ func (s *Store) LeafIndex(receiptID string) (uint64, error) {
 		return 0, ErrNotFound // its batch is durable but not yet the published head
 	}
 	return idx, err
+}
+
+// Lookup answers point reads of the indexes from one consistent view of the
+// store. Unlike DB.Get it consults bloom filters on every level, bottom
+// level included, which matters here: almost every lookup is for a key that
+// does not exist yet (a new event id, a new receipt id). Not safe for
+// concurrent use; Close it when done.
+type Lookup struct{ it *pebble.Iterator }
+
+// NewLookup opens a Lookup on the committed state.
+func (s *Store) NewLookup() *Lookup {
+	it, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+	if err != nil {
+		return &Lookup{}
+	}
+	return &Lookup{it: it}
+}
+
+// Close releases the view.
+func (l *Lookup) Close() {
+	if l.it != nil {
+		_ = l.it.Close()
+	}
+}
+
+func (l *Lookup) get(key []byte) ([]byte, bool, error) {
+	if l.it == nil {
+		return nil, false, errors.New("lookup: no iterator")
+	}
+	if l.it.SeekPrefixGE(key) && bytes.Equal(l.it.Key(), key) {
+		return l.it.Value(), true, nil
+	}
+	return nil, false, l.it.Error()
+}
+
+// EventSeen reports whether an event id is in the exact dedup index.
+func (l *Lookup) EventSeen(id string) (bool, error) {
+	_, ok, err := l.get(strKey(prefixDedup, id))
+	return ok, err
+}
+
+// HasReceipt reports whether a receipt id is in the log.
+func (l *Lookup) HasReceipt(id string) (bool, error) {
+	_, ok, err := l.get(strKey(prefixReceipt, id))
+	return ok, err
+}
+
+// Pending returns the pending record of a receipt id (ErrNotFound if none);
+// the bytes are valid until the next call.
+func (l *Lookup) Pending(id string) ([]byte, error) {
+	v, ok, err := l.get(strKey(prefixPending, id))
+	if err == nil && !ok {
+		err = ErrNotFound
+	}
+	return v, err
 }
 
 // EventLeaf returns the leaf index of the receipt an event id belongs to;
