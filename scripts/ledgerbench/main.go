@@ -62,6 +62,13 @@ var (
 	profile  string
 )
 
+func syncMode() string {
+	if natsSync == 0 {
+		return "SyncAlways"
+	}
+	return "fsync every " + natsSync.String()
+}
+
 type env struct {
 	ns    *natsembed.Server
 	js    jetstream.JetStream
@@ -140,7 +147,7 @@ func run(n, rate int, duration time.Duration, batch int, wait time.Duration, dir
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	fmt.Printf("ledgerbench: GOMAXPROCS=%d %s, batch %d / %s, NATS SyncAlways, Pebble Sync\n", runtime.GOMAXPROCS(0), runtime.Version(), batch, wait)
+	fmt.Printf("ledgerbench: GOMAXPROCS=%d %s, batch %d / %s, NATS %s, Pebble Sync\n", runtime.GOMAXPROCS(0), runtime.Version(), batch, wait, syncMode())
 	if err := throughput(filepath.Join(dir, "throughput"), n, batch, wait); err != nil {
 		return err
 	}
@@ -170,7 +177,7 @@ func throughput(dir string, n, batch int, wait time.Duration) error {
 		return fmt.Errorf("publishing did not complete")
 	}
 	pubTime := time.Since(start)
-	fmt.Printf("published %d events (%d receipts) in %s: %.0f events/s (async, SyncAlways)\n", msgs, n, pubTime.Round(time.Millisecond), float64(msgs)/pubTime.Seconds())
+	fmt.Printf("published %d events (%d receipts) in %s: %.0f events/s (async publish, %s)\n", msgs, n, pubTime.Round(time.Millisecond), float64(msgs)/pubTime.Seconds(), syncMode())
 
 	var commits, folded int
 	l, err := ledger.New(e.js, e.store, e.keys, ledger.WithLogger(slog.New(slog.DiscardHandler)), ledger.WithBatch(batch, wait),
