@@ -53,11 +53,7 @@ func newLedgerCmd() *cobra.Command {
 		Short: "Run the ledger: consume events, sign receipts into the Merkle log, serve the log API",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			keys, err := loadLedgerKeys(orDefault(lf.keysDir, filepath.Join(dataDir, "keys")), true)
-			if err != nil {
-				return err
-			}
-			store, err := openStore(filepath.Join(dataDir, "log"), keys)
+			keys, store, err := openDataDir(dataDir, lf.keysDir)
 			if err != nil {
 				return err
 			}
@@ -120,6 +116,23 @@ func newRebuildCmd() *cobra.Command {
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "an empty directory to rebuild the log into (NEWDIR/log)")
 	cmd.Flags().StringVar(&keysDir, "keys", filepath.Join(".chio", "keys"), "key directory of the log being rebuilt")
 	return cmd
+}
+
+// openDataDir loads (generating on first use) the keys of a data directory,
+// DIR/keys unless keysDir says otherwise, and opens its log, DIR/log.
+func openDataDir(dataDir, keysDir string) (*ledgerKeys, *logstore.Store, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("create data dir: %w", err)
+	}
+	keys, err := loadLedgerKeys(orDefault(keysDir, filepath.Join(dataDir, "keys")), true)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := openStore(filepath.Join(dataDir, "log"), keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	return keys, store, nil
 }
 
 func orDefault(v, def string) string {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -23,21 +22,14 @@ func newUpCmd() *cobra.Command {
 		Short: "Run everything in one process: embedded NATS JetStream, the ledger and its HTTP API",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := os.MkdirAll(dataDir, 0o700); err != nil {
-				return fmt.Errorf("create data dir: %w", err)
-			}
-			keysDir := orDefault(lf.keysDir, filepath.Join(dataDir, "keys"))
-			keys, err := loadLedgerKeys(keysDir, true)
-			if err != nil {
-				return err
-			}
 			// The log store is opened first: its directory lock is what stops
 			// a second `chio up` on the same data dir, before anything else starts.
-			store, err := openStore(filepath.Join(dataDir, "log"), keys)
+			keys, store, err := openDataDir(dataDir, lf.keysDir)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
+			keysDir := orDefault(lf.keysDir, filepath.Join(dataDir, "keys"))
 			cfg := natsembed.Config{StoreDir: filepath.Join(dataDir, "nats"), ServerName: "chio-up", DontListen: natsListen == "none"}
 			if !cfg.DontListen {
 				host, port, err := net.SplitHostPort(natsListen)

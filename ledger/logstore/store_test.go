@@ -17,18 +17,14 @@ import (
 // mth is the recursive RFC 6962 Merkle Tree Hash, the reference the stored
 // tiles are checked against.
 func mth(leaves [][]byte) []byte {
-	h := rfc6962.DefaultHasher
-	switch len(leaves) {
-	case 0:
-		return h.EmptyRoot()
-	case 1:
-		return h.HashLeaf(leaves[0])
+	if len(leaves) == 0 {
+		return rfc6962.DefaultHasher.EmptyRoot()
 	}
-	k := 1
-	for k*2 < len(leaves) {
-		k *= 2
+	hashes := make([][]byte, len(leaves))
+	for i, l := range leaves {
+		hashes[i] = rfc6962.DefaultHasher.HashLeaf(l)
 	}
-	return h.HashChildren(mth(leaves[:k]), mth(leaves[k:]))
+	return mthHashes(hashes)
 }
 
 func leaf(i int) []byte { return []byte(fmt.Sprintf(`{"id":"r%d","pad":"%0*d"}`, i, i%97, 0)) }
