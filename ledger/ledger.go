@@ -174,8 +174,19 @@ func (l *Ledger) Run(ctx context.Context) error {
 		return err
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	parent := ctx
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(nil) }
 	defer cancel()
+	// stopped is Run's result once ctx ends: nil when the caller stopped
+	// it, the reason when the consumer was lost (so a supervisor restarts
+	// the ledger instead of it idling with no consumer).
+	stopped := func() error {
+		if parent.Err() != nil {
+			return nil
+		}
+		return context.Cause(ctx)
+	}
 	msgs := make(chan jetstream.Msg, 2*l.cfg.maxBatch)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		select {
@@ -183,6 +194,10 @@ func (l *Ledger) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}, jetstream.PullMaxMessages(2*l.cfg.maxBatch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			cancelCause(fmt.Errorf("ledger: consumer %s lost: %w", l.cfg.consumer, err))
+			return
+		}
 		l.log.Warn("consumer", "err", err)
 	}))
 	if err != nil {
@@ -203,11 +218,11 @@ func (l *Ledger) Run(ctx context.Context) error {
 	for batches := 1; ; batches++ {
 		batch, ok := l.collect(ctx, msgs)
 		if !ok {
-			return nil
+			return stopped()
 		}
 		if err := l.processBatch(ctx, stream, batch, batches); err != nil {
 			if ctx.Err() != nil {
-				return nil // stopping: the batch is redelivered on the next start
+				return stopped() // the batch is redelivered on the next start
 			}
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -455,6 +456,28 @@ func TestRedeliveryAndGapsKeepOneReceiptPerCall(t *testing.T) {
 	}
 	if err := proof.VerifyConsistency(rfc6962.DefaultHasher, uint64(len(calls)), uint64(len(calls)+1), p, root, store.State().Root); err != nil {
 		t.Fatalf("consistency with the earlier head: %v", err)
+	}
+}
+
+// A ledger whose consumer is deleted under it stops with an error instead
+// of idling without one.
+func TestLostConsumerStopsTheLedger(t *testing.T) {
+	h := newHarness(t)
+	store := h.openStore("log")
+	defer store.Close()
+	run := h.start(store)
+	h.publishCalls([]call{newCall(schemas.VerdictDeny, "")}, 1760000000)
+	waitSize(t, store, 1)
+	if err := h.js.DeleteConsumer(context.Background(), schemas.EventsStream, "chio-ledger"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-run.done:
+		if err == nil || !strings.Contains(err.Error(), "consumer") {
+			t.Fatalf("Run returned %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the ledger kept running without its consumer")
 	}
 }
 
