@@ -258,12 +258,17 @@ func (f *folder) outcome(d *decoded) (*schemas.ReceiptBody, error) {
 
 func (f *folder) timeout(d *decoded) (*schemas.ReceiptBody, error) {
 	e := d.timeout
-	isNew, has := f.first(d)
-	if !isNew || has {
-		return nil, nil // has: the outcome won the race, as it should
-	}
+	// A timeout counts only against an open call: one that closes nothing
+	// (its outcome won the race, or it came before the decision) is not
+	// even marked, so whether a later copy closes the call does not depend
+	// on where batches were cut, and lookup's "a pending call's timeout is
+	// unseen" holds.
 	p := f.pendingOf(d)
 	if p == nil || p.Decision == nil {
+		return nil, nil
+	}
+	isNew, has := f.first(d)
+	if !isNew || has {
 		return nil, nil
 	}
 	f.deletePending(e.ReceiptID)

@@ -1,13 +1,19 @@
 package ledger
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	mrand "math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/chio-ledger/chio/ledger/logstore"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -86,4 +92,86 @@ func TestUncanonicalizableEventsAreMalformed(t *testing.T) {
 			t.Errorf("metadata %s validates", params)
 		}
 	}
+}
+
+// The fold is a function of the event sequence alone: folding a random mix
+// of decisions, outcomes, stray and duplicate timeouts in one batch, or cut
+// into random batches with the pending cache dropped at random (a restart),
+// gives the same log. This is what makes Rebuild reproduce the live log.
+func TestFoldIsIndependentOfBatching(t *testing.T) {
+	skey, vkey, _ := note.GenerateKey(rand.Reader, testOrigin)
+	signer, _ := note.NewSigner(skey)
+	verifier, _ := note.NewVerifier(vkey)
+	_, kernel, _ := ed25519.GenerateKey(rand.Reader)
+	keys := Keys{Kernel: kernel, Checkpoint: signer, CheckpointVerifier: verifier}
+	iterations := 300
+	if testing.Short() {
+		iterations = 100
+	}
+	for iter := range iterations {
+		r := mrand.New(mrand.NewPCG(uint64(iter), 2026))
+		events := randomEvents(r, 2+r.IntN(12))
+		whole := foldInto(t, keys, events, func() int { return len(events) }, nil)
+		cut := foldInto(t, keys, events, func() int { return 1 + r.IntN(3) }, r)
+		if whole.Size != cut.Size || !bytes.Equal(whole.Root, cut.Root) {
+			t.Fatalf("iteration %d: one batch gives %d receipts, cut batches %d", iter, whole.Size, cut.Size)
+		}
+	}
+}
+
+// randomEvents draws events over two receipt ids: allow and deny
+// decisions, completed outcomes and timeouts, each possibly repeated.
+func randomEvents(r *mrand.Rand, n int) []event {
+	var events []event
+	for i := range n {
+		id := []string{"0190f3c2-aaaa", "0190f3c2-bbbb"}[r.IntN(2)]
+		c := call{id: id, params: json.RawMessage(`{}`), verdict: schemas.VerdictAllow, outcome: schemas.OutcomeCompleted}
+		var subject string
+		var v any
+		switch r.IntN(4) {
+		case 0:
+			subject, v = schemas.SubjectDecision, decisionEvent(c, 100)
+		case 1:
+			c.verdict = schemas.VerdictDeny
+			subject, v = schemas.SubjectDecision, decisionEvent(c, 100)
+		case 2:
+			subject, v = schemas.SubjectOutcome, outcomeEvent(c, 101)
+		default:
+			subject, v = schemas.SubjectTimeout, schemas.TimeoutEvent{Schema: schemas.TimeoutEventSchema,
+				EventID: schemas.TimeoutEventID(id), ReceiptID: id, Timestamp: 700, Reason: "no outcome"}
+		}
+		events = append(events, event{seq: uint64(i + 1), subject: subject, data: mustJSON(v)})
+	}
+	return events
+}
+
+// foldInto folds events into a fresh log in batches of next() events,
+// dropping the pending cache after a batch when r says so.
+func foldInto(t *testing.T, keys Keys, events []event, next func() int, r *mrand.Rand) logstore.State {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "fold-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir) // each store preallocates its WAL: do not keep hundreds
+	store, err := logstore.Open(dir, logstore.WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	l, err := New(nil, store, keys, WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(events); {
+		j := min(len(events), i+next())
+		if _, _, _, err := l.apply(events[i:j], nil); err != nil {
+			t.Fatal(err)
+		}
+		if r != nil && r.IntN(2) == 0 {
+			l.pending = newPendingCache()
+		}
+		i = j
+	}
+	return store.State()
 }

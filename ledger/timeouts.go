@@ -153,8 +153,19 @@ func (l *Ledger) publishTimeout(ctx context.Context, d deadline) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := l.js.Publish(pctx, schemas.SubjectTimeout, data, jetstream.WithMsgID(ev.EventID)); err != nil {
+	ack, err := l.js.Publish(pctx, schemas.SubjectTimeout, data, jetstream.WithMsgID(ev.EventID))
+	if err != nil {
 		return fmt.Errorf("publish timeout event %s: %w", ev.EventID, err)
+	}
+	if ack.Duplicate {
+		// The stream already holds an event with this id from within its
+		// duplicate window (our own earlier publication, or a stray one
+		// that closed nothing). Look again once the window has passed; if
+		// the call is still open then, the next publication lands.
+		d.at = uint64(l.cfg.now().Add(schemas.DuplicateWindow).Unix()) + 1
+		l.timeouts.mu.Lock()
+		heap.Push(&l.timeouts.h, d)
+		l.timeouts.mu.Unlock()
 	}
 	return nil
 }

@@ -154,7 +154,7 @@ func (e *DecisionEvent) Validate() error {
 	case len(e.Parameters) == 0:
 		return errors.New("decision event: parameters are missing")
 	case len(e.Parameters) > MaxEventBytes:
-		return fmt.Errorf("decision event: parameters exceed %d bytes", MaxParametersBytes)
+		return fmt.Errorf("decision event: parameters exceed %d bytes", MaxEventBytes)
 	case len(e.Evidence) > MaxEvidence:
 		return fmt.Errorf("decision event: more than %d evidence entries", MaxEvidence)
 	case len(e.Decision.Reason) > MaxTextBytes || len(e.Decision.Guard) > MaxTextBytes || len(e.PolicyHash) > MaxTextBytes:
@@ -302,7 +302,7 @@ func checkMetadata(m json.RawMessage) error {
 		return nil
 	}
 	if len(m) > MaxEventBytes {
-		return fmt.Errorf("metadata exceeds %d bytes", MaxMetadataBytes)
+		return fmt.Errorf("metadata exceeds %d bytes", MaxEventBytes)
 	}
 	t := bytes.TrimSpace(m)
 	if len(t) == 0 || t[0] != '{' {

@@ -285,13 +285,17 @@ func (s *Store) LeafIndex(receiptID string) (uint64, error) {
 // level included, which matters here: almost every lookup is for a key that
 // does not exist yet (a new event id, a new receipt id). Not safe for
 // concurrent use; Close it when done.
-type Lookup struct{ it *pebble.Iterator }
+type Lookup struct {
+	it  *pebble.Iterator
+	err error
+}
 
-// NewLookup opens a Lookup on the committed state.
+// NewLookup opens a Lookup on the committed state; an error opening it is
+// returned by every read.
 func (s *Store) NewLookup() *Lookup {
 	it, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
 	if err != nil {
-		return &Lookup{}
+		return &Lookup{err: fmt.Errorf("open lookup: %w", err)}
 	}
 	return &Lookup{it: it}
 }
@@ -304,8 +308,8 @@ func (l *Lookup) Close() {
 }
 
 func (l *Lookup) get(key []byte) ([]byte, bool, error) {
-	if l.it == nil {
-		return nil, false, errors.New("lookup: no iterator")
+	if l.err != nil {
+		return nil, false, l.err
 	}
 	if l.it.SeekPrefixGE(key) && bytes.Equal(l.it.Key(), key) {
 		return l.it.Value(), true, nil
