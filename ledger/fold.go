@@ -48,6 +48,11 @@ type decoded struct {
 	seen               bool     // event id in the committed dedup index
 	hasReceipt         bool     // receipt id in the committed log
 	pending            *pending // committed pending record, if any
+
+	// openRecord is the pending record an allow decision leaves while its
+	// call is open, encoded here so the sequential fold need not.
+	openRecord     *pending
+	openRecordJSON []byte
 }
 
 // lookup fills in the committed state of the event's ids. The Txn is open,
@@ -133,6 +138,13 @@ func decode(log *slog.Logger, e *event) decoded {
 	switch {
 	case d.decision != nil:
 		d.eventID, d.receiptID = d.decision.EventID, d.decision.ReceiptID
+		if d.decision.Decision.Verdict == schemas.VerdictAllow {
+			d.openRecord = &pending{Decision: d.decision}
+			if d.openRecordJSON, err = json.Marshal(d.openRecord); err != nil {
+				log.Warn("skipping an event that does not re-encode", "stream_seq", e.seq, "err", err)
+				return decoded{}
+			}
+		}
 	case d.outcome != nil:
 		d.eventID, d.receiptID = d.outcome.EventID, d.outcome.ReceiptID
 	default:
@@ -176,10 +188,14 @@ func (f *folder) pendingOf(d *decoded) *pending {
 	return d.pending
 }
 
-func (f *folder) putPending(receiptID string, p *pending) error {
-	raw, err := json.Marshal(p)
-	if err != nil {
-		return fmt.Errorf("encode pending record of %s: %w", receiptID, err)
+// putPending stores p; raw is its encoding when the parallel phase already
+// made it (an allow decision's record), nil otherwise.
+func (f *folder) putPending(receiptID string, p *pending, raw []byte) error {
+	if raw == nil {
+		var err error
+		if raw, err = json.Marshal(p); err != nil {
+			return fmt.Errorf("encode pending record of %s: %w", receiptID, err)
+		}
 	}
 	f.tx.PutPending(receiptID, raw)
 	f.changes[receiptID] = p
@@ -230,7 +246,7 @@ func (f *folder) decision(d *decoded) (*schemas.ReceiptBody, error) {
 		return nil, nil
 	}
 	f.newPending = append(f.newPending, e)
-	return nil, f.putPending(e.ReceiptID, &pending{Decision: e})
+	return nil, f.putPending(e.ReceiptID, d.openRecord, d.openRecordJSON)
 }
 
 func (f *folder) outcome(d *decoded) (*schemas.ReceiptBody, error) {
@@ -250,7 +266,7 @@ func (f *folder) outcome(d *decoded) (*schemas.ReceiptBody, error) {
 		// Edges publish the outcome only after the decision's PubAck, so
 		// this is a stray; keep it until (if ever) its decision arrives.
 		f.log.Warn("outcome without a decision; held", "receipt_id", e.ReceiptID)
-		return nil, f.putPending(e.ReceiptID, &pending{Outcome: e})
+		return nil, f.putPending(e.ReceiptID, &pending{Outcome: e}, nil)
 	}
 	f.deletePending(e.ReceiptID)
 	return f.produce(bodyFromOutcome(p.Decision, e), e.EventID), nil
