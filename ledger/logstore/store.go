@@ -350,12 +350,6 @@ func (s *Store) EventLeaf(id string) (idx uint64, ok bool, err error) {
 	return idx, err == nil && idx < s.State().Size, err
 }
 
-// EventSeen reports whether an event id is in the exact dedup index.
-func (s *Store) EventSeen(id string) (bool, error) { return s.exists(strKey(prefixDedup, id)) }
-
-// HasReceipt reports whether a receipt id is in the log.
-func (s *Store) HasReceipt(id string) (bool, error) { return s.exists(strKey(prefixReceipt, id)) }
-
 // Pending returns the pending record stored for a receipt id.
 func (s *Store) Pending(receiptID string) ([]byte, error) {
 	return s.get(strKey(prefixPending, receiptID))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 
@@ -219,18 +218,6 @@ func (t *Txn) setErr(err error) {
 	if err != nil && t.err == nil {
 		t.err = err
 	}
-}
-
-func (s *Store) exists(key []byte) (bool, error) {
-	_, closer, err := s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read %q: %w", key[:1], err)
-	}
-	_ = closer.Close()
-	return true, nil
 }
 
 func capIndexKey(capID string, idx uint64) []byte {
