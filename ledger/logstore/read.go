@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/proof"
@@ -44,6 +45,12 @@ func (r *reader) node(level uint, index uint64, size uint64) ([]byte, error) {
 		return nil, fmt.Errorf("node %d/%d is not inside a tree of size %d", level, index, size)
 	}
 	tl, sub := level/TileHeight, level%TileHeight
+	cacheable := tl > 0 // upper levels: few nodes, on every proof
+	if cacheable {
+		if h, ok := r.s.nodes.get(level, index); ok {
+			return h, nil
+		}
+	}
 	first := index << sub // first hash of the node at tile row 8·tl
 	t, err := r.tile(tl, first/TileWidth)
 	if err != nil {
@@ -64,7 +71,39 @@ func (r *reader) node(level uint, index uint64, size uint64) ([]byte, error) {
 		}
 		row = next
 	}
+	if cacheable {
+		r.s.nodes.put(level, index, row[0])
+	}
 	return row[0], nil
+}
+
+// nodeCache keeps the hashes proofs read or recompute from tiles of level 1
+// and up, so a proof reads at most one tile (its level-0 tile) from Pebble. A perfect subtree's hash never changes, so the
+// cache never needs invalidating; it is bounded by not adding once full
+// (at 1<<18 nodes it covers every such node of a 64-million-leaf log).
+type nodeCache struct {
+	mu sync.RWMutex
+	m  map[[2]uint64][]byte
+}
+
+const maxCachedNodes = 1 << 18
+
+func (c *nodeCache) get(level uint, index uint64) ([]byte, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	h, ok := c.m[[2]uint64{uint64(level), index}]
+	return h, ok
+}
+
+func (c *nodeCache) put(level uint, index uint64, h []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[[2]uint64][]byte{}
+	}
+	if len(c.m) < maxCachedNodes {
+		c.m[[2]uint64{uint64(level), index}] = h
+	}
 }
 
 func (r *reader) nodes(ids []compact.NodeID, size uint64) ([][]byte, error) {

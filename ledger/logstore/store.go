@@ -80,6 +80,7 @@ type Store struct {
 	bundle []byte          // right-edge entry bundle
 	latest []byte          // latest checkpoint note
 	rf     *compact.RangeFactory
+	nodes  nodeCache // recomputed upper-level subtree hashes, for proofs
 }
 
 // Option configures Open.
