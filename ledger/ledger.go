@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/transparency-dev/formats/log"
 	"golang.org/x/mod/sumdb/note"
 
@@ -53,6 +54,7 @@ type Ledger struct {
 
 	timeouts *timeouts
 	pending  *pendingCache
+	metrics  *metrics
 	publish  chan struct{}  // wakes the receipt publisher
 	fresh    chan []pubLeaf // committed batches handed to the publisher
 }
@@ -65,6 +67,7 @@ type config struct {
 	replicas        int
 	now             func() time.Time
 	onCommit        func(Commit)
+	registry        prometheus.Registerer
 	log             *slog.Logger
 	// fault, when set by tests, is called at "before-commit" and
 	// "after-commit" of each batch; an error stops Run right there, as a
@@ -109,6 +112,9 @@ type Commit struct {
 // WithOnCommit calls f after every committed batch, on the ledger's goroutine.
 func WithOnCommit(f func(Commit)) Option { return func(c *config) { c.onCommit = f } }
 
+// WithMetrics registers the ledger's Prometheus series on reg.
+func WithMetrics(reg prometheus.Registerer) Option { return func(c *config) { c.registry = reg } }
+
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
@@ -125,7 +131,7 @@ func New(js jetstream.JetStream, store *logstore.Store, keys Keys, opts ...Optio
 	if cfg.maxBatch < 1 || cfg.incompleteAfter < time.Second {
 		return nil, errors.New("ledger: batch size must be positive and the incomplete timeout at least 1s")
 	}
-	return &Ledger{js: js, store: store, keys: keys, cfg: cfg, log: cfg.log.With("component", "ledger"),
+	return &Ledger{js: js, store: store, keys: keys, cfg: cfg, log: cfg.log.With("component", "ledger"), metrics: newMetrics(cfg.registry),
 		timeouts: newTimeouts(), pending: newPendingCache(),
 		publish: make(chan struct{}, 1), fresh: make(chan []pubLeaf, 16)}, nil
 }
@@ -362,13 +368,20 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 	if len(events) == 0 {
 		return nil
 	}
+	started := l.cfg.now()
 	pend, completed, leaves, err := l.apply(events, func() error { return l.injectFault("before-commit", n) })
 	if err != nil {
 		return err
 	}
+	st := l.store.State()
+	c := Commit{Events: len(events), Receipts: len(completed), TreeSize: st.Size, Committed: l.cfg.now(), Stored: completed}
+	verdicts := make([]string, len(leaves))
+	for i, p := range leaves {
+		verdicts[i] = p.verdict
+	}
+	l.metrics.observe(c, c.Committed.Sub(started), verdicts, st.StreamSeq)
 	if l.cfg.onCommit != nil {
-		st := l.store.State()
-		l.cfg.onCommit(Commit{Events: len(events), Receipts: len(completed), TreeSize: st.Size, Committed: l.cfg.now(), Stored: completed})
+		l.cfg.onCommit(c)
 	}
 	l.timeouts.add(pend, l.cfg.incompleteAfter)
 	l.handOver(leaves)
@@ -421,7 +434,7 @@ func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.De
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("ledger: %w", err)
 		}
-		pub[i] = pubLeaf{index: idx, id: b.ID, toolServer: b.ToolServer, leaf: leaves[i]}
+		pub[i] = pubLeaf{index: idx, id: b.ID, toolServer: b.ToolServer, verdict: string(b.Decision.Verdict), leaf: leaves[i]}
 	}
 	if beforeCommit != nil {
 		if err := beforeCommit(); err != nil {

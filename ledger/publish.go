@@ -77,6 +77,7 @@ func (l *Ledger) runPublisher(ctx context.Context) {
 				}
 			}
 			published = leaves[len(leaves)-1].index + 1
+			l.metrics.published.Add(float64(len(leaves)))
 		}
 		select {
 		case <-ctx.Done():
@@ -91,6 +92,7 @@ type pubLeaf struct {
 	index      uint64
 	id         string
 	toolServer string
+	verdict    string // for metrics; empty when read back from the store
 	leaf       []byte
 }
 

@@ -157,6 +157,7 @@ func (l *Ledger) publishTimeout(ctx context.Context, d deadline) error {
 	if err != nil {
 		return fmt.Errorf("publish timeout event %s: %w", ev.EventID, err)
 	}
+	l.metrics.timeouts.Inc()
 	if ack.Duplicate {
 		// The stream already holds an event with this id from within its
 		// duplicate window (our own earlier publication, or a stray one

@@ -15,6 +15,9 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/ledger"
@@ -171,12 +174,15 @@ func connectNATS(url, name string) (*nats.Conn, jetstream.JetStream, error) {
 
 // runLedger runs the ledger and its HTTP API until ctx ends or either fails.
 func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store *logstore.Store, keys *ledgerKeys, listen string, lf *ledgerFlags) error {
-	l, err := ledger.New(js, store, keys.Keys, lf.options(slog.Default())...)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	l, err := ledger.New(js, store, keys.Keys, append(lf.options(slog.Default()), ledger.WithMetrics(reg))...)
 	if err != nil {
 		return err
 	}
 	h := api.New(store, api.Keys{Origin: keys.Origin(), CheckpointVKey: keys.VKey, KernelKey: keys.KernelPub}, slog.Default())
 	e := api.NewServer(h)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)

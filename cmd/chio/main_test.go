@@ -244,6 +244,12 @@ func TestUpVerifyAndRebuild(t *testing.T) {
 	if out != want {
 		t.Fatalf("rebuild printed %q, want %q", out, want)
 	}
+	// Operators see the ledger in Prometheus form.
+	if status, body := httpGet(t, up.httpURL+"/metrics"); status != 200 ||
+		!strings.Contains(string(body), `chio_ledger_receipts_total{verdict="deny"} 5`) ||
+		!strings.Contains(string(body), "chio_ledger_integration_seconds_bucket") {
+		t.Fatalf("/metrics: %d\n%s", status, body)
+	}
 	if err := up.stop(); err != nil {
 		t.Fatalf("chio up stopped with %v", err)
 	}
