@@ -420,3 +420,24 @@ func mthHashes(h [][]byte) []byte {
 	}
 	return rfc6962.DefaultHasher.HashChildren(mthHashes(h[:k]), mthHashes(h[k:]))
 }
+
+// Any path either parses to the one canonical encoding of its index (and
+// width) or is refused; nothing panics.
+func FuzzParseTileIndex(f *testing.F) {
+	for _, s := range []string{"000", "x001/x234/067", "x001/x234/067.p/8", "001.p/255", "x000/001", "1", "", "a/b/c", "067.p/", ".p/1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		idx, w, err := ParseTileIndex(strings.Split(path, "/"))
+		if err != nil {
+			return
+		}
+		want := EncodeTileIndex(idx)
+		if w > 0 {
+			want += fmt.Sprintf(".p/%d", w)
+		}
+		if want != path {
+			t.Fatalf("%q parsed to index %d width %d, whose encoding is %q", path, idx, w, want)
+		}
+	})
+}
