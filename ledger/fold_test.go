@@ -175,3 +175,30 @@ func foldInto(t *testing.T, keys Keys, events []event, next func() int, r *mrand
 	}
 	return store.State()
 }
+
+// Whatever decision event validates can be signed into a leaf that fits a
+// bundle: validation is the only gate between the stream and the log.
+func FuzzValidatedDecisionSigns(f *testing.F) {
+	for _, v := range []schemas.Verdict{schemas.VerdictAllow, schemas.VerdictDeny} {
+		f.Add(mustJSON(decisionEvent(call{id: "r-1", verdict: v, params: json.RawMessage(`{"a":[1,2.5,"x"]}`)}, 1)))
+	}
+	f.Add([]byte(`{"schema":"chio.event.decision.v1","event_id":"a.decision","receipt_id":"a","timestamp":1,"capability_id":"c","tool_server":"s","tool_name":"t","parameters":{"\u2028":"\ud83d\ude00"},"decision":{"verdict":"allow"},"policy_hash":"p","metadata":{"k":1e20}}`))
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var d schemas.DecisionEvent
+		if json.Unmarshal(raw, &d) != nil || d.Validate() != nil {
+			return
+		}
+		leaf, err := schemas.SignReceiptLeaf(key, *bodyFromDecision(&d, d.Decision, d.Timestamp, schemas.EmptyContentHash))
+		if err != nil {
+			t.Fatalf("a validated decision does not sign: %v", err)
+		}
+		if len(leaf) > schemas.MaxEncodedReceipt {
+			t.Fatalf("leaf of %d bytes", len(leaf))
+		}
+		r, err := schemas.ParseReceipt(leaf)
+		if err != nil || r.Verify() != nil {
+			t.Fatalf("leaf does not parse and verify: %v", err)
+		}
+	})
+}
