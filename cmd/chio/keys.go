@@ -104,11 +104,12 @@ type ledgerKeys struct {
 	KernelPub string
 }
 
-// loadLedgerKeys reads a key directory, generating the keys on first use
-// when generate is set.
-func loadLedgerKeys(dir string, generate bool) (*ledgerKeys, error) {
-	if _, err := os.Stat(filepath.Join(dir, kernelKeyFile)); errors.Is(err, fs.ErrNotExist) && generate {
-		if err := generateKeys(dir, DefaultOrigin, false); err != nil {
+// loadLedgerKeys reads a key directory. With a non-empty origin it
+// generates keys for that origin on first use, and refuses keys that sign
+// for another one: the checkpoint key's name is the log's origin.
+func loadLedgerKeys(dir, origin string) (*ledgerKeys, error) {
+	if _, err := os.Stat(filepath.Join(dir, kernelKeyFile)); errors.Is(err, fs.ErrNotExist) && origin != "" {
+		if err := generateKeys(dir, origin, false); err != nil {
 			return nil, err
 		}
 	}
@@ -145,6 +146,9 @@ func loadLedgerKeys(dir string, generate bool) (*ledgerKeys, error) {
 	}
 	if verifier.Name() != signer.Name() || verifier.KeyHash() != signer.KeyHash() {
 		return nil, fmt.Errorf("load keys: %s and %s are not a pair", checkpointKeyFile, checkpointVKeyFile)
+	}
+	if origin != "" && signer.Name() != origin {
+		return nil, fmt.Errorf("load keys: %s signs checkpoints for origin %q, not %q (the origin is the checkpoint key's name; run keygen --origin for a new log)", dir, signer.Name(), origin)
 	}
 	return &ledgerKeys{
 		Keys: ledger.Keys{Kernel: kernel, Checkpoint: signer, CheckpointVerifier: verifier},

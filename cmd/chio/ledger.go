@@ -29,6 +29,7 @@ import (
 // ledgerFlags are the tuning flags shared by `chio ledger` and `chio up`.
 type ledgerFlags struct {
 	keysDir         string
+	origin          string
 	incompleteAfter time.Duration
 	batchSize       int
 	batchWait       time.Duration
@@ -37,6 +38,7 @@ type ledgerFlags struct {
 
 func (f *ledgerFlags) register(cmd *cobra.Command, keysHelp string) {
 	cmd.Flags().StringVar(&f.keysDir, "keys", "", keysHelp)
+	cmd.Flags().StringVar(&f.origin, "origin", DefaultOrigin, "log origin (the checkpoint key's name): used for keys generated on first start, checked against existing ones")
 	cmd.Flags().DurationVar(&f.incompleteAfter, "incomplete-after", 10*time.Minute, "sign an allow decision with no outcome as incomplete after this long")
 	cmd.Flags().IntVar(&f.batchSize, "batch-size", 1024, "most events folded into one synced batch")
 	cmd.Flags().DurationVar(&f.batchWait, "batch-wait", 2*time.Millisecond, "longest wait for a batch to fill once its first event arrived")
@@ -56,7 +58,7 @@ func newLedgerCmd() *cobra.Command {
 		Short: "Run the ledger: consume events, sign receipts into the Merkle log, serve the log API",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			keys, store, err := openDataDir(dataDir, lf.keysDir)
+			keys, store, err := openDataDir(dataDir, &lf)
 			if err != nil {
 				return err
 			}
@@ -89,7 +91,7 @@ func newRebuildCmd() *cobra.Command {
 			if dataDir == "" {
 				return usageError(errors.New("--data-dir is required"))
 			}
-			keys, err := loadLedgerKeys(keysDir, false)
+			keys, err := loadLedgerKeys(keysDir, "")
 			if err != nil {
 				return fmt.Errorf("%w (pass --keys: the keys of the log being rebuilt)", err)
 			}
@@ -123,11 +125,11 @@ func newRebuildCmd() *cobra.Command {
 
 // openDataDir loads (generating on first use) the keys of a data directory,
 // DIR/keys unless keysDir says otherwise, and opens its log, DIR/log.
-func openDataDir(dataDir, keysDir string) (*ledgerKeys, *logstore.Store, error) {
+func openDataDir(dataDir string, lf *ledgerFlags) (*ledgerKeys, *logstore.Store, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("create data dir: %w", err)
 	}
-	keys, err := loadLedgerKeys(orDefault(keysDir, filepath.Join(dataDir, "keys")), true)
+	keys, err := loadLedgerKeys(orDefault(lf.keysDir, filepath.Join(dataDir, "keys")), lf.origin)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -277,14 +277,32 @@ func TestKeygen(t *testing.T) {
 	if _, err := chio(context.Background(), "keygen", "--out", dir, "--origin", "example.com/log"); err != nil {
 		t.Fatal(err)
 	}
-	k, err := loadLedgerKeys(dir, false)
+	k, err := loadLedgerKeys(dir, "example.com/log")
 	if err != nil || k.Origin() != "example.com/log" {
 		t.Fatalf("%v %v", k, err)
+	}
+	if _, err := loadLedgerKeys(dir, "other.example/log"); err == nil || !strings.Contains(err.Error(), "origin") {
+		t.Fatalf("keys for another origin were accepted: %v", err)
 	}
 	if _, err := chio(context.Background(), "keygen", "--out", dir); err == nil {
 		t.Fatal("keygen overwrote existing keys")
 	}
 	if _, err := chio(context.Background(), "keygen", "--out", t.TempDir(), "--origin", "bad origin"); err == nil {
 		t.Fatal("keygen accepted an origin with a space")
+	}
+}
+
+func TestOriginOfANewDataDir(t *testing.T) {
+	dir := t.TempDir()
+	keys, store, err := openDataDir(dir, &ledgerFlags{origin: "custom.example/receipts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = store.Close()
+	if keys.Origin() != "custom.example/receipts" {
+		t.Fatalf("origin %q", keys.Origin())
+	}
+	if _, _, err := openDataDir(dir, &ledgerFlags{origin: DefaultOrigin}); err == nil {
+		t.Fatal("a data dir whose keys sign for another origin was opened")
 	}
 }

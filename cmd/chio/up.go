@@ -24,7 +24,7 @@ func newUpCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The log store is opened first: its directory lock is what stops
 			// a second `chio up` on the same data dir, before anything else starts.
-			keys, store, err := openDataDir(dataDir, lf.keysDir)
+			keys, store, err := openDataDir(dataDir, &lf)
 			if err != nil {
 				return err
 			}
