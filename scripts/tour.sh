@@ -31,6 +31,10 @@ curl -sf "http://$http/v1/log/keys"; echo
 bin/chio verify --receipt receipt.json --proof proof.json --checkpoint checkpoint.txt \
   --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)"
 
+curl -sf "http://$http/v1/receipts/$ID/tlog-proof" > receipt.tlog-proof
+bin/chio verify --receipt receipt.json --proof receipt.tlog-proof \
+  --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)"
+
 curl -sf "http://$http/v1/receipts/query?toolServer=hello&outcome=deny&limit=10" | grep -q '"totalCount":1'
 bin/chio ledger rebuild --nats "nats://$natsaddr" --data-dir "$work/rebuilt" --keys .chio/keys | tee rebuild.txt
 grep -q '^size 2$' rebuild.txt

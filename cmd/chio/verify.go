@@ -14,7 +14,7 @@ import (
 func newVerifyCmd() *cobra.Command {
 	var receiptF, proofF, checkpointF, vkey, kernelKey string
 	cmd := &cobra.Command{
-		Use:   "verify --receipt F --proof F --checkpoint F --vkey K --kernel-key HEX",
+		Use:   "verify --receipt F --proof F [--checkpoint F] --vkey K --kernel-key HEX",
 		Short: "Verify a receipt, its inclusion proof and a signed checkpoint offline",
 		Long: "Checks, in order: the receipt parses; it is signed by the pinned kernel key; its signature and\n" +
 			"parameter hash; the checkpoint's signature by the pinned log key (--vkey, a note verifier key or a\n" +
@@ -29,6 +29,9 @@ func newVerifyCmd() *cobra.Command {
 				dst        *[]byte
 			}{{"--receipt", receiptF, &in.Receipt}, {"--proof", proofF, &in.Proof}, {"--checkpoint", checkpointF, &in.Checkpoint}} {
 				if f.path == "" {
+					if f.flag == "--checkpoint" {
+						continue // a tlog-proof carries its own
+					}
 					return usageError(fmt.Errorf("%s is required", f.flag))
 				}
 				b, err := os.ReadFile(f.path)
@@ -57,8 +60,8 @@ func newVerifyCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&receiptF, "receipt", "", "receipt JSON (bare, or the /v1/receipts/{id} body)")
-	cmd.Flags().StringVar(&proofF, "proof", "", "inclusion proof JSON (/v1/receipts/{id}/inclusion-proof)")
-	cmd.Flags().StringVar(&checkpointF, "checkpoint", "", "signed checkpoint note (/log/checkpoint)")
+	cmd.Flags().StringVar(&proofF, "proof", "", "inclusion proof: JSON (/v1/receipts/{id}/inclusion-proof) or C2SP tlog-proof (/v1/receipts/{id}/tlog-proof)")
+	cmd.Flags().StringVar(&checkpointF, "checkpoint", "", "signed checkpoint note (/log/checkpoint); optional with a tlog-proof")
 	cmd.Flags().StringVar(&vkey, "vkey", "", "the log's note verifier key, or a file holding it")
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the pinned kernel public key (64 hex)")
 	return cmd

@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/chio-ledger/chio/ledger/logstore"
+	"github.com/chio-ledger/chio/ledger/tlogproof"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -52,6 +53,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET("/v1/receipts/query", h.query)
 	e.GET("/v1/receipts/:id", h.receipt)
 	e.GET("/v1/receipts/:id/inclusion-proof", h.inclusion)
+	e.GET("/v1/receipts/:id/tlog-proof", h.tlogProof)
 }
 
 // NewServer returns an Echo server with the JSON error handler, panic
@@ -195,32 +197,54 @@ type InclusionProof struct {
 }
 
 func (h *Handler) inclusion(c echo.Context) error {
-	id, idx, err := h.leafOf(c)
+	p, err := h.proveInclusion(c)
 	if err != nil {
 		return err
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+// tlogProof serves the same proof as a C2SP tlog-proof@v1 text document.
+func (h *Handler) tlogProof(c echo.Context) error {
+	p, err := h.proveInclusion(c)
+	if err != nil {
+		return err
+	}
+	path := make([][]byte, len(p.AuditPath))
+	for i, s := range p.AuditPath {
+		path[i], _ = schemas.ParseHash(s) // encoded by proveInclusion
+	}
+	doc := (&tlogproof.Proof{Index: p.LeafIndex, Path: path, Checkpoint: []byte(p.Checkpoint)}).Marshal()
+	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", doc)
+}
+
+func (h *Handler) proveInclusion(c echo.Context) (*InclusionProof, error) {
+	id, idx, err := h.leafOf(c)
+	if err != nil {
+		return nil, err
 	}
 	size, note := h.store.Head()
 	if ts := c.QueryParam("tree_size"); ts != "" {
 		if size, err = parseSize("tree_size", ts); err != nil {
-			return err
+			return nil, err
 		}
 		if note, err = h.signedAt(size); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if idx >= size {
-		return fail(http.StatusBadRequest, "leaf_not_in_tree", "receipt %s (leaf %d) is not in the tree of size %d", id, idx, size)
+		return nil, fail(http.StatusBadRequest, "leaf_not_in_tree", "receipt %s (leaf %d) is not in the tree of size %d", id, idx, size)
 	}
 	path, err := h.store.InclusionProof(idx, size)
 	if err != nil {
-		return storeError(err)
+		return nil, storeError(err)
 	}
 	leafHash, err := h.store.LeafHash(idx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return c.JSON(http.StatusOK, InclusionProof{ReceiptID: id, LeafIndex: idx, TreeSize: size,
-		LeafHash: schemas.EncodeHash(leafHash), AuditPath: encodeHashes(path), Checkpoint: string(note)})
+	return &InclusionProof{ReceiptID: id, LeafIndex: idx, TreeSize: size,
+		LeafHash: schemas.EncodeHash(leafHash), AuditPath: encodeHashes(path), Checkpoint: string(note)}, nil
 }
 
 // ConsistencyProof is the body of /v1/log/consistency-proof.

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/chio-ledger/chio/ledger/logstore"
+	"github.com/chio-ledger/chio/ledger/tlogproof"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -150,6 +151,23 @@ func TestProofsFromTheAPIVerify(t *testing.T) {
 		if p.Checkpoint != string(cpRaw) {
 			t.Fatal("proof does not carry the latest checkpoint")
 		}
+	}
+	// The same proof as a C2SP tlog-proof document.
+	status, hdr, doc := f.get(t, "/v1/receipts/r-256/tlog-proof")
+	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain") {
+		t.Fatalf("tlog-proof: %d %s", status, doc)
+	}
+	tp, err := tlogproof.Parse(doc)
+	if err != nil || tp.Index != 256 || string(tp.Checkpoint) != string(cpRaw) {
+		t.Fatalf("tlog-proof: %+v %v", tp, err)
+	}
+	_, _, rbody := f.get(t, "/v1/receipts/r-256")
+	var served struct {
+		Receipt json.RawMessage `json:"receipt"`
+	}
+	_ = json.Unmarshal(rbody, &served)
+	if err := proof.VerifyInclusion(rfc6962.DefaultHasher, tp.Index, cp.Size, rfc6962.DefaultHasher.HashLeaf(served.Receipt), tp.Path, cp.Hash); err != nil {
+		t.Fatalf("tlog-proof does not verify: %v", err)
 	}
 	// Against an older signed size: 7 is a batch boundary.
 	status, _, body := f.get(t, "/v1/receipts/r-003/inclusion-proof?tree_size=7")

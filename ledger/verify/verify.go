@@ -14,14 +14,15 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/ledger/tlogproof"
 	"github.com/chio-ledger/chio/schemas"
 )
 
 // Inputs are the files and pinned keys of one verification.
 type Inputs struct {
 	Receipt    []byte // a chio.receipt.v1, or the {"receipt":…,"leaf_index":N} body of /v1/receipts/{id}
-	Proof      []byte // the body of /v1/receipts/{id}/inclusion-proof
-	Checkpoint []byte // a C2SP signed checkpoint note
+	Proof      []byte // the body of /v1/receipts/{id}/inclusion-proof, or a C2SP tlog-proof (/tlog-proof)
+	Checkpoint []byte // a C2SP signed checkpoint note; optional with a tlog-proof, which carries one
 	VKey       string // the log's note verifier key; its name is the origin
 	KernelKey  string // the pinned kernel key (64 lowercase hex)
 }
@@ -83,26 +84,20 @@ func Verify(in Inputs) (*Result, error) {
 		return nil, failf("parameter-hash", "action.parameter_hash does not match the parameters")
 	}
 
+	p, checkpoint, err := parseProof(in.Proof, in.Checkpoint, r.ID, leaf)
+	if err != nil {
+		return nil, err
+	}
 	v, err := note.NewVerifier(in.VKey)
 	if err != nil {
 		return nil, failf("checkpoint", "verifier key: %v", err)
 	}
-	cp, _, _, err := tlog.ParseCheckpoint(in.Checkpoint, v.Name(), v)
+	cp, _, _, err := tlog.ParseCheckpoint(checkpoint, v.Name(), v)
 	if err != nil {
 		return nil, &Failure{Check: "checkpoint", Err: err}
 	}
-
-	var p proofBody
-	if err := schemas.DecodeStrict(in.Proof, &p); err != nil {
-		// The served body also carries the checkpoint; accept it, ignore it.
-		var loose struct {
-			proofBody
-			Checkpoint string `json:"checkpoint"`
-		}
-		if err2 := schemas.DecodeStrict(in.Proof, &loose); err2 != nil {
-			return nil, failf("proof", "parse: %v", err2)
-		}
-		p = loose.proofBody
+	if p.TreeSize == 0 { // a tlog-proof's size is the checkpoint's
+		p.TreeSize = cp.Size
 	}
 	switch {
 	case p.ReceiptID != r.ID:
@@ -130,6 +125,48 @@ func Verify(in Inputs) (*Result, error) {
 		return nil, &Failure{Check: "inclusion", Err: err}
 	}
 	return &Result{ReceiptID: r.ID, LeafIndex: p.LeafIndex, TreeSize: cp.Size, Origin: cp.Origin, Verdict: r.Decision.Verdict}, nil
+}
+
+// parseProof reads the served JSON proof or a C2SP tlog-proof, and returns
+// it with the checkpoint to check it against: the one given, or the one a
+// tlog-proof embeds (if both are present they must be the same note). A
+// tlog-proof names no receipt and no leaf hash; they are the receipt's own,
+// and the audit path then decides.
+func parseProof(raw, checkpoint []byte, receiptID string, leaf []byte) (proofBody, []byte, error) {
+	if tlogproof.Is(raw) {
+		tp, err := tlogproof.Parse(raw)
+		if err != nil {
+			return proofBody{}, nil, &Failure{Check: "proof", Err: err}
+		}
+		if len(checkpoint) > 0 && !bytes.Equal(checkpoint, tp.Checkpoint) {
+			return proofBody{}, nil, failf("proof", "the tlog-proof's checkpoint is not the checkpoint given")
+		}
+		p := proofBody{ReceiptID: receiptID, LeafIndex: tp.Index,
+			LeafHash: schemas.EncodeHash(rfc6962.DefaultHasher.HashLeaf(leaf))}
+		for _, h := range tp.Path {
+			p.AuditPath = append(p.AuditPath, schemas.EncodeHash(h))
+		}
+		return p, tp.Checkpoint, nil
+	}
+	if len(checkpoint) == 0 {
+		return proofBody{}, nil, failf("checkpoint", "no checkpoint given (only a tlog-proof carries its own)")
+	}
+	var p proofBody
+	if err := schemas.DecodeStrict(raw, &p); err != nil {
+		// The served body also carries the checkpoint; accept it, ignore it.
+		var loose struct {
+			proofBody
+			Checkpoint string `json:"checkpoint"`
+		}
+		if err2 := schemas.DecodeStrict(raw, &loose); err2 != nil {
+			return proofBody{}, nil, failf("proof", "parse: %v", err2)
+		}
+		p = loose.proofBody
+	}
+	if p.TreeSize == 0 {
+		return proofBody{}, nil, failf("proof", "tree_size is missing")
+	}
+	return p, checkpoint, nil
 }
 
 // parseReceipt accepts a bare receipt or the /v1/receipts/{id} wrapper and

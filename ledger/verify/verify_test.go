@@ -14,6 +14,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/ledger/tlogproof"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -95,6 +96,24 @@ func TestVerify(t *testing.T) {
 	wrapped, _ := json.Marshal(map[string]any{"receipt": json.RawMessage(good.Receipt), "leaf_index": 2})
 	if _, err := Verify(Inputs{Receipt: wrapped, Proof: good.Proof, Checkpoint: good.Checkpoint, VKey: good.VKey, KernelKey: good.KernelKey}); err != nil {
 		t.Fatalf("served receipt body: %v", err)
+	}
+	// The same proof as a C2SP tlog-proof, with and without --checkpoint.
+	var served struct {
+		LeafIndex uint64   `json:"leaf_index"`
+		AuditPath []string `json:"audit_path"`
+	}
+	_ = json.Unmarshal(good.Proof, &served)
+	tp := (&tlogproof.Proof{Index: served.LeafIndex, Path: decodeAll(served.AuditPath), Checkpoint: good.Checkpoint}).Marshal()
+	for _, cp := range [][]byte{nil, good.Checkpoint} {
+		if _, err := Verify(Inputs{Receipt: good.Receipt, Proof: tp, Checkpoint: cp, VKey: good.VKey, KernelKey: good.KernelKey}); err != nil {
+			t.Fatalf("tlog-proof (checkpoint given: %v): %v", cp != nil, err)
+		}
+	}
+	if _, err := Verify(Inputs{Receipt: leaves[3], Proof: tp, VKey: good.VKey, KernelKey: good.KernelKey}); err == nil {
+		t.Fatal("a tlog-proof of leaf 2 verified leaf 3")
+	}
+	if _, err := Verify(Inputs{Receipt: good.Receipt, Proof: tp, Checkpoint: []byte("x"), VKey: good.VKey, KernelKey: good.KernelKey}); err == nil {
+		t.Fatal("a tlog-proof verified against a different --checkpoint")
 	}
 	_, otherV, _ := note.GenerateKey(rand.Reader, "verify.test/log")
 	mod := func(f func(in *Inputs)) Inputs { in := good; f(&in); return in }
