@@ -285,7 +285,7 @@ func TestEventsBecomeVerifiableReceipts(t *testing.T) {
 				t.Fatalf("event %s → leaf %d (%v, %v), want %d", ev, leafIdx, ok, err, idx)
 			}
 		}
-		p, err := store.InclusionProof(idx, cp.Size)
+		_, p, err := store.InclusionProof(idx, cp.Size)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -102,6 +102,7 @@ type ledgerKeys struct {
 	ledger.Keys
 	VKey      string
 	KernelPub string
+	Dir       string // where they were loaded from
 }
 
 // loadLedgerKeys reads a key directory. With a non-empty origin it
@@ -152,6 +153,6 @@ func loadLedgerKeys(dir, origin string) (*ledgerKeys, error) {
 	}
 	return &ledgerKeys{
 		Keys: ledger.Keys{Kernel: kernel, Checkpoint: signer, CheckpointVerifier: verifier},
-		VKey: vkey, KernelPub: schemas.EncodePublicKey(kernel.Public().(ed25519.PublicKey)),
+		VKey: vkey, KernelPub: schemas.EncodePublicKey(kernel.Public().(ed25519.PublicKey)), Dir: dir,
 	}, nil
 }

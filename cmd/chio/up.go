@@ -29,7 +29,6 @@ func newUpCmd() *cobra.Command {
 				return err
 			}
 			defer store.Close()
-			keysDir := orDefault(lf.keysDir, filepath.Join(dataDir, "keys"))
 			cfg := natsembed.Config{StoreDir: filepath.Join(dataDir, "nats"), ServerName: "chio-up", DontListen: natsListen == "none"}
 			if !cfg.DontListen {
 				host, port, err := net.SplitHostPort(natsListen)
@@ -62,7 +61,7 @@ func newUpCmd() *cobra.Command {
 			if !cfg.DontListen {
 				fmt.Fprintf(out, "chio up: NATS JetStream on %s (data under %s)\n", ns.ClientURL(), dataDir)
 			}
-			fmt.Fprintf(out, "chio up: keys in %s (log origin %q, kernel key %s)\n", keysDir, keys.Origin(), keys.KernelPub)
+			fmt.Fprintf(out, "chio up: keys in %s (log origin %q, kernel key %s)\n", keys.Dir, keys.Origin(), keys.KernelPub)
 			slog.Debug("starting ledger", "data_dir", dataDir)
 			return runLedger(cmd.Context(), out, js, store, keys, listen, &lf)
 		},

@@ -201,7 +201,8 @@ func (h *Handler) inclusion(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, p)
+	return c.JSON(http.StatusOK, InclusionProof{ReceiptID: p.id, LeafIndex: p.index, TreeSize: p.size,
+		LeafHash: schemas.EncodeHash(p.leafHash), AuditPath: encodeHashes(p.path), Checkpoint: string(p.checkpoint)})
 }
 
 // tlogProof serves the same proof as a C2SP tlog-proof@v1 text document.
@@ -210,15 +211,21 @@ func (h *Handler) tlogProof(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	path := make([][]byte, len(p.AuditPath))
-	for i, s := range p.AuditPath {
-		path[i], _ = schemas.ParseHash(s) // encoded by proveInclusion
-	}
-	doc := (&tlogproof.Proof{Index: p.LeafIndex, Path: path, Checkpoint: []byte(p.Checkpoint)}).Marshal()
+	doc := (&tlogproof.Proof{Index: p.index, Path: p.path, Checkpoint: p.checkpoint}).Marshal()
 	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", doc)
 }
 
-func (h *Handler) proveInclusion(c echo.Context) (*InclusionProof, error) {
+// inclusion is one receipt's proof against one signed checkpoint, before
+// it is encoded for either endpoint.
+type inclusion struct {
+	id          string
+	index, size uint64
+	leafHash    []byte
+	path        [][]byte
+	checkpoint  []byte
+}
+
+func (h *Handler) proveInclusion(c echo.Context) (*inclusion, error) {
 	id, idx, err := h.leafOf(c)
 	if err != nil {
 		return nil, err
@@ -235,16 +242,11 @@ func (h *Handler) proveInclusion(c echo.Context) (*InclusionProof, error) {
 	if idx >= size {
 		return nil, fail(http.StatusBadRequest, "leaf_not_in_tree", "receipt %s (leaf %d) is not in the tree of size %d", id, idx, size)
 	}
-	path, err := h.store.InclusionProof(idx, size)
+	leafHash, path, err := h.store.InclusionProof(idx, size)
 	if err != nil {
 		return nil, storeError(err)
 	}
-	leafHash, err := h.store.LeafHash(idx)
-	if err != nil {
-		return nil, err
-	}
-	return &InclusionProof{ReceiptID: id, LeafIndex: idx, TreeSize: size,
-		LeafHash: schemas.EncodeHash(leafHash), AuditPath: encodeHashes(path), Checkpoint: string(note)}, nil
+	return &inclusion{id: id, index: idx, size: size, leafHash: leafHash, path: path, checkpoint: note}, nil
 }
 
 // ConsistencyProof is the body of /v1/log/consistency-proof.

@@ -213,29 +213,26 @@ func (s *Store) Entry(index uint64) ([]byte, error) {
 	return b[start+2 : start+end], nil
 }
 
-// LeafHash returns the RFC 6962 leaf hash stored for index.
-func (s *Store) LeafHash(index uint64) ([]byte, error) {
-	size := s.State().Size
-	if index >= size {
-		return nil, ErrNotFound
-	}
-	return s.newReader().node(0, index, size)
-}
-
-// InclusionProof returns the RFC 6962 audit path of leaf index in the tree of
-// the given size, which must be a checkpointed size.
-func (s *Store) InclusionProof(index, size uint64) ([][]byte, error) {
+// InclusionProof returns the stored leaf hash of leaf index and its RFC 6962
+// audit path in the tree of the given size, which must be a checkpointed
+// size. Both come from one reader, so the leaf's tile is read once.
+func (s *Store) InclusionProof(index, size uint64) (leafHash []byte, path [][]byte, err error) {
 	if size > s.checkpointedSize() {
-		return nil, ErrBeyondCheckpoint
+		return nil, nil, ErrBeyondCheckpoint
 	}
 	if index >= size {
-		return nil, fmt.Errorf("leaf %d is not in a tree of size %d", index, size)
+		return nil, nil, fmt.Errorf("leaf %d is not in a tree of size %d", index, size)
 	}
 	nodes, err := proof.Inclusion(index, size)
 	if err != nil {
-		return nil, fmt.Errorf("plan inclusion proof: %w", err)
+		return nil, nil, fmt.Errorf("plan inclusion proof: %w", err)
 	}
-	return s.rehash(nodes, size)
+	r := s.newReader()
+	if leafHash, err = r.node(0, index, size); err != nil {
+		return nil, nil, err
+	}
+	path, err = rehash(r, nodes, size)
+	return leafHash, path, err
 }
 
 // ConsistencyProof returns the RFC 6962 proof that the tree of size from is a
@@ -251,11 +248,11 @@ func (s *Store) ConsistencyProof(from, to uint64) ([][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan consistency proof: %w", err)
 	}
-	return s.rehash(nodes, to)
+	return rehash(s.newReader(), nodes, to)
 }
 
-func (s *Store) rehash(nodes proof.Nodes, size uint64) ([][]byte, error) {
-	hashes, err := s.newReader().nodes(nodes.IDs, size)
+func rehash(r *reader, nodes proof.Nodes, size uint64) ([][]byte, error) {
+	hashes, err := r.nodes(nodes.IDs, size)
 	if err != nil {
 		return nil, err
 	}

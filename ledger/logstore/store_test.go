@@ -86,7 +86,7 @@ func TestAppendProofsAndReopen(t *testing.T) {
 			if _, err := s.Checkpoint(sz); err != nil {
 				continue // only checkpointed sizes are provable
 			}
-			p, err := s.InclusionProof(idx, sz)
+			_, p, err := s.InclusionProof(idx, sz)
 			if err != nil {
 				t.Fatalf("inclusion %d@%d: %v", idx, sz, err)
 			}
@@ -108,7 +108,7 @@ func TestAppendProofsAndReopen(t *testing.T) {
 			t.Fatalf("consistency %v does not verify: %v", pair, err)
 		}
 	}
-	if _, err := s.InclusionProof(0, size+1); !errors.Is(err, ErrBeyondCheckpoint) {
+	if _, _, err := s.InclusionProof(0, size+1); !errors.Is(err, ErrBeyondCheckpoint) {
 		t.Fatalf("proof beyond the checkpoint: %v", err)
 	}
 
@@ -337,7 +337,7 @@ func BenchmarkInclusionProof(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if _, err := s.InclusionProof(uint64(i*7919)%n, n); err != nil {
+		if _, _, err := s.InclusionProof(uint64(i*7919)%n, n); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -393,7 +393,7 @@ func TestLevelTwoTiles(t *testing.T) {
 		t.Fatalf("level-2 tile: %v", err)
 	}
 	for _, idx := range []uint64{0, 255, 256, 65535, 65536, 65600, n - 1} {
-		p, err := s.InclusionProof(idx, n)
+		_, p, err := s.InclusionProof(idx, n)
 		if err != nil {
 			t.Fatal(err)
 		}
