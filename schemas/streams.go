@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"encoding/base64"
 	"strings"
 	"time"
 
@@ -77,5 +78,54 @@ func ReceiptsStreamConfig(replicas int) jetstream.StreamConfig {
 		Duplicates:  DuplicateWindow,
 		Discard:     jetstream.DiscardNew,
 		PersistMode: jetstream.AsyncPersistMode,
+	}
+}
+
+// JetStream KV buckets of the governance state every edge replica shares.
+const (
+	// RevocationsBucket maps KVKey(capability id) to a Revocation. Every
+	// kernel watches it, so a revocation reaches all replicas at once.
+	RevocationsBucket = "CHIO_REVOCATIONS"
+	// BudgetsBucket maps KVKey(capability id) + "." + grant index to the
+	// grant's usage, updated only by compare-and-set.
+	BudgetsBucket = "CHIO_BUDGETS"
+	// VelocityBucket holds per-subject call counters per time window.
+	VelocityBucket = "CHIO_VELOCITY"
+)
+
+// KVKey encodes an id as a JetStream KV key. Ids may hold ':' and end in
+// '.', which KV keys may not, so every id is base64url-encoded: injective,
+// and the same on every replica.
+func KVKey(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
+
+// Revocation is the value stored under a revoked capability's key.
+type Revocation struct {
+	CapabilityID string `json:"capability_id"`
+	RevokedAt    uint64 `json:"revoked_at"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// RevocationsConfig is the configuration of RevocationsBucket.
+func RevocationsConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket: RevocationsBucket, Description: "Chio revoked capability ids",
+		Storage: jetstream.FileStorage, Replicas: max(replicas, 1), MaxValueSize: 4 << 10,
+	}
+}
+
+// BudgetsConfig is the configuration of BudgetsBucket.
+func BudgetsConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket: BudgetsBucket, Description: "Chio grant budgets (invocations and cost charged)",
+		Storage: jetstream.FileStorage, Replicas: max(replicas, 1), MaxValueSize: 1 << 10,
+	}
+}
+
+// VelocityConfig is the configuration of VelocityBucket; counters of past
+// windows expire after ttl.
+func VelocityConfig(replicas int, ttl time.Duration) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket: VelocityBucket, Description: "Chio per-subject call counters",
+		Storage: jetstream.FileStorage, Replicas: max(replicas, 1), MaxValueSize: 256, TTL: ttl,
 	}
 }

@@ -1,0 +1,373 @@
+// Package kernel decides whether a caller may run a tool: it validates a
+// capability token (trusted issuer, signature, time window, delegation
+// chain, revocation, grant, budgets) and runs the guard pipeline, failing
+// closed at every step. Every edge asks it before any tool runs.
+//
+// State shared by edge replicas lives in JetStream KV, never in process
+// memory: revocations are watched (every replica sees a revocation as soon
+// as it is written) and budgets are charged by compare-and-set, so limits
+// hold exactly across any number of replicas. A kernel whose NATS
+// connection is down denies.
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/edges/guards"
+	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// NoCapability is the capability_id recorded when no token could be read.
+const NoCapability = "none"
+
+// Option configures a kernel.
+type Option func(*config)
+
+type config struct {
+	now        func() time.Time
+	log        *slog.Logger
+	replicas   int
+	registry   *tools.Registry
+	cacheLimit int
+}
+
+// WithClock sets the clock (tests).
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithReplicas sets the replica count of the KV buckets the kernel creates.
+func WithReplicas(n int) Option { return func(c *config) { c.replicas = n } }
+
+// WithRegistry makes the kernel resolve every call's tool in r first: an
+// unknown, hidden or internal tool is denied before anything else.
+func WithRegistry(r *tools.Registry) Option { return func(c *config) { c.registry = r } }
+
+// WithTokenCacheSize bounds the verified-token cache (default 65536).
+func WithTokenCacheSize(n int) Option { return func(c *config) { c.cacheLimit = max(n, 2) } }
+
+// Kernel makes governance decisions. It is safe for concurrent use.
+type Kernel struct {
+	cfg      config
+	policy   *LoadedPolicy
+	js       jetstream.JetStream
+	pipeline []guards.Guard
+	revs     *revocations
+	budgets  *budgets
+	tokens   *tokenCache
+}
+
+// New opens (creating if needed) the shared state buckets, loads the
+// revocation list and starts watching it. It returns once the kernel has
+// every revocation written before it started.
+func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts ...Option) (*Kernel, error) {
+	cfg := config{now: time.Now, log: slog.Default(), replicas: 1, cacheLimit: 1 << 16}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	pipeline, err := policy.statelessGuards()
+	if err != nil {
+		return nil, fmt.Errorf("kernel: %w", err)
+	}
+	revKV, err := js.CreateOrUpdateKeyValue(ctx, schemas.RevocationsConfig(cfg.replicas))
+	if err != nil {
+		return nil, fmt.Errorf("kernel: open %s: %w", schemas.RevocationsBucket, err)
+	}
+	budKV, err := js.CreateOrUpdateKeyValue(ctx, schemas.BudgetsConfig(cfg.replicas))
+	if err != nil {
+		return nil, fmt.Errorf("kernel: open %s: %w", schemas.BudgetsBucket, err)
+	}
+	if v := policy.Guards.Velocity; v != nil {
+		window := time.Duration(v.WindowSeconds) * time.Second
+		velKV, err := js.CreateOrUpdateKeyValue(ctx, schemas.VelocityConfig(cfg.replicas, 2*window))
+		if err != nil {
+			return nil, fmt.Errorf("kernel: open %s: %w", schemas.VelocityBucket, err)
+		}
+		pipeline = append(pipeline, &velocityGuard{kv: velKV, max: v.MaxCalls, window: window, now: cfg.now})
+	}
+	revs, err := watchRevocations(ctx, revKV, cfg.log)
+	if err != nil {
+		return nil, fmt.Errorf("kernel: %w", err)
+	}
+	return &Kernel{
+		cfg: cfg, policy: policy, js: js, pipeline: pipeline, revs: revs,
+		budgets: &budgets{kv: budKV}, tokens: newTokenCache(cfg.cacheLimit),
+	}, nil
+}
+
+// Close stops the revocation watch.
+func (k *Kernel) Close() { k.revs.stop() }
+
+// Policy is the kernel's policy.
+func (k *Kernel) Policy() *LoadedPolicy { return k.policy }
+
+// Request asks whether a call may run.
+type Request struct {
+	// Token is the capability as presented: header form (base64url) or JSON.
+	Token     string
+	ServerID  string
+	ToolName  string
+	Operation schemas.Operation // default invoke
+	Arguments json.RawMessage   // default {}
+	// Cost is what the caller declares the call costs; without it a grant
+	// with max_cost_per_invocation is charged that worst case.
+	Cost *schemas.MonetaryAmount
+	// Exposure, when set, is the edge's audience: the tool must be exposed
+	// to it. Without it only the hard floor of internal names applies.
+	Exposure *tools.Exposure
+}
+
+// Decision is the kernel's answer, with everything a decision event needs.
+type Decision struct {
+	Allow bool
+	// Guard is the failing validation step or guard of a deny.
+	Guard  string
+	Reason string
+	// Evidence lists each guard that ran (and the failing validation step).
+	Evidence   []schemas.GuardEvidence
+	PolicyHash string
+	// CapabilityID is the presented token's id, or NoCapability.
+	CapabilityID    string
+	Subject         string
+	Issuer          string
+	RootIssuer      string
+	DelegationDepth int
+	// GrantIndex is the index of the matched grant, -1 if none matched.
+	GrantIndex int
+	// Lineage is the token's ancestors' ids, root first, then its own.
+	Lineage []string
+	// Charged is the cost charged against budgets, if any.
+	Charged *schemas.MonetaryAmount
+	// Tool is the resolved tool when a registry is configured.
+	Tool *tools.Entry
+}
+
+// Verdict is the receipt form of the decision.
+func (d *Decision) Verdict() schemas.Decision {
+	if d.Allow {
+		return schemas.Decision{Verdict: schemas.VerdictAllow}
+	}
+	return schemas.Decision{Verdict: schemas.VerdictDeny, Reason: d.Reason, Guard: d.Guard}
+}
+
+// Attribution is metadata.attribution of the receipt (wire reference §1.8).
+func (d *Decision) Attribution() map[string]any {
+	if d.Subject == "" {
+		return nil
+	}
+	return map[string]any{
+		"subject_key": d.Subject, "issuer_key": d.Issuer,
+		"delegation_depth": d.DelegationDepth, "grant_index": d.GrantIndex,
+	}
+}
+
+func (k *Kernel) deny(d *Decision, step, reason string) *Decision {
+	d.Allow, d.Guard, d.Reason = false, step, truncate(reason)
+	d.Evidence = append(d.Evidence, schemas.GuardEvidence{GuardName: step, Verdict: false, Details: d.Reason})
+	return d
+}
+
+// Decide validates the call in order — tool resolution, parse and schema,
+// trusted issuer, signature, time window, delegation chain, revocation of
+// the token and every ancestor, grant match, budgets, guards — and denies
+// at the first failure, naming the step.
+func (k *Kernel) Decide(ctx context.Context, req *Request) *Decision {
+	d := &Decision{PolicyHash: k.policy.Hash, CapabilityID: NoCapability, GrantIndex: -1}
+	op := req.Operation
+	if op == "" {
+		op = schemas.OpInvoke
+	}
+	if k.cfg.registry != nil {
+		exp := tools.Exposure{Protocol: "native", ExposeAll: true}
+		if req.Exposure != nil {
+			exp = *req.Exposure
+		}
+		e, err := k.cfg.registry.Resolve(exp, req.ServerID, req.ToolName)
+		if err != nil {
+			return k.deny(d, StepToolResolution, err.Error())
+		}
+		d.Tool = e
+	}
+	v, serr := k.tokens.get(k.policy, req.Token)
+	if serr != nil {
+		return k.deny(d, serr.step, serr.Error())
+	}
+	tok := v.tok
+	d.CapabilityID, d.Subject, d.Issuer, d.RootIssuer = tok.ID, tok.Subject, tok.Issuer, v.rootIssuer
+	d.DelegationDepth, d.Lineage = len(v.ancestors), v.lineage
+
+	now := uint64(k.cfg.now().Unix())
+	skew := uint64(k.policy.ClockSkew() / time.Second)
+	if tok.IssuedAt > now+skew {
+		return k.deny(d, StepTime, fmt.Sprintf("capability %s is not valid before %d (now %d)", tok.ID, tok.IssuedAt, now))
+	}
+	if now >= tok.ExpiresAt {
+		return k.deny(d, StepTime, fmt.Sprintf("capability %s expired at %d (now %d)", tok.ID, tok.ExpiresAt, now))
+	}
+
+	if !k.js.Conn().IsConnected() || !k.revs.live.Load() {
+		return k.deny(d, StepRevocation, "governance state unavailable: NATS is not connected or the revocation watch has ended (fail closed)")
+	}
+	if id := k.revs.firstRevoked(v.lineage); id != "" {
+		if id == tok.ID {
+			return k.deny(d, StepRevocation, fmt.Sprintf("capability %s is revoked", id))
+		}
+		return k.deny(d, StepRevocation, fmt.Sprintf("ancestor capability %s of %s is revoked", id, tok.ID))
+	}
+
+	gi := matchGrant(tok.Scope.Grants, req.ServerID, req.ToolName, op)
+	if gi < 0 {
+		return k.deny(d, StepGrant, fmt.Sprintf("capability %s grants no %s on %s/%s", tok.ID, op, req.ServerID, req.ToolName))
+	}
+	d.GrantIndex = gi
+	grant := &tok.Scope.Grants[gi]
+	if grant.DPoPRequired != nil && *grant.DPoPRequired {
+		// DPoP proofs are not implemented; a grant that demands one can
+		// never be satisfied here, so it denies rather than skipping it.
+		return k.deny(d, StepGrant, fmt.Sprintf("grant %d of %s requires a DPoP proof, which this kernel does not accept yet", gi, tok.ID))
+	}
+
+	if err := k.chargeBudgets(ctx, v, gi, req, op, d); err != nil {
+		var be *errBudget
+		if errors.As(err, &be) {
+			return k.deny(d, StepBudget, be.msg)
+		}
+		return k.deny(d, StepBudget, err.Error()+" (fail closed)")
+	}
+
+	args := req.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	call := &guards.Call{
+		CapabilityID: tok.ID, Subject: tok.Subject, ServerID: req.ServerID, ToolName: req.ToolName,
+		Operation: op, Arguments: args, Grant: grant, GrantIndex: gi, Constraints: v.constraints[gi],
+	}
+	if err := v.constraintErr[gi]; err != nil {
+		return k.deny(d, guardConstraint, fmt.Sprintf("grant %d of %s has constraints this kernel cannot enforce: %v (fail closed)", gi, tok.ID, err))
+	}
+	evidence, by, reason := guards.Run(ctx, k.pipeline, call)
+	d.Evidence = evidence
+	if by != "" {
+		d.Allow, d.Guard, d.Reason = false, by, truncate(reason)
+		return d
+	}
+	d.Allow = true
+	return d
+}
+
+// chargeBudgets charges the matched grant and every ancestor grant with a
+// limit that covers the call (a delegated child spends its parents' budget
+// too, so delegation cannot multiply a budget).
+func (k *Kernel) chargeBudgets(ctx context.Context, v *verified, gi int, req *Request, op schemas.Operation, d *Decision) error {
+	grant := &v.tok.Scope.Grants[gi]
+	var cost uint64
+	switch {
+	case req.Cost != nil && grant.MaxCostPerInvocation != nil:
+		if req.Cost.Currency != grant.MaxCostPerInvocation.Currency || req.Cost.Units > grant.MaxCostPerInvocation.Units {
+			return &errBudget{fmt.Sprintf("declared cost %d %s exceeds max_cost_per_invocation %d %s",
+				req.Cost.Units, req.Cost.Currency, grant.MaxCostPerInvocation.Units, grant.MaxCostPerInvocation.Currency)}
+		}
+		cost = req.Cost.Units
+	case grant.MaxCostPerInvocation != nil:
+		cost = grant.MaxCostPerInvocation.Units // worst case
+	case req.Cost != nil:
+		cost = req.Cost.Units
+	}
+	if grant.MaxTotalCost != nil && req.Cost != nil && req.Cost.Currency != grant.MaxTotalCost.Currency {
+		return &errBudget{fmt.Sprintf("declared cost currency %s differs from max_total_cost's %s", req.Cost.Currency, grant.MaxTotalCost.Currency)}
+	}
+	charges := []charge{{capabilityID: v.tok.ID, grantIndex: gi, grant: grant}}
+	for i := len(v.ancestors) - 1; i >= 0; i-- {
+		a := v.ancestors[i]
+		if ai := matchGrant(a.Scope.Grants, req.ServerID, req.ToolName, op); ai >= 0 {
+			charges = append(charges, charge{capabilityID: a.ID, grantIndex: ai, grant: &a.Scope.Grants[ai]})
+		}
+	}
+	limited := charges[:0:0]
+	for _, c := range charges {
+		if c.limited() {
+			limited = append(limited, c)
+		}
+	}
+	if len(limited) == 0 {
+		return nil
+	}
+	if err := k.budgets.chargeAll(ctx, limited, cost, k.cfg.log); err != nil {
+		return err
+	}
+	if cost > 0 {
+		cur := ""
+		if grant.MaxCostPerInvocation != nil {
+			cur = grant.MaxCostPerInvocation.Currency
+		} else if grant.MaxTotalCost != nil {
+			cur = grant.MaxTotalCost.Currency
+		} else if req.Cost != nil {
+			cur = req.Cost.Currency
+		}
+		d.Charged = &schemas.MonetaryAmount{Units: cost, Currency: cur}
+	}
+	return nil
+}
+
+// matchGrant is the index of the first grant covering server/tool/op, or -1.
+func matchGrant(gs []schemas.ToolGrant, server, tool string, op schemas.Operation) int {
+	for i := range gs {
+		g := &gs[i]
+		if g.ServerID != server || (g.ToolName != "*" && g.ToolName != tool) {
+			continue
+		}
+		for _, o := range g.Operations {
+			if o == op {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// TokenFromHeaders reads a capability from Authorization: Bearer or
+// X-Chio-Capability. Both present and different is an error: which one
+// counts would otherwise depend on the reader.
+func TokenFromHeaders(h http.Header) (string, error) {
+	var bearer string
+	if a := h.Get("Authorization"); a != "" {
+		scheme, rest, ok := strings.Cut(a, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(rest) == "" {
+			return "", errors.New("Authorization header is not \"Bearer <capability>\"")
+		}
+		bearer = strings.TrimSpace(rest)
+	}
+	x := strings.TrimSpace(h.Get("X-Chio-Capability"))
+	switch {
+	case bearer != "" && x != "" && bearer != x:
+		return "", errors.New("Authorization and X-Chio-Capability carry different capabilities")
+	case bearer != "":
+		return bearer, nil
+	case x != "":
+		return x, nil
+	}
+	return "", errors.New("no capability: send Authorization: Bearer <token> or X-Chio-Capability")
+}
+
+func truncate(s string) string {
+	if len(s) <= schemas.MaxTextBytes {
+		return s
+	}
+	cut := schemas.MaxTextBytes - len("…")
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}

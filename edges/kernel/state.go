@@ -1,0 +1,252 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// ErrStateUnavailable means the shared state in JetStream could not be
+// read or written; the kernel denies (fail closed).
+var ErrStateUnavailable = errors.New("governance state unavailable")
+
+// revocations mirrors RevocationsBucket through a watch. Only a watched,
+// connected mirror is trusted: Revoked fails closed otherwise.
+type revocations struct {
+	mu      sync.RWMutex
+	revoked map[string]bool
+	ready   atomic.Bool // initial values loaded
+	live    atomic.Bool // loaded and the watch still running
+	watcher jetstream.KeyWatcher
+}
+
+func watchRevocations(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger) (*revocations, error) {
+	// The watch lives until stop, not until the caller's ctx ends.
+	w, err := kv.WatchAll(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("watch revocations: %w", err)
+	}
+	r := &revocations{revoked: map[string]bool{}, watcher: w}
+	loaded := make(chan struct{})
+	go func() {
+		// A watch that ends leaves a stale mirror: fail closed from then on.
+		defer r.live.Store(false)
+		for e := range w.Updates() {
+			if e == nil { // end of the initial values
+				if r.ready.CompareAndSwap(false, true) {
+					r.live.Store(true)
+					close(loaded)
+				}
+				continue
+			}
+			var rev schemas.Revocation
+			id := ""
+			if e.Operation() == jetstream.KeyValuePut {
+				if err := json.Unmarshal(e.Value(), &rev); err != nil || schemas.KVKey(rev.CapabilityID) != e.Key() {
+					log.Warn("kernel: ignoring malformed revocation", "key", e.Key())
+					continue
+				}
+				id = rev.CapabilityID
+			}
+			r.mu.Lock()
+			if id != "" {
+				r.revoked[id] = true
+			} else {
+				// A deleted or purged key is an operator lifting a revocation;
+				// every replica (and any new one) then agrees.
+				r.revoked = deleteByKey(r.revoked, e.Key())
+			}
+			r.mu.Unlock()
+		}
+	}()
+	select {
+	case <-loaded:
+		return r, nil
+	case <-ctx.Done():
+		_ = w.Stop()
+		return nil, fmt.Errorf("watch revocations: initial load: %w", ctx.Err())
+	}
+}
+
+func deleteByKey(m map[string]bool, key string) map[string]bool {
+	for id := range m {
+		if schemas.KVKey(id) == key {
+			delete(m, id)
+		}
+	}
+	return m
+}
+
+// firstRevoked returns the first of ids that is revoked, or "".
+func (r *revocations) firstRevoked(ids []string) string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, id := range ids {
+		if r.revoked[id] {
+			return id
+		}
+	}
+	return ""
+}
+
+func (r *revocations) stop() { _ = r.watcher.Stop() }
+
+// Revoke records the revocation of a capability id in JetStream KV. Every
+// watching kernel denies the id, and every token delegated from it, as soon
+// as the update reaches it.
+func Revoke(ctx context.Context, js jetstream.JetStream, replicas int, id, reason string, now time.Time) error {
+	if !schemas.ValidID(id) {
+		return fmt.Errorf("revoke: %q is not a capability id", id)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, schemas.RevocationsConfig(replicas))
+	if err != nil {
+		return fmt.Errorf("revoke %s: open bucket: %w", id, err)
+	}
+	val, err := json.Marshal(schemas.Revocation{CapabilityID: id, RevokedAt: uint64(now.Unix()), Reason: reason})
+	if err != nil {
+		return fmt.Errorf("revoke %s: %w", id, err)
+	}
+	if _, err := kv.Put(ctx, schemas.KVKey(id), val); err != nil {
+		return fmt.Errorf("revoke %s: %w", id, err)
+	}
+	return nil
+}
+
+// usage is the value of one grant's budget key.
+type usage struct {
+	Invocations uint64 `json:"invocations"`
+	CostUnits   uint64 `json:"cost_units"`
+}
+
+// charge is one grant's share of a call: the budget key and the limits.
+type charge struct {
+	capabilityID string
+	grantIndex   int
+	grant        *schemas.ToolGrant
+}
+
+func (c charge) key() string { return schemas.KVKey(c.capabilityID) + "." + strconv.Itoa(c.grantIndex) }
+
+func (c charge) limited() bool { return c.grant.MaxInvocations != nil || c.grant.MaxTotalCost != nil }
+
+// errBudget is a deny: the grant's budget would be exceeded.
+type errBudget struct{ msg string }
+
+func (e *errBudget) Error() string { return e.msg }
+
+// budgets charges grant budgets in BudgetsBucket by compare-and-set: a
+// charge reads the usage, checks the limits, and writes the new usage only
+// if nobody wrote since. Concurrent charges from any number of replicas
+// therefore serialize on the key and never overspend.
+type budgets struct {
+	kv jetstream.KeyValue
+}
+
+// chargeOne adds one invocation and cost units to c's usage.
+func (b *budgets) chargeOne(ctx context.Context, c charge, cost uint64) error {
+	g := c.grant
+	return casUpdate(ctx, b.kv, c.key(), func(u *usage) error {
+		if g.MaxInvocations != nil && u.Invocations+1 > uint64(*g.MaxInvocations) {
+			return &errBudget{fmt.Sprintf("max_invocations %d of grant %d of %s reached", *g.MaxInvocations, c.grantIndex, c.capabilityID)}
+		}
+		if g.MaxTotalCost != nil && u.CostUnits+cost > g.MaxTotalCost.Units {
+			return &errBudget{fmt.Sprintf("max_total_cost %d %s of grant %d of %s would be exceeded (charged %d, this call %d)",
+				g.MaxTotalCost.Units, g.MaxTotalCost.Currency, c.grantIndex, c.capabilityID, u.CostUnits, cost)}
+		}
+		u.Invocations++
+		u.CostUnits += cost
+		return nil
+	})
+}
+
+// casUpdate applies change to the usage under key and writes it only if
+// the key is unchanged since it was read, retrying on conflict. An error
+// from change aborts without writing.
+func casUpdate(ctx context.Context, kv jetstream.KeyValue, key string, change func(*usage) error) error {
+	for attempt := 0; ; attempt++ {
+		var (
+			u   usage
+			rev uint64
+		)
+		e, err := kv.Get(ctx, key)
+		switch {
+		case err == nil:
+			if err := json.Unmarshal(e.Value(), &u); err != nil {
+				return fmt.Errorf("%w: %s: corrupt usage record: %v", ErrStateUnavailable, key, err)
+			}
+			rev = e.Revision()
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		default:
+			return fmt.Errorf("%w: read %s: %v", ErrStateUnavailable, key, err)
+		}
+		if err := change(&u); err != nil {
+			return err
+		}
+		next, _ := json.Marshal(u)
+		if rev == 0 {
+			_, err = kv.Create(ctx, key, next)
+		} else {
+			_, err = kv.Update(ctx, key, next, rev)
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return fmt.Errorf("%w: write %s: %v", ErrStateUnavailable, key, err)
+		}
+		// Lost the race: someone wrote in between. Back off a little, with
+		// jitter, so contending replicas do not retry in lockstep.
+		if err := sleepCtx(ctx, time.Duration(rand.Int64N(int64(time.Millisecond)*int64(min(attempt+1, 8))/4+1))); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrStateUnavailable, key, err)
+		}
+	}
+}
+
+// refund takes back a charge made earlier in this call, when a later
+// charge (an ancestor's) was refused. It can only under-count briefly,
+// which denies, never overspends.
+func (b *budgets) refund(ctx context.Context, c charge, cost uint64) error {
+	return casUpdate(ctx, b.kv, c.key(), func(u *usage) error {
+		u.Invocations = max(u.Invocations, 1) - 1
+		u.CostUnits -= min(u.CostUnits, cost)
+		return nil
+	})
+}
+
+// chargeAll charges the call's grant and each ancestor grant that has a
+// limit, leaf first; if one refuses, the earlier charges are refunded.
+func (b *budgets) chargeAll(ctx context.Context, cs []charge, cost uint64, log *slog.Logger) error {
+	for i, c := range cs {
+		if err := b.chargeOne(ctx, c, cost); err != nil {
+			for _, done := range cs[:i] {
+				if rerr := b.refund(context.WithoutCancel(ctx), done, cost); rerr != nil {
+					log.Error("kernel: refund failed; the budget stays charged", "key", done.key(), "err", rerr)
+				}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,160 @@
+package kernel
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"sync"
+
+	"github.com/chio-ledger/chio/edges/guards"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// verified is a token whose static checks passed: parse and schema,
+// trusted root issuer, its signature and its whole delegation chain. Only
+// per-call checks remain: time window, revocation, grant, budgets, guards.
+type verified struct {
+	tok *schemas.CapabilityToken
+	// ancestors rebuilt from the chain, root first.
+	ancestors []*schemas.CapabilityToken
+	// lineage is every id a revocation must be checked for: the
+	// ancestors' ids, root first, then the token's own.
+	lineage    []string
+	rootIssuer string
+	// constraints[i] is grant i's compiled constraints, or constraintErr[i]
+	// why they could not be compiled (the grant then denies every call).
+	constraints   []*guards.ConstraintSet
+	constraintErr []error
+}
+
+// stepError is a failed validation step; step becomes the deny guard.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.err.Error() }
+
+func fail(step string, format string, args ...any) *stepError {
+	return &stepError{step: step, err: fmt.Errorf(format, args...)}
+}
+
+// Validation step names, as they appear as the guard of a deny decision.
+const (
+	StepToolResolution = "tool_resolution"
+	StepParse          = "parse"
+	StepIssuer         = "issuer"
+	StepSignature      = "signature"
+	StepTime           = "time"
+	StepDelegation     = "delegation"
+	StepRevocation     = "revocation"
+	StepGrant          = "grant"
+	StepBudget         = "budget"
+)
+
+// verify runs the static steps in order: parse and schema → trusted issuer
+// → signature → delegation chain. The time window, which the issue orders
+// between signature and delegation, depends on the clock and is checked per
+// call; a token failing both is therefore named by the first static step.
+func verify(p *LoadedPolicy, text string) (*verified, *stepError) {
+	raw, err := schemas.DecodeCapabilityText(text)
+	if err != nil {
+		return nil, fail(StepParse, "%v", err)
+	}
+	tok, err := schemas.ParseCapability(raw)
+	if err != nil {
+		return nil, fail(StepParse, "%v", err)
+	}
+	v := &verified{tok: tok, rootIssuer: tok.Issuer}
+	if len(tok.DelegationChain) > 0 {
+		v.rootIssuer = tok.DelegationChain[0].Delegator
+	}
+	if !p.Trusted(v.rootIssuer) {
+		return nil, fail(StepIssuer, "capability %s: root issuer %s is not trusted", tok.ID, v.rootIssuer)
+	}
+	if err := tok.VerifySignature(); err != nil {
+		return nil, fail(StepSignature, "%v", err)
+	}
+	for i := range tok.DelegationChain {
+		a := tok.Ancestor(i)
+		l := &tok.DelegationChain[i]
+		if h, err := schemas.ScopeHash(l.Scope); err != nil || h != l.ScopeHash {
+			return nil, fail(StepDelegation, "delegation_chain[%d] (%s): scope_hash does not match its scope", i, l.CapabilityID)
+		}
+		if err := a.VerifySignature(); err != nil {
+			return nil, fail(StepDelegation, "delegation_chain[%d]: %v", i, err)
+		}
+		v.ancestors = append(v.ancestors, a)
+		v.lineage = append(v.lineage, a.ID)
+	}
+	v.lineage = append(v.lineage, tok.ID)
+	// Connectivity and attenuation: each step is issued by the previous
+	// step's subject and only narrows it.
+	chain := append(append([]*schemas.CapabilityToken(nil), v.ancestors...), tok)
+	seen := map[string]bool{}
+	for i, t := range chain {
+		if seen[t.ID] {
+			return nil, fail(StepDelegation, "capability id %s appears twice in its own chain", t.ID)
+		}
+		seen[t.ID] = true
+		if i == 0 {
+			continue
+		}
+		parent := chain[i-1]
+		if t.Issuer != parent.Subject {
+			return nil, fail(StepDelegation, "%s is issued by %s, not by the subject of its parent %s", t.ID, t.Issuer, parent.ID)
+		}
+		if err := schemas.CheckAttenuation(&parent.CapabilityBody, &t.CapabilityBody); err != nil {
+			return nil, fail(StepDelegation, "%s: %v", t.ID, err)
+		}
+	}
+	v.constraints = make([]*guards.ConstraintSet, len(tok.Scope.Grants))
+	v.constraintErr = make([]error, len(tok.Scope.Grants))
+	for i, g := range tok.Scope.Grants {
+		if len(g.Constraints) > 0 {
+			v.constraints[i], v.constraintErr[i] = guards.CompileConstraints(g.Constraints)
+		}
+	}
+	return v, nil
+}
+
+// tokenCache holds verified tokens by the SHA-256 of their text, so a hot
+// path does not repeat Ed25519 verification per call. Only successes are
+// cached; the per-call checks never are.
+type tokenCache struct {
+	mu    sync.RWMutex
+	m     map[[32]byte]*verified
+	limit int
+}
+
+func newTokenCache(limit int) *tokenCache {
+	return &tokenCache{m: make(map[[32]byte]*verified), limit: limit}
+}
+
+func (c *tokenCache) get(p *LoadedPolicy, text string) (*verified, *stepError) {
+	key := sha256.Sum256([]byte(text))
+	c.mu.RLock()
+	v := c.m[key]
+	c.mu.RUnlock()
+	if v != nil {
+		return v, nil
+	}
+	v, serr := verify(p, text)
+	if serr != nil {
+		return nil, serr
+	}
+	c.mu.Lock()
+	if len(c.m) >= c.limit {
+		// Drop about half, arbitrarily (map order): a bounded cache
+		// without bookkeeping on the read path.
+		n := 0
+		for k := range c.m {
+			delete(c.m, k)
+			if n++; n >= c.limit/2 {
+				break
+			}
+		}
+	}
+	c.m[key] = v
+	c.mu.Unlock()
+	return v, nil
+}
