@@ -38,4 +38,13 @@ bin/chio verify --receipt receipt.json --proof receipt.tlog-proof \
 curl -sf "http://$http/v1/receipts/query?toolServer=hello&outcome=deny&limit=10" | grep -q '"totalCount":1'
 bin/chio ledger rebuild --nats "nats://$natsaddr" --data-dir "$work/rebuilt" --keys .chio/keys | tee rebuild.txt
 grep -q '^size 2$' rebuild.txt
+
+bin/chio capability keygen --out agent.key > agent.pub
+bin/chio capability keygen --out helper.key > helper.pub
+bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" \
+  --grant 'hello-a2a-srv/*:invoke,delegate' --ttl 1h --max-invocations 100 --id cap-agent > agent.tok
+bin/chio capability issue --issuer-key agent.key --subject "$(cat helper.pub)" \
+  --grant hello-a2a-srv/hello_task --max-invocations 10 --delegate-from @agent.tok --output header > helper.tok
+bin/chio capability inspect @helper.tok | grep -q '^ok   token narrows its parent cap-agent$'
+bin/chio capability revoke cap-agent --nats "nats://$natsaddr" --reason "key rotated" | grep -q '^revoked cap-agent$'
 echo "tour: OK"

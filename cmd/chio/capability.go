@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +24,40 @@ func newCapabilityCmd() *cobra.Command {
 		Use:   "capability",
 		Short: "Issue, inspect and revoke chio.capability.v1 tokens",
 	}
-	cmd.AddCommand(newCapabilityIssueCmd(), newCapabilityInspectCmd(), newCapabilityRevokeCmd())
+	cmd.AddCommand(newCapabilityKeygenCmd(), newCapabilityIssueCmd(), newCapabilityInspectCmd(), newCapabilityRevokeCmd())
+	return cmd
+}
+
+func newCapabilityKeygenCmd() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "keygen --out FILE",
+		Short: "Generate an agent's Ed25519 key: writes the private key to FILE (0600) and prints the public key",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usageError(errors.New("--out is required"))
+			}
+			_, priv, err := ed25519.GenerateKey(rand.Reader)
+			if err != nil {
+				return fmt.Errorf("capability keygen: %w", err)
+			}
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return fmt.Errorf("capability keygen: %w", err)
+			}
+			if _, err := fmt.Fprintln(f, schemas.EncodePrivateKey(priv)); err != nil {
+				f.Close()
+				return fmt.Errorf("capability keygen: %w", err)
+			}
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("capability keygen: %w", err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), schemas.EncodePublicKey(priv.Public().(ed25519.PublicKey)))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "file to write the private key to (must not exist)")
 	return cmd
 }
 

@@ -101,6 +101,25 @@ func TestCapabilityIssueInspectDelegate(t *testing.T) {
 	}
 }
 
+func TestCapabilityKeygen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.key")
+	out, err := chio(context.Background(), "capability", "keygen", "--out", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(path)
+	priv, err := schemas.ParsePrivateKey(string(raw))
+	if err != nil || schemas.EncodePublicKey(priv.Public().(ed25519.PublicKey)) != strings.TrimSpace(out) {
+		t.Fatalf("printed key %q does not match the file: %v", out, err)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", st.Mode())
+	}
+	if _, err := chio(context.Background(), "capability", "keygen", "--out", path); err == nil {
+		t.Fatal("overwrote an existing key")
+	}
+}
+
 func TestCapabilityRevoke(t *testing.T) {
 	ns, err := natsembed.Start(natsembed.Config{StoreDir: t.TempDir(), Port: -1})
 	if err != nil {

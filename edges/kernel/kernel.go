@@ -54,8 +54,9 @@ func WithReplicas(n int) Option { return func(c *config) { c.replicas = n } }
 // unknown, hidden or internal tool is denied before anything else.
 func WithRegistry(r *tools.Registry) Option { return func(c *config) { c.registry = r } }
 
-// WithTokenCacheSize bounds the verified-token cache (default 65536).
-func WithTokenCacheSize(n int) Option { return func(c *config) { c.cacheLimit = max(n, 2) } }
+// WithTokenCacheBytes bounds the verified-token cache by the total size
+// of the cached token texts (default 64 MiB).
+func WithTokenCacheBytes(n int) Option { return func(c *config) { c.cacheLimit = n } }
 
 // Kernel makes governance decisions. It is safe for concurrent use.
 type Kernel struct {
@@ -72,7 +73,7 @@ type Kernel struct {
 // revocation list and starts watching it. It returns once the kernel has
 // every revocation written before it started.
 func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts ...Option) (*Kernel, error) {
-	cfg := config{now: time.Now, log: slog.Default(), replicas: 1, cacheLimit: 1 << 16}
+	cfg := config{now: time.Now, log: slog.Default(), replicas: 1, cacheLimit: 64 << 20}
 	for _, o := range opts {
 		o(&cfg)
 	}

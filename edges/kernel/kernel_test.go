@@ -509,3 +509,30 @@ func TestTokenFromHeaders(t *testing.T) {
 		}
 	}
 }
+
+// A small cache evicts and re-verifies; it never answers for another token.
+func TestTokenCacheBound(t *testing.T) {
+	e := startNATS(t)
+	k := newKernel(t, e, testPolicy(t, nil), WithTokenCacheBytes(2000))
+	var toks []string
+	for i := range 10 {
+		toks = append(toks, header(t, issue(t, issuerKey, body(fmt.Sprintf("cap-cache-%d", i), grant("srv", fmt.Sprintf("tool%d", i))))))
+	}
+	for round := range 3 {
+		for i, tok := range toks {
+			d := k.Decide(context.Background(), req(tok, "srv", fmt.Sprintf("tool%d", i), `{}`))
+			if !d.Allow || d.CapabilityID != fmt.Sprintf("cap-cache-%d", i) {
+				t.Fatalf("round %d token %d: %+v", round, i, d)
+			}
+			if d := k.Decide(context.Background(), req(tok, "srv", fmt.Sprintf("tool%d", (i+1)%10), `{}`)); d.Allow {
+				t.Fatalf("token %d allowed another token's tool", i)
+			}
+		}
+		k.tokens.mu.RLock()
+		size := k.tokens.bytes
+		k.tokens.mu.RUnlock()
+		if size > 2000 {
+			t.Fatalf("cache holds %d bytes, bound 2000", size)
+		}
+	}
+}

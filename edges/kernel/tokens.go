@@ -1,8 +1,8 @@
 package kernel
 
 import (
-	"crypto/sha256"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/chio-ledger/chio/edges/guards"
@@ -117,23 +117,25 @@ func verify(p *LoadedPolicy, text string) (*verified, *stepError) {
 	return v, nil
 }
 
-// tokenCache holds verified tokens by the SHA-256 of their text, so a hot
-// path does not repeat Ed25519 verification per call. Only successes are
-// cached; the per-call checks never are.
+// tokenCache holds verified tokens so a hot path does not repeat Ed25519
+// verification per call. It is keyed by the token text itself: the map
+// hashes it, and a lookup compares the whole text, so two tokens can never
+// share an entry (a truncated digest as key could collide). Only successes
+// are cached; the per-call checks never are. Size is bounded in bytes.
 type tokenCache struct {
-	mu    sync.RWMutex
-	m     map[[32]byte]*verified
-	limit int
+	mu       sync.RWMutex
+	m        map[string]*verified
+	bytes    int
+	maxBytes int
 }
 
-func newTokenCache(limit int) *tokenCache {
-	return &tokenCache{m: make(map[[32]byte]*verified), limit: limit}
+func newTokenCache(maxBytes int) *tokenCache {
+	return &tokenCache{m: make(map[string]*verified), maxBytes: maxBytes}
 }
 
 func (c *tokenCache) get(p *LoadedPolicy, text string) (*verified, *stepError) {
-	key := sha256.Sum256([]byte(text))
 	c.mu.RLock()
-	v := c.m[key]
+	v := c.m[text]
 	c.mu.RUnlock()
 	if v != nil {
 		return v, nil
@@ -142,19 +144,25 @@ func (c *tokenCache) get(p *LoadedPolicy, text string) (*verified, *stepError) {
 	if serr != nil {
 		return nil, serr
 	}
+	// The verified token holds its own decoded copy; the key is a copy of
+	// the text, so the cache never pins a caller's larger request buffer.
+	key := strings.Clone(text)
 	c.mu.Lock()
-	if len(c.m) >= c.limit {
+	if c.bytes+len(key) > c.maxBytes {
 		// Drop about half, arbitrarily (map order): a bounded cache
 		// without bookkeeping on the read path.
-		n := 0
 		for k := range c.m {
 			delete(c.m, k)
-			if n++; n >= c.limit/2 {
+			c.bytes -= len(k)
+			if c.bytes <= c.maxBytes/2 {
 				break
 			}
 		}
 	}
-	c.m[key] = v
+	if _, ok := c.m[key]; !ok {
+		c.m[key] = v
+		c.bytes += len(key)
+	}
 	c.mu.Unlock()
 	return v, nil
 }
