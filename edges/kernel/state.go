@@ -100,7 +100,13 @@ func (r *revocations) firstRevoked(ids []string) string {
 	return ""
 }
 
-func (r *revocations) stop() { _ = r.watcher.Stop() }
+// stop ends the watch. Stopping sends a request to the server, which
+// waits out its timeout when NATS is unreachable; Close must not block on
+// that, so it runs in the background.
+func (r *revocations) stop() {
+	r.live.Store(false)
+	go func() { _ = r.watcher.Stop() }()
+}
 
 // Revoke records the revocation of a capability id in JetStream KV. Every
 // watching kernel denies the id, and every token delegated from it, as soon
