@@ -30,13 +30,17 @@ const MaxDetails = 1024
 type Call struct {
 	CapabilityID string
 	Subject      string // caller's public key, lowercase hex
-	ServerID     string
-	ToolName     string
-	Operation    schemas.Operation
-	Arguments    json.RawMessage    // the call's arguments (any JSON value, usually an object)
-	Grant        *schemas.ToolGrant // the grant that matched (may be nil in tests of non-constraint guards)
-	GrantIndex   int
-	Constraints  *ConstraintSet // compiled Grant.Constraints (nil = none); the kernel compiles once per verified token
+	// RootSubject is the first delegatee of the chain (Subject itself when
+	// the token is not delegated): per-principal limits key on it, since a
+	// holder chooses the subjects of the tokens it delegates.
+	RootSubject string
+	ServerID    string
+	ToolName    string
+	Operation   schemas.Operation
+	Arguments   json.RawMessage    // the call's arguments (any JSON value, usually an object)
+	Grant       *schemas.ToolGrant // the grant that matched (may be nil in tests of non-constraint guards)
+	GrantIndex  int
+	Constraints *ConstraintSet // compiled Grant.Constraints (nil = none); the kernel compiles once per verified token
 
 	args    any
 	argsErr error
