@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"strconv"
 	"strings"
 )
 
@@ -156,11 +158,26 @@ func IssueCapability(priv ed25519.PrivateKey, body CapabilityBody) (*CapabilityT
 	if err := body.Validate(); err != nil {
 		return nil, fmt.Errorf("issue capability: %w", err)
 	}
+	// Sign the constraints in the form verifiers evaluate (see ParseCapability).
+	probe := CapabilityToken{CapabilityBody: body}
+	probe.Scope.Grants = cloneGrants(body.Scope.Grants)
+	if err := probe.canonicalizeConstraints(); err != nil {
+		return nil, fmt.Errorf("issue capability: %w", err)
+	}
+	body.Scope.Grants = probe.Scope.Grants
 	sig, err := SignCanonical(priv, body)
 	if err != nil {
 		return nil, fmt.Errorf("issue capability: %w", err)
 	}
 	return &CapabilityToken{CapabilityBody: body, Signature: sig}, nil
+}
+
+func cloneGrants(gs []ToolGrant) []ToolGrant {
+	out := append([]ToolGrant(nil), gs...)
+	for i := range out {
+		out[i].Constraints = append([]Constraint(nil), out[i].Constraints...)
+	}
+	return out
 }
 
 // Delegate issues a child of parent, signed by the parent's subject key
@@ -362,10 +379,82 @@ func ParseCapability(raw []byte) (*CapabilityToken, error) {
 	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("capability: %w", err)
 	}
+	// The signature covers the JCS form, where numbers are IEEE doubles:
+	// guards must evaluate exactly that form, and a constraint number that
+	// a double cannot hold would let a holder swap it for a neighbour that
+	// verifies under the same signature.
+	if err := t.canonicalizeConstraints(); err != nil {
+		return nil, fmt.Errorf("capability: %w", err)
+	}
+	// encoding/json matches field names case-insensitively and keeps the
+	// last of repeated ones; a token must read the same to every parser, so
+	// its text must canonicalize to exactly what was decoded.
+	want, err := CanonicalizeJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("capability: %w", err)
+	}
+	got, err := Canonical(&t)
+	if err != nil {
+		return nil, fmt.Errorf("capability: %w", err)
+	}
+	if !bytes.Equal(want, got) {
+		return nil, errors.New("capability: field names must match exactly, once each, and empty optional fields must be omitted")
+	}
 	if _, err := ParseSignature(t.Signature); err != nil {
 		return nil, fmt.Errorf("capability: %w", err)
 	}
 	return &t, nil
+}
+
+func (t *CapabilityToken) canonicalizeConstraints() error {
+	scopes := []*Scope{&t.Scope}
+	for i := range t.DelegationChain {
+		scopes = append(scopes, &t.DelegationChain[i].Scope)
+	}
+	for _, s := range scopes {
+		for gi := range s.Grants {
+			for ci := range s.Grants[gi].Constraints {
+				c := &s.Grants[gi].Constraints[ci]
+				if len(c.Value) == 0 {
+					continue
+				}
+				if err := exactNumbers(c.Value); err != nil {
+					return fmt.Errorf("grant %d constraint %d: %w", gi, ci, err)
+				}
+				canon, err := CanonicalizeJSON(c.Value)
+				if err != nil {
+					return fmt.Errorf("grant %d constraint %d: %w", gi, ci, err)
+				}
+				c.Value = canon
+			}
+		}
+	}
+	return nil
+}
+
+// exactNumbers refuses JSON numbers that an IEEE double does not hold
+// exactly (JCS, and so the signature, would cover a different number).
+func exactNumbers(raw json.RawMessage) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		n, ok := tok.(json.Number)
+		if !ok {
+			continue
+		}
+		exact, ok := new(big.Rat).SetString(n.String())
+		f, ferr := strconv.ParseFloat(n.String(), 64)
+		if !ok || ferr != nil || new(big.Rat).SetFloat64(f).Cmp(exact) != 0 {
+			return fmt.Errorf("number %s is not exactly representable as an IEEE double, which JCS signs", abbreviate(n.String()))
+		}
+	}
 }
 
 // EncodeCapabilityHeader is the header form of a token: unpadded base64url
@@ -405,7 +494,7 @@ func CheckAttenuation(parent, child *CapabilityBody) error {
 			child.IssuedAt, child.ExpiresAt, parent.ID, parent.IssuedAt, parent.ExpiresAt)
 	}
 	for i := range child.Scope.Grants {
-		if err := coveredTool(&child.Scope.Grants[i], parent.Scope.Grants); err != nil {
+		if _, err := CoveringGrant(&child.Scope.Grants[i], parent.Scope.Grants); err != nil {
 			return fmt.Errorf("attenuation: grants[%d] (%s/%s) widens parent %s: %w",
 				i, child.Scope.Grants[i].ServerID, child.Scope.Grants[i].ToolName, parent.ID, err)
 		}
@@ -437,8 +526,10 @@ func CheckAttenuation(parent, child *CapabilityBody) error {
 	return nil
 }
 
-// coveredTool finds a parent grant that covers c, or explains the closest miss.
-func coveredTool(c *ToolGrant, parents []ToolGrant) error {
+// CoveringGrant is the index of the first parent grant that covers c (a
+// delegable grant for the same tools that c only narrows), or an error
+// explaining the closest miss. A delegated call charges that grant's budget.
+func CoveringGrant(c *ToolGrant, parents []ToolGrant) (int, error) {
 	why := errors.New("no parent grant for this tool")
 	for i := range parents {
 		p := &parents[i]
@@ -449,9 +540,9 @@ func coveredTool(c *ToolGrant, parents []ToolGrant) error {
 			why = err
 			continue
 		}
-		return nil
+		return i, nil
 	}
-	return why
+	return -1, why
 }
 
 func narrows(p, c *ToolGrant) error {

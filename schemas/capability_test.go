@@ -284,3 +284,26 @@ func TestManifestsMatchSchema(t *testing.T) {
 		t.Error("duplicate tool names accepted")
 	}
 }
+
+// A constraint number a double cannot hold would be signed as its double
+// neighbour, letting a holder swap it: refused at issue and at parse.
+func TestInexactConstraintNumbersRefused(t *testing.T) {
+	g := ToolGrant{ServerID: "bank", ToolName: "pay", Operations: []Operation{OpInvoke},
+		Constraints: []Constraint{{Type: "exact", Value: json.RawMessage(`{"pointer":"/account","equals":12345678901234567891}`)}}}
+	if _, err := IssueCapability(testKey(1), capBody("cap-n", 1, 2, g)); err == nil {
+		t.Fatal("issued a token with an inexact constraint number")
+	}
+	g.Constraints[0].Value = json.RawMessage(`{"pointer":"/amount","equals":1.50}`)
+	tok, err := IssueCapability(testKey(1), capBody("cap-n", 1, 2, g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(tok.Scope.Grants[0].Constraints[0].Value); got != `{"equals":1.5,"pointer":"/amount"}` {
+		t.Fatalf("constraint not signed in canonical form: %s", got)
+	}
+	raw, _ := json.Marshal(tok)
+	forged := strings.Replace(string(raw), `1.5`, `1.5000000000000000001`, 1)
+	if _, err := ParseCapability([]byte(forged)); err == nil {
+		t.Fatal("parsed a token whose constraint number was rewritten to a double neighbour")
+	}
+}

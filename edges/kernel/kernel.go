@@ -199,22 +199,27 @@ func (k *Kernel) Decide(ctx context.Context, req *Request) *Decision {
 			return k.deny(d, StepToolResolution, err.Error())
 		}
 		d.Tool = e
+	} else if exp := (tools.Exposure{Protocol: "native", ExposeAll: true}); exp.IsInternal(req.ServerID) || exp.IsInternal(req.ToolName) {
+		// Without a registry the hard floor still holds: a "*" grant
+		// never reaches an internal tool.
+		return k.deny(d, StepToolResolution, fmt.Sprintf("%s/%s is in an internal namespace", req.ServerID, req.ToolName))
 	}
 	v, serr := k.tokens.get(k.policy, req.Token)
 	if serr != nil {
+		// The time window comes before delegation in the validation order.
+		if serr.step == StepDelegation && serr.tok != nil {
+			if msg := k.outsideWindow(serr.tok); msg != "" {
+				return k.deny(d, StepTime, msg)
+			}
+		}
 		return k.deny(d, serr.step, serr.Error())
 	}
 	tok := v.tok
 	d.CapabilityID, d.Subject, d.Issuer, d.RootIssuer = tok.ID, tok.Subject, tok.Issuer, v.rootIssuer
 	d.DelegationDepth, d.Lineage = len(v.ancestors), v.lineage
 
-	now := uint64(k.cfg.now().Unix())
-	skew := uint64(k.policy.ClockSkew() / time.Second)
-	if tok.IssuedAt > now+skew {
-		return k.deny(d, StepTime, fmt.Sprintf("capability %s is not valid before %d (now %d)", tok.ID, tok.IssuedAt, now))
-	}
-	if now >= tok.ExpiresAt {
-		return k.deny(d, StepTime, fmt.Sprintf("capability %s expired at %d (now %d)", tok.ID, tok.ExpiresAt, now))
+	if msg := k.outsideWindow(tok); msg != "" {
+		return k.deny(d, StepTime, msg)
 	}
 
 	if !k.js.Conn().IsConnected() || !k.revs.live.Load() {
@@ -239,7 +244,12 @@ func (k *Kernel) Decide(ctx context.Context, req *Request) *Decision {
 		return k.deny(d, StepGrant, fmt.Sprintf("grant %d of %s requires a DPoP proof, which this kernel does not accept yet", gi, tok.ID))
 	}
 
-	if err := k.chargeBudgets(ctx, v, gi, req, op, d); err != nil {
+	if err := v.constraintErr[gi]; err != nil {
+		return k.deny(d, guardConstraint, fmt.Sprintf("grant %d of %s has constraints this kernel cannot enforce: %v (fail closed)", gi, tok.ID, err))
+	}
+
+	charged, cost, err := k.chargeBudgets(ctx, v, gi, req, d)
+	if err != nil {
 		var be *errBudget
 		if errors.As(err, &be) {
 			return k.deny(d, StepBudget, be.msg)
@@ -252,48 +262,87 @@ func (k *Kernel) Decide(ctx context.Context, req *Request) *Decision {
 		args = json.RawMessage("{}")
 	}
 	call := &guards.Call{
-		CapabilityID: tok.ID, Subject: tok.Subject, ServerID: req.ServerID, ToolName: req.ToolName,
+		CapabilityID: tok.ID, Subject: tok.Subject, RootSubject: v.rootSubject, ServerID: req.ServerID, ToolName: req.ToolName,
 		Operation: op, Arguments: args, Grant: grant, GrantIndex: gi, Constraints: v.constraints[gi],
-	}
-	if err := v.constraintErr[gi]; err != nil {
-		return k.deny(d, guardConstraint, fmt.Sprintf("grant %d of %s has constraints this kernel cannot enforce: %v (fail closed)", gi, tok.ID, err))
 	}
 	evidence, by, reason := guards.Run(ctx, k.pipeline, call)
 	d.Evidence = evidence
 	if by != "" {
-		d.Allow, d.Guard, d.Reason = false, by, truncate(reason)
+		// The call will not run: give back what it was charged.
+		k.budgets.refundAll(ctx, charged, cost, k.cfg.log)
+		d.Allow, d.Guard, d.Reason, d.Charged = false, by, truncate(reason), nil
 		return d
 	}
 	d.Allow = true
 	return d
 }
 
-// chargeBudgets charges the matched grant and every ancestor grant with a
-// limit that covers the call (a delegated child spends its parents' budget
-// too, so delegation cannot multiply a budget).
-func (k *Kernel) chargeBudgets(ctx context.Context, v *verified, gi int, req *Request, op schemas.Operation, d *Decision) error {
+// outsideWindow explains why now is outside tok's validity window, or "".
+// issued_at may be up to the clock skew ahead of us; expiry is exact.
+func (k *Kernel) outsideWindow(tok *schemas.CapabilityToken) string {
+	now := uint64(k.cfg.now().Unix())
+	skew := uint64(k.policy.ClockSkew() / time.Second)
+	if tok.IssuedAt > now+skew {
+		return fmt.Sprintf("capability %s is not valid before %d (now %d)", tok.ID, tok.IssuedAt, now)
+	}
+	if now >= tok.ExpiresAt {
+		return fmt.Sprintf("capability %s expired at %d (now %d)", tok.ID, tok.ExpiresAt, now)
+	}
+	return ""
+}
+
+// chargeBudgets charges the matched grant and, up the chain, each
+// ancestor grant that covered it at delegation (so a delegated child spends
+// its parents' budget too, and delegation cannot multiply a budget). It
+// returns the charges made, for a refund if a guard then denies.
+func (k *Kernel) chargeBudgets(ctx context.Context, v *verified, gi int, req *Request, d *Decision) ([]charge, uint64, error) {
 	grant := &v.tok.Scope.Grants[gi]
-	var cost uint64
-	switch {
-	case req.Cost != nil && grant.MaxCostPerInvocation != nil:
-		if req.Cost.Currency != grant.MaxCostPerInvocation.Currency || req.Cost.Units > grant.MaxCostPerInvocation.Units {
-			return &errBudget{fmt.Sprintf("declared cost %d %s exceeds max_cost_per_invocation %d %s",
-				req.Cost.Units, req.Cost.Currency, grant.MaxCostPerInvocation.Units, grant.MaxCostPerInvocation.Currency)}
+	if c := req.Cost; c != nil && (c.Units > maxCostUnits || c.Currency == "") {
+		return nil, 0, &errBudget{fmt.Sprintf("declared cost must have a currency and at most %d units", uint64(maxCostUnits))}
+	}
+	chain := append(append([]*schemas.CapabilityToken(nil), v.ancestors...), v.tok)
+	charges := make([]charge, 0, len(chain))
+	idx := gi
+	for i := len(chain) - 1; i >= 0; i-- {
+		t := chain[i]
+		charges = append(charges, charge{capabilityID: t.ID, grantIndex: idx, grant: &t.Scope.Grants[idx]})
+		if i > 0 {
+			idx = v.cover[i][idx]
 		}
-		cost = req.Cost.Units
+	}
+	var cost uint64
+	currency := ""
+	for _, c := range charges {
+		g := c.grant
+		for _, m := range []*schemas.MonetaryAmount{g.MaxCostPerInvocation, g.MaxTotalCost} {
+			if m == nil {
+				continue
+			}
+			if currency != "" && m.Currency != currency {
+				return nil, 0, &errBudget{fmt.Sprintf("grant %d of %s is in %s, not %s", c.grantIndex, c.capabilityID, m.Currency, currency)}
+			}
+			currency = m.Currency
+		}
+	}
+	switch {
+	case req.Cost != nil:
+		if currency != "" && req.Cost.Currency != currency {
+			return nil, 0, &errBudget{fmt.Sprintf("declared cost is in %s, the grant in %s", req.Cost.Currency, currency)}
+		}
+		cost, currency = req.Cost.Units, req.Cost.Currency
 	case grant.MaxCostPerInvocation != nil:
 		cost = grant.MaxCostPerInvocation.Units // worst case
-	case req.Cost != nil:
-		cost = req.Cost.Units
 	}
-	if grant.MaxTotalCost != nil && req.Cost != nil && req.Cost.Currency != grant.MaxTotalCost.Currency {
-		return &errBudget{fmt.Sprintf("declared cost currency %s differs from max_total_cost's %s", req.Cost.Currency, grant.MaxTotalCost.Currency)}
-	}
-	charges := []charge{{capabilityID: v.tok.ID, grantIndex: gi, grant: grant}}
-	for i := len(v.ancestors) - 1; i >= 0; i-- {
-		a := v.ancestors[i]
-		if ai := matchGrant(a.Scope.Grants, req.ServerID, req.ToolName, op); ai >= 0 {
-			charges = append(charges, charge{capabilityID: a.ID, grantIndex: ai, grant: &a.Scope.Grants[ai]})
+	for _, c := range charges {
+		g := c.grant
+		if g.MaxCostPerInvocation != nil && cost > g.MaxCostPerInvocation.Units {
+			return nil, 0, &errBudget{fmt.Sprintf("cost %d %s exceeds max_cost_per_invocation %d of grant %d of %s",
+				cost, currency, g.MaxCostPerInvocation.Units, c.grantIndex, c.capabilityID)}
+		}
+		if g.MaxTotalCost != nil && req.Cost == nil && grant.MaxCostPerInvocation == nil {
+			// An unknown cost cannot be charged against a total.
+			return nil, 0, &errBudget{fmt.Sprintf("grant %d of %s has max_total_cost but the call declares no cost and no max_cost_per_invocation bounds it",
+				c.grantIndex, c.capabilityID)}
 		}
 	}
 	limited := charges[:0:0]
@@ -303,24 +352,20 @@ func (k *Kernel) chargeBudgets(ctx context.Context, v *verified, gi int, req *Re
 		}
 	}
 	if len(limited) == 0 {
-		return nil
+		return nil, 0, nil
 	}
 	if err := k.budgets.chargeAll(ctx, limited, cost, k.cfg.log); err != nil {
-		return err
+		return nil, 0, err
 	}
 	if cost > 0 {
-		cur := ""
-		if grant.MaxCostPerInvocation != nil {
-			cur = grant.MaxCostPerInvocation.Currency
-		} else if grant.MaxTotalCost != nil {
-			cur = grant.MaxTotalCost.Currency
-		} else if req.Cost != nil {
-			cur = req.Cost.Currency
-		}
-		d.Charged = &schemas.MonetaryAmount{Units: cost, Currency: cur}
+		d.Charged = &schemas.MonetaryAmount{Units: cost, Currency: currency}
 	}
-	return nil
+	return limited, cost, nil
 }
+
+// maxCostUnits bounds a declared cost: integers JSON carries exactly, far
+// from overflowing a budget's running total.
+const maxCostUnits = 1<<53 - 1
 
 // matchGrant is the index of the first grant covering server/tool/op, or -1.
 func matchGrant(gs []schemas.ToolGrant, server, tool string, op schemas.Operation) int {

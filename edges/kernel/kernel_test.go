@@ -536,3 +536,157 @@ func TestTokenCacheBound(t *testing.T) {
 		}
 	}
 }
+
+// Findings of the security review, each a way to an allow that must be a deny.
+func TestReviewFindings(t *testing.T) {
+	e := startNATS(t)
+	p := testPolicy(t, func(p *Policy) { p.Guards.Velocity = &VelocityConfig{MaxCalls: 2, WindowSeconds: 60} })
+	k := newKernel(t, e, p)
+	noVelocity := newKernel(t, e, testPolicy(t, nil))
+	ctx := context.Background()
+
+	t.Run("cost overflow", func(t *testing.T) {
+		g := grant("srv", "pay")
+		g.MaxTotalCost = &schemas.MonetaryAmount{Units: 1000, Currency: "USD"}
+		tok := header(t, issue(t, issuerKey, body("cap-overflow", g)))
+		spent := 0
+		for _, units := range []uint64{900, 1<<64 - 900, 900, 1<<53 - 1} {
+			r := req(tok, "srv", "pay", `{}`)
+			r.Cost = &schemas.MonetaryAmount{Units: units, Currency: "USD"}
+			if k.Decide(ctx, r).Allow {
+				spent++
+			}
+		}
+		if spent != 1 {
+			t.Fatalf("%d calls allowed against a 1000 USD budget", spent)
+		}
+	})
+	t.Run("total cost with unknown cost", func(t *testing.T) {
+		g := grant("srv", "pay")
+		g.MaxTotalCost = &schemas.MonetaryAmount{Units: 100, Currency: "USD"}
+		tok := header(t, issue(t, issuerKey, body("cap-unknown-cost", g)))
+		if d := k.Decide(ctx, req(tok, "srv", "pay", `{}`)); d.Allow || d.Guard != StepBudget {
+			t.Fatalf("an uncosted call ran against max_total_cost: %+v", d)
+		}
+	})
+	t.Run("delegation charges the covering grant", func(t *testing.T) {
+		free := grant("srv", "tool")
+		limited := grant("srv", "tool", schemas.OpInvoke, schemas.OpDelegate)
+		limited.MaxInvocations = u32(3)
+		root := issue(t, issuerKey, body("cap-two-grants", free, limited))
+		allowed := 0
+		for i := range 5 {
+			cg := grant("srv", "tool")
+			cg.MaxInvocations = u32(3)
+			b := body(fmt.Sprintf("cap-two-grants-child-%d", i), cg)
+			b.Subject = pub(key(byte(40 + i)))
+			c, err := schemas.Delegate(agentKey, root, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if noVelocity.Decide(ctx, req(header(t, c), "srv", "tool", `{}`)).Allow {
+					allowed++
+				}
+			}
+		}
+		if allowed != 3 {
+			t.Fatalf("%d delegated calls allowed; the covering grant allows 3", allowed)
+		}
+	})
+	t.Run("velocity is keyed on the root subject", func(t *testing.T) {
+		pg := grant("srv", "tool", schemas.OpInvoke, schemas.OpDelegate)
+		b := body("cap-velocity-root", pg)
+		b.Subject = pub(subAgentKey)
+		root := issue(t, issuerKey, b)
+		allowed := 0
+		for i := range 5 {
+			cb := body(fmt.Sprintf("cap-velocity-child-%d", i), grant("srv", "tool"))
+			cb.Subject = pub(key(byte(60 + i)))
+			c, err := schemas.Delegate(subAgentKey, root, cb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if k.Decide(ctx, req(header(t, c), "srv", "tool", `{}`)).Allow {
+					allowed++
+				}
+			}
+		}
+		if allowed != 2 {
+			t.Fatalf("%d calls allowed through five fresh delegatees; velocity allows 2", allowed)
+		}
+	})
+	t.Run("time is named before delegation", func(t *testing.T) {
+		pg := grant("srv", "tool") // not delegable
+		root := issue(t, issuerKey, body("cap-nodelegate", pg))
+		link, _ := root.Link()
+		b := body("cap-expired-child", pg)
+		b.Issuer, b.Subject = pub(agentKey), pub(subAgentKey)
+		b.IssuedAt, b.ExpiresAt = uint64(t0.Unix())-600, uint64(t0.Unix())-1
+		b.DelegationChain = []schemas.DelegationLink{link}
+		if d := k.Decide(ctx, req(signRaw(t, agentKey, b), "srv", "tool", `{}`)); d.Guard != StepTime {
+			t.Fatalf("want time, got %s: %s", d.Guard, d.Reason)
+		}
+	})
+	t.Run("hard floor without a registry", func(t *testing.T) {
+		tok := header(t, issue(t, issuerKey, body("cap-floor", grant("chio.internal", "*"), grant("srv", "*"))))
+		for _, c := range [][2]string{{"chio.internal", "x"}, {"srv", "chio.admin"}, {"srv", "$sys"}} {
+			if d := k.Decide(ctx, req(tok, c[0], c[1], `{}`)); d.Allow || d.Guard != StepToolResolution {
+				t.Fatalf("%v: %+v", c, d)
+			}
+		}
+	})
+	t.Run("case-mismatched field names", func(t *testing.T) {
+		tok := mustJSON(t, issue(t, issuerKey, body("cap-case", grant("srv", "tool"))))
+		decoy := strings.Replace(tok, `"scope":`, `"scope":{"grants":[{"server_id":"srv","tool_name":"other","operations":["invoke"]}]},"Scope":`, 1)
+		if d := k.Decide(ctx, req(decoy, "srv", "tool", `{}`)); d.Allow || d.Guard != StepParse {
+			t.Fatalf("decoy scope: %+v", d)
+		}
+		if _, err := ParsePolicy([]byte(`{"schema":"chio.policy.v1","trusted_issuers":["` + pub(strangerKey) + `"],"Trusted_Issuers":["` + pub(issuerKey) + `"],"guards":{}}`)); err == nil {
+			t.Fatal("a policy with case-variant keys loaded")
+		}
+	})
+}
+
+func TestGuardDenyRefundsBudget(t *testing.T) {
+	e := startNATS(t)
+	k := newKernel(t, e, testPolicy(t, nil))
+	g := grant("srv", "tool")
+	g.MaxInvocations = u32(1)
+	tok := header(t, issue(t, issuerKey, body("cap-refund", g)))
+	if d := k.Decide(context.Background(), req(tok, "srv", "tool", `{"path":"../etc/passwd"}`)); d.Allow || d.Guard != guardPath {
+		t.Fatalf("first call: %+v", d)
+	}
+	if d := k.Decide(context.Background(), req(tok, "srv", "tool", `{}`)); !d.Allow {
+		t.Fatalf("a guard-denied call spent the only invocation: %s %s", d.Guard, d.Reason)
+	}
+}
+
+// A bucket deleted and recreated under a running kernel, or a watch that
+// stalls, is caught by the auditor: the mirror is rebuilt, never trusted stale.
+func TestRevocationBucketRecreated(t *testing.T) {
+	e := startNATS(t)
+	k := newKernel(t, e, testPolicy(t, nil))
+	tok := header(t, issue(t, issuerKey, body("victim", grant("srv", "tool"))))
+	if err := Revoke(context.Background(), e.js, 1, "other", "", t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.js.DeleteKeyValue(context.Background(), schemas.RevocationsBucket); err != nil {
+		t.Fatal(err)
+	}
+	if err := Revoke(context.Background(), e.js, 1, "victim", "", t0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * auditInterval)
+	for k.Decide(context.Background(), req(tok, "srv", "tool", `{}`)).Allow {
+		if time.Now().After(deadline) {
+			t.Fatal("a revocation written to a recreated bucket was never seen")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitFor(t, func() bool {
+		d := k.Decide(context.Background(), req(tok, "srv", "tool", `{}`))
+		return d.Guard == StepRevocation && strings.Contains(d.Reason, "victim is revoked")
+	})
+}

@@ -110,6 +110,13 @@ func ParsePolicy(raw []byte) (*LoadedPolicy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
+	// encoding/json matches names case-insensitively and keeps the last of
+	// repeated ones, so {"trusted_issuers":[A],"Trusted_Issuers":[B]} would
+	// hash as a file trusting A and load as a kernel trusting B. The
+	// document must read back exactly as decoded.
+	if again, err := schemas.Canonical(&p); err != nil || !bytes.Equal(again, canon) {
+		return nil, errors.New("policy: field names must match exactly, once each, and empty optional fields must be omitted")
+	}
 	lp := &LoadedPolicy{Policy: p, Hash: schemas.SHA256Hex(canon), trusted: map[string]bool{}, skew: DefaultClockSkew}
 	if err := lp.validate(); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)

@@ -21,71 +21,171 @@ import (
 // read or written; the kernel denies (fail closed).
 var ErrStateUnavailable = errors.New("governance state unavailable")
 
-// revocations mirrors RevocationsBucket through a watch. Only a watched,
-// connected mirror is trusted: Revoked fails closed otherwise.
+// revocations mirrors RevocationsBucket through a watch. Only a loaded,
+// running, up-to-date mirror is trusted: the kernel denies otherwise. An
+// auditor compares the mirror with the bucket's stream every
+// auditInterval, so a watch that silently stalls, or a bucket deleted and
+// recreated under it, is caught within two intervals and the watch rebuilt.
 type revocations struct {
+	kv  jetstream.KeyValue
+	log *slog.Logger
+
 	mu      sync.RWMutex
 	revoked map[string]bool
-	ready   atomic.Bool // initial values loaded
-	live    atomic.Bool // loaded and the watch still running
 	watcher jetstream.KeyWatcher
+	created time.Time // creation time of the stream being mirrored
+
+	live    atomic.Bool   // loaded, watching, and not found stale
+	applied atomic.Uint64 // stream sequence the mirror reflects
+	done    chan struct{}
 }
+
+const auditInterval = 400 * time.Millisecond
 
 func watchRevocations(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger) (*revocations, error) {
-	// The watch lives until stop, not until the caller's ctx ends.
-	w, err := kv.WatchAll(context.WithoutCancel(ctx))
-	if err != nil {
+	r := &revocations{kv: kv, log: log, revoked: map[string]bool{}, done: make(chan struct{})}
+	if err := r.restart(ctx); err != nil {
 		return nil, fmt.Errorf("watch revocations: %w", err)
 	}
-	r := &revocations{revoked: map[string]bool{}, watcher: w}
-	loaded := make(chan struct{})
-	go func() {
-		// A watch that ends leaves a stale mirror: fail closed from then on.
-		defer r.live.Store(false)
-		for e := range w.Updates() {
-			if e == nil { // end of the initial values
-				if r.ready.CompareAndSwap(false, true) {
-					r.live.Store(true)
-					close(loaded)
-				}
-				continue
-			}
-			var rev schemas.Revocation
-			id := ""
-			if e.Operation() == jetstream.KeyValuePut {
-				if err := json.Unmarshal(e.Value(), &rev); err != nil || schemas.KVKey(rev.CapabilityID) != e.Key() {
-					log.Warn("kernel: ignoring malformed revocation", "key", e.Key())
-					continue
-				}
-				id = rev.CapabilityID
-			}
-			r.mu.Lock()
-			if id != "" {
-				r.revoked[id] = true
-			} else {
-				// A deleted or purged key is an operator lifting a revocation;
-				// every replica (and any new one) then agrees.
-				r.revoked = deleteByKey(r.revoked, e.Key())
-			}
-			r.mu.Unlock()
-		}
-	}()
-	select {
-	case <-loaded:
-		return r, nil
-	case <-ctx.Done():
-		_ = w.Stop()
-		return nil, fmt.Errorf("watch revocations: initial load: %w", ctx.Err())
-	}
+	go r.audit()
+	return r, nil
 }
 
-func deleteByKey(m map[string]bool, key string) map[string]bool {
-	for id := range m {
-		if schemas.KVKey(id) == key {
-			delete(m, id)
+// restart opens a fresh watch, loads every revocation into a new map and
+// swaps it in; updates then flow into that map until the next restart.
+func (r *revocations) restart(ctx context.Context) error {
+	st, err := r.kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("bucket status: %w", err)
+	}
+	info := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+	// The watch lives until the next restart or stop, not until ctx ends.
+	w, err := r.kv.WatchAll(context.WithoutCancel(ctx))
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	m := map[string]bool{}
+	applied := info.State.LastSeq // everything up to here is in the initial values
+	for loading := true; loading; {
+		select {
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return errors.New("watch ended during the initial load")
+			case e == nil:
+				loading = false
+			default:
+				r.apply(m, e)
+				applied = max(applied, e.Revision())
+			}
+		case <-ctx.Done():
+			_ = w.Stop()
+			return fmt.Errorf("initial load: %w", ctx.Err())
 		}
 	}
-	return m
+	r.mu.Lock()
+	select {
+	case <-r.done: // stopped meanwhile
+		r.mu.Unlock()
+		go func() { _ = w.Stop() }()
+		return errors.New("stopped")
+	default:
+	}
+	old := r.watcher
+	r.watcher, r.revoked, r.created = w, m, info.Created
+	r.applied.Store(applied)
+	r.mu.Unlock()
+	if old != nil {
+		go func() { _ = old.Stop() }()
+	}
+	r.live.Store(true)
+	go r.follow(w)
+	return nil
+}
+
+func (r *revocations) follow(w jetstream.KeyWatcher) {
+	for e := range w.Updates() {
+		if e == nil {
+			continue
+		}
+		r.mu.Lock()
+		if r.watcher != w { // superseded by a restart
+			r.mu.Unlock()
+			return
+		}
+		r.apply(r.revoked, e)
+		r.applied.Store(max(r.applied.Load(), e.Revision()))
+		r.mu.Unlock()
+	}
+	r.mu.Lock()
+	if r.watcher == w {
+		r.live.Store(false) // the watch ended: fail closed until the auditor rebuilds it
+	}
+	r.mu.Unlock()
+}
+
+func (r *revocations) apply(m map[string]bool, e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		// A deleted or purged key is an operator lifting a revocation;
+		// every replica (and any new one) then agrees.
+		for id := range m {
+			if schemas.KVKey(id) == e.Key() {
+				delete(m, id)
+			}
+		}
+		return
+	}
+	var rev schemas.Revocation
+	if err := json.Unmarshal(e.Value(), &rev); err != nil || schemas.KVKey(rev.CapabilityID) != e.Key() {
+		r.log.Warn("kernel: ignoring malformed revocation", "key", e.Key())
+		return
+	}
+	m[rev.CapabilityID] = true
+}
+
+// audit checks the mirror against the bucket: a recreated stream, a watch
+// that ended, or a sequence the mirror has not reached one interval later
+// marks it stale (deny) and rebuilds the watch.
+func (r *revocations) audit() {
+	t := time.NewTicker(auditInterval)
+	defer t.Stop()
+	var behind uint64 // stream sequence seen last tick that the mirror had not reached
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		stale := !r.live.Load()
+		st, err := r.kv.Status(ctx)
+		if err != nil {
+			r.live.Store(false)
+			cancel()
+			continue
+		}
+		info := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+		r.mu.RLock()
+		recreated := !info.Created.Equal(r.created)
+		r.mu.RUnlock()
+		applied := r.applied.Load()
+		if recreated || (behind != 0 && applied < behind) {
+			stale = true
+		}
+		behind = 0
+		if info.State.LastSeq > applied {
+			behind = info.State.LastSeq
+		}
+		if stale {
+			r.live.Store(false)
+			if err := r.restart(ctx); err != nil {
+				r.log.Warn("kernel: revocation watch is stale and could not be rebuilt; denying", "err", err)
+			} else {
+				behind = 0
+			}
+		}
+		cancel()
+	}
 }
 
 // firstRevoked returns the first of ids that is revoked, or "".
@@ -100,12 +200,19 @@ func (r *revocations) firstRevoked(ids []string) string {
 	return ""
 }
 
-// stop ends the watch. Stopping sends a request to the server, which
-// waits out its timeout when NATS is unreachable; Close must not block on
-// that, so it runs in the background.
+// stop ends the watch and the auditor. Stopping a watch sends a request to
+// the server, which waits out its timeout when NATS is unreachable; Close
+// must not block on that, so it runs in the background.
 func (r *revocations) stop() {
 	r.live.Store(false)
-	go func() { _ = r.watcher.Stop() }()
+	close(r.done)
+	r.mu.Lock()
+	w := r.watcher
+	r.watcher = nil
+	r.mu.Unlock()
+	if w != nil {
+		go func() { _ = w.Stop() }()
+	}
 }
 
 // Revoke records the revocation of a capability id in JetStream KV. Every
@@ -166,7 +273,7 @@ func (b *budgets) chargeOne(ctx context.Context, c charge, cost uint64) error {
 		if g.MaxInvocations != nil && u.Invocations+1 > uint64(*g.MaxInvocations) {
 			return &errBudget{fmt.Sprintf("max_invocations %d of grant %d of %s reached", *g.MaxInvocations, c.grantIndex, c.capabilityID)}
 		}
-		if g.MaxTotalCost != nil && u.CostUnits+cost > g.MaxTotalCost.Units {
+		if g.MaxTotalCost != nil && (u.CostUnits > g.MaxTotalCost.Units || cost > g.MaxTotalCost.Units-u.CostUnits) {
 			return &errBudget{fmt.Sprintf("max_total_cost %d %s of grant %d of %s would be exceeded (charged %d, this call %d)",
 				g.MaxTotalCost.Units, g.MaxTotalCost.Currency, c.grantIndex, c.capabilityID, u.CostUnits, cost)}
 		}
@@ -230,16 +337,21 @@ func (b *budgets) refund(ctx context.Context, c charge, cost uint64) error {
 	})
 }
 
+// refundAll gives back every charge of a call that will not run.
+func (b *budgets) refundAll(ctx context.Context, cs []charge, cost uint64, log *slog.Logger) {
+	for _, c := range cs {
+		if err := b.refund(context.WithoutCancel(ctx), c, cost); err != nil {
+			log.Error("kernel: refund failed; the budget stays charged", "key", c.key(), "err", err)
+		}
+	}
+}
+
 // chargeAll charges the call's grant and each ancestor grant that has a
 // limit, leaf first; if one refuses, the earlier charges are refunded.
 func (b *budgets) chargeAll(ctx context.Context, cs []charge, cost uint64, log *slog.Logger) error {
 	for i, c := range cs {
 		if err := b.chargeOne(ctx, c, cost); err != nil {
-			for _, done := range cs[:i] {
-				if rerr := b.refund(context.WithoutCancel(ctx), done, cost); rerr != nil {
-					log.Error("kernel: refund failed; the budget stays charged", "key", done.key(), "err", rerr)
-				}
-			}
+			b.refundAll(ctx, cs[:i], cost, log)
 			return err
 		}
 	}

@@ -20,6 +20,12 @@ type verified struct {
 	// ancestors' ids, root first, then the token's own.
 	lineage    []string
 	rootIssuer string
+	// rootSubject is the first delegatee (the token's subject when it is
+	// not delegated): per-principal limits key on it.
+	rootSubject string
+	// cover[i][j] is the index of the grant of chain element i-1 that
+	// covers grant j of chain element i (chain = ancestors, then the token).
+	cover [][]int
 	// constraints[i] is grant i's compiled constraints, or constraintErr[i]
 	// why they could not be compiled (the grant then denies every call).
 	constraints   []*guards.ConstraintSet
@@ -30,6 +36,7 @@ type verified struct {
 type stepError struct {
 	step string
 	err  error
+	tok  *schemas.CapabilityToken // the parsed token, when parsing succeeded
 }
 
 func (e *stepError) Error() string { return e.err.Error() }
@@ -52,9 +59,9 @@ const (
 )
 
 // verify runs the static steps in order: parse and schema → trusted issuer
-// → signature → delegation chain. The time window, which the issue orders
-// between signature and delegation, depends on the clock and is checked per
-// call; a token failing both is therefore named by the first static step.
+// → signature → delegation chain. The time window, ordered between
+// signature and delegation, depends on the clock, so it is checked per call
+// (Decide checks it first when the delegation step fails, keeping the order).
 func verify(p *LoadedPolicy, text string) (*verified, *stepError) {
 	raw, err := schemas.DecodeCapabilityText(text)
 	if err != nil {
@@ -64,24 +71,35 @@ func verify(p *LoadedPolicy, text string) (*verified, *stepError) {
 	if err != nil {
 		return nil, fail(StepParse, "%v", err)
 	}
-	v := &verified{tok: tok, rootIssuer: tok.Issuer}
+	v := &verified{tok: tok, rootIssuer: tok.Issuer, rootSubject: tok.Subject}
 	if len(tok.DelegationChain) > 0 {
 		v.rootIssuer = tok.DelegationChain[0].Delegator
+		v.rootSubject = tok.DelegationChain[0].Delegatee
 	}
+	serr := v.verifyChain(p)
+	if serr != nil {
+		serr.tok = tok
+		return nil, serr
+	}
+	return v, nil
+}
+
+func (v *verified) verifyChain(p *LoadedPolicy) *stepError {
+	tok := v.tok
 	if !p.Trusted(v.rootIssuer) {
-		return nil, fail(StepIssuer, "capability %s: root issuer %s is not trusted", tok.ID, v.rootIssuer)
+		return fail(StepIssuer, "capability %s: root issuer %s is not trusted", tok.ID, v.rootIssuer)
 	}
 	if err := tok.VerifySignature(); err != nil {
-		return nil, fail(StepSignature, "%v", err)
+		return fail(StepSignature, "%v", err)
 	}
 	for i := range tok.DelegationChain {
 		a := tok.Ancestor(i)
 		l := &tok.DelegationChain[i]
 		if h, err := schemas.ScopeHash(l.Scope); err != nil || h != l.ScopeHash {
-			return nil, fail(StepDelegation, "delegation_chain[%d] (%s): scope_hash does not match its scope", i, l.CapabilityID)
+			return fail(StepDelegation, "delegation_chain[%d] (%s): scope_hash does not match its scope", i, l.CapabilityID)
 		}
 		if err := a.VerifySignature(); err != nil {
-			return nil, fail(StepDelegation, "delegation_chain[%d]: %v", i, err)
+			return fail(StepDelegation, "delegation_chain[%d]: %v", i, err)
 		}
 		v.ancestors = append(v.ancestors, a)
 		v.lineage = append(v.lineage, a.ID)
@@ -90,10 +108,11 @@ func verify(p *LoadedPolicy, text string) (*verified, *stepError) {
 	// Connectivity and attenuation: each step is issued by the previous
 	// step's subject and only narrows it.
 	chain := append(append([]*schemas.CapabilityToken(nil), v.ancestors...), tok)
+	v.cover = make([][]int, len(chain))
 	seen := map[string]bool{}
 	for i, t := range chain {
 		if seen[t.ID] {
-			return nil, fail(StepDelegation, "capability id %s appears twice in its own chain", t.ID)
+			return fail(StepDelegation, "capability id %s appears twice in its own chain", t.ID)
 		}
 		seen[t.ID] = true
 		if i == 0 {
@@ -101,11 +120,16 @@ func verify(p *LoadedPolicy, text string) (*verified, *stepError) {
 		}
 		parent := chain[i-1]
 		if t.Issuer != parent.Subject {
-			return nil, fail(StepDelegation, "%s is issued by %s, not by the subject of its parent %s", t.ID, t.Issuer, parent.ID)
+			return fail(StepDelegation, "%s is issued by %s, not by the subject of its parent %s", t.ID, t.Issuer, parent.ID)
 		}
 		if err := schemas.CheckAttenuation(&parent.CapabilityBody, &t.CapabilityBody); err != nil {
-			return nil, fail(StepDelegation, "%s: %v", t.ID, err)
+			return fail(StepDelegation, "%s: %v", t.ID, err)
 		}
+		cover := make([]int, len(t.Scope.Grants))
+		for j := range t.Scope.Grants {
+			cover[j], _ = schemas.CoveringGrant(&t.Scope.Grants[j], parent.Scope.Grants) // cannot fail after CheckAttenuation
+		}
+		v.cover[i] = cover
 	}
 	v.constraints = make([]*guards.ConstraintSet, len(tok.Scope.Grants))
 	v.constraintErr = make([]error, len(tok.Scope.Grants))
@@ -114,7 +138,7 @@ func verify(p *LoadedPolicy, text string) (*verified, *stepError) {
 			v.constraints[i], v.constraintErr[i] = guards.CompileConstraints(g.Constraints)
 		}
 	}
-	return v, nil
+	return nil
 }
 
 // tokenCache holds verified tokens so a hot path does not repeat Ed25519

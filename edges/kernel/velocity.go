@@ -13,7 +13,8 @@ import (
 	"github.com/chio-ledger/chio/schemas"
 )
 
-// velocityGuard limits each subject to max calls per fixed window. The
+// velocityGuard limits each root subject (the principal a capability was
+// first granted to) to max calls per fixed window. The
 // counters are KV keys (subject, window start) charged by compare-and-set,
 // so the limit holds across replicas; old windows expire with the bucket's
 // TTL. It runs last: it is the only guard that writes shared state.
@@ -29,7 +30,9 @@ func (g *velocityGuard) Name() string { return guardVelocity }
 func (g *velocityGuard) Check(ctx context.Context, c *guards.Call) (guards.Result, error) {
 	secs := uint64(g.window / time.Second)
 	start := uint64(g.now().Unix()) / secs * secs
-	key := schemas.KVKey(c.Subject) + "." + strconv.FormatUint(start, 10)
+	// Keyed on the root subject: a holder picks the subjects of the tokens
+	// it delegates, so a per-leaf counter could be multiplied at will.
+	key := schemas.KVKey(c.RootSubject) + "." + strconv.FormatUint(start, 10)
 	errLimit := errors.New("velocity_limit_exceeded")
 	err := casUpdate(ctx, g.kv, key, func(u *usage) error {
 		if u.Invocations >= g.max {
