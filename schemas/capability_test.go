@@ -92,6 +92,8 @@ func TestBadCapabilitiesRejectedByBoth(t *testing.T) {
 		"money without unit": mutate(func(m map[string]any) { grants(m)["max_total_cost"] = map[string]any{"units": 5} }),
 		"string time":        mutate(func(m map[string]any) { m["expires_at"] = "tomorrow" }),
 		"null scope":         mutate(func(m map[string]any) { m["scope"] = nil }),
+		"empty scope":        mutate(func(m map[string]any) { m["scope"] = map[string]any{"grants": []any{}} }),
+		"control in name":    mutate(func(m map[string]any) { grants(m)["tool_name"] = "read\n" }),
 	}
 	for name, raw := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -106,7 +108,6 @@ func TestBadCapabilitiesRejectedByBoth(t *testing.T) {
 	// Expiry before issuance and an empty scope are beyond the schema; Go refuses them.
 	for name, raw := range map[string][]byte{
 		"expires before issued": mutate(func(m map[string]any) { m["expires_at"] = m["issued_at"] }),
-		"empty scope":           mutate(func(m map[string]any) { m["scope"] = map[string]any{"grants": []any{}} }),
 	} {
 		if _, err := ParseCapability(raw); err == nil {
 			t.Errorf("%s: ParseCapability accepts it", name)
