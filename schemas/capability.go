@@ -367,14 +367,9 @@ func ParseCapability(raw []byte) (*CapabilityToken, error) {
 	if len(raw) > MaxCapabilityBytes {
 		return nil, fmt.Errorf("capability: larger than %d bytes", MaxCapabilityBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var t CapabilityToken
-	if err := dec.Decode(&t); err != nil {
+	if err := DecodeStrict(raw, &t); err != nil {
 		return nil, fmt.Errorf("capability: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("capability: trailing data after the token")
 	}
 	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("capability: %w", err)

@@ -1,11 +1,9 @@
 package schemas
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"unicode/utf8"
 )
 
@@ -66,14 +64,9 @@ type ToolManifest struct {
 // ParseManifest decodes and validates a manifest. Unknown top-level or tool
 // fields are refused, so a misspelt key is an error, not a silent default.
 func ParseManifest(raw []byte) (*ToolManifest, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var m ToolManifest
-	if err := dec.Decode(&m); err != nil {
+	if err := DecodeStrict(raw, &m); err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("manifest: trailing data after the manifest")
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err

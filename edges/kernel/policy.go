@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -97,14 +96,9 @@ func ParsePolicy(raw []byte) (*LoadedPolicy, error) {
 	if len(raw) > maxPolicyBytes {
 		return nil, fmt.Errorf("policy: larger than %d bytes", maxPolicyBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var p Policy
-	if err := dec.Decode(&p); err != nil {
+	if err := schemas.DecodeStrict(raw, &p); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("policy: trailing data after the document")
 	}
 	canon, err := schemas.CanonicalizeJSON(raw)
 	if err != nil {
