@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // EgressConfig configures NewEgressGuard.
@@ -24,8 +26,14 @@ type egressGuard struct {
 }
 
 // NewEgressGuard returns the guard that checks every string argument that
-// is an absolute URL ("scheme://…") against allowed schemes and hosts and,
-// unless cfg.AllowPrivate, denies local and private targets. It never
+// is an absolute URL against allowed schemes and hosts and, unless
+// cfg.AllowPrivate, denies local and private targets. It reads strings as
+// a WHATWG URL parser (browsers, Node's URL, many HTTP clients) would:
+// leading and trailing controls and spaces are ignored, tabs and newlines
+// anywhere are dropped, a special scheme (http, https, ws, wss, ftp, file)
+// may be followed by any mix of "/" and "\" (or none) before the host, and
+// a string starting with two of them ("//host/x") is a scheme-relative URL,
+// which is denied. Other schemes are URLs only as "scheme://…". It never
 // resolves names (decisions must be deterministic), so it judges the host
 // as written: a public name that resolves to a private address passes.
 func NewEgressGuard(cfg EgressConfig) (Guard, error) {
@@ -81,29 +89,62 @@ func (g *egressGuard) Check(_ context.Context, c *Call) (Result, error) {
 // visit checks one string value. Rules never quote the scheme or host:
 // a host can carry exfiltrated data ("<secret>.attacker.example").
 func (g *egressGuard) visit(s string, _ bool, _ string) string {
-	if !strings.Contains(s, "://") {
+	if !mayBeURL(s) {
 		return ""
 	}
-	s = strings.TrimSpace(s)
-	scheme, _, ok := strings.Cut(s, "://")
-	if !ok || !validScheme(scheme) {
-		return "" // text that merely contains "://" is not a URL
+	s = preprocessURL(s)
+	if colon := strings.IndexByte(s, ':'); colon > 0 && validScheme(s[:colon]) {
+		scheme, rest := s[:colon], s[colon+1:]
+		if specialScheme(scheme) {
+			rest = trimSlashes(rest) // "\" counts as "/", any number of them
+		} else if r, ok := strings.CutPrefix(rest, "//"); ok {
+			rest = r
+		} else {
+			return "" // "note: see docs", "mailto:…": not a URL with a host
+		}
+		if !g.schemeAllowed(scheme) {
+			return "URL scheme not allowed"
+		}
+		full := "" // s if it is already "scheme://rest"
+		if len(rest) == len(s)-colon-3 && s[colon+1] == '/' && s[colon+2] == '/' {
+			full = s
+		}
+		return g.checkHost(scheme, rest, full)
 	}
-	if !g.schemeAllowed(scheme) {
-		return "URL scheme not allowed"
+	if schemeRelative(s) {
+		// Resolved against the page or client base URL, "//host/x"
+		// reaches host with a scheme this guard cannot know.
+		return "scheme-relative URL"
 	}
-	host, ok := simpleURLHost(s[len(scheme)+3:])
+	return ""
+}
+
+// checkHost checks the host of the URL scheme://rest, which is full
+// unless full is "".
+func (g *egressGuard) checkHost(scheme, rest, full string) string {
+	host, ok := simpleURLHost(rest)
 	if !ok {
-		u, err := url.Parse(s)
+		if full == "" {
+			full = scheme + "://" + rest
+		}
+		u, err := url.Parse(full)
 		if err != nil {
+			// A WHATWG parser ends a special URL's authority at a
+			// backslash (https:\\host\x), where url.Parse fails: judge
+			// that host for the details, but deny in any case, since
+			// other parsers read the authority on (https://a\@b/).
+			if i := strings.IndexByte(rest, '\\'); i >= 0 && specialScheme(scheme) && strings.IndexAny(rest[:i], "/?#") < 0 {
+				if why := g.checkHost(scheme, rest[:i], ""); why != "" {
+					return why
+				}
+			}
 			return "unparseable URL"
 		}
 		host = u.Hostname()
 	}
 	host = strings.TrimSuffix(host, ".")
 	if host == "" {
-		// A client following the WHATWG URL standard reads
-		// "https:///evil.example" as host evil.example.
+		// "https:///" or "https://user@/": a client refuses it.
 		return "URL has no host"
 	}
 	var addr netip.Addr // valid when the host is an IP literal
@@ -147,6 +188,118 @@ func (g *egressGuard) visit(s string, _ bool, _ string) string {
 		return "host not in the allowlist"
 	}
 	return ""
+}
+
+// mayBeURL is visit's prefilter: a URL has a ":" or, scheme-relative,
+// starts with "/" or "\" after leading spaces and controls (non-ASCII
+// bytes are skipped too: preprocessURL trims Unicode spaces).
+func mayBeURL(s string) bool {
+	if strings.IndexByte(s, ':') >= 0 {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '/' || c == '\\':
+			return true
+		case c > ' ' && c < utf8.RuneSelf:
+			return false
+		}
+	}
+	return false
+}
+
+// preprocessURL does what a WHATWG URL parser does first: it drops
+// leading and trailing C0 controls and spaces (Unicode spaces too, as
+// strings.TrimSpace would) and every ASCII tab, CR and LF, so that
+// "\x01ht\ttps://host" is read as "https://host".
+func preprocessURL(s string) string {
+	if n := len(s); n > 0 && (s[0] <= ' ' || s[0] >= utf8.RuneSelf || s[n-1] <= ' ' || s[n-1] >= utf8.RuneSelf) {
+		s = strings.TrimFunc(s, isURLSpace)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\t' || c == '\n' || c == '\r' {
+			var b strings.Builder
+			b.Grow(len(s) - 1)
+			b.WriteString(s[:i])
+			for i++; i < len(s); i++ {
+				if c := s[i]; c != '\t' && c != '\n' && c != '\r' {
+					b.WriteByte(c)
+				}
+			}
+			return b.String()
+		}
+	}
+	return s
+}
+
+func isURLSpace(r rune) bool { return r <= ' ' || unicode.IsSpace(r) }
+
+// specialScheme reports whether scheme is one of WHATWG's special schemes,
+// after which any mix of "/" and "\" (or none) leads to the host.
+func specialScheme(scheme string) bool {
+	switch len(scheme) {
+	case 2:
+		return strings.EqualFold(scheme, "ws")
+	case 3:
+		return strings.EqualFold(scheme, "wss") || strings.EqualFold(scheme, "ftp")
+	case 4:
+		return strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "file")
+	case 5:
+		return strings.EqualFold(scheme, "https")
+	}
+	return false
+}
+
+func isSlash(c byte) bool { return c == '/' || c == '\\' }
+
+// trimSlashes drops the leading "/" and "\" of s.
+func trimSlashes(s string) string {
+	i := 0
+	for i < len(s) && isSlash(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
+// schemeRelative reports whether s (preprocessed) starts with two slashes
+// ("/" or "\", any mix) followed by an authority a WHATWG parser could
+// take: resolved against a base URL with a special scheme it names a host.
+// Text such as a "// comment" is not one: a host cannot have a space.
+func schemeRelative(s string) bool {
+	if len(s) < 2 || !isSlash(s[0]) || !isSlash(s[1]) {
+		return false
+	}
+	auth := trimSlashes(s)
+	if i := strings.IndexAny(auth, "/\\?#"); i >= 0 {
+		auth = auth[:i]
+	}
+	if i := strings.LastIndexByte(auth, '@'); i >= 0 {
+		auth = auth[i+1:] // userinfo may hold anything
+	}
+	if auth == "" {
+		return false
+	}
+	if auth[0] == '[' {
+		return true // an IPv6 literal, or an error: either way not text
+	}
+	host, port, hasPort := strings.Cut(auth, ":")
+	if host == "" {
+		return false
+	}
+	for i := 0; i < len(host); i++ {
+		switch c := host[i]; {
+		case c <= ' ', c == 0x7f, c == '<', c == '>', c == '^', c == '|', c == '[', c == ']':
+			return false // a forbidden host code point: the parse fails
+		}
+	}
+	if hasPort {
+		for i := 0; i < len(port); i++ {
+			if !isDigit(port[i]) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (g *egressGuard) schemeAllowed(scheme string) bool {

@@ -26,6 +26,10 @@ func TestEgressGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	api, err := NewEgressGuard(EgressConfig{AllowedHosts: []string{"api.example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		g       Guard
@@ -43,7 +47,10 @@ func TestEgressGuard(t *testing.T) {
 		{"ftp", defaults, `{"url":"ftp://example.com/x"}`, `URL scheme not allowed`},
 		{"file", defaults, `{"url":"file:///etc/passwd"}`, `URL scheme not allowed`},
 		{"nested", defaults, `{"req":{"urls":["https://ok.example","https://localhost/"]}}`, `/req/urls/1: loopback host name`},
-		{"no host", defaults, `{"url":"https:///evil.example/"}`, `URL has no host`},
+		{"no host", defaults, `{"url":"https:///"}`, `URL has no host`},
+		{"no host after userinfo", defaults, `{"url":"https://user@/x"}`, `URL has no host`},
+		{"third slash: WHATWG host", listed, `{"url":"https:///evil.example/"}`, `host not in the allowlist`},
+		{"third slash: loopback", defaults, `{"url":"https:///127.0.0.1/"}`, `loopback address`},
 		{"unparseable", defaults, `{"url":"https://exa mple.com/"}`, `unparseable URL`},
 		{"bad escape", defaults, `{"url":"https://example.com/%zz"}`, `unparseable URL`},
 		{"control character", defaults, `{"url":"https://example.com/a\u0001b"}`, `unparseable URL`},
@@ -132,6 +139,50 @@ func TestEgressGuard(t *testing.T) {
 		{"malformed still denied", private, `{"url":"http://a..b/"}`, `malformed or non-ASCII host`},
 		{"private listed", privateListed, `{"url":"https://localhost/"}`, ""},
 		{"private unlisted", privateListed, `{"url":"https://127.0.0.1/"}`, `host not in the allowlist`},
+		// WHATWG URL parsing: what browsers, Node's URL and many clients do
+		{"leading C0 control", api, `{"url":"\u0001https://169.254.169.254/latest/meta-data/"}`, `/url: link-local address`},
+		{"leading controls and spaces", api, `{"url":" \u001f\u0000 https://evil.example/"}`, `host not in the allowlist`},
+		{"tab in the scheme", api, `{"url":"ht\ttps://169.254.169.254/"}`, `link-local address`},
+		{"newline in the scheme", api, `{"url":"http\r\ns://169.254.169.254/"}`, `link-local address`},
+		{"tab in the host", api, `{"url":"https://169.254.\t169.254/"}`, `link-local address`},
+		{"newline after the colon", api, `{"url":"https:\n//evil.example/"}`, `host not in the allowlist`},
+		{"no slashes", api, `{"url":"https:169.254.169.254/latest"}`, `link-local address`},
+		{"no slashes upper case", api, `{"url":"HTTPS:evil.example"}`, `host not in the allowlist`},
+		{"one slash", api, `{"url":"https:/169.254.169.254/"}`, `link-local address`},
+		{"backslashes", api, `{"url":"https:\\\\169.254.169.254\\latest"}`, `link-local address`},
+		{"slash and backslash", api, `{"url":"https:/\\evil.example/"}`, `host not in the allowlist`},
+		{"backslash and slash", api, `{"url":"https:\\/evil.example/"}`, `host not in the allowlist`},
+		{"backslash after listed host", api, `{"url":"https:\\\\api.example.com\\v1"}`, `unparseable URL`},
+		{"ws no slashes", api, `{"url":"ws:evil.example"}`, `URL scheme not allowed`},
+		{"ftp backslashes", api, `{"url":"ftp:\\\\evil.example"}`, `URL scheme not allowed`},
+		{"file one slash", api, `{"url":"file:/etc/passwd"}`, `URL scheme not allowed`},
+		{"scheme-relative", api, `{"url":"//169.254.169.254/x"}`, `/url: scheme-relative URL`},
+		{"scheme-relative listed host", api, `{"url":"//api.example.com/v1"}`, `scheme-relative URL`},
+		{"scheme-relative backslashes", api, `{"url":"\\\\169.254.169.254\\x"}`, `scheme-relative URL`},
+		{"scheme-relative mixed", api, `{"url":"/\\evil.example/"}`, `scheme-relative URL`},
+		{"scheme-relative three slashes", api, `{"url":"///evil.example"}`, `scheme-relative URL`},
+		{"scheme-relative port", api, `{"url":"//evil.example:8080"}`, `scheme-relative URL`},
+		{"scheme-relative userinfo", api, `{"url":"//a b@evil.example/"}`, `scheme-relative URL`},
+		{"scheme-relative IPv6", api, `{"url":"//[::1]/"}`, `scheme-relative URL`},
+		{"scheme-relative after space", api, `{"url":" //evil.example"}`, `scheme-relative URL`},
+		{"scheme-relative tab", api, `{"url":"/\t/evil.example"}`, `scheme-relative URL`},
+		{"scheme-relative control", api, `{"url":"\u0001//evil.example"}`, `scheme-relative URL`},
+		{"listed https", api, `{"url":"https://api.example.com/v1"}`, ""},
+		{"listed trailing tab", api, `{"url":"https://api.example.com/v1\t"}`, ""},
+		{"listed no slashes", api, `{"url":"https:api.example.com/v1"}`, ""},
+		{"listed backslashes in the path", api, `{"url":"https://api.example.com/a\\b"}`, ""},
+		{"text with a colon", api, `{"q":"note: see docs"}`, ""},
+		{"ratio", api, `{"q":"ratio 1:2"}`, ""},
+		{"windows path", api, `{"path":"C:\\Users\\x"}`, ""},
+		{"mailto", api, `{"to":"mailto:a@b.example"}`, ""},
+		{"urn", api, `{"id":"urn:isbn:0451450523"}`, ""},
+		{"absolute path", api, `{"path":"/home/a/x"}`, ""},
+		{"path with double slash", api, `{"path":"a//b"}`, ""},
+		{"comment", api, `{"code":"// TODO: fix this\nfunc f() {}"}`, ""},
+		{"build constraint", api, `{"code":"//go:build linux\n"}`, ""},
+		{"directive", api, `{"code":"//go:generate stringer"}`, ""},
+		{"slashes only", api, `{"q":"//"}`, ""},
+		{"slashes and a path", api, `{"q":"///?x"}`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,6 +209,17 @@ func TestEgressDetailsDoNotEchoTheHost(t *testing.T) {
 	r := checkArgs(t, g, `{"url":"https://c2VjcmV0LXRva2Vu.attacker.example/"}`)
 	if r.Allow || strings.Contains(r.Details, "c2VjcmV0") || strings.Contains(r.Details, "attacker") {
 		t.Errorf("got %+v", r)
+	}
+	for _, u := range []string{
+		`//c2VjcmV0LXRva2Vu.attacker.example/`,
+		`https:c2VjcmV0LXRva2Vu.attacker.example/`,
+		`https:\\\\c2VjcmV0LXRva2Vu.attacker.example\\x`,
+		`\u0001ht\ttps:/\\c2VjcmV0LXRva2Vu.attacker.example\\@x/`,
+	} {
+		r = checkArgs(t, g, `{"url":"`+u+`"}`)
+		if r.Allow || strings.Contains(r.Details, "c2VjcmV0") || strings.Contains(r.Details, "attacker") {
+			t.Errorf("%s: got %+v", u, r)
+		}
 	}
 	r = checkArgs(t, g, `{"url":"SeCrEtScHeMe://api.example.com/"}`)
 	if r.Allow || strings.Contains(strings.ToLower(r.Details), "secretscheme") {

@@ -53,6 +53,9 @@ func FuzzGuards(f *testing.F) {
 		`{"paths":["../x","/etc/shadow",["~/.ssh/id_rsa"]],"file":"file:///proc/1/%2e%2e/x"}`,
 		`{"u":["http://[::ffff:127.0.0.1]/","https://0x7f.1/","https://a.internal."],"v":{"w":"ftp://x"}}`,
 		`{"AKIAIOSFODNN7EXAMPLE":{"k":"-----BEGIN RSA PRIVATE KEY-----"},"t":"eyJa.eyJb.c"}`,
+		`{"u":["\u0001https://169.254.169.254/","ht\ttps://10.0.0.1/","https:169.254.169.254/latest","https:\\\\169.254.169.254\\x"]}`,
+		`{"u":["https:/\\evil.example/","//169.254.169.254/x","\\\\h\\x","// note","ratio 1:2","C:\\Users\\x"]}`,
+		`{"path":["file:/etc/shadow","FILE:/etc/passwd","file:%2Fetc%2Fshadow","file://etc/shadow#x","fi\tle:x"]}`,
 		`{"a":1,"a":2}`, `[`, `"x"`, `null`,
 	} {
 		f.Add([]byte(s))
@@ -115,4 +118,46 @@ func checkResult(t *testing.T, r Result) {
 	if len(r.Details) > MaxDetails || !utf8.ValidString(r.Details) {
 		t.Fatalf("details: %d bytes, valid UTF-8 %v", len(r.Details), utf8.ValidString(r.Details))
 	}
+}
+
+// FuzzEgressPreprocessing checks the WHATWG preprocessing: a tab, CR or
+// LF anywhere, or a C0 control or space before or after, must not change
+// the egress verdict, since a WHATWG parser drops them.
+func FuzzEgressPreprocessing(f *testing.F) {
+	for _, s := range []string{
+		"https://api.example.com/v1", "https:169.254.169.254/x", `https:/\evil.example`,
+		"//169.254.169.254/x", `\\h\x`, "note: see docs", "// TODO: x", "ftp://a.b", "file:/etc/passwd",
+	} {
+		f.Add(s, uint(3), byte('\t'))
+	}
+	var gs []*egressGuard
+	for _, cfg := range []EgressConfig{
+		{AllowedHosts: []string{"api.example.com"}},
+		{AllowedSchemes: []string{"http", "https", "ws"}, AllowPrivate: true},
+	} {
+		g, err := NewEgressGuard(cfg)
+		if err != nil {
+			f.Fatal(err)
+		}
+		gs = append(gs, g.(*egressGuard))
+	}
+	f.Fuzz(func(t *testing.T, s string, at uint, c byte) {
+		at %= uint(len(s) + 1)
+		var variant string
+		switch {
+		case c == '\t' || c == '\n' || c == '\r':
+			variant = s[:at] + string(rune(c)) + s[at:]
+		case c <= ' ' && at%2 == 0:
+			variant = string(rune(c)) + s
+		case c <= ' ':
+			variant = s + string(rune(c))
+		default:
+			return
+		}
+		for _, g := range gs {
+			if a, b := g.visit(s, false, ""), g.visit(variant, false, ""); a != b {
+				t.Fatalf("visit(%q) = %q but visit(%q) = %q", s, a, variant, b)
+			}
+		}
+	})
 }

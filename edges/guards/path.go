@@ -60,8 +60,9 @@ type pathGuard struct {
 // strings) under a path key of the arguments, at any depth. It denies a
 // ".." segment (on the raw value, "/" or "\" separated), a NUL byte, a
 // path matching a forbidden pattern, and, when roots are set, a path
-// outside every root. Percent-encoded and file:// forms are checked too,
-// since some tools decode them.
+// outside every root. Percent-encoded and file URL forms ("file:///x",
+// "file:/x", "FILE:x", "file:%2Fx") are checked too, since some tools
+// decode them.
 //
 // Keys match case-insensitively and ignoring "_" and "-", so "filePath"
 // and "file-path" are path keys like "file_path". Patterns match
@@ -164,16 +165,37 @@ func (g *pathGuard) visit(s string, _ bool, parentKey string) string {
 	return g.checkPath(s)
 }
 
-// checkPath checks a path as given, or a file:// URL's path, and the
-// forms a tool might decode it into: its percent-decodings.
+// checkPath checks a path as given, or a file URL's path, and the forms
+// a tool might decode it into: its percent-decodings (which may be file
+// URLs themselves).
 func (g *pathGuard) checkPath(s string) string {
-	cur, note := s, ""
-	if len(s) >= 7 && strings.EqualFold(s[:7], "file://") {
-		cur, note = s[7:], " (file URL)"
-		if i := strings.IndexByte(cur, '/'); i > 0 {
-			cur = cur[i:] // drop the host
+	if p, withHost, ok := fileURLPath(s); ok {
+		return g.checkFileURL(p, withHost, "")
+	}
+	return g.checkDecoded(s, "")
+}
+
+// checkFileURL checks the paths fileURLPath returned, each also without
+// a query or fragment ("file:///etc/shadow#x" reads /etc/shadow).
+func (g *pathGuard) checkFileURL(p, withHost, suffix string) string {
+	for _, f := range [...]string{p, withHost} {
+		if f == "" {
+			continue
+		}
+		why := g.checkDecoded(f, " (file URL)")
+		if i := strings.IndexAny(f, "?#"); why == "" && i >= 0 {
+			why = g.checkDecoded(f[:i], " (file URL)")
+		}
+		if why != "" {
+			return why + suffix
 		}
 	}
+	return ""
+}
+
+// checkDecoded checks cur and its percent-decodings; note, if not "",
+// says cur is a file URL's path.
+func (g *pathGuard) checkDecoded(cur, note string) string {
 	if why := g.checkForm(cur); why != "" {
 		return why + note
 	}
@@ -186,12 +208,55 @@ func (g *pathGuard) checkPath(s string) string {
 		if err != nil || dec == cur {
 			break
 		}
+		if note == "" {
+			if p, withHost, ok := fileURLPath(dec); ok {
+				// "file%3A%2F%2Fx": the decoded form is a file URL.
+				return g.checkFileURL(p, withHost, " (percent-encoded)")
+			}
+		}
 		if why := g.checkForm(dec); why != "" {
 			return why + note + " (percent-encoded)"
 		}
 		cur = dec
 	}
 	return ""
+}
+
+// fileURLPath reports whether s is a file URL as a WHATWG parser reads it
+// (leading and trailing controls and spaces and every tab or newline
+// dropped): "file:" in any case, then any number of "/" or "\", either
+// counting as "/". It returns the URL's path, which is absolute even
+// after no slash ("file:etc/passwd" is /etc/passwd). After exactly two
+// slashes comes a host ("file://host/x" is /x), but a tool that merely
+// strips "file:" reads "file://etc/shadow" as //etc/shadow: withHost is
+// that path, with the host as its first segment, to be checked too
+// (unless the host is "localhost").
+func fileURLPath(s string) (path, withHost string, ok bool) {
+	if len(s) < 5 || (s[0]|0x20 != 'f' && s[0] > ' ') {
+		return "", "", false // a file URL starts with "f" or a control
+	}
+	s = preprocessURL(s)
+	if len(s) < 5 || !strings.EqualFold(s[:5], "file:") {
+		return "", "", false
+	}
+	rest := s[5:]
+	n := 0
+	for n < len(rest) && isSlash(rest[n]) {
+		n++
+	}
+	switch n {
+	case 0:
+		return "/" + rest, "", true
+	case 2:
+		if i := strings.IndexAny(rest[2:], `/\`); i > 0 {
+			if strings.EqualFold(rest[2:2+i], "localhost") {
+				return rest[2+i:], "", true // the usual host, not a directory
+			}
+			return rest[2+i:], rest[1:], true
+		}
+		return rest[1:], "", true // "file://etc": no path but the host
+	}
+	return rest[n-1:], "", true // from the last slash: an absolute path
 }
 
 func (g *pathGuard) checkForm(s string) string {

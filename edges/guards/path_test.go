@@ -36,6 +36,10 @@ func TestPathGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dot, err := NewPathGuard(PathConfig{AllowedRoots: []string{"."}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	slash, err := NewPathGuard(PathConfig{AllowedRoots: []string{"/"}})
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +91,24 @@ func TestPathGuard(t *testing.T) {
 		{"root home", defaults, `{"cwd":"/root"}`, `/cwd: forbidden by "/root/**"`},
 		{"file URL", defaults, `{"path":"file:///etc/shadow"}`, `forbidden by "/etc/shadow" (file URL)`},
 		{"file URL with host", defaults, `{"path":"FILE://localhost/home/a/.ssh/id_rsa"}`, `forbidden by "**/.ssh/**" (file URL)`},
+		{"file URL one slash", defaults, `{"path":"file:/etc/shadow"}`, `forbidden by "/etc/shadow" (file URL)`},
+		{"file URL upper case", defaults, `{"path":"FILE:/etc/passwd"}`, `forbidden by "/etc/passwd" (file URL)`},
+		{"file URL no slash", defaults, `{"path":"file:etc/shadow"}`, `forbidden by "/etc/shadow" (file URL)`},
+		{"file URL encoded slashes", defaults, `{"path":"file:%2Fetc%2Fshadow"}`, `forbidden by "/etc/shadow" (file URL) (percent-encoded)`},
+		{"file URL backslashes", defaults, `{"path":"file:\\\\\\etc\\shadow"}`, `forbidden by "/etc/shadow" (file URL)`},
+		{"file URL backslash host", defaults, `{"path":"file:\\\\localhost\\etc\\shadow"}`, `forbidden by "/etc/shadow" (file URL)`},
+		{"file URL four slashes", defaults, `{"path":"file:////etc/shadow"}`, `forbidden by "/etc/shadow" (file URL)`},
+		{"file URL host read as a directory", defaults, `{"path":"file://etc/shadow"}`, `forbidden by "/etc/shadow" (file URL)`},
+		{"file URL host only", defaults, `{"path":"file://proc"}`, `forbidden by "/proc/**" (file URL)`},
+		{"file URL fragment", defaults, `{"path":"file:///etc/shadow#x"}`, `forbidden by "/etc/shadow" (file URL)`},
+		{"file URL query", defaults, `{"path":"file:/etc/passwd?x=1"}`, `forbidden by "/etc/passwd" (file URL)`},
+		{"file URL leading control", defaults, `{"path":"\u0001file:/etc/shadow"}`, `forbidden by "/etc/shadow" (file URL)`},
+		{"file URL tab", defaults, `{"path":"fi\tle:/etc/shadow"}`, `forbidden by "/etc/shadow" (file URL)`},
+		{"file URL tab in the slashes", defaults, `{"path":"file:/\t/localhost/etc/shadow"}`, `forbidden by "/etc/shadow" (file URL)`},
+		{"file URL traversal", defaults, `{"path":"file:docs/../x"}`, `".." traversal (file URL)`},
+		{"file URL percent-encoded", defaults, `{"path":"file%3A%2F%2F%2Fetc%2Fshadow"}`, `forbidden by "/etc/shadow" (file URL) (percent-encoded)`},
+		{"file URL encoded scheme", defaults, `{"path":"%66ile:/etc/shadow"}`, `forbidden by "/etc/shadow" (file URL) (percent-encoded)`},
+		{"file-like names", defaults, `{"paths":["files/a.txt","file.txt","filename:x","profile:/etc/shadow"]}`, ""},
 		{"encoded dot", defaults, `{"path":"/home/a/%2essh/config"}`, `forbidden by "**/.ssh/**" (percent-encoded)`},
 		{"array of paths", defaults, `{"paths":["docs/a.md","/etc/sudoers"]}`, `/paths/1: forbidden by "/etc/sudoers"`},
 		{"nested arrays", defaults, `{"paths":[["ok"],["/etc/shadow"]]}`, `/paths/1/0: forbidden by "/etc/shadow"`},
@@ -105,6 +127,15 @@ func TestPathGuard(t *testing.T) {
 		{"sibling with root prefix", rooted, `{"path":"/workspace-other/a"}`, `/path: outside the allowed roots`},
 		{"tilde is not relative", rooted, `{"path":"~/notes"}`, `/path: outside the allowed roots`},
 		{"forbidden inside root", rooted, `{"path":"/workspace/.env"}`, `forbidden by "**/.env"`},
+		{"dot root", dot, `{"path":"docs/readme.md"}`, ""},
+		{"dot root file URL one slash", dot, `{"path":"file:/etc/shadow"}`, `forbidden by "/etc/shadow" (file URL)`},
+		{"dot root file URL upper case", dot, `{"path":"FILE:/etc/passwd"}`, `forbidden by "/etc/passwd" (file URL)`},
+		{"dot root file URL encoded", dot, `{"path":"file:%2Fetc%2Fshadow"}`, `outside the allowed roots (file URL)`},
+		{"dot root file URL outside", dot, `{"path":"file:/srv/data"}`, `outside the allowed roots (file URL)`},
+		{"dot root file URL relative-looking", dot, `{"path":"file:docs/readme.md"}`, `outside the allowed roots (file URL)`},
+		{"file URL inside root", absOnly, `{"path":"file:///workspace/a.go"}`, ""},
+		{"file URL localhost inside root", absOnly, `{"path":"file://localhost/workspace/a.go"}`, ""},
+		{"file URL other host inside root", absOnly, `{"path":"file://etc/workspace/a.go"}`, `outside the allowed roots (file URL)`},
 		{"relative without dot root", absOnly, `{"path":"src/a.go"}`, `outside the allowed roots`},
 		{"root case sensitive", absOnly, `{"path":"/Workspace/a"}`, `outside the allowed roots`},
 		{"empty path is relative", absOnly, `{"path":""}`, `outside the allowed roots`},
