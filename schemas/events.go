@@ -326,3 +326,16 @@ func DecodeStrict(raw []byte, v any) error {
 	}
 	return nil
 }
+
+// TruncateText shortens s to at most MaxTextBytes on a UTF-8 boundary,
+// marking the cut: reasons and details must fit a decision event.
+func TruncateText(s string) string {
+	if len(s) <= MaxTextBytes {
+		return s
+	}
+	cut := MaxTextBytes - len("…")
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -174,7 +174,7 @@ func (d *Decision) Attribution() map[string]any {
 }
 
 func (k *Kernel) deny(d *Decision, step, reason string) *Decision {
-	d.Allow, d.Guard, d.Reason = false, step, truncate(reason)
+	d.Allow, d.Guard, d.Reason = false, step, schemas.TruncateText(reason)
 	d.Evidence = append(d.Evidence, schemas.GuardEvidence{GuardName: step, Verdict: false, Details: d.Reason})
 	return d
 }
@@ -270,7 +270,7 @@ func (k *Kernel) Decide(ctx context.Context, req *Request) *Decision {
 	if by != "" {
 		// The call will not run: give back what it was charged.
 		k.budgets.refundAll(ctx, charged, cost, k.cfg.log)
-		d.Allow, d.Guard, d.Reason, d.Charged = false, by, truncate(reason), nil
+		d.Allow, d.Guard, d.Reason, d.Charged = false, by, schemas.TruncateText(reason), nil
 		return d
 	}
 	d.Allow = true
@@ -405,15 +405,4 @@ func TokenFromHeaders(h http.Header) (string, error) {
 		return x, nil
 	}
 	return "", errors.New("no capability: send Authorization: Bearer <token> or X-Chio-Capability")
-}
-
-func truncate(s string) string {
-	if len(s) <= schemas.MaxTextBytes {
-		return s
-	}
-	cut := schemas.MaxTextBytes - len("…")
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -1,0 +1,249 @@
+// Package dispatch runs one governed tool call, the part every protocol
+// edge shares (DESIGN §4, steps 2–4): ask the kernel, make the decision
+// durable on JetStream, and only then run the tool and make its outcome
+// durable. An edge translates its protocol to a Call and the Result back.
+//
+// Invariants: no tool runs unless its decision event was acknowledged by
+// the stream; a Result carries a receipt id only when its decision event is
+// durable, so the ledger will sign exactly one receipt for it (allow, deny,
+// cancelled, or incomplete if the outcome never arrives).
+package dispatch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// ErrNotDurable means an event could not be made durable. For a decision,
+// the call was refused and no tool ran.
+var ErrNotDurable = errors.New("event not durable")
+
+// ErrBadArguments means the arguments are not a JSON object within the
+// size bound: a protocol error, refused before the kernel.
+var ErrBadArguments = errors.New("arguments must be a JSON object")
+
+// Dispatcher runs governed calls. It is safe for concurrent use.
+type Dispatcher struct {
+	js       jetstream.JetStream
+	kernel   *kernel.Kernel
+	registry *tools.Registry
+	edgeID   string
+	now      func() time.Time
+}
+
+// Option configures a Dispatcher.
+type Option func(*Dispatcher)
+
+// WithClock sets the clock that stamps events (tests).
+func WithClock(now func() time.Time) Option { return func(d *Dispatcher) { d.now = now } }
+
+// New returns a dispatcher publishing to CHIO_EVENTS, creating or updating
+// the stream with the shared configuration. Allowed calls run on the
+// in-process servers of reg.
+func New(ctx context.Context, js jetstream.JetStream, k *kernel.Kernel, reg *tools.Registry, edgeID string, replicas int, opts ...Option) (*Dispatcher, error) {
+	if _, err := js.CreateOrUpdateStream(ctx, schemas.EventsStreamConfig(replicas)); err != nil {
+		return nil, fmt.Errorf("dispatch: events stream: %w", err)
+	}
+	d := &Dispatcher{js: js, kernel: k, registry: reg, edgeID: edgeID, now: time.Now}
+	for _, o := range opts {
+		o(d)
+	}
+	return d, nil
+}
+
+// Call is one tool call as an edge received it.
+type Call struct {
+	// ReceiptID is assigned (UUIDv7) when empty.
+	ReceiptID string
+	Token     string
+	ServerID  string
+	ToolName  string
+	Arguments json.RawMessage
+	// Exposure is the edge's audience (see kernel.Request).
+	Exposure *tools.Exposure
+	// Stream runs the tool with InvokeStream, collecting its chunks.
+	Stream bool
+	// RequestID, TaskID and TenantID are recorded on the decision event.
+	RequestID, TaskID, TenantID string
+	// Metadata is merged into the decision event's metadata (e.g. the
+	// protocol, a governed intent); the kernel's attribution is added.
+	Metadata map[string]any
+	// Emit, if set, receives each chunk of a streamed call as it comes.
+	Emit func(tools.Chunk) error
+}
+
+// Result is what happened.
+type Result struct {
+	ReceiptID string
+	Decision  *kernel.Decision
+	// Ran reports whether the tool was invoked.
+	Ran bool
+	// Output of Invoke, or the chunks of InvokeStream.
+	Output json.RawMessage
+	Chunks []tools.Chunk
+	// Outcome is set when the tool ran; ToolErr is its error, if any.
+	Outcome schemas.Outcome
+	ToolErr error
+	// OutcomeDurable reports that the outcome event was acknowledged; if
+	// not, the ledger will record the call as incomplete.
+	OutcomeDurable bool
+}
+
+// Do runs the call. It returns an error only when no receipt will exist
+// for the call: bad arguments, or a decision event that is not durable.
+func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
+	if err := checkArguments(c.Arguments); err != nil {
+		return nil, err
+	}
+	if c.ReceiptID == "" {
+		c.ReceiptID = uuid.Must(uuid.NewV7()).String()
+	}
+	dec := d.kernel.Decide(ctx, &kernel.Request{
+		Token: c.Token, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments, Exposure: c.Exposure,
+	})
+	res := &Result{ReceiptID: c.ReceiptID, Decision: dec}
+	ev, err := d.decisionEvent(c, dec)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.publish(ctx, schemas.SubjectDecision, ev.EventID, ev); err != nil {
+		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, err)
+	}
+	if !dec.Allow {
+		return res, nil
+	}
+	res.Ran = true
+	inv := tools.Invocation{ID: c.ReceiptID, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments}
+	server, _ := d.registry.Tool(c.ServerID, c.ToolName)
+	var contentHash string
+	switch {
+	case server == nil || server.Server == nil:
+		res.ToolErr = fmt.Errorf("%w: %s/%s has no in-process server", tools.ErrNoServer, c.ServerID, c.ToolName)
+	case c.Stream:
+		hashes := sha256.New()
+		res.ToolErr = server.Server.InvokeStream(ctx, inv, func(ch tools.Chunk) error {
+			canon, err := schemas.CanonicalizeJSON(ch.Data)
+			if err != nil {
+				return fmt.Errorf("chunk is not JSON: %w", err)
+			}
+			sum := sha256.Sum256(canon)
+			hashes.Write(sum[:])
+			res.Chunks = append(res.Chunks, tools.Chunk{Data: canon})
+			if c.Emit != nil {
+				return c.Emit(ch)
+			}
+			return nil
+		})
+		if len(res.Chunks) > 0 {
+			// §1.5: a streamed output hashes the concatenated chunk digests.
+			contentHash = hex.EncodeToString(hashes.Sum(nil))
+		}
+	default:
+		out, err := server.Server.Invoke(ctx, inv)
+		res.ToolErr = err
+		if err == nil && len(out) > 0 {
+			canon, cerr := schemas.CanonicalizeJSON(out)
+			if cerr != nil {
+				res.ToolErr = fmt.Errorf("tool output is not JSON: %w", cerr)
+			} else {
+				res.Output = canon
+				contentHash = schemas.SHA256Hex(canon)
+			}
+		}
+	}
+	if contentHash == "" {
+		contentHash = schemas.EmptyContentHash
+	}
+	out := &schemas.OutcomeEvent{
+		Schema: schemas.OutcomeEventSchema, EventID: schemas.OutcomeEventID(c.ReceiptID), ReceiptID: c.ReceiptID,
+		Timestamp: d.stamp(), Outcome: schemas.OutcomeCompleted, ContentHash: contentHash,
+	}
+	switch {
+	case res.ToolErr == nil:
+	case errors.Is(res.ToolErr, context.Canceled) || errors.Is(res.ToolErr, tools.ErrCanceled):
+		out.Outcome, out.Reason = schemas.OutcomeCancelled, "cancelled while running"
+	default:
+		out.Outcome, out.Reason = schemas.OutcomeFailed, schemas.TruncateText(res.ToolErr.Error())
+	}
+	res.Outcome = out.Outcome
+	// The outcome must be recorded even if the caller has gone away.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	res.OutcomeDurable = d.publish(pctx, schemas.SubjectOutcome, out.EventID, out) == nil
+	return res, nil
+}
+
+func (d *Dispatcher) stamp() uint64 { return uint64(d.now().Unix()) }
+
+func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.DecisionEvent, error) {
+	meta := map[string]any{}
+	for k, v := range c.Metadata {
+		meta[k] = v
+	}
+	if a := dec.Attribution(); a != nil {
+		meta["attribution"] = a
+	}
+	if len(dec.Lineage) > 1 {
+		meta["lineage"] = dec.Lineage
+	}
+	var rawMeta json.RawMessage
+	if len(meta) > 0 {
+		b, err := schemas.Canonical(meta)
+		if err != nil {
+			return nil, fmt.Errorf("decision metadata: %w", err)
+		}
+		rawMeta = b
+	}
+	params, err := schemas.CanonicalizeJSON(c.Arguments)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
+	}
+	evidence := dec.Evidence
+	if len(evidence) > schemas.MaxEvidence {
+		evidence = evidence[:schemas.MaxEvidence]
+	}
+	ev := &schemas.DecisionEvent{
+		Schema: schemas.DecisionEventSchema, EventID: schemas.DecisionEventID(c.ReceiptID), ReceiptID: c.ReceiptID,
+		Timestamp: d.stamp(), CapabilityID: dec.CapabilityID, ToolServer: c.ServerID, ToolName: c.ToolName,
+		Parameters: params, Decision: dec.Verdict(), PolicyHash: dec.PolicyHash, Evidence: evidence, Metadata: rawMeta,
+		TrustLevel: schemas.TrustMediated, TenantID: c.TenantID, RequestID: c.RequestID, TaskID: c.TaskID, EdgeID: d.edgeID,
+	}
+	if err := ev.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
+	}
+	return ev, nil
+}
+
+func (d *Dispatcher) publish(ctx context.Context, subject, id string, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := d.js.Publish(ctx, subject, raw, jetstream.WithMsgID(id)); err != nil {
+		return fmt.Errorf("publish %s: %w", id, err)
+	}
+	return nil
+}
+
+func checkArguments(args json.RawMessage) error {
+	if len(args) > schemas.MaxParametersBytes {
+		return fmt.Errorf("%w of at most %d bytes", ErrBadArguments, schemas.MaxParametersBytes)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(args, &m); err != nil || m == nil {
+		return ErrBadArguments
+	}
+	return nil
+}

@@ -1,0 +1,211 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// countingServer wraps hello and counts invocations, or fails on demand.
+type countingServer struct {
+	*hello.Server
+	runs atomic.Int64
+	fail bool
+}
+
+func (s *countingServer) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMessage, error) {
+	s.runs.Add(1)
+	if s.fail {
+		return nil, errors.New("backend unavailable")
+	}
+	return s.Server.Invoke(ctx, inv)
+}
+
+func (s *countingServer) InvokeStream(ctx context.Context, inv tools.Invocation, emit func(tools.Chunk) error) error {
+	s.runs.Add(1)
+	return s.Server.InvokeStream(ctx, inv, emit)
+}
+
+type fixture struct {
+	js     jetstream.JetStream
+	d      *Dispatcher
+	server *countingServer
+	token  string
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	ns, err := natsembed.Start(natsembed.Config{StoreDir: filepath.Join(t.TempDir(), "nats"), DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	issuer := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32))
+	agent := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{2}, 32))
+	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	srv := &countingServer{Server: hello.New()}
+	if err := reg.Register(srv); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	d, err := New(ctx, js, k, reg, "edge-test", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
+		ID: "cap-dispatch", Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
+		Subject: schemas.EncodePublicKey(agent.Public().(ed25519.PublicKey)),
+		Scope:   schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "hello_task", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := schemas.EncodeCapabilityHeader(tok)
+	return &fixture{js: js, d: d, server: srv, token: h}
+}
+
+// events reads every event on the stream, by subject.
+func (f *fixture) events(t *testing.T) map[string][][]byte {
+	t.Helper()
+	ctx := context.Background()
+	c, err := f.js.OrderedConsumer(ctx, schemas.EventsStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][][]byte{}
+	batch, err := c.FetchNoWait(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		out[m.Subject()] = append(out[m.Subject()], m.Data())
+	}
+	return out
+}
+
+func TestAllowedCallIsDurableBeforeAndAfter(t *testing.T) {
+	f := setup(t)
+	res, err := f.d.Do(context.Background(), Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task",
+		Arguments: json.RawMessage(`{"text":"world"}`), Metadata: map[string]any{"protocol": "a2a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Decision.Allow || !res.Ran || res.Outcome != schemas.OutcomeCompleted || !res.OutcomeDurable || f.server.runs.Load() != 1 {
+		t.Fatalf("%+v", res)
+	}
+	ev := f.events(t)
+	var dec schemas.DecisionEvent
+	var out schemas.OutcomeEvent
+	if len(ev[schemas.SubjectDecision]) != 1 || len(ev[schemas.SubjectOutcome]) != 1 {
+		t.Fatalf("events: %v", ev)
+	}
+	_ = json.Unmarshal(ev[schemas.SubjectDecision][0], &dec)
+	_ = json.Unmarshal(ev[schemas.SubjectOutcome][0], &out)
+	if dec.ReceiptID != res.ReceiptID || dec.CapabilityID != "cap-dispatch" || dec.Decision.Verdict != schemas.VerdictAllow || dec.Validate() != nil {
+		t.Fatalf("decision event %+v", dec)
+	}
+	if !bytes.Contains(dec.Metadata, []byte(`"attribution"`)) || !bytes.Contains(dec.Metadata, []byte(`"protocol":"a2a"`)) {
+		t.Fatalf("metadata %s", dec.Metadata)
+	}
+	if out.ContentHash != schemas.SHA256Hex(res.Output) || out.Outcome != schemas.OutcomeCompleted {
+		t.Fatalf("outcome %+v for output %s", out, res.Output)
+	}
+}
+
+func TestStreamedCallHashesChunkDigests(t *testing.T) {
+	f := setup(t)
+	var seen int
+	res, err := f.d.Do(context.Background(), Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task",
+		Arguments: json.RawMessage(`{"text":"stream"}`), Stream: true, Emit: func(tools.Chunk) error { seen++; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Chunks) != 2 || seen != 2 {
+		t.Fatalf("chunks %d, emitted %d", len(res.Chunks), seen)
+	}
+	h := sha256.New()
+	for _, c := range res.Chunks {
+		sum := sha256.Sum256(c.Data)
+		h.Write(sum[:])
+	}
+	var out schemas.OutcomeEvent
+	_ = json.Unmarshal(f.events(t)[schemas.SubjectOutcome][0], &out)
+	if out.ContentHash != hex.EncodeToString(h.Sum(nil)) {
+		t.Fatalf("content hash %s", out.ContentHash)
+	}
+}
+
+func TestDeniedAndFailedCalls(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	res, err := f.d.Do(ctx, Call{Token: "forged", ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)})
+	if err != nil || res.Decision.Allow || res.Ran || f.server.runs.Load() != 0 {
+		t.Fatalf("forged token: %+v %v", res, err)
+	}
+	f.server.fail = true
+	res, err = f.d.Do(ctx, Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)})
+	if err != nil || res.Outcome != schemas.OutcomeFailed || res.ToolErr == nil {
+		t.Fatalf("failing tool: %+v %v", res, err)
+	}
+	ev := f.events(t)
+	if len(ev[schemas.SubjectDecision]) != 2 || len(ev[schemas.SubjectOutcome]) != 1 {
+		t.Fatalf("want two decisions and one outcome, got %d and %d", len(ev[schemas.SubjectDecision]), len(ev[schemas.SubjectOutcome]))
+	}
+	if !bytes.Contains(ev[schemas.SubjectOutcome][0], []byte("backend unavailable")) {
+		t.Fatalf("failure reason missing: %s", ev[schemas.SubjectOutcome][0])
+	}
+	for _, args := range []string{`[1]`, `"x"`, `{`, `null`} {
+		if _, err := f.d.Do(ctx, Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(args)}); !errors.Is(err, ErrBadArguments) {
+			t.Fatalf("arguments %s: %v", args, err)
+		}
+	}
+}
+
+// No tool runs without a durable decision event: with the stream refusing
+// writes (sealed), an allowed call is refused before the tool.
+func TestNoToolRunsWithoutADurableDecision(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	cfg := schemas.EventsStreamConfig(1)
+	cfg.Sealed = true
+	if _, err := f.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.d.Do(ctx, Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)})
+	if !errors.Is(err, ErrNotDurable) || f.server.runs.Load() != 0 {
+		t.Fatalf("err %v, tool runs %d", err, f.server.runs.Load())
+	}
+}
