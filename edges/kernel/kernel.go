@@ -406,3 +406,39 @@ func TokenFromHeaders(h http.Header) (string, error) {
 	}
 	return "", errors.New("no capability: send Authorization: Bearer <token> or X-Chio-Capability")
 }
+
+// Identity is an authenticated caller: a token that passes every check that
+// does not depend on a tool (parse, issuer, signature, time, delegation,
+// revocation). Edges scope task reads and cancels to it.
+type Identity struct {
+	CapabilityID string
+	Subject      string
+	RootSubject  string
+	Lineage      []string
+}
+
+// Identify authenticates a token for calls that run no tool (get, list,
+// cancel). A failure is a Decision naming the failed step.
+func (k *Kernel) Identify(token string) (*Identity, *Decision) {
+	d := &Decision{PolicyHash: k.policy.Hash, CapabilityID: NoCapability, GrantIndex: -1}
+	v, serr := k.tokens.get(k.policy, token)
+	if serr != nil {
+		if serr.step == StepDelegation && serr.tok != nil {
+			if msg := k.outsideWindow(serr.tok); msg != "" {
+				return nil, k.deny(d, StepTime, msg)
+			}
+		}
+		return nil, k.deny(d, serr.step, serr.Error())
+	}
+	d.CapabilityID, d.Subject = v.tok.ID, v.tok.Subject
+	if msg := k.outsideWindow(v.tok); msg != "" {
+		return nil, k.deny(d, StepTime, msg)
+	}
+	if !k.js.Conn().IsConnected() || !k.revs.live.Load() {
+		return nil, k.deny(d, StepRevocation, "governance state unavailable: NATS is not connected or the revocation watch has ended (fail closed)")
+	}
+	if id := k.revs.firstRevoked(v.lineage); id != "" {
+		return nil, k.deny(d, StepRevocation, fmt.Sprintf("capability %s is revoked", id))
+	}
+	return &Identity{CapabilityID: v.tok.ID, Subject: v.tok.Subject, RootSubject: v.rootSubject, Lineage: v.lineage}, nil
+}

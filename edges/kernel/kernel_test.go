@@ -690,3 +690,20 @@ func TestRevocationBucketRecreated(t *testing.T) {
 		return d.Guard == StepRevocation && strings.Contains(d.Reason, "victim is revoked")
 	})
 }
+
+func TestIdentify(t *testing.T) {
+	e := startNATS(t)
+	k := newKernel(t, e, testPolicy(t, nil))
+	tok := header(t, issue(t, issuerKey, body("cap-id", grant("srv", "tool"))))
+	id, d := k.Identify(tok)
+	if d != nil || id.Subject != pub(agentKey) || id.CapabilityID != "cap-id" {
+		t.Fatalf("%+v %+v", id, d)
+	}
+	if _, d := k.Identify("nope"); d == nil || d.Guard != StepParse {
+		t.Fatalf("bad token identified: %+v", d)
+	}
+	if err := Revoke(context.Background(), e.js, 1, "cap-id", "", t0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, d := k.Identify(tok); return d != nil && d.Guard == StepRevocation })
+}
