@@ -3,6 +3,7 @@ module github.com/chio-ledger/chio
 go 1.26.0
 
 require (
+	github.com/a2aproject/a2a-go/v2 v2.4.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/google/uuid v1.6.0
 	github.com/gowebpki/jcs v1.0.2

@@ -1,0 +1,391 @@
+package a2a
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/edges/a2a/taskstore"
+	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+var (
+	issuerKey = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32))
+	agentKey  = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{2}, 32))
+	otherKey  = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32))
+)
+
+func pub(k ed25519.PrivateKey) string { return schemas.EncodePublicKey(k.Public().(ed25519.PublicKey)) }
+
+// countingHello counts tool runs, to prove what never ran.
+type countingHello struct {
+	*hello.Server
+	runs atomic.Int64
+}
+
+func (s *countingHello) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMessage, error) {
+	s.runs.Add(1)
+	return s.Server.Invoke(ctx, inv)
+}
+
+func (s *countingHello) InvokeStream(ctx context.Context, inv tools.Invocation, emit func(tools.Chunk) error) error {
+	s.runs.Add(1)
+	return s.Server.InvokeStream(ctx, inv, emit)
+}
+
+type cluster struct {
+	js    jetstream.JetStream
+	tool  *countingHello
+	edges []*httptest.Server
+	raw   []*Edge
+}
+
+// startCluster runs n edge replicas on one embedded NATS server.
+func startCluster(t *testing.T, n int, devToken string) *cluster {
+	t.Helper()
+	ns, err := natsembed.Start(natsembed.Config{StoreDir: filepath.Join(t.TempDir(), "nats"), DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	cl := &cluster{tool: &countingHello{Server: hello.New()}}
+	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{pub(issuerKey)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		nc, err := ns.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		cl.js = js
+		ctx := context.Background()
+		reg := tools.NewRegistry()
+		if err := reg.Register(cl.tool); err != nil {
+			t.Fatal(err)
+		}
+		k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(k.Close)
+		d, err := dispatch.New(ctx, js, k, reg, fmt.Sprintf("edge-%d", i), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, err := taskstore.Open(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := New(Config{EdgeID: fmt.Sprintf("edge-%d", i), DevToken: devToken}, k, reg, d, ts)
+		ec := echo.New()
+		e.Register(ec, HTTPConfig{})
+		srv := httptest.NewServer(ec)
+		t.Cleanup(srv.Close)
+		cl.edges = append(cl.edges, srv)
+		cl.raw = append(cl.raw, e)
+	}
+	return cl
+}
+
+func token(t *testing.T, subject ed25519.PrivateKey, id string) string {
+	t.Helper()
+	now := time.Now()
+	tok, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{
+		ID: id, Issuer: pub(issuerKey), Subject: pub(subject),
+		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := schemas.EncodeCapabilityHeader(tok)
+	return h
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func sdkClient(t *testing.T, url, tok string) *a2aclient.Client {
+	t.Helper()
+	ctx := context.Background()
+	card, err := agentcard.DefaultResolver.Resolve(ctx, url)
+	if err != nil {
+		t.Fatalf("resolve card: %v", err)
+	}
+	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(&http.Client{Transport: bearer{tok}, Timeout: 20 * time.Second}))
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return c
+}
+
+func chioMetaOf(t *testing.T, m map[string]any) map[string]any {
+	t.Helper()
+	c, ok := m["chio"].(map[string]any)
+	if !ok {
+		t.Fatalf("no metadata.chio in %v", m)
+	}
+	return c
+}
+
+// The official Go SDK client, against two replicas: send on one, get, list
+// and cancel on the other.
+func TestSDKClientAcrossReplicas(t *testing.T) {
+	cl := startCluster(t, 2, "")
+	tok := token(t, agentKey, "cap-sdk")
+	a, b := sdkClient(t, cl.edges[0].URL, tok), sdkClient(t, cl.edges[1].URL, tok)
+	ctx := context.Background()
+
+	res, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("world"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2apb.Task)
+	if !ok {
+		t.Fatalf("result %T", res)
+	}
+	meta := chioMetaOf(t, task.Metadata)
+	if task.Status.State != a2apb.TaskStateCompleted || meta["receiptId"] == "" || meta["authorityPath"] != "cross_protocol_orchestrator" || meta["decision"] != "allow" {
+		t.Fatalf("task %+v meta %v", task.Status, meta)
+	}
+	if len(task.Artifacts) != 1 || cl.tool.runs.Load() != 1 {
+		t.Fatalf("artifacts %d, runs %d", len(task.Artifacts), cl.tool.runs.Load())
+	}
+
+	got, err := b.GetTask(ctx, &a2apb.GetTaskRequest{ID: task.ID})
+	if err != nil || got.Status.State != a2apb.TaskStateCompleted || chioMetaOf(t, got.Metadata)["receiptId"] != meta["receiptId"] {
+		t.Fatalf("get on the other replica: %+v %v", got, err)
+	}
+	list, err := b.ListTasks(ctx, &a2apb.ListTasksRequest{})
+	if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != task.ID {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if _, err := b.CancelTask(ctx, &a2apb.CancelTaskRequest{ID: task.ID}); !errors.Is(err, a2apb.ErrTaskNotCancelable) {
+		t.Fatalf("cancel of a completed task: %v", err)
+	}
+	if _, err := b.GetTask(ctx, &a2apb.GetTaskRequest{ID: "0190f3c2-7a1b-7c3d-9e4f-0a1b2c3d4e5f"}); !errors.Is(err, a2apb.ErrTaskNotFound) {
+		t.Fatalf("unknown task: %v", err)
+	}
+	// Another caller never sees the task.
+	other := sdkClient(t, cl.edges[1].URL, token(t, otherKey, "cap-other"))
+	if _, err := other.GetTask(ctx, &a2apb.GetTaskRequest{ID: task.ID}); !errors.Is(err, a2apb.ErrTaskNotFound) {
+		t.Fatalf("another caller read the task: %v", err)
+	}
+	if l, err := other.ListTasks(ctx, &a2apb.ListTasksRequest{}); err != nil || len(l.Tasks) != 0 {
+		t.Fatalf("another caller listed %v, %v", l, err)
+	}
+}
+
+// rpc posts one JSON-RPC body and returns the decoded response.
+func rpc(t *testing.T, url, tok, version, body string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/a2a", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if version != "" {
+		req.Header.Set("A2A-Version", version)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("response %q: %v", raw, err)
+	}
+	return m
+}
+
+func errCode(m map[string]any) int {
+	e, ok := m["error"].(map[string]any)
+	if !ok {
+		return 0
+	}
+	for k := range e {
+		if k != "code" && k != "message" && k != "data" {
+			return -1 // extra members are a defect
+		}
+	}
+	c, _ := e["code"].(float64)
+	return int(c)
+}
+
+func TestBadInputs(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	url := cl.edges[0].URL
+	tok := token(t, agentKey, "cap-bad")
+	expired := func() string {
+		now := time.Now()
+		x, _ := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{ID: "cap-expired", Issuer: pub(issuerKey), Subject: pub(agentKey),
+			Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+			IssuedAt: uint64(now.Add(-2 * time.Hour).Unix()), ExpiresAt: uint64(now.Add(-time.Hour).Unix())})
+		h, _ := schemas.EncodeCapabilityHeader(x)
+		return h
+	}()
+	send := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"hi"}]}}}`
+	cases := []struct {
+		name, tok, version, body string
+		code                     int
+	}{
+		{"not json", tok, "", `{`, -32700},
+		{"wrong jsonrpc", tok, "", `{"jsonrpc":"1.0","id":1,"method":"message/send","params":{}}`, -32600},
+		{"missing method", tok, "", `{"jsonrpc":"2.0","id":1,"params":{}}`, -32600},
+		{"unknown method", tok, "", `{"jsonrpc":"2.0","id":1,"method":"nope","params":{}}`, -32601},
+		{"wrong param types", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":"hi"}}`, -32602},
+		{"oversize body", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"x":"` + strings.Repeat("a", 1<<20) + `"}}`, -32600},
+		{"unknown skill", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text","text":"x"}]},"metadata":{"chio":{"targetSkillId":"nope"}}}}`, -32602},
+		{"hard-floor skill", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text","text":"x"}]},"metadata":{"chio":{"targetSkillId":"chio.admin"}}}}`, -32602},
+		{"unsupported version", tok, "99.0", send, -32009},
+		{"no token", "", "", send, -31401},
+		{"unsupported media type", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text","text":"x","metadata":{}},{"kind":"file","file":{"uri":"https://x/y.png","mimeType":"image/png"}}]}}}`, -32005},
+		{"streaming not yet", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text","text":"x"}]}}}`, -32004},
+		{"push not supported", tok, "1.0", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t","url":"https://x"}}`, -32003},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := errCode(rpc(t, url, c.tok, c.version, c.body)); got != c.code {
+				t.Fatalf("code %d, want %d", got, c.code)
+			}
+		})
+	}
+	if n := cl.tool.runs.Load(); n != 0 {
+		t.Fatalf("a tool ran %d times on bad input", n)
+	}
+	// Tokens that reach the kernel end in a failed task with a deny receipt.
+	for _, bad := range []string{expired, "eyJmb3JnZWQiOnRydWV9"} {
+		m := rpc(t, url, bad, "", send)
+		r, _ := m["result"].(map[string]any)
+		st, _ := r["status"].(map[string]any)
+		meta, _ := r["metadata"].(map[string]any)
+		c, _ := meta["chio"].(map[string]any)
+		if st["state"] != "failed" || c["decision"] != "deny" || c["receiptId"] == nil {
+			t.Fatalf("bad token: %v", m)
+		}
+	}
+	if n := cl.tool.runs.Load(); n != 0 {
+		t.Fatalf("a tool ran %d times for a refused token", n)
+	}
+}
+
+// The hello-a2a stdio contract: message/send completes with a receipt;
+// message/stream answers working with receiptPending; task/get executes it
+// once and collates both chunks.
+func TestHelloStdioContract(t *testing.T) {
+	cl := startCluster(t, 1, token(t, agentKey, "cap-dev"))
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"message/stream","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]}}}`,
+	}, "\n") + "\n"
+	var out bytes.Buffer
+	if err := cl.raw[0].ServeStdio(context.Background(), strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("responses: %q", out.String())
+	}
+	var send, stream map[string]any
+	_ = json.Unmarshal([]byte(lines[0]), &send)
+	_ = json.Unmarshal([]byte(lines[1]), &stream)
+	sr := send["result"].(map[string]any)
+	sc := sr["metadata"].(map[string]any)["chio"].(map[string]any)
+	if sr["status"] != "completed" || sc["authorityPath"] != "cross_protocol_orchestrator" || sc["receiptId"] == nil || sc["receiptId"] == "" {
+		t.Fatalf("message/send: %s", lines[0])
+	}
+	st := stream["result"].(map[string]any)
+	stc := st["metadata"].(map[string]any)["chio"].(map[string]any)
+	if st["status"] != "working" || stc["receiptPending"] != true || stc["receiptId"] != nil {
+		t.Fatalf("message/stream: %s", lines[1])
+	}
+	get := fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"task/get","params":{"taskId":%q}}`, st["id"])
+	out.Reset()
+	if err := cl.raw[0].ServeStdio(context.Background(), strings.NewReader(get+"\n"+get+"\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	lines = strings.Split(strings.TrimSpace(out.String()), "\n")
+	var first, second map[string]any
+	_ = json.Unmarshal([]byte(lines[0]), &first)
+	_ = json.Unmarshal([]byte(lines[1]), &second)
+	fr := first["result"].(map[string]any)
+	fc := fr["metadata"].(map[string]any)["chio"].(map[string]any)
+	if fr["status"] != "completed" || fc["receiptId"] == nil || !strings.Contains(lines[0], "hello from a2a, world") || !strings.Contains(lines[0], "stream complete") {
+		t.Fatalf("task/get: %s", lines[0])
+	}
+	sc2 := second["result"].(map[string]any)["metadata"].(map[string]any)["chio"].(map[string]any)
+	if sc2["receiptId"] != fc["receiptId"] || cl.tool.runs.Load() != 2 {
+		t.Fatalf("the deferred task ran again: runs %d, receipts %v %v", cl.tool.runs.Load(), fc["receiptId"], sc2["receiptId"])
+	}
+}
+
+// Concurrent follow-ups on a deferred task from two replicas: the tool
+// runs once, one receipt.
+func TestDeferredTaskRunsOnceAcrossReplicas(t *testing.T) {
+	tok := token(t, agentKey, "cap-race")
+	cl := startCluster(t, 2, tok)
+	var out bytes.Buffer
+	create := `{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"role":"user","parts":[{"type":"text","text":"race"}]}}}`
+	if err := cl.raw[0].ServeStdio(context.Background(), strings.NewReader(create+"\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	var created map[string]any
+	_ = json.Unmarshal(out.Bytes(), &created)
+	id := created["result"].(map[string]any)["id"].(string)
+	var wg sync.WaitGroup
+	receipts := make(chan any, 16)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := rpc(t, cl.edges[i%2].URL, tok, "", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"task/get","params":{"taskId":%q}}`, id))
+			if r, ok := m["result"].(map[string]any); ok {
+				if c, ok := r["metadata"].(map[string]any)["chio"].(map[string]any); ok && c["receiptId"] != nil {
+					receipts <- c["receiptId"]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(receipts)
+	seen := map[any]bool{}
+	for r := range receipts {
+		seen[r] = true
+	}
+	if cl.tool.runs.Load() != 1 || len(seen) != 1 {
+		t.Fatalf("tool runs %d, distinct receipts %v", cl.tool.runs.Load(), seen)
+	}
+}

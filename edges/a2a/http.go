@@ -1,0 +1,165 @@
+package a2a
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/chio-ledger/chio/edges/a2a/wire"
+)
+
+// HTTPConfig configures the HTTP binding.
+type HTTPConfig struct {
+	// PublicURL is the origin advertised in the card; empty derives it
+	// from each request.
+	PublicURL string
+	// TrustedProxies may set X-Forwarded-Proto and X-Forwarded-Host.
+	TrustedProxies []netip.Prefix
+	// ServeRoot also serves JSON-RPC at "/".
+	ServeRoot bool
+}
+
+// Register mounts the agent card and the JSON-RPC binding on e.
+func (e *Edge) Register(ec *echo.Echo, hc HTTPConfig) {
+	card := func(c echo.Context) error { return e.serveCard(c, hc) }
+	ec.GET("/.well-known/agent-card.json", card)
+	ec.GET("/.well-known/agent.json", card) // pre-0.3 clients
+	rpc := func(c echo.Context) error { return e.serveJSONRPC(c) }
+	ec.POST("/a2a", rpc)
+	ec.POST("/a2a/", rpc)
+	if hc.ServeRoot {
+		ec.POST("/", rpc)
+	}
+}
+
+func (e *Edge) serveCard(c echo.Context, hc HTTPConfig) error {
+	body, err := wire.EncodeAgentCard(e.Card(publicURL(c.Request(), hc)))
+	if err != nil {
+		return c.JSON(http.StatusInternalServerError, map[string]string{"error": "agent card: " + err.Error(), "code": "card_encoding"})
+	}
+	sum := sha256.Sum256(body)
+	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
+	h := c.Response().Header()
+	h.Set("ETag", etag)
+	h.Set("Cache-Control", "public, max-age=300")
+	if match := c.Request().Header.Get("If-None-Match"); match != "" && strings.Contains(match, etag) {
+		return c.NoContent(http.StatusNotModified)
+	}
+	return c.Blob(http.StatusOK, "application/json", body)
+}
+
+// publicURL is the configured origin, else the request's, honouring
+// X-Forwarded-* only from trusted proxies.
+func publicURL(r *http.Request, hc HTTPConfig) string {
+	if hc.PublicURL != "" {
+		return strings.TrimRight(hc.PublicURL, "/")
+	}
+	scheme, host := "http", r.Host
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if trusted(r.RemoteAddr, hc.TrustedProxies) {
+		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
+			scheme = p
+		}
+		if h := firstValue(r.Header.Get("X-Forwarded-Host")); h != "" && !strings.ContainsAny(h, "/ @\\") {
+			host = h
+		}
+	}
+	return scheme + "://" + host
+}
+
+func firstValue(v string) string {
+	first, _, _ := strings.Cut(v, ",")
+	return strings.TrimSpace(first)
+}
+
+func trusted(remote string, proxies []netip.Prefix) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	for _, p := range proxies {
+		if p.Contains(ip.Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Edge) serveJSONRPC(c echo.Context) error {
+	r := c.Request()
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && mt != "application/a2a+json") {
+			return c.Blob(http.StatusOK, "application/json", wire.EncodeError(nil, wire.ContentTypeNotSupported(ct)))
+		}
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, wire.MaxRequestBytes+1))
+	if err != nil {
+		return c.Blob(http.StatusOK, "application/json", wire.EncodeError(nil, wire.ParseError("could not read the request body")))
+	}
+	if len(body) > wire.MaxRequestBytes {
+		return c.Blob(http.StatusOK, "application/json", wire.EncodeError(nil, wire.InvalidRequest(fmt.Sprintf("request larger than %d bytes", wire.MaxRequestBytes))))
+	}
+	version, verr := wire.NegotiateVersion(r.Header.Get(wire.HeaderVersion), r.URL.Query().Get(wire.HeaderVersion))
+	if verr != nil {
+		req, _ := wire.DecodeRequest(body)
+		return c.Blob(http.StatusOK, "application/json", wire.EncodeError(req.ResponseID(), verr))
+	}
+	cl, cerr := e.callerFrom(r.Header)
+	resp := e.handleJSONRPC(r.Context(), rpcCall{caller: cl, version: version}, body, cerr)
+	if resp == nil {
+		return c.NoContent(http.StatusNoContent)
+	}
+	return c.Blob(http.StatusOK, "application/json", resp)
+}
+
+// ServeStdio runs the hello-a2a stdio profile: one JSON-RPC request per
+// line in, one response per line out, as the edge's dev capability holder.
+func (e *Edge) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), wire.MaxRequestBytes+1)
+	w := bufio.NewWriter(out)
+	var cerr *wire.Error
+	if e.cfg.DevToken == "" {
+		cerr = wire.Unauthenticated("the stdio edge has no capability to act under")
+	}
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		resp := e.handleJSONRPC(ctx, rpcCall{caller: caller{token: e.cfg.DevToken}, version: wire.V03, stdio: true}, []byte(line), cerr)
+		if resp == nil {
+			continue
+		}
+		if _, err := w.Write(append(resp, '\n')); err != nil {
+			return fmt.Errorf("stdio: write: %w", err)
+		}
+		if err := w.Flush(); err != nil {
+			return fmt.Errorf("stdio: flush: %w", err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("stdio: read: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/chio-ledger/chio/edges/a2a/taskstore"
+	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// execRequest is a task's execution request as stored with it: what runs,
+// never who asked (the caller's capability is presented again by whoever
+// executes it, and must be the task's owner).
+type execRequest struct {
+	ServerID  string          `json:"server_id"`
+	ToolName  string          `json:"tool_name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Stream    bool            `json:"stream,omitempty"`
+	Mode      string          `json:"mode"`
+}
+
+// Lifecycle modes recorded in metadata.chio.lifecycle.
+const (
+	modeBlocking   = "blocking"
+	modeBackground = "return_immediately"
+	modeDeferred   = "deferred"
+)
+
+// chioMeta is metadata.chio of a task: the receipt it bears and how it got it.
+func chioMeta(res *dispatch.Result, mode string, pending bool, failure string) map[string]any {
+	m := map[string]any{
+		"authorityPath": "cross_protocol_orchestrator", "authoritative": true, "compatibilityOnly": false,
+		"receiptBearing": res != nil, "receiptPending": pending, "claimEligible": false,
+		"receiptId": nil, "lifecycle": map[string]any{"protocol": "a2a", "mode": mode},
+	}
+	if res != nil {
+		d := res.Decision
+		m["receiptId"] = res.ReceiptID
+		m["capabilityId"] = d.CapabilityID
+		m["decision"] = string(d.Verdict().Verdict)
+		m["policyHash"] = d.PolicyHash
+		m["claimEligible"] = d.Allow && res.Outcome == schemas.OutcomeCompleted
+		if !d.Allow {
+			m["denyGuard"], m["denyReason"] = d.Guard, d.Reason
+		}
+		if res.Ran {
+			m["outcome"] = string(res.Outcome)
+		}
+	}
+	if failure != "" {
+		m["failure"] = failure
+	}
+	return map[string]any{"chio": m}
+}
+
+// mustJSON encodes values built in this package from strings, bools and
+// maps of them, which cannot fail to encode.
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// agentMessage is a status message from the agent.
+func agentMessage(t *taskstore.Task, parts []wire.Part) *wire.Message {
+	return &wire.Message{MessageID: uuid.Must(uuid.NewV7()).String(), ContextID: t.ContextID, TaskID: t.ID, Role: wire.RoleAgent, Parts: parts}
+}
+
+func encodeStored(m *wire.Message) (json.RawMessage, error) { return wire.EncodeMessage(wire.V10, m) }
+
+// createTask stores a new task for a send, in state working.
+func (e *Edge) createTask(ctx context.Context, owner taskstore.Owner, p *wire.SendParams, req execRequest, meta map[string]any) (*taskstore.Task, error) {
+	msg := p.Message
+	if msg.MessageID == "" {
+		msg.MessageID = uuid.Must(uuid.NewV7()).String()
+	}
+	first, err := encodeStored(&msg)
+	if err != nil {
+		return nil, fmt.Errorf("store message: %w", err)
+	}
+	t, err := e.tasks.Create(ctx, owner, msg.ContextID, first, mustJSON(req), mustJSON(meta))
+	if err != nil {
+		return nil, fmt.Errorf("create task: %w", err)
+	}
+	return e.tasks.Transition(ctx, t.ID, owner, func(t *taskstore.Task) ([]taskstore.Event, error) {
+		return []taskstore.Event{taskstore.StatusEvent(taskstore.StateWorking, nil)}, nil
+	})
+}
+
+// execute runs a claimed task's request through the dispatcher and ends the
+// task with the result. A cancel that landed meanwhile wins: the result is
+// discarded (the receipt id is still linked, the call having happened).
+func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*taskstore.Task, error) {
+	var req execRequest
+	if err := json.Unmarshal(t.Request, &req); err != nil {
+		return nil, fmt.Errorf("task %s: stored request: %w", t.ID, err)
+	}
+	res, err := e.dispatch.Do(ctx, dispatch.Call{
+		ReceiptID: t.ExecutionID, Token: c.token, ServerID: req.ServerID, ToolName: req.ToolName,
+		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, Stream: req.Stream, TaskID: t.ID,
+		Metadata: map[string]any{"protocol": "a2a", "a2a": map[string]any{"taskId": t.ID, "contextId": t.ContextID}},
+	})
+	var (
+		state     = taskstore.StateFailed
+		parts     []wire.Part
+		artifacts []json.RawMessage
+		receipts  []string
+		failure   string
+	)
+	switch {
+	case err != nil:
+		failure = err.Error()
+		parts = []wire.Part{wire.TextPart("the call was refused: " + err.Error())}
+		res = nil
+	case !res.Decision.Allow:
+		parts = []wire.Part{wire.TextPart(fmt.Sprintf("denied by %s: %s", res.Decision.Guard, res.Decision.Reason))}
+	case res.ToolErr != nil:
+		parts = []wire.Part{wire.TextPart("tool failed: " + res.ToolErr.Error())}
+	default:
+		state = taskstore.StateCompleted
+		parts, err = resultParts(res)
+		if err != nil {
+			state, parts = taskstore.StateFailed, []wire.Part{wire.TextPart(err.Error())}
+		}
+	}
+	if res != nil {
+		receipts = []string{res.ReceiptID}
+	}
+	status, err := encodeStored(agentMessage(t, parts))
+	if err != nil {
+		return nil, err
+	}
+	if state == taskstore.StateCompleted {
+		art, err := encodeStored(&wire.Message{MessageID: "result", Role: wire.RoleAgent, Parts: parts})
+		if err != nil {
+			return nil, err
+		}
+		artifacts = append(artifacts, art)
+	}
+	meta := mustJSON(chioMeta(res, req.Mode, false, failure))
+	done, err := e.tasks.Transition(background(ctx), t.ID, t.Owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+		var evs []taskstore.Event
+		for _, r := range receipts {
+			evs = append(evs, taskstore.ReceiptEvent(r))
+		}
+		if cur.State.Terminal() {
+			return evs, nil // canceled meanwhile: keep the receipt, discard the result
+		}
+		for _, a := range artifacts {
+			evs = append(evs, taskstore.ArtifactEvent(a))
+		}
+		return append(evs, taskstore.MetadataEvent(meta), taskstore.FinishEvent(state, status)), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish task %s: %w", t.ID, err)
+	}
+	return done, nil
+}
+
+// resultParts converts a tool result per the bridges spec's table; a
+// streamed result becomes one part list of its chunks in order.
+func resultParts(res *dispatch.Result) ([]wire.Part, error) {
+	if len(res.Chunks) > 0 {
+		var parts []wire.Part
+		for _, c := range res.Chunks {
+			p, err := wire.ResultToParts(c.Data)
+			if err != nil {
+				return nil, fmt.Errorf("convert stream chunk: %w", err)
+			}
+			parts = append(parts, p...)
+		}
+		return parts, nil
+	}
+	out := res.Output
+	if len(out) == 0 {
+		out = json.RawMessage("null")
+	}
+	p, err := wire.ResultToParts(out)
+	if err != nil {
+		return nil, fmt.Errorf("convert result: %w", err)
+	}
+	return p, nil
+}
+
+// toWire turns a stored task into the wire model.
+func toWire(t *taskstore.Task, historyLength *int, includeArtifacts bool) (*wire.Task, error) {
+	state, ok := wire.ParseTaskState(string(t.State))
+	if !ok {
+		return nil, fmt.Errorf("task %s: unknown state %q", t.ID, t.State)
+	}
+	w := &wire.Task{ID: t.ID, ContextID: t.ContextID, Status: wire.TaskStatus{State: state, Timestamp: t.StatusTime}}
+	if len(t.StatusMessage) > 0 {
+		m, werr := wire.DecodeMessage(t.StatusMessage)
+		if werr != nil {
+			return nil, fmt.Errorf("task %s: status message: %w", t.ID, werr)
+		}
+		w.Status.Message = m
+	}
+	hist := t.History
+	if historyLength != nil && *historyLength < len(hist) {
+		hist = hist[len(hist)-max(*historyLength, 0):]
+	}
+	for _, raw := range hist {
+		m, werr := wire.DecodeMessage(raw)
+		if werr != nil {
+			return nil, fmt.Errorf("task %s: history: %w", t.ID, werr)
+		}
+		w.History = append(w.History, *m)
+	}
+	if includeArtifacts {
+		for i, raw := range t.Artifacts {
+			m, werr := wire.DecodeMessage(raw)
+			if werr != nil {
+				return nil, fmt.Errorf("task %s: artifact: %w", t.ID, werr)
+			}
+			w.Artifacts = append(w.Artifacts, wire.Artifact{ArtifactID: fmt.Sprintf("%s-%d", t.ID, i), Name: m.MessageID, Parts: m.Parts})
+		}
+	}
+	if len(t.Metadata) > 0 {
+		if err := json.Unmarshal(t.Metadata, &w.Metadata); err != nil {
+			return nil, fmt.Errorf("task %s: metadata: %w", t.ID, err)
+		}
+	}
+	if c, ok := w.Metadata["chio"].(map[string]any); ok && len(t.ReceiptIDs) > 0 {
+		c["receiptIds"] = t.ReceiptIDs
+	}
+	return w, nil
+}
+
+// storeError maps a task store error to the A2A error.
+func storeError(id string, err error) *wire.Error {
+	switch {
+	case errors.Is(err, taskstore.ErrNotFound):
+		return wire.TaskNotFound(id)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return wire.InternalError("task store did not answer in time")
+	}
+	return wire.InternalError("task store: " + err.Error())
+}

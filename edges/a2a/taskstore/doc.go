@@ -1,0 +1,79 @@
+// Package taskstore keeps A2A tasks as event streams on JetStream, so that
+// any replica of the A2A edge can read, cancel, resume and list any task:
+// no replica holds task state in memory, and the task every read returns
+// is the fold of its events. It is version-neutral: messages, artifacts,
+// metadata and the deferred execution request are opaque JSON whose shape
+// the edge's wire packages decide.
+//
+// # Layout
+//
+// One stream, CHIO_TASKS, with one subject per task, chio.tasks.<id>
+// (ids are server-generated UUIDv7 strings). Each message on a subject is
+// a commit: the events of one transition (created, status, message,
+// artifact, metadata, request, claimed, released, receipt, canceled,
+// finished) as one JSON document, so a transition is atomic, and a size
+// check before the publish means nothing is ever partly written.
+//
+// # Concurrency
+//
+// Every change goes through Store.Transition: load the task, let a
+// function decide the events from the current state, check them against
+// the fold, and publish with the expected last subject sequence of the
+// load. A writer that loses the race gets a conflict from the stream,
+// reloads and decides again (a bounded number of times, with jittered
+// backoff; then ErrConflict). Two replicas therefore cannot interleave
+// writes to a task, and decisions such as "claim if unclaimed" or "complete
+// unless canceled" are made on the state the write lands on. The fold
+// refuses every event after a terminal state except a receipt link, both
+// before writing (ErrAlreadyTerminal, nothing written) and when reading
+// (a commit from a writer that bypassed Transition is skipped), so a
+// cancel that lands while a task runs wins and the late result is
+// discarded. A publish whose acknowledgement is lost is read back: each
+// commit carries a message id, and a reload that finds it counts as
+// success instead of deciding again.
+//
+// # Leases
+//
+// Store.Claim gives one replica the execution lease of a deferred task
+// (submitted or working, not terminal, not waiting for the client). It
+// wins only when no other replica holds an unexpired lease; the holder
+// may renew. A lease that expired (its replica died or stalled) may be
+// claimed by another replica: Task.Attempt counts those takeovers and
+// Task.ExecutionID, fixed by the first claim, stays the same, so the edge
+// keys the tool call's idempotency on ExecutionID. "At most once" thus
+// holds per lease; across a takeover it holds through that idempotency
+// key. Whoever executes a task that has a Request must hold its claim;
+// Store.Claimable lists the tasks left unclaimed past a grace period or
+// with expired leases, for a sweeper on any replica. Leases are checked
+// against the local clock and must be far longer than the clock skew
+// between replicas.
+//
+// # Listing
+//
+// Every commit also carries, in a header, the summary of the task it
+// produces (owner, context, state, status time, claim). The last message
+// of each task subject therefore describes the task as of now, and
+// Store.List reads only those headers through an ephemeral headers-only
+// consumer with DeliverLastPerSubject: there is no separate index that
+// could fall behind the stream (a crash between a write and an index
+// update cannot leave a stale entry). It then filters by owner, context,
+// state and status time, sorts newest status first (ties: id descending),
+// pages with an opaque cursor (status time, id) and loads the page's
+// tasks. The cost is one small header per task in the stream per List,
+// fine for tens of thousands of tasks; beyond that, a KV index keyed by
+// owner would be the next step. A task whose status changes between two
+// page requests moves in the order, as with any cursor over a live sort
+// key.
+//
+// # Reads
+//
+// Load reads a task's commits with batched direct gets (one request for
+// up to 256 commits). With more than one stream replica a direct get may
+// be served by a follower a few milliseconds behind the leader, as for a
+// JetStream KV get; writes are unaffected, since the leader checks the
+// expected sequence and a stale read only costs a retry.
+//
+// Store.Watch follows one task with its own ordered consumer from the
+// first event on, for SSE subscribers; every watcher sees the same events
+// in the same order.
+package taskstore

@@ -1,0 +1,648 @@
+package taskstore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// JetStream names of the task store.
+const (
+	// StreamName is the stream holding every task's events.
+	StreamName = "CHIO_TASKS"
+	// StreamSubjects is its subject filter: one subject per task.
+	StreamSubjects = subjectPrefix + "*"
+	subjectPrefix  = "chio.tasks."
+
+	// DefaultMaxMessageBytes caps one commit (headers and body).
+	DefaultMaxMessageBytes = 1 << 20
+	// DefaultMaxTaskBytes caps the sum of a task's commits, so that a
+	// Load stays bounded.
+	DefaultMaxTaskBytes = 16 << 20
+	// DefaultDuplicateWindow is the stream's publish dedup window.
+	DefaultDuplicateWindow = 2 * time.Minute
+	// DefaultMaxAttempts bounds how often Transition loads and appends
+	// when other writers keep winning.
+	DefaultMaxAttempts = 10
+
+	summaryHeader = "Chio-Task-Summary"
+	commitVersion = 1
+)
+
+// Subject is the subject of task id's events.
+func Subject(id string) string { return subjectPrefix + id }
+
+// StreamConfig is the configuration of StreamName, created or updated by
+// Open. Task events are kept until the stream is purged (a task's fold
+// needs all of them, so there is no age limit that would cut a task in
+// half); DiscardNew refuses writes rather than drop history when a limit
+// set by an operator is reached. AllowDirect serves Load from any
+// replica with one batched direct get.
+func StreamConfig(replicas int, maxMessageBytes int32, duplicates time.Duration) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        StreamName,
+		Description: "Chio A2A task events, one subject per task",
+		Subjects:    []string{StreamSubjects},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Replicas:    max(replicas, 1),
+		Duplicates:  duplicates,
+		Discard:     jetstream.DiscardNew,
+		MaxMsgSize:  maxMessageBytes,
+		AllowDirect: true,
+	}
+}
+
+// Option configures a Store.
+type Option func(*options) error
+
+type options struct {
+	replicas        int
+	maxMessageBytes int
+	maxTaskBytes    int
+	duplicates      time.Duration
+	maxAttempts     int
+	now             func() time.Time
+	log             *slog.Logger
+}
+
+// WithReplicas sets the stream's replica count (default 1).
+func WithReplicas(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 5 {
+			return fmt.Errorf("%w: replicas %d not in 1..5", ErrInvalidArgument, n)
+		}
+		o.replicas = n
+		return nil
+	}
+}
+
+// WithMaxMessageBytes caps one commit (default DefaultMaxMessageBytes;
+// never more than the connection's max payload).
+func WithMaxMessageBytes(n int) Option {
+	return func(o *options) error {
+		if n < 4<<10 || n > 64<<20 {
+			return fmt.Errorf("%w: max message bytes %d not in 4KiB..64MiB", ErrInvalidArgument, n)
+		}
+		o.maxMessageBytes = n
+		return nil
+	}
+}
+
+// WithMaxTaskBytes caps the sum of a task's commits (default
+// DefaultMaxTaskBytes).
+func WithMaxTaskBytes(n int) Option {
+	return func(o *options) error {
+		if n < 4<<10 {
+			return fmt.Errorf("%w: max task bytes %d below 4KiB", ErrInvalidArgument, n)
+		}
+		o.maxTaskBytes = n
+		return nil
+	}
+}
+
+// WithDuplicateWindow sets the stream's dedup window (default
+// DefaultDuplicateWindow).
+func WithDuplicateWindow(d time.Duration) Option {
+	return func(o *options) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: duplicate window %s below 1s", ErrInvalidArgument, d)
+		}
+		o.duplicates = d
+		return nil
+	}
+}
+
+// WithMaxAttempts bounds Transition's load-and-append attempts (default
+// DefaultMaxAttempts).
+func WithMaxAttempts(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max attempts %d below 1", ErrInvalidArgument, n)
+		}
+		o.maxAttempts = n
+		return nil
+	}
+}
+
+// WithClock sets the clock used for event times and lease checks.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalidArgument)
+		}
+		o.now = now
+		return nil
+	}
+}
+
+// WithLogger sets the logger for events the store skips or cleanups that
+// fail (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidArgument)
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// Store keeps A2A tasks as event streams on JetStream. It holds no task
+// state in memory: any number of Stores (one per replica) may share the
+// stream, and every read folds what the stream holds. A Store is safe for
+// concurrent use.
+type Store struct {
+	js        jetstream.JetStream
+	nc        *nats.Conn
+	stream    jetstream.Stream
+	apiPrefix string
+	opts      options
+	readBatch int // messages per direct get request
+}
+
+// Open creates or updates the task stream and returns a Store on it.
+func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Store, error) {
+	o := options{
+		replicas:        1,
+		maxMessageBytes: DefaultMaxMessageBytes,
+		maxTaskBytes:    DefaultMaxTaskBytes,
+		duplicates:      DefaultDuplicateWindow,
+		maxAttempts:     DefaultMaxAttempts,
+		now:             time.Now,
+		log:             slog.Default(),
+	}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, fmt.Errorf("open task store: %w", err)
+		}
+	}
+	if js == nil {
+		return nil, fmt.Errorf("open task store: %w: nil JetStream", ErrInvalidArgument)
+	}
+	nc := js.Conn()
+	if mp := int(nc.MaxPayload()); mp > 0 && mp < o.maxMessageBytes {
+		o.maxMessageBytes = mp
+	}
+	o.maxTaskBytes = max(o.maxTaskBytes, o.maxMessageBytes)
+	cfg := StreamConfig(o.replicas, int32(o.maxMessageBytes), o.duplicates)
+	stream, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open task store: create stream %s: %w", StreamName, err)
+	}
+	jo := js.Options()
+	prefix := jetstream.DefaultAPIPrefix
+	switch {
+	case jo.Domain != "":
+		prefix = "$JS." + jo.Domain + ".API."
+	case jo.APIPrefix != "":
+		prefix = jo.APIPrefix
+		if prefix[len(prefix)-1] != '.' {
+			prefix += "."
+		}
+	}
+	return &Store{js: js, nc: nc, stream: stream, apiPrefix: prefix, opts: o, readBatch: defaultReadBatch}, nil
+}
+
+// validID reports whether id is a canonical UUID string, the only form
+// the store generates; anything else (which could also be a wildcard or a
+// multi-token subject) cannot name a task.
+func validID(id string) bool {
+	u, err := uuid.Parse(id)
+	return err == nil && len(id) == 36 && u.String() == id
+}
+
+// maxContextID bounds a caller-chosen context id.
+const maxContextID = 256
+
+// Create starts a task owned by owner: a server-generated UUIDv7 id, the
+// given context id (a UUIDv7 when empty), state submitted, the first
+// message as history, and the deferred request to execute later (nil for
+// none). Payloads are opaque JSON and may be nil.
+func (s *Store) Create(ctx context.Context, owner Owner, contextID string, firstMessage, request, metadata json.RawMessage) (*Task, error) {
+	if err := owner.validate(); err != nil {
+		return nil, fmt.Errorf("create task: %w", err)
+	}
+	if len(contextID) > maxContextID {
+		return nil, fmt.Errorf("create task: %w: context id longer than %d bytes", ErrInvalidArgument, maxContextID)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("create task: generate id: %w", err)
+	}
+	if contextID == "" {
+		cid, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("create task: generate context id: %w", err)
+		}
+		contextID = cid.String()
+	}
+	ev := Event{Type: EventCreated, Owner: &owner, ContextID: contextID, Message: firstMessage, Request: request, Metadata: metadata}
+	var mine []string
+	for attempt := range s.opts.maxAttempts {
+		if attempt > 0 { // the outcome of the last append is unknown: read it back
+			got, err := s.fold(ctx, id.String())
+			switch {
+			case err == nil && landed(got, mine):
+				return got, nil
+			case err == nil:
+				return nil, fmt.Errorf("create task: %w: id %s taken", ErrConflict, id)
+			case !errors.Is(err, ErrNotFound):
+				return nil, fmt.Errorf("create task: %w", err)
+			}
+		}
+		cid := uuid.NewString()
+		mine = append(mine, cid)
+		next, err := s.commit(ctx, &Task{ID: id.String()}, []Event{ev}, cid)
+		var unknown *unknownOutcomeError
+		switch {
+		case err == nil:
+			return next, nil
+		case errors.As(err, &unknown) && attempt+1 < s.opts.maxAttempts:
+			s.opts.log.Warn("taskstore: append outcome unknown; reading back", "task", id, "err", err)
+		case errors.Is(err, ErrConflict) && attempt+1 < s.opts.maxAttempts:
+		default:
+			return nil, fmt.Errorf("create task: %w", err)
+		}
+	}
+	return nil, fmt.Errorf("create task: %w", ErrConflict)
+}
+
+// landed reports whether one of the commits in mine is part of t.
+func landed(t *Task, mine []string) bool {
+	for _, id := range mine {
+		if slices.Contains(t.commitIDs, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// Load returns the fold of task id's events. A task owned by anyone but
+// owner is ErrNotFound, exactly like a missing one.
+func (s *Store) Load(ctx context.Context, id string, owner Owner) (*Task, error) {
+	t, err := s.load(ctx, id, owner)
+	if err != nil {
+		return nil, fmt.Errorf("load task: %w", err)
+	}
+	return t, nil
+}
+
+func (s *Store) load(ctx context.Context, id string, owner Owner) (*Task, error) {
+	if !validID(id) {
+		return nil, ErrNotFound
+	}
+	t, err := s.fold(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if t.Owner != owner {
+		return nil, ErrNotFound
+	}
+	return t, nil
+}
+
+// fold reads every commit of task id and folds them, skipping refused
+// events (see Task.apply).
+func (s *Store) fold(ctx context.Context, id string) (*Task, error) {
+	t := &Task{ID: id}
+	err := s.readCommits(ctx, Subject(id), func(seq uint64, msgID string, data []byte) error {
+		var c commit
+		if err := json.Unmarshal(data, &c); err != nil {
+			s.opts.log.Warn("taskstore: skipping undecodable commit", "task", id, "seq", seq, "err", err)
+		} else {
+			for i := range c.Events {
+				if err := t.apply(&c.Events[i]); err != nil {
+					s.opts.log.Warn("taskstore: skipping refused event", "task", id, "seq", seq, "err", err)
+				}
+			}
+		}
+		t.Seq = seq
+		t.size += len(data)
+		t.commitIDs = append(t.commitIDs, msgID)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if t.State == "" {
+		return nil, ErrNotFound
+	}
+	return t, nil
+}
+
+// Transition is the primitive every change goes through. It loads the
+// task, calls fn with a copy of it, and appends the events fn returns as
+// one commit that the stream accepts only if no other commit landed on
+// the task since the load (expected last subject sequence). When another
+// writer won, it reloads and calls fn again, up to the configured number
+// of attempts (then ErrConflict); fn must therefore decide from the task
+// it is given and have no side effects it cannot repeat. The events are
+// checked against the task first: one that is refused (an event after a
+// terminal state is ErrAlreadyTerminal) fails the transition and nothing
+// is written. No events means no write; the current task is returned.
+// An error from fn is returned as is (wrapped).
+func (s *Store) Transition(ctx context.Context, id string, owner Owner, fn func(t *Task) ([]Event, error)) (*Task, error) {
+	t, err := s.transition(ctx, id, owner, fn)
+	if err != nil {
+		return t, fmt.Errorf("transition task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+func (s *Store) transition(ctx context.Context, id string, owner Owner, fn func(t *Task) ([]Event, error)) (*Task, error) {
+	var (
+		last *Task
+		mine []string // ids of this transition's commits whose outcome is unknown
+	)
+	for attempt := range s.opts.maxAttempts {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return last, err
+			}
+		}
+		t, err := s.load(ctx, id, owner)
+		if err != nil {
+			return nil, err
+		}
+		if landed(t, mine) { // an append whose ack was lost did land
+			return t, nil
+		}
+		last = t
+		events, err := fn(t.clone())
+		if err != nil {
+			return t, err
+		}
+		if len(events) == 0 {
+			return t, nil
+		}
+		cid := uuid.NewString()
+		next, err := s.commit(ctx, t, events, cid)
+		var unknown *unknownOutcomeError
+		switch {
+		case err == nil:
+			return next, nil
+		case errors.Is(err, ErrConflict):
+		case errors.As(err, &unknown) && attempt+1 < s.opts.maxAttempts:
+			// Reload: if it landed, the next load says so; if it lands
+			// later, it fails its expected sequence against whatever
+			// lands first.
+			s.opts.log.Warn("taskstore: append outcome unknown; reading back", "task", id, "err", err)
+			mine = append(mine, cid)
+		default:
+			return t, err
+		}
+	}
+	return last, ErrConflict
+}
+
+// unknownOutcomeError is a publish that got no acknowledgement (a timeout,
+// a lost connection): the commit may or may not have landed.
+type unknownOutcomeError struct{ err error }
+
+func (e *unknownOutcomeError) Error() string { return "append outcome unknown: " + e.err.Error() }
+func (e *unknownOutcomeError) Unwrap() error { return e.err }
+
+// backoff sleeps a jittered, growing interval before retry attempt.
+func backoff(ctx context.Context, attempt int) error {
+	ceil := min(time.Millisecond<<min(attempt, 6), 50*time.Millisecond)
+	timer := time.NewTimer(rand.N(ceil) + time.Millisecond)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// commit is one message on a task's subject: the events of one
+// transition, written atomically.
+type commit struct {
+	V      int     `json:"v"`
+	Events []Event `json:"events"`
+}
+
+// summary is the task's state after a commit, carried by that commit in
+// summaryHeader, so that the last message of every task subject
+// describes the task (List reads only those headers).
+type summary struct {
+	Subject      string    `json:"o"`
+	Tenant       string    `json:"n,omitempty"`
+	ContextID    string    `json:"c"`
+	State        State     `json:"s"`
+	StatusTime   time.Time `json:"t"`
+	ClaimedBy    string    `json:"cb,omitempty"`
+	ClaimExpires time.Time `json:"ce,omitzero"`
+	HasRequest   bool      `json:"r,omitempty"`
+	Created      time.Time `json:"cr"`
+}
+
+func summarize(t *Task) summary {
+	return summary{
+		Subject: t.Owner.Subject, Tenant: t.Owner.Tenant, ContextID: t.ContextID,
+		State: t.State, StatusTime: t.StatusTime, ClaimedBy: t.ClaimedBy, ClaimExpires: t.ClaimExpires,
+		HasRequest: len(t.Request) > 0, Created: t.Created,
+	}
+}
+
+func encodeSummary(sm summary) (string, error) {
+	b, err := json.Marshal(sm)
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func decodeSummary(v string) (summary, error) {
+	var sm summary
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return sm, err
+	}
+	err = json.Unmarshal(b, &sm)
+	return sm, err
+}
+
+// commit stamps events, checks them against t (a task with no state is
+// a new one), and appends them as one message expecting t.Seq as the
+// subject's last sequence. It returns the task after the events, or
+// ErrConflict if another commit landed first.
+func (s *Store) commit(ctx context.Context, t *Task, events []Event, commitID string) (*Task, error) {
+	now := s.opts.now().UTC()
+	next := t.clone()
+	stamped := make([]Event, len(events))
+	for i, e := range events {
+		e.Time, e.Seq = now, 0
+		if e.Type == EventCreated && t.State != "" {
+			return nil, fmt.Errorf("%w: created on an existing task", ErrInvalidEvent)
+		}
+		if e.Type == EventClaimed {
+			if err := s.stampClaim(next, &e); err != nil {
+				return nil, err
+			}
+		}
+		if err := next.apply(&e); err != nil {
+			return nil, err
+		}
+		stamped[i] = e
+	}
+	body, err := json.Marshal(commit{V: commitVersion, Events: stamped})
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode commit: %v", ErrInvalidEvent, err)
+	}
+	sum, err := encodeSummary(summarize(next))
+	if err != nil {
+		return nil, fmt.Errorf("encode summary: %w", err)
+	}
+	msg := &nats.Msg{Subject: Subject(t.ID), Data: body, Header: nats.Header{}}
+	msg.Header.Set(summaryHeader, sum)
+	// Headers the client adds: the message id and the expected sequence.
+	size := len(body) + len(summaryHeader) + len(sum) + len(jetstream.MsgIDHeader) + len(commitID) +
+		len(jetstream.ExpectedLastSubjSeqHeader) + 20 + 64
+	if size > s.opts.maxMessageBytes {
+		return nil, fmt.Errorf("%w: commit of %d bytes exceeds the %d-byte message limit", ErrTooLarge, size, s.opts.maxMessageBytes)
+	}
+	if t.size+len(body) > s.opts.maxTaskBytes {
+		return nil, fmt.Errorf("%w: task would grow to %d bytes, limit %d", ErrTooLarge, t.size+len(body), s.opts.maxTaskBytes)
+	}
+	ack, err := s.js.PublishMsg(ctx, msg,
+		jetstream.WithMsgID(commitID),
+		jetstream.WithExpectLastSequencePerSubject(t.Seq))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		switch {
+		case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+			return nil, ErrConflict
+		case apiErr != nil, errors.Is(err, jetstream.ErrNoStreamResponse):
+			return nil, fmt.Errorf("append to %s: %w", msg.Subject, err) // refused: nothing written
+		}
+		return nil, fmt.Errorf("append to %s: %w", msg.Subject, &unknownOutcomeError{err})
+	}
+	next.Seq = ack.Sequence
+	next.size += len(body)
+	next.commitIDs = append(next.commitIDs, commitID)
+	return next, nil
+}
+
+// stampClaim fills in the attempt and execution id of a claim on t: a
+// renewal by the holder of a live lease keeps the attempt, anyone else
+// starts the next one; the execution id is kept once set.
+func (s *Store) stampClaim(t *Task, e *Event) error {
+	if e.ReplicaID == "" {
+		return fmt.Errorf("%w: claim without a replica id", ErrInvalidEvent)
+	}
+	now := s.opts.now()
+	switch {
+	case t.ClaimedBy == e.ReplicaID && t.Claimed(now):
+		e.Attempt = t.Attempt
+	case t.Claimed(now):
+		return fmt.Errorf("%w: claimed by %s until %s", ErrInvalidEvent, t.ClaimedBy, t.ClaimExpires.Format(time.RFC3339Nano))
+	default:
+		e.Attempt = t.Attempt + 1
+	}
+	e.ExecutionID = t.ExecutionID
+	if e.ExecutionID == "" {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("generate execution id: %w", err)
+		}
+		e.ExecutionID = id.String()
+	}
+	return nil
+}
+
+// Claim takes the execution lease of a task for replicaID until now +
+// lease. It wins only if the task is submitted or working (not terminal,
+// not waiting for the client) and no other replica holds an unexpired
+// lease; the holder itself may call it again to renew. Because the claim
+// is appended with the expected last sequence, two replicas claiming at
+// once cannot both win: the second one's append conflicts, it reloads
+// and sees the claim. Lease semantics: a lease that expired (the holder
+// died or stalled) may be taken by another replica, which records the
+// next Attempt with the same ExecutionID; the execution is then at most
+// once per lease, and the tool call must be made idempotent on
+// ExecutionID. Leases compare against the local clock, so they must be
+// much longer than the clock skew between replicas. It returns the task
+// and whether replicaID holds the lease now.
+func (s *Store) Claim(ctx context.Context, id string, owner Owner, replicaID string, lease time.Duration) (*Task, bool, error) {
+	if replicaID == "" || lease <= 0 {
+		return nil, false, fmt.Errorf("claim task %s: %w: empty replica id or non-positive lease", id, ErrInvalidArgument)
+	}
+	won := false
+	t, err := s.Transition(ctx, id, owner, func(t *Task) ([]Event, error) {
+		now := s.opts.now()
+		won = false
+		if t.State != StateSubmitted && t.State != StateWorking {
+			return nil, nil
+		}
+		if t.Claimed(now) && t.ClaimedBy != replicaID {
+			return nil, nil
+		}
+		won = true
+		return []Event{ClaimEvent(replicaID, now.Add(lease).UTC())}, nil
+	})
+	if err != nil {
+		return t, false, fmt.Errorf("claim: %w", err)
+	}
+	return t, won, nil
+}
+
+// Cancel ends a non-terminal task as canceled and returns it. A task
+// already terminal (canceled included) is ErrNotCancelable, returned with
+// the task so that a caller treating cancel as idempotent can answer
+// with it. A completion racing with the cancel loses: once canceled, the
+// fold refuses it (ErrAlreadyTerminal) and nothing of it is written.
+func (s *Store) Cancel(ctx context.Context, id string, owner Owner) (*Task, error) {
+	t, err := s.Transition(ctx, id, owner, func(t *Task) ([]Event, error) {
+		if t.State.Terminal() {
+			return nil, ErrNotCancelable
+		}
+		return []Event{CancelEvent(nil)}, nil
+	})
+	if err != nil {
+		return t, fmt.Errorf("cancel: %w", err)
+	}
+	return t, nil
+}
+
+// Complete ends a task in final (completed, failed or rejected) with the
+// status message, appending artifacts and linking receipt ids in the
+// same commit. If the task is already terminal (typically canceled while
+// it ran) it returns ErrAlreadyTerminal with the task and writes nothing:
+// the cancel wins and the result is discarded.
+func (s *Store) Complete(ctx context.Context, id string, owner Owner, final State, statusMessage json.RawMessage, artifacts []json.RawMessage, receiptIDs []string) (*Task, error) {
+	switch final {
+	case StateCompleted, StateFailed, StateRejected:
+	default:
+		return nil, fmt.Errorf("complete task %s: %w: final state %q", id, ErrInvalidArgument, final)
+	}
+	t, err := s.Transition(ctx, id, owner, func(t *Task) ([]Event, error) {
+		if t.State.Terminal() {
+			return nil, fmt.Errorf("%w (%s)", ErrAlreadyTerminal, t.State)
+		}
+		events := make([]Event, 0, len(artifacts)+len(receiptIDs)+1)
+		for _, a := range artifacts {
+			events = append(events, ArtifactEvent(a))
+		}
+		for _, r := range receiptIDs {
+			events = append(events, ReceiptEvent(r))
+		}
+		return append(events, FinishEvent(final, statusMessage)), nil
+	})
+	if err != nil {
+		return t, fmt.Errorf("complete: %w", err)
+	}
+	return t, nil
+}

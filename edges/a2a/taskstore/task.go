@@ -1,0 +1,364 @@
+package taskstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Errors returned by the store. They are wrapped with the operation that
+// failed; test them with errors.Is.
+var (
+	// ErrNotFound means the task does not exist or belongs to another
+	// owner: the two are indistinguishable by design.
+	ErrNotFound = errors.New("task not found")
+	// ErrConflict means another writer kept appending to the task while a
+	// transition retried, and the retry budget ran out.
+	ErrConflict = errors.New("task changed concurrently")
+	// ErrNotCancelable means the task is already in a terminal state.
+	ErrNotCancelable = errors.New("task is not cancelable")
+	// ErrAlreadyTerminal means an event would change a task that is
+	// already terminal (completed, failed, canceled or rejected); nothing
+	// was written.
+	ErrAlreadyTerminal = errors.New("task is already terminal")
+	// ErrTooLarge means a payload, a commit or the task as a whole would
+	// exceed a configured size limit; nothing was written.
+	ErrTooLarge = errors.New("task payload too large")
+	// ErrInvalidEvent means an event is malformed or not allowed in the
+	// task's current state; nothing was written.
+	ErrInvalidEvent = errors.New("invalid task event")
+	// ErrInvalidArgument means a caller-supplied argument is malformed.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrInvalidPageToken means a List page token was not issued by List.
+	ErrInvalidPageToken = errors.New("invalid page token")
+)
+
+// Owner is the identity a task belongs to. Every read and write is scoped
+// to it: a task is visible only to the exact (Subject, Tenant) pair that
+// created it.
+type Owner struct {
+	// Subject is the caller key (the capability subject).
+	Subject string `json:"subject"`
+	// Tenant is the A2A tenant the caller addressed, possibly empty.
+	Tenant string `json:"tenant,omitempty"`
+}
+
+// maxOwnerField bounds each Owner field, so that the summary header every
+// commit carries stays small.
+const maxOwnerField = 1024
+
+func (o Owner) validate() error {
+	if o.Subject == "" {
+		return fmt.Errorf("%w: owner subject is empty", ErrInvalidArgument)
+	}
+	if len(o.Subject) > maxOwnerField || len(o.Tenant) > maxOwnerField {
+		return fmt.Errorf("%w: owner subject or tenant longer than %d bytes", ErrInvalidArgument, maxOwnerField)
+	}
+	return nil
+}
+
+// State is a task state, version-neutral (the wire packages map it to
+// "TASK_STATE_COMPLETED" or "completed").
+type State string
+
+// Task states.
+const (
+	StateSubmitted     State = "submitted"
+	StateWorking       State = "working"
+	StateCompleted     State = "completed"
+	StateFailed        State = "failed"
+	StateCanceled      State = "canceled"
+	StateRejected      State = "rejected"
+	StateInputRequired State = "input-required"
+	StateAuthRequired  State = "auth-required"
+)
+
+// Terminal reports whether no further state change is possible.
+func (s State) Terminal() bool {
+	switch s {
+	case StateCompleted, StateFailed, StateCanceled, StateRejected:
+		return true
+	}
+	return false
+}
+
+// Interrupted reports whether the task waits for the client.
+func (s State) Interrupted() bool { return s == StateInputRequired || s == StateAuthRequired }
+
+// Valid reports whether s is one of the defined states.
+func (s State) Valid() bool {
+	switch s {
+	case StateSubmitted, StateWorking, StateCompleted, StateFailed, StateCanceled,
+		StateRejected, StateInputRequired, StateAuthRequired:
+		return true
+	}
+	return false
+}
+
+// Task is the fold of a task's events. Payloads are opaque JSON: the edge
+// decides their shape.
+type Task struct {
+	ID            string
+	ContextID     string
+	Owner         Owner
+	State         State
+	StatusMessage json.RawMessage // opaque message JSON, nil if none
+	StatusTime    time.Time
+	History       []json.RawMessage // opaque messages, oldest first
+	Artifacts     []json.RawMessage // opaque artifacts, in append order
+	Metadata      json.RawMessage
+	// Request is the deferred execution request, opaque.
+	Request    json.RawMessage
+	ReceiptIDs []string
+	// ClaimedBy is the replica holding the execution lease, "" if none.
+	ClaimedBy    string
+	ClaimExpires time.Time
+	// Attempt counts the replicas that took the current Request (1 for
+	// the first claim, 2 after a takeover of an expired lease, …); a
+	// renewal by the holder keeps it.
+	Attempt int
+	// ExecutionID identifies the execution of the current Request. It is
+	// fixed by the first claim and kept across takeovers, so the edge uses
+	// it as the idempotency key of the tool call: a replica taking over an
+	// expired lease re-issues the same execution, not a new one.
+	ExecutionID string
+	// Seq is the stream sequence of the task's last commit; Created is
+	// the time of its first.
+	Seq     uint64
+	Created time.Time
+
+	size      int      // bytes of all commits folded so far
+	commitIDs []string // message ids of the commits folded, in order
+}
+
+// Claimed reports whether a replica holds an unexpired lease at now.
+func (t *Task) Claimed(now time.Time) bool {
+	return t.ClaimedBy != "" && now.Before(t.ClaimExpires)
+}
+
+func (t *Task) clone() *Task {
+	c := *t
+	c.History = slices.Clone(t.History)
+	c.Artifacts = slices.Clone(t.Artifacts)
+	c.ReceiptIDs = slices.Clone(t.ReceiptIDs)
+	c.commitIDs = slices.Clone(t.commitIDs)
+	return &c
+}
+
+// EventType discriminates events.
+type EventType string
+
+// Event types.
+const (
+	// EventCreated starts every task: owner, context id, the first
+	// message, the deferred request and metadata.
+	EventCreated EventType = "created"
+	// EventStatus moves a task to a non-terminal State with a status
+	// message.
+	EventStatus EventType = "status"
+	// EventMessage appends a message to the history.
+	EventMessage EventType = "message"
+	// EventArtifact appends an artifact.
+	EventArtifact EventType = "artifact"
+	// EventMetadata replaces the task metadata.
+	EventMetadata EventType = "metadata"
+	// EventRequest replaces the deferred request (a follow-up turn); it
+	// drops any claim and starts a new execution.
+	EventRequest EventType = "request"
+	// EventClaimed records an execution lease.
+	EventClaimed EventType = "claimed"
+	// EventReleased gives a lease back before it expires.
+	EventReleased EventType = "released"
+	// EventReceipt links a receipt id; it is the only event accepted after
+	// a terminal state (a receipt of a call whose result was discarded
+	// still belongs to the task's audit trail).
+	EventReceipt EventType = "receipt"
+	// EventCanceled ends a task as canceled.
+	EventCanceled EventType = "canceled"
+	// EventFinished ends a task as completed, failed or rejected.
+	EventFinished EventType = "finished"
+)
+
+// Event is one fact about a task. Which fields are set depends on Type.
+// Time, and for claims Attempt and ExecutionID, are stamped by the store
+// when the event is committed.
+type Event struct {
+	Type EventType `json:"type"`
+	Time time.Time `json:"time"`
+	// Owner and ContextID: created.
+	Owner     *Owner `json:"owner,omitempty"`
+	ContextID string `json:"contextId,omitempty"`
+	// State: status, canceled, finished.
+	State State `json:"state,omitempty"`
+	// Message: the first message (created), the status message (status,
+	// canceled, finished) or the appended history message (message).
+	Message json.RawMessage `json:"message,omitempty"`
+	// Request: created, request.
+	Request json.RawMessage `json:"request,omitempty"`
+	// Metadata: created, metadata.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// Artifact: artifact.
+	Artifact json.RawMessage `json:"artifact,omitempty"`
+	// ReceiptID: receipt.
+	ReceiptID string `json:"receiptId,omitempty"`
+	// ReplicaID, LeaseExpires, Attempt, ExecutionID: claimed (ReplicaID
+	// also for released).
+	ReplicaID    string    `json:"replicaId,omitempty"`
+	LeaseExpires time.Time `json:"leaseExpires,omitzero"`
+	Attempt      int       `json:"attempt,omitempty"`
+	ExecutionID  string    `json:"executionId,omitempty"`
+	// Seq is the stream sequence of the commit that carried the event; it
+	// is set on events read back (Watch), never stored.
+	Seq uint64 `json:"-"`
+}
+
+// StatusEvent moves a task to a non-terminal state.
+func StatusEvent(state State, message json.RawMessage) Event {
+	return Event{Type: EventStatus, State: state, Message: message}
+}
+
+// MessageEvent appends a history message.
+func MessageEvent(message json.RawMessage) Event {
+	return Event{Type: EventMessage, Message: message}
+}
+
+// ArtifactEvent appends an artifact.
+func ArtifactEvent(artifact json.RawMessage) Event {
+	return Event{Type: EventArtifact, Artifact: artifact}
+}
+
+// MetadataEvent replaces the task metadata.
+func MetadataEvent(metadata json.RawMessage) Event {
+	return Event{Type: EventMetadata, Metadata: metadata}
+}
+
+// RequestEvent replaces the deferred request.
+func RequestEvent(request json.RawMessage) Event {
+	return Event{Type: EventRequest, Request: request}
+}
+
+// ReceiptEvent links a receipt id.
+func ReceiptEvent(receiptID string) Event {
+	return Event{Type: EventReceipt, ReceiptID: receiptID}
+}
+
+// ReleaseEvent gives back replicaID's lease.
+func ReleaseEvent(replicaID string) Event {
+	return Event{Type: EventReleased, ReplicaID: replicaID}
+}
+
+// CancelEvent ends a task as canceled.
+func CancelEvent(message json.RawMessage) Event {
+	return Event{Type: EventCanceled, State: StateCanceled, Message: message}
+}
+
+// FinishEvent ends a task as completed, failed or rejected.
+func FinishEvent(state State, message json.RawMessage) Event {
+	return Event{Type: EventFinished, State: state, Message: message}
+}
+
+// ClaimEvent records a lease of replicaID until expires; Attempt and
+// ExecutionID are filled in by the store when committed.
+func ClaimEvent(replicaID string, expires time.Time) Event {
+	return Event{Type: EventClaimed, ReplicaID: replicaID, LeaseExpires: expires}
+}
+
+// Terminal reports whether the event ends its task.
+func (e Event) Terminal() bool { return e.Type == EventCanceled || e.Type == EventFinished }
+
+// validJSON reports whether an optional opaque payload is well formed.
+func validJSON(b json.RawMessage) bool { return len(b) == 0 || json.Valid(b) }
+
+// apply folds e into t. It refuses (and leaves t unchanged) any event
+// that is malformed or not allowed in t's state; the store uses it
+// strictly before writing and leniently (skipping refused events) when
+// reading, so that even a stray writer cannot revive a terminal task.
+func (t *Task) apply(e *Event) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidEvent, e.Type, fmt.Sprintf(format, args...))
+	}
+	for _, p := range []json.RawMessage{e.Message, e.Request, e.Metadata, e.Artifact} {
+		if !validJSON(p) {
+			return bad("payload is not valid JSON")
+		}
+	}
+	if e.Type == EventCreated {
+		if t.State != "" {
+			return bad("task already exists")
+		}
+		if e.Owner == nil || e.Owner.validate() != nil || e.ContextID == "" {
+			return bad("missing owner or context id")
+		}
+		t.Owner, t.ContextID = *e.Owner, e.ContextID
+		t.State, t.StatusTime, t.Created = StateSubmitted, e.Time, e.Time
+		if len(e.Message) > 0 {
+			t.History = append(t.History, e.Message)
+		}
+		t.Request, t.Metadata = e.Request, e.Metadata
+		return nil
+	}
+	if t.State == "" {
+		return bad("task has no created event")
+	}
+	if t.State.Terminal() && e.Type != EventReceipt {
+		return fmt.Errorf("%w (%s): %s refused", ErrAlreadyTerminal, t.State, e.Type)
+	}
+	switch e.Type {
+	case EventStatus:
+		if !e.State.Valid() || e.State.Terminal() {
+			return bad("state %q is not a non-terminal state", e.State)
+		}
+		t.State, t.StatusMessage, t.StatusTime = e.State, e.Message, e.Time
+	case EventMessage:
+		if len(e.Message) == 0 {
+			return bad("empty message")
+		}
+		t.History = append(t.History, e.Message)
+	case EventArtifact:
+		if len(e.Artifact) == 0 {
+			return bad("empty artifact")
+		}
+		t.Artifacts = append(t.Artifacts, e.Artifact)
+	case EventMetadata:
+		t.Metadata = e.Metadata
+	case EventRequest:
+		t.Request = e.Request
+		t.ClaimedBy, t.ClaimExpires, t.Attempt, t.ExecutionID = "", time.Time{}, 0, ""
+	case EventClaimed:
+		if e.ReplicaID == "" || e.LeaseExpires.IsZero() || e.Attempt < 1 || e.ExecutionID == "" {
+			return bad("missing replica, lease, attempt or execution id")
+		}
+		if t.ExecutionID != "" && e.ExecutionID != t.ExecutionID {
+			return bad("execution id changed")
+		}
+		t.ClaimedBy, t.ClaimExpires, t.Attempt, t.ExecutionID = e.ReplicaID, e.LeaseExpires, e.Attempt, e.ExecutionID
+	case EventReleased:
+		if e.ReplicaID == "" || e.ReplicaID != t.ClaimedBy {
+			return bad("replica %q does not hold the claim", e.ReplicaID)
+		}
+		t.ClaimedBy, t.ClaimExpires = "", time.Time{}
+	case EventReceipt:
+		if e.ReceiptID == "" {
+			return bad("empty receipt id")
+		}
+		if !slices.Contains(t.ReceiptIDs, e.ReceiptID) {
+			t.ReceiptIDs = append(t.ReceiptIDs, e.ReceiptID)
+		}
+	case EventCanceled:
+		t.State, t.StatusMessage, t.StatusTime = StateCanceled, e.Message, e.Time
+		t.ClaimedBy, t.ClaimExpires = "", time.Time{}
+	case EventFinished:
+		switch e.State {
+		case StateCompleted, StateFailed, StateRejected:
+		default:
+			return bad("state %q is not completed, failed or rejected", e.State)
+		}
+		t.State, t.StatusMessage, t.StatusTime = e.State, e.Message, e.Time
+		t.ClaimedBy, t.ClaimExpires = "", time.Time{}
+	default:
+		return bad("unknown event type")
+	}
+	return nil
+}
