@@ -86,8 +86,8 @@ func setup(t *testing.T) *fixture {
 	now := time.Now()
 	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
 		ID: "cap-dispatch", Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
-		Subject: schemas.EncodePublicKey(agent.Public().(ed25519.PublicKey)),
-		Scope:   schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "hello_task", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+		Subject:  schemas.EncodePublicKey(agent.Public().(ed25519.PublicKey)),
+		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "hello_task", Operations: []schemas.Operation{schemas.OpInvoke}}}},
 		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
 	})
 	if err != nil {
