@@ -68,7 +68,7 @@ func newLedgerCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			return runLedger(cmd.Context(), cmd.OutOrStdout(), js, store, keys, listen, &lf)
+			return runLedger(cmd.Context(), cmd.OutOrStdout(), js, store, keys, listen, &lf, nil)
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated")
@@ -174,8 +174,9 @@ func connectNATS(url, name string) (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
-// runLedger runs the ledger and its HTTP API until ctx ends or either fails.
-func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store *logstore.Store, keys *ledgerKeys, listen string, lf *ledgerFlags) error {
+// runLedger runs the ledger and its HTTP API until ctx ends or either fails;
+// mount, if set, adds more routes (the edge, in chio up) to the same server.
+func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store *logstore.Store, keys *ledgerKeys, listen string, lf *ledgerFlags, mount func(*echo.Echo, net.Addr)) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	l, err := ledger.New(js, store, keys.Keys, append(lf.options(slog.Default()), ledger.WithMetrics(reg))...)
@@ -190,6 +191,9 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 		return fmt.Errorf("listen on %s: %w", listen, err)
 	}
 	fmt.Fprintf(out, "chio ledger: log API on http://%s (checkpoint: http://%s/log/checkpoint)\n", ln.Addr(), ln.Addr())
+	if mount != nil {
+		mount(e, ln.Addr())
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 2)

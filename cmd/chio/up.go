@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+
 	"fmt"
+	"github.com/labstack/echo/v4"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -17,9 +19,10 @@ import (
 func newUpCmd() *cobra.Command {
 	var dataDir, listen, natsListen string
 	var lf ledgerFlags
+	var ef edgeFlags
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Run everything in one process: embedded NATS JetStream, the ledger and its HTTP API",
+		Short: "Run everything in one process: embedded NATS JetStream, the ledger, the A2A edge with the demo tools, one HTTP address",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The log store is opened first: its directory lock is what stops
@@ -62,13 +65,47 @@ func newUpCmd() *cobra.Command {
 				fmt.Fprintf(out, "chio up: NATS JetStream on %s (data under %s)\n", ns.ClientURL(), dataDir)
 			}
 			fmt.Fprintf(out, "chio up: keys in %s (log origin %q, kernel key %s)\n", keys.Dir, keys.Origin(), keys.KernelPub)
+			if ef.policyFile == "" && ef.issuerPub == "" {
+				ef.issuerPub = filepath.Join(keys.Dir, issuerPubFile)
+			}
+			if ef.edgeID == "" {
+				ef.edgeID = "chio-up"
+			}
+			ef.replicas = lf.replicas
+			reg, err := ef.registry()
+			if err != nil {
+				return err
+			}
+			devToken, tokenPath, err := devCapability(dataDir, keys, reg)
+			if err != nil {
+				return err
+			}
+			edge, closeEdge, err := startEdge(cmd.Context(), js, &ef, devToken)
+			if err != nil {
+				return err
+			}
+			defer closeEdge()
+			hc, err := ef.httpConfig()
+			if err != nil {
+				return err
+			}
+			mount := func(e *echo.Echo, addr net.Addr) {
+				edge.Register(e, hc)
+				base := "http://" + addr.String()
+				fmt.Fprintf(out, "chio up: agent card   %s/.well-known/agent-card.json\n", base)
+				fmt.Fprintf(out, "chio up: JSON-RPC     %s/a2a\n", base)
+				fmt.Fprintf(out, "chio up: checkpoint   %s/log/checkpoint\n", base)
+				fmt.Fprintf(out, "chio up: dev capability in %s (used for callers that send none)\n", tokenPath)
+				fmt.Fprintf(out, "chio up: try: curl -s %s/a2a -H 'Content-Type: application/json' -H \"Authorization: Bearer $(cat %s)\" -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"role\":\"user\",\"messageId\":\"m1\",\"parts\":[{\"kind\":\"text\",\"text\":\"world\"}]}}}'\n", base, tokenPath)
+			}
 			slog.Debug("starting ledger", "data_dir", dataDir)
-			return runLedger(cmd.Context(), out, js, store, keys, listen, &lf)
+			return runLedger(cmd.Context(), out, js, store, keys, listen, &lf, mount)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "where keys, the log and the JetStream store live")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	cmd.Flags().StringVar(&natsListen, "nats-listen", "127.0.0.1:4222", `client address of the embedded NATS server ("none": in-process only)`)
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
+	ef.register(cmd)
 	return cmd
 }

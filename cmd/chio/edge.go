@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/chio-ledger/chio/edges/a2a"
+	"github.com/chio-ledger/chio/edges/a2a/taskstore"
+	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// edgeFlags configure an A2A edge, in `chio edge a2a` and `chio up`.
+type edgeFlags struct {
+	policyFile     string
+	issuerPub      string
+	publicURL      string
+	trustedProxies []string
+	manifests      []string
+	exposeAll      bool
+	tier           string
+	replicas       int
+	edgeID         string
+}
+
+func (f *edgeFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.policyFile, "policy", "", "policy document (chio.policy.v1); default: trust --issuer-pub with the default guards")
+	cmd.Flags().StringVar(&f.issuerPub, "issuer-pub", "", "file with the trusted capability issuer's public key (when no --policy)")
+	cmd.Flags().StringVar(&f.publicURL, "public-url", "", "public origin advertised in the agent card (default: from each request)")
+	cmd.Flags().StringArrayVar(&f.trustedProxies, "trusted-proxy", nil, "CIDR of a reverse proxy whose X-Forwarded-* headers are honoured (repeatable)")
+	cmd.Flags().StringArrayVar(&f.manifests, "manifest", nil, "chio.manifest.v1 file to register (repeatable; manifest-only tools are listed but have no server here)")
+	cmd.Flags().BoolVar(&f.exposeAll, "expose-all", false, "dev only: expose tools without a2a.expose (internal namespaces stay hidden)")
+	cmd.Flags().StringVar(&f.tier, "tier", "", "expose only tools whose a2a.tier equals this")
+	cmd.Flags().StringVar(&f.edgeID, "edge-id", "", "this replica's name in events and task claims (default: host name and pid)")
+}
+
+func (f *edgeFlags) policy() (*kernel.LoadedPolicy, error) {
+	if f.policyFile != "" {
+		return kernel.LoadPolicy(f.policyFile)
+	}
+	if f.issuerPub == "" {
+		return nil, usageError(errors.New("--policy or --issuer-pub is required: the edge must know whose capabilities to trust"))
+	}
+	b, err := os.ReadFile(f.issuerPub)
+	if err != nil {
+		return nil, fmt.Errorf("--issuer-pub: %w", err)
+	}
+	return kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{strings.TrimSpace(string(b))}})
+}
+
+func (f *edgeFlags) registry() (*tools.Registry, error) {
+	reg := tools.NewRegistry()
+	if err := reg.Register(hello.New()); err != nil {
+		return nil, err
+	}
+	for _, path := range f.manifests {
+		m, err := tools.LoadManifestFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := reg.AddManifest(m); err != nil {
+			return nil, fmt.Errorf("--manifest %s: %w", path, err)
+		}
+	}
+	return reg, nil
+}
+
+func (f *edgeFlags) exposure(p *kernel.LoadedPolicy) tools.Exposure {
+	e := p.ToolExposure("a2a", f.exposeAll)
+	if f.tier != "" {
+		e.Tier = f.tier
+	}
+	return e
+}
+
+func (f *edgeFlags) httpConfig() (a2a.HTTPConfig, error) {
+	hc := a2a.HTTPConfig{PublicURL: f.publicURL}
+	for _, s := range f.trustedProxies {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return hc, usageError(fmt.Errorf("--trusted-proxy %q: %w", s, err))
+		}
+		hc.TrustedProxies = append(hc.TrustedProxies, p)
+	}
+	return hc, nil
+}
+
+// startEdge builds a replica: kernel, dispatcher, task store and edge.
+func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devToken string) (*a2a.Edge, func(), error) {
+	policy, err := f.policy()
+	if err != nil {
+		return nil, nil, err
+	}
+	reg, err := f.registry()
+	if err != nil {
+		return nil, nil, err
+	}
+	id := f.edgeID
+	if id == "" {
+		host, _ := os.Hostname()
+		id = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg), kernel.WithReplicas(f.replicas))
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := dispatch.New(ctx, js, k, reg, id, f.replicas)
+	if err != nil {
+		k.Close()
+		return nil, nil, err
+	}
+	ts, err := taskstore.Open(ctx, js, taskstore.WithReplicas(max(f.replicas, 1)))
+	if err != nil {
+		k.Close()
+		return nil, nil, err
+	}
+	e := a2a.New(a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id}, k, reg, d, ts)
+	return e, k.Close, nil
+}
+
+// devCapability issues the token `chio up` acts under for callers without
+// one: the data dir's dev agent key, every tool of every registered server,
+// valid for a day. It is written to DIR/dev-capability.token (0600).
+func devCapability(dataDir string, keys *ledgerKeys, reg *tools.Registry) (string, string, error) {
+	issuerText, err := os.ReadFile(filepath.Join(keys.Dir, issuerKeyFile))
+	if err != nil {
+		return "", "", fmt.Errorf("dev capability: %w", err)
+	}
+	issuer, err := schemas.ParsePrivateKey(string(issuerText))
+	if err != nil {
+		return "", "", fmt.Errorf("dev capability: %s: %w", issuerKeyFile, err)
+	}
+	agentFile := filepath.Join(keys.Dir, "dev-agent.key")
+	agent, err := loadOrCreateKey(agentFile)
+	if err != nil {
+		return "", "", err
+	}
+	var grants []schemas.ToolGrant
+	for _, en := range reg.Exposed(tools.Exposure{Protocol: "a2a", ExposeAll: true}) {
+		grants = append(grants, schemas.ToolGrant{ServerID: en.Manifest.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}})
+	}
+	grants = dedupGrants(grants)
+	now := time.Now()
+	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
+		ID: "dev-" + now.UTC().Format("20060102T150405Z"), Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
+		Subject: schemas.EncodePublicKey(agent.Public().(ed25519.PublicKey)), Scope: schemas.Scope{Grants: grants},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(24 * time.Hour).Unix()),
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("dev capability: %w", err)
+	}
+	h, err := schemas.EncodeCapabilityHeader(tok)
+	if err != nil {
+		return "", "", err
+	}
+	path := filepath.Join(dataDir, "dev-capability.token")
+	if err := os.WriteFile(path, []byte(h+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("dev capability: %w", err)
+	}
+	return h, path, nil
+}
+
+func dedupGrants(gs []schemas.ToolGrant) []schemas.ToolGrant {
+	seen := map[string]bool{}
+	var out []schemas.ToolGrant
+	for _, g := range gs {
+		if !seen[g.ServerID] {
+			seen[g.ServerID] = true
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func loadOrCreateKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return schemas.ParsePrivateKey(string(b))
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, []byte(schemas.EncodePrivateKey(priv)+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return priv, nil
+}
+
+func newEdgeCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "edge", Short: "Run a protocol edge"}
+	cmd.AddCommand(newEdgeA2ACmd())
+	return cmd
+}
+
+func newEdgeA2ACmd() *cobra.Command {
+	var ef edgeFlags
+	var natsURL, listen, dataDir string
+	var stdio bool
+	cmd := &cobra.Command{
+		Use:   "a2a --nats URL --listen ADDR (--policy FILE | --issuer-pub FILE)",
+		Short: "Run a stateless A2A edge replica (JSON-RPC over HTTP, or the hello-a2a stdio profile with --stdio)",
+		Long: "Serves governed tools as A2A skills: the agent card at /.well-known/agent-card.json and JSON-RPC at /a2a.\n" +
+			"Callers must present a capability (Authorization: Bearer or X-Chio-Capability). With --stdio it reads one\n" +
+			"JSON-RPC request per line and acts under a dev capability minted from DIR/keys/issuer.key (--data-dir),\n" +
+			"on an embedded NATS server in DIR unless --nats is given.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			var js jetstream.JetStream
+			devToken := ""
+			if stdio {
+				keys, err := loadLedgerKeys(filepath.Join(dataDir, "keys"), DefaultOrigin)
+				if err != nil {
+					return err
+				}
+				if ef.policyFile == "" && ef.issuerPub == "" {
+					ef.issuerPub = filepath.Join(keys.Dir, issuerPubFile)
+				}
+				reg, err := ef.registry()
+				if err != nil {
+					return err
+				}
+				if devToken, _, err = devCapability(dataDir, keys, reg); err != nil {
+					return err
+				}
+			}
+			if natsURL == "" && stdio {
+				ns, err := natsembed.Start(natsembed.Config{StoreDir: filepath.Join(dataDir, "nats"), DontListen: true, ServerName: "chio-edge-stdio"})
+				if err != nil {
+					return err
+				}
+				defer ns.Stop()
+				nc, err := ns.Connect()
+				if err != nil {
+					return err
+				}
+				defer nc.Close()
+				js, _ = jetstream.New(nc)
+			} else {
+				nc, j, err := connectNATS(orDefault(natsURL, nats.DefaultURL), "chio-edge-a2a")
+				if err != nil {
+					return err
+				}
+				defer nc.Close()
+				js = j
+			}
+			e, closeEdge, err := startEdge(ctx, js, &ef, devToken)
+			if err != nil {
+				return err
+			}
+			defer closeEdge()
+			if stdio {
+				return e.ServeStdio(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
+			}
+			hc, err := ef.httpConfig()
+			if err != nil {
+				return err
+			}
+			ec := newEdgeEcho()
+			e.Register(ec, hc)
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", listen, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "chio edge a2a: agent card http://%s/.well-known/agent-card.json, JSON-RPC http://%s/a2a\n", ln.Addr(), ln.Addr())
+			return serve(ctx, ec, ln)
+		},
+	}
+	ef.register(cmd)
+	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+"; with --stdio, an embedded server in --data-dir)")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8082", "HTTP listen address")
+	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "with --stdio: keys and the embedded NATS store")
+	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve the hello-a2a stdio profile on stdin/stdout")
+	cmd.Flags().IntVar(&ef.replicas, "replicas", 1, "replicas of the streams and buckets the edge creates (3 on a cluster)")
+	cmd.AddCommand(newAgentCardCmd())
+	return cmd
+}
+
+func newAgentCardCmd() *cobra.Command {
+	var ef edgeFlags
+	var url string
+	cmd := &cobra.Command{
+		Use:   "agent-card [--public-url URL]",
+		Short: "Print the agent card the edge serves for its registered tools",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg, err := ef.registry()
+			if err != nil {
+				return err
+			}
+			exp := tools.Exposure{Protocol: "a2a", ExposeAll: ef.exposeAll, Tier: ef.tier}
+			card := a2a.New(a2a.Config{Exposure: exp}, nil, reg, nil, nil).Card(url)
+			body, err := wire.EncodeAgentCard(card)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), string(body))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "public-url", "stdio://", "origin advertised in the card")
+	cmd.Flags().StringArrayVar(&ef.manifests, "manifest", nil, "chio.manifest.v1 file to register (repeatable)")
+	cmd.Flags().BoolVar(&ef.exposeAll, "expose-all", false, "dev only: expose tools without a2a.expose")
+	cmd.Flags().StringVar(&ef.tier, "tier", "", "expose only tools whose a2a.tier equals this")
+	return cmd
+}
+
+func newEdgeEcho() *echo.Echo {
+	ec := echo.New()
+	ec.HideBanner, ec.HidePort = true, true
+	ec.Use(middleware.Recover())
+	return ec
+}
