@@ -63,8 +63,8 @@ func TestUpServesA2AWithVerifiableReceipts(t *testing.T) {
 	}
 	_ = json.Unmarshal(receipt, &wrapped)
 	var r struct {
-		ToolServer string `json:"tool_server"`
-		ToolName   string `json:"tool_name"`
+		ToolServer string                   `json:"tool_server"`
+		ToolName   string                   `json:"tool_name"`
 		Decision   struct{ Verdict string } `json:"decision"`
 	}
 	_ = json.Unmarshal(wrapped.Receipt, &r)
