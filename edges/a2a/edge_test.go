@@ -20,6 +20,7 @@ import (
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -128,11 +129,24 @@ func token(t *testing.T, subject ed25519.PrivateKey, id string) string {
 	return h
 }
 
-type bearer struct{ token string }
+type bearer struct {
+	token   string
+	methods *[]string // if set, records each JSON-RPC method sent
+	mu      *sync.Mutex
+}
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
+	if b.methods != nil && r.Body != nil {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m struct{ Method string }
+		_ = json.Unmarshal(body, &m)
+		b.mu.Lock()
+		*b.methods = append(*b.methods, m.Method)
+		b.mu.Unlock()
+	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 
@@ -143,7 +157,7 @@ func sdkClient(t *testing.T, url, tok string) *a2aclient.Client {
 	if err != nil {
 		t.Fatalf("resolve card: %v", err)
 	}
-	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(&http.Client{Transport: bearer{tok}, Timeout: 20 * time.Second}))
+	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(&http.Client{Transport: bearer{token: tok}, Timeout: 20 * time.Second}))
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
@@ -387,5 +401,48 @@ func TestDeferredTaskRunsOnceAcrossReplicas(t *testing.T) {
 	}
 	if cl.tool.runs.Load() != 1 || len(seen) != 1 {
 		t.Fatalf("tool runs %d, distinct receipts %v", cl.tool.runs.Load(), seen)
+	}
+}
+
+// A 0.3 client: the SDK's 0.3 card parser and compatibility transport.
+func TestSDK03Client(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	tok := token(t, agentKey, "cap-03")
+	ctx := context.Background()
+	var (
+		methods []string
+		mu      sync.Mutex
+	)
+	resolver := agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}
+	card, err := resolver.Resolve(ctx, cl.edges[0].URL)
+	if err != nil {
+		t.Fatalf("0.3 card parser: %v", err)
+	}
+	factory := a2aclient.NewFactory(a2aclient.WithDefaultsDisabled(), a2aclient.WithCompatTransport(a2av0.Version, a2apb.TransportProtocolJSONRPC,
+		a2av0.NewJSONRPCTransportFactory(a2av0.JSONRPCTransportConfig{Client: &http.Client{Transport: bearer{token: tok, methods: &methods, mu: &mu}, Timeout: 20 * time.Second}})))
+	c, err := factory.CreateFromCard(ctx, card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("world"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2apb.Task)
+	if !ok || task.Status.State != a2apb.TaskStateCompleted || chioMetaOf(t, task.Metadata)["receiptId"] == nil {
+		t.Fatalf("0.3 send: %T %+v", res, res)
+	}
+	got, err := c.GetTask(ctx, &a2apb.GetTaskRequest{ID: task.ID})
+	if err != nil || got.Status.State != a2apb.TaskStateCompleted {
+		t.Fatalf("0.3 get: %+v %v", got, err)
+	}
+	if _, err := c.CancelTask(ctx, &a2apb.CancelTaskRequest{ID: task.ID}); !errors.Is(err, a2apb.ErrTaskNotCancelable) {
+		t.Fatalf("0.3 cancel of a completed task: %v", err)
+	}
+	if _, err := c.GetTask(ctx, &a2apb.GetTaskRequest{ID: "0190f3c2-7a1b-7c3d-9e4f-0a1b2c3d4e5f"}); !errors.Is(err, a2apb.ErrTaskNotFound) {
+		t.Fatalf("0.3 unknown task: %v", err)
+	}
+	if strings.Join(methods, ",") != "message/send,tasks/get,tasks/cancel,tasks/get" {
+		t.Fatalf("the client did not speak 0.3: %v", methods)
 	}
 }

@@ -76,7 +76,9 @@ func (s *Store) scan(ctx context.Context) ([]taskSummary, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		wait = max(time.Until(dl), time.Millisecond)
 	}
-	for got := 0; got < want; {
+	// want (the consumer's pending count at creation) bounds the scan;
+	// a message with nothing pending after it ends it too.
+	for got, drained := 0, want == 0; !drained && got < want; {
 		batch, err := cons.Fetch(min(want-got, 1000), jetstream.FetchMaxWait(wait))
 		if err != nil {
 			return nil, fmt.Errorf("scan tasks: fetch: %w", err)
@@ -88,6 +90,7 @@ func (s *Store) scan(ctx context.Context) ([]taskSummary, error) {
 			if err != nil {
 				return nil, fmt.Errorf("scan tasks: %w", err)
 			}
+			drained = drained || meta.NumPending == 0
 			id, ok := strings.CutPrefix(m.Subject(), subjectPrefix)
 			if !ok || !validID(id) {
 				continue

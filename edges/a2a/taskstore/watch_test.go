@@ -61,7 +61,7 @@ func TestWatchersSeeTheSameEvents(t *testing.T) {
 		t.Fatalf("first event = %s", e.Type)
 	}
 	stop3()
-	collect(t, w3, 5*time.Second)
+	collect(t, w3, 30*time.Second)
 
 	for i := range 10 {
 		s := []*Store{a, b}[i%2]
@@ -74,7 +74,7 @@ func TestWatchersSeeTheSameEvents(t *testing.T) {
 	if _, err := b.Complete(ctx, task.ID, alice, StateCompleted, msg("done"), nil, []string{"r"}); err != nil {
 		t.Fatal(err)
 	}
-	e1, e2 := collect(t, w1, 10*time.Second), collect(t, w2, 10*time.Second)
+	e1, e2 := collect(t, w1, 30*time.Second), collect(t, w2, 30*time.Second)
 	if !slices.Equal(describe(e1), describe(e2)) {
 		t.Fatalf("watchers differ:\n%v\n%v", describe(e1), describe(e2))
 	}
@@ -101,7 +101,7 @@ func TestWatchersSeeTheSameEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := collect(t, replay, 5*time.Second); !slices.Equal(describe(r), describe(e1)) {
+	if r := collect(t, replay, 30*time.Second); !slices.Equal(describe(r), describe(e1)) {
 		t.Fatalf("replay differs: %v", describe(r))
 	}
 }
@@ -124,7 +124,7 @@ func TestWatchLive(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		_, _ = s.Cancel(ctx, task.ID, alice)
 	}()
-	rest := collect(t, ch, 10*time.Second)
+	rest := collect(t, ch, 30*time.Second)
 	if len(rest) != 1 || rest[0].Type != EventCanceled {
 		t.Fatalf("live events: %v", describe(rest))
 	}
