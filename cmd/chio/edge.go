@@ -106,6 +106,10 @@ func (f *edgeFlags) httpConfig() (a2a.HTTPConfig, error) {
 	return hc, nil
 }
 
+// sweepEvery is how often a replica looks for background tasks whose
+// accepting replica died.
+const sweepEvery = 5 * time.Second
+
 // startEdge builds a replica: kernel, dispatcher, task store and edge.
 func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devToken string) (*a2a.Edge, func(), error) {
 	policy, err := f.policy()
@@ -277,6 +281,7 @@ func newEdgeA2ACmd() *cobra.Command {
 			if stdio {
 				return e.ServeStdio(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
 			}
+			go e.Sweep(ctx, sweepEvery)
 			hc, err := ef.httpConfig()
 			if err != nil {
 				return err

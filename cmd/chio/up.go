@@ -89,6 +89,7 @@ func newUpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			go edge.Sweep(cmd.Context(), sweepEvery)
 			mount := func(e *echo.Echo, addr net.Addr) {
 				edge.Register(e, hc)
 				base := "http://" + addr.String()

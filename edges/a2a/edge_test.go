@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
+	"github.com/chio-ledger/chio/edges/a2a/wire"
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
@@ -38,6 +39,10 @@ var (
 	agentKey  = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{2}, 32))
 	otherKey  = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32))
 )
+
+var wireMessage = wire.Message{MessageID: "m-takeover", Role: wire.RoleUser, Parts: []wire.Part{wire.TextPart("again")}}
+
+var helloTarget = map[string]any{"chio": map[string]any{"targetSkillId": "hello_task"}}
 
 func pub(k ed25519.PrivateKey) string { return schemas.EncodePublicKey(k.Public().(ed25519.PublicKey)) }
 
@@ -57,9 +62,44 @@ func (s *countingHello) InvokeStream(ctx context.Context, inv tools.Invocation, 
 	return s.Server.InvokeStream(ctx, inv, emit)
 }
 
+// slowServer's tool waits until it is cancelled (or 10 s pass), reporting
+// a cancellation on cancelled.
+type slowServer struct {
+	tools.Running
+	started   chan struct{}
+	cancelled chan struct{}
+}
+
+func newSlow() *slowServer {
+	return &slowServer{started: make(chan struct{}, 16), cancelled: make(chan struct{}, 16)}
+}
+
+func (s *slowServer) Manifest() *schemas.ToolManifest {
+	return &schemas.ToolManifest{Schema: schemas.ManifestSchema, ServerID: "slow-srv", Name: "slow", Version: "1",
+		Tools: []schemas.ToolDefinition{{Name: "slow_task", Description: "waits", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Metadata: map[string]json.RawMessage{"a2a.expose": json.RawMessage(`true`)}}}}
+}
+func (s *slowServer) ServerID() string    { return "slow-srv" }
+func (s *slowServer) ToolNames() []string { return []string{"slow_task"} }
+func (s *slowServer) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMessage, error) {
+	s.started <- struct{}{}
+	select {
+	case <-ctx.Done():
+		s.cancelled <- struct{}{}
+		return nil, ctx.Err()
+	case <-time.After(10 * time.Second):
+		return json.RawMessage(`"slow done"`), nil
+	}
+}
+func (s *slowServer) InvokeStream(ctx context.Context, inv tools.Invocation, emit func(tools.Chunk) error) error {
+	_, err := s.Invoke(ctx, inv)
+	return err
+}
+
 type cluster struct {
 	js    jetstream.JetStream
 	tool  *countingHello
+	slow  *slowServer
 	edges []*httptest.Server
 	raw   []*Edge
 }
@@ -72,7 +112,7 @@ func startCluster(t *testing.T, n int, devToken string) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Stop)
-	cl := &cluster{tool: &countingHello{Server: hello.New()}}
+	cl := &cluster{tool: &countingHello{Server: hello.New()}, slow: newSlow()}
 	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{pub(issuerKey)}})
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +130,9 @@ func startCluster(t *testing.T, n int, devToken string) *cluster {
 		if err := reg.Register(cl.tool); err != nil {
 			t.Fatal(err)
 		}
+		if err := reg.Register(cl.slow); err != nil {
+			t.Fatal(err)
+		}
 		k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
 		if err != nil {
 			t.Fatal(err)
@@ -103,7 +146,7 @@ func startCluster(t *testing.T, n int, devToken string) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := New(Config{EdgeID: fmt.Sprintf("edge-%d", i), DevToken: devToken}, k, reg, d, ts)
+		e := New(Config{EdgeID: fmt.Sprintf("edge-%d", i), DevToken: devToken, ClaimLease: 2 * time.Second}, k, reg, d, ts)
 		ec := echo.New()
 		e.Register(ec, HTTPConfig{})
 		srv := httptest.NewServer(ec)
@@ -119,7 +162,9 @@ func token(t *testing.T, subject ed25519.PrivateKey, id string) string {
 	now := time.Now()
 	tok, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{
 		ID: id, Issuer: pub(issuerKey), Subject: pub(subject),
-		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+		Scope: schemas.Scope{Grants: []schemas.ToolGrant{
+			{ServerID: "hello-a2a-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
+			{ServerID: "slow-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
 		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
 	})
 	if err != nil {
@@ -181,7 +226,7 @@ func TestSDKClientAcrossReplicas(t *testing.T) {
 	a, b := sdkClient(t, cl.edges[0].URL, tok), sdkClient(t, cl.edges[1].URL, tok)
 	ctx := context.Background()
 
-	res, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("world"))})
+	res, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("world")), Metadata: helloTarget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +242,11 @@ func TestSDKClientAcrossReplicas(t *testing.T) {
 		t.Fatalf("artifacts %d, runs %d", len(task.Artifacts), cl.tool.runs.Load())
 	}
 
+	again := a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("more"))
+	again.TaskID = task.ID
+	if _, err := b.SendMessage(ctx, &a2apb.SendMessageRequest{Message: again, Metadata: helloTarget}); !errors.Is(err, a2apb.ErrUnsupportedOperation) {
+		t.Fatalf("send to a terminal task: %v", err)
+	}
 	got, err := b.GetTask(ctx, &a2apb.GetTaskRequest{ID: task.ID})
 	if err != nil || got.Status.State != a2apb.TaskStateCompleted || chioMetaOf(t, got.Metadata)["receiptId"] != meta["receiptId"] {
 		t.Fatalf("get on the other replica: %+v %v", got, err)
@@ -271,7 +321,7 @@ func TestBadInputs(t *testing.T) {
 		h, _ := schemas.EncodeCapabilityHeader(x)
 		return h
 	}()
-	send := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"hi"}]}}}`
+	send := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"hi"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`
 	cases := []struct {
 		name, tok, version, body string
 		code                     int
@@ -322,8 +372,8 @@ func TestBadInputs(t *testing.T) {
 func TestHelloStdioContract(t *testing.T) {
 	cl := startCluster(t, 1, token(t, agentKey, "cap-dev"))
 	in := strings.Join([]string{
-		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]}}}`,
-		`{"jsonrpc":"2.0","id":2,"method":"message/stream","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"message/stream","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`,
 	}, "\n") + "\n"
 	var out bytes.Buffer
 	if err := cl.raw[0].ServeStdio(context.Background(), strings.NewReader(in), &out); err != nil {
@@ -372,7 +422,7 @@ func TestDeferredTaskRunsOnceAcrossReplicas(t *testing.T) {
 	tok := token(t, agentKey, "cap-race")
 	cl := startCluster(t, 2, tok)
 	var out bytes.Buffer
-	create := `{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"role":"user","parts":[{"type":"text","text":"race"}]}}}`
+	create := `{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"role":"user","parts":[{"type":"text","text":"race"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`
 	if err := cl.raw[0].ServeStdio(context.Background(), strings.NewReader(create+"\n"), &out); err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +474,7 @@ func TestSDK03Client(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("world"))})
+	res, err := c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("world")), Metadata: helloTarget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,5 +494,91 @@ func TestSDK03Client(t *testing.T) {
 	}
 	if strings.Join(methods, ",") != "message/send,tasks/get,tasks/cancel,tasks/get" {
 		t.Fatalf("the client did not speak 0.3: %v", methods)
+	}
+}
+
+// A cancel on replica B stops the tool running for a background task on
+// replica A, and cancel wins: the task ends canceled, its receipt linked.
+func TestCancelMidFlightAcrossReplicas(t *testing.T) {
+	cl := startCluster(t, 2, "")
+	tok := token(t, agentKey, "cap-cancel")
+	send := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m1","parts":[{"text":"x"}]},"configuration":{"returnImmediately":true},"metadata":{"chio":{"targetSkillId":"slow_task"}}}}`
+	m := rpc(t, cl.edges[0].URL, tok, "1.0", send)
+	task := m["result"].(map[string]any)["task"].(map[string]any)
+	if task["status"].(map[string]any)["state"] != "TASK_STATE_WORKING" {
+		t.Fatalf("returnImmediately: %v", m)
+	}
+	select {
+	case <-cl.slow.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the background tool never started")
+	}
+	id := task["id"].(string)
+	c := rpc(t, cl.edges[1].URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"CancelTask","params":{"id":%q}}`, id))
+	if c["result"].(map[string]any)["status"].(map[string]any)["state"] != "TASK_STATE_CANCELED" {
+		t.Fatalf("cancel: %v", c)
+	}
+	select {
+	case <-cl.slow.cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the running tool was not cancelled")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g := rpc(t, cl.edges[0].URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"GetTask","params":{"id":%q}}`, id))
+		r := g["result"].(map[string]any)
+		meta, _ := r["metadata"].(map[string]any)
+		chio, _ := meta["chio"].(map[string]any)
+		if r["status"].(map[string]any)["state"] == "TASK_STATE_CANCELED" && chio["receiptIds"] != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task after cancel: %v", g)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	again := rpc(t, cl.edges[1].URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"CancelTask","params":{"id":%q}}`, id))
+	if errCode(again) != -32002 {
+		t.Fatalf("second cancel: %v", again)
+	}
+}
+
+// A background task whose accepting replica died (its claim lapsed) is
+// taken over by another replica's sweeper and completed, once.
+func TestBackgroundTaskTakenOver(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	tok := token(t, agentKey, "cap-takeover")
+	e := cl.raw[0]
+	ctx := context.Background()
+	owner := e.sendOwner(caller{token: tok}, "")
+	first, _ := encodeStored(&wireMessage)
+	req := execRequest{ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{"text":"again"}`), Mode: modeBackground, Capability: tok}
+	task, err := e.tasks.Create(ctx, owner, "", first, mustJSON(req), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dead replica claimed it for 200 ms and never finished.
+	if _, won, err := e.tasks.Claim(ctx, task.ID, owner, "dead-replica", 200*time.Millisecond); err != nil || !won {
+		t.Fatalf("claim: %v %v", won, err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go e.Sweep(sctx, 100*time.Millisecond)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cur, err := e.tasks.Load(ctx, task.ID, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.State == taskstore.StateCompleted {
+			if len(cur.ReceiptIDs) != 1 || cur.ReceiptIDs[0] != cur.ExecutionID || cl.tool.runs.Load() != 1 {
+				t.Fatalf("taken over: receipts %v execution %s runs %d", cur.ReceiptIDs, cur.ExecutionID, cl.tool.runs.Load())
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not taken over: %s claimed by %s", cur.State, cur.ClaimedBy)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

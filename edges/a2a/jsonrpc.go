@@ -115,6 +115,9 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, v wire.Version, p *wire.Sen
 		mode = modeBackground
 	}
 	req := execRequest{ServerID: en.Manifest.ServerID, ToolName: en.Tool.Name, Arguments: args, Stream: deferred, Mode: mode}
+	if mode == modeBackground {
+		req.Capability = rc.caller.token
+	}
 	owner := e.sendOwner(rc.caller, p.Tenant)
 	t, err := e.createTask(ctx, owner, p, req, chioMeta(nil, mode, true, ""))
 	if err != nil {

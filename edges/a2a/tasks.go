@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -23,6 +24,11 @@ type execRequest struct {
 	Arguments json.RawMessage `json:"arguments"`
 	Stream    bool            `json:"stream,omitempty"`
 	Mode      string          `json:"mode"`
+	// Capability is kept only for background tasks: a replica that takes
+	// over a task whose accepting replica died must decide under the
+	// caller's own authority, which it cannot otherwise present. The task
+	// stream is as protected as the KV buckets (same NATS account).
+	Capability string `json:"capability,omitempty"`
 }
 
 // Lifecycle modes recorded in metadata.chio.lifecycle.
@@ -100,6 +106,19 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 	if err := json.Unmarshal(t.Request, &req); err != nil {
 		return nil, fmt.Errorf("task %s: stored request: %w", t.ID, err)
 	}
+	// A cancel landing on any replica while the tool runs stops it here.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if events, err := e.tasks.Watch(ctx, t.ID, t.Owner); err == nil {
+		go func() {
+			for ev := range events {
+				if ev.Type == taskstore.EventCanceled {
+					stop()
+					return
+				}
+			}
+		}()
+	}
 	res, err := e.dispatch.Do(ctx, dispatch.Call{
 		ReceiptID: t.ExecutionID, Token: c.token, ServerID: req.ServerID, ToolName: req.ToolName,
 		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, Stream: req.Stream, TaskID: t.ID,
@@ -160,6 +179,48 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 		return nil, fmt.Errorf("finish task %s: %w", t.ID, err)
 	}
 	return done, nil
+}
+
+// Sweep runs until ctx ends, taking over background tasks whose accepting
+// replica stopped renewing its claim (it died): each is claimed (one
+// replica wins) and executed under the capability stored with it. The
+// execution id stays the task's, so the decision event is the same one
+// the dead replica may already have published and the ledger keeps one
+// receipt; the tool itself may run a second time if the first replica
+// died while it ran.
+func (e *Edge) Sweep(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		refs, err := e.tasks.Claimable(ctx, every)
+		if err != nil {
+			e.log.Warn("a2a: sweep", "err", err)
+			continue
+		}
+		for _, ref := range refs {
+			task, err := e.tasks.Load(ctx, ref.ID, ref.Owner)
+			if err != nil {
+				continue
+			}
+			var req execRequest
+			if json.Unmarshal(task.Request, &req) != nil || req.Mode != modeBackground || req.Capability == "" {
+				continue // deferred tasks wait for their owner's next get
+			}
+			claimed, won, err := e.claimFree(ctx, ref.ID, ref.Owner)
+			if err != nil || !won {
+				continue
+			}
+			e.log.Info("a2a: taking over a background task", "task", ref.ID, "from", task.ClaimedBy)
+			if _, err := e.execute(ctx, caller{token: req.Capability}, claimed); err != nil {
+				e.log.Error("a2a: taken-over task failed", "task", ref.ID, "err", err)
+			}
+		}
+	}
 }
 
 // resultParts converts a tool result per the bridges spec's table; a
