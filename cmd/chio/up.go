@@ -20,6 +20,7 @@ func newUpCmd() *cobra.Command {
 	var dataDir, listen, natsListen string
 	var lf ledgerFlags
 	var ef edgeFlags
+	var requireCapability bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run everything in one process: embedded NATS JetStream, the ledger, the A2A edge with the demo tools, one HTTP address",
@@ -80,7 +81,11 @@ func newUpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			edge, closeEdge, err := startEdge(cmd.Context(), js, &ef, devToken)
+			edgeToken := devToken
+			if requireCapability {
+				edgeToken = "" // tokenless callers get an A2A authentication error
+			}
+			edge, closeEdge, err := startEdge(cmd.Context(), js, &ef, edgeToken)
 			if err != nil {
 				return err
 			}
@@ -108,5 +113,6 @@ func newUpCmd() *cobra.Command {
 	cmd.Flags().StringVar(&natsListen, "nats-listen", "127.0.0.1:4222", `client address of the embedded NATS server ("none": in-process only)`)
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
 	ef.register(cmd)
+	cmd.Flags().BoolVar(&requireCapability, "require-capability", false, "refuse callers without a capability instead of acting under the dev capability")
 	return cmd
 }
