@@ -47,4 +47,14 @@ bin/chio capability issue --issuer-key agent.key --subject "$(cat helper.pub)" \
   --grant hello-a2a-srv/hello_task --max-invocations 10 --delegate-from @agent.tok --output header > helper.tok
 bin/chio capability inspect @helper.tok | grep -q '^ok   token narrows its parent cap-agent$'
 bin/chio capability revoke cap-agent --nats "nats://$natsaddr" --reason "key rotated" | grep -q '^revoked cap-agent$'
+curl -sf "http://$http/.well-known/agent-card.json" | grep -q '"hello_task"'
+curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat .chio/dev-capability.token)" \
+  -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"world"}]}}}' \
+  | tee send.json
+RID=$(sed -n 's/.*"receiptId":"\([^"]*\)".*/\1/p' send.json)
+[ -n "$RID" ]
+for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$http/v1/receipts/$RID")" = 200 ] && break; sleep 0.1; done
+curl -sf "http://$http/v1/receipts/$RID" | grep -q '"tool_name":"hello_task"'
+echo '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]}}}' \
+  | bin/chio edge a2a --stdio --data-dir "$work/stdio" | grep -q '"status":"completed"'
 echo "tour: OK"
