@@ -105,7 +105,7 @@ type cluster struct {
 }
 
 // startCluster runs n edge replicas on one embedded NATS server.
-func startCluster(t *testing.T, n int, devToken string) *cluster {
+func startCluster(t testing.TB, n int, devToken string) *cluster {
 	t.Helper()
 	ns, err := natsembed.Start(natsembed.Config{StoreDir: filepath.Join(t.TempDir(), "nats"), DontListen: true})
 	if err != nil {
@@ -157,7 +157,7 @@ func startCluster(t *testing.T, n int, devToken string) *cluster {
 	return cl
 }
 
-func token(t *testing.T, subject ed25519.PrivateKey, id string) string {
+func token(t testing.TB, subject ed25519.PrivateKey, id string) string {
 	t.Helper()
 	now := time.Now()
 	tok, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{
