@@ -24,6 +24,7 @@ import (
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas"
 )
 
 // Config configures an edge.
@@ -148,13 +149,14 @@ func (e *Edge) callerFrom(h http.Header) (caller, *wire.Error) {
 }
 
 // owner authenticates the caller for reads: tasks are scoped to the
-// capability's subject and the tenant.
+// capability's authority path (root issuer and every subject down to the
+// caller's) and the tenant.
 func (e *Edge) owner(c caller, tenant string) (taskstore.Owner, *wire.Error) {
 	id, d := e.kernel.Identify(c.token)
 	if d != nil {
 		return taskstore.Owner{}, wire.Unauthenticated(fmt.Sprintf("capability refused at %s: %s", d.Guard, d.Reason))
 	}
-	return taskstore.Owner{Subject: id.Subject, Tenant: tenant}, nil
+	return taskstore.Owner{Subject: id.Principal, Tenant: tenant}, nil
 }
 
 // sendOwner is the owner of a task created by a send: the authenticated
@@ -162,7 +164,7 @@ func (e *Edge) owner(c caller, tenant string) (taskstore.Owner, *wire.Error) {
 // deny receipt and a failed task), a name only that same token text maps to.
 func (e *Edge) sendOwner(c caller, tenant string) taskstore.Owner {
 	if id, d := e.kernel.Identify(c.token); d == nil {
-		return taskstore.Owner{Subject: id.Subject, Tenant: tenant}
+		return taskstore.Owner{Subject: id.Principal, Tenant: tenant}
 	}
 	sum := sha256.Sum256([]byte(c.token))
 	return taskstore.Owner{Subject: "unverified:" + hex.EncodeToString(sum[:16]), Tenant: tenant}
@@ -196,7 +198,9 @@ func (e *Edge) resolveSkill(p *wire.SendParams) (*tools.Entry, json.RawMessage, 
 	case errors.Is(err, tools.ErrInternalTool):
 		return nil, nil, wire.InvalidParams(fmt.Sprintf("skill %q is in an internal namespace and is never exposed", target))
 	case errors.Is(err, tools.ErrNotExposed):
-		return nil, nil, wire.InvalidParams(fmt.Sprintf("skill %q is not exposed to this agent's audience", target))
+		// The same answer as for a name that does not exist: a hidden tool's
+		// existence is not disclosed to remote agents.
+		return nil, nil, wire.InvalidParams(fmt.Sprintf("unknown skill %q; skills: %s", target, strings.Join(ids, ", ")))
 	case errors.Is(err, tools.ErrAmbiguousTool):
 		return nil, nil, wire.InvalidParams(fmt.Sprintf("skill %q is offered by several servers", target))
 	case err != nil:
@@ -207,6 +211,10 @@ func (e *Edge) resolveSkill(p *wire.SendParams) (*tools.Entry, json.RawMessage, 
 	}
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
+	}
+	var obj map[string]json.RawMessage
+	if len(args) > schemas.MaxParametersBytes || json.Unmarshal(args, &obj) != nil || obj == nil {
+		return nil, nil, wire.InvalidParams(fmt.Sprintf("the arguments of skill %q must be a JSON object of at most %d bytes", target, schemas.MaxParametersBytes))
 	}
 	return en, args, nil
 }

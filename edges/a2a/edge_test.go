@@ -582,3 +582,40 @@ func TestBackgroundTaskTakenOver(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A token delegated to the victim's public key by someone else does not
+// make its holder the victim: tasks are scoped to the authority path.
+func TestDelegatedSubjectIsNotTheOwner(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	url := cl.edges[0].URL
+	victim := token(t, agentKey, "cap-victim")
+	m := rpc(t, url, victim, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m1","parts":[{"text":"secret"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`)
+	id := m["result"].(map[string]any)["task"].(map[string]any)["id"].(string)
+
+	now := time.Now()
+	parent, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{ID: "cap-attacker", Issuer: pub(issuerKey), Subject: pub(otherKey),
+		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}}},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := schemas.Delegate(otherKey, parent, schemas.CapabilityBody{ID: "cap-impersonation", Subject: pub(agentKey),
+		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "hello_task", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+		IssuedAt: parent.IssuedAt, ExpiresAt: parent.ExpiresAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, _ := schemas.EncodeCapabilityHeader(child)
+	for _, body := range []string{
+		fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"GetTask","params":{"id":%q}}`, id),
+		fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"CancelTask","params":{"id":%q}}`, id),
+	} {
+		if got := errCode(rpc(t, url, forged, "1.0", body)); got != -32001 {
+			t.Fatalf("impersonating token: code %d for %s", got, body)
+		}
+	}
+	l := rpc(t, url, forged, "1.0", `{"jsonrpc":"2.0","id":4,"method":"ListTasks","params":{}}`)
+	if tasks := l["result"].(map[string]any)["tasks"].([]any); len(tasks) != 0 {
+		t.Fatalf("impersonating token listed %v", tasks)
+	}
+}

@@ -415,6 +415,11 @@ type Identity struct {
 	Subject      string
 	RootSubject  string
 	Lineage      []string
+	// Principal names the whole authority path: the root issuer and every
+	// subject from the root grant down to this token's. A subject alone
+	// proves nothing (anyone may delegate to any public key), so whatever
+	// is scoped to a caller must be scoped to this.
+	Principal string
 }
 
 // Identify authenticates a token for calls that run no tool (get, list,
@@ -440,5 +445,11 @@ func (k *Kernel) Identify(token string) (*Identity, *Decision) {
 	if id := k.revs.firstRevoked(v.lineage); id != "" {
 		return nil, k.deny(d, StepRevocation, fmt.Sprintf("capability %s is revoked", id))
 	}
-	return &Identity{CapabilityID: v.tok.ID, Subject: v.tok.Subject, RootSubject: v.rootSubject, Lineage: v.lineage}, nil
+	path := v.rootIssuer
+	for _, a := range v.ancestors {
+		path += ">" + a.Subject
+	}
+	path += ">" + v.tok.Subject
+	return &Identity{CapabilityID: v.tok.ID, Subject: v.tok.Subject, RootSubject: v.rootSubject, Lineage: v.lineage,
+		Principal: "p:" + schemas.SHA256Hex([]byte(path))}, nil
 }
