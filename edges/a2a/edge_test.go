@@ -619,3 +619,24 @@ func TestDelegatedSubjectIsNotTheOwner(t *testing.T) {
 		t.Fatalf("impersonating token listed %v", tasks)
 	}
 }
+
+// A live background task keeps renewing its lease, so another replica's
+// sweeper never takes it over while it runs.
+func TestLiveTaskIsNotTakenOver(t *testing.T) {
+	cl := startCluster(t, 2, "")
+	tok := token(t, agentKey, "cap-live")
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go cl.raw[1].Sweep(sctx, 100*time.Millisecond)
+	m := rpc(t, cl.edges[0].URL, tok, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m1","parts":[{"text":"x"}]},"configuration":{"returnImmediately":true},"metadata":{"chio":{"targetSkillId":"slow_task"}}}}`)
+	id := m["result"].(map[string]any)["task"].(map[string]any)["id"].(string)
+	<-cl.slow.started
+	// Twice the lease (2 s in startCluster): a lapsed lease would be taken over.
+	select {
+	case <-cl.slow.started:
+		t.Fatal("the running task was taken over by another replica")
+	case <-time.After(4 * time.Second):
+	}
+	rpc(t, cl.edges[1].URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"CancelTask","params":{"id":%q}}`, id))
+	<-cl.slow.cancelled
+}

@@ -109,6 +109,28 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 	// A cancel landing on any replica while the tool runs stops it here.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// Renew the execution lease while the tool runs, so no sweeper takes
+	// a live task over; a lease that cannot be renewed stops the run.
+	go func() {
+		tick := time.NewTicker(max(e.cfg.ClaimLease/3, 10*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, won, err := e.tasks.Claim(ctx, t.ID, t.Owner, e.cfg.EdgeID, e.cfg.ClaimLease); ctx.Err() == nil && (err != nil || !won) {
+				cur, lerr := e.tasks.Load(ctx, t.ID, t.Owner)
+				if lerr == nil && cur.State.Terminal() {
+					return // finished or canceled: nothing left to hold
+				}
+				e.log.Warn("a2a: lost the execution lease; stopping the run", "task", t.ID, "err", err)
+				stop()
+				return
+			}
+		}
+	}()
 	if events, err := e.tasks.Watch(ctx, t.ID, t.Owner); err == nil {
 		go func() {
 			for ev := range events {
@@ -216,9 +238,13 @@ func (e *Edge) Sweep(ctx context.Context, every time.Duration) {
 				continue
 			}
 			e.log.Info("a2a: taking over a background task", "task", ref.ID, "from", task.ClaimedBy)
-			if _, err := e.execute(ctx, caller{token: req.Capability}, claimed); err != nil {
-				e.log.Error("a2a: taken-over task failed", "task", ref.ID, "err", err)
-			}
+			// Concurrently: one long task must not hold up the sweep (nor
+			// let its own lease lapse while the loop waits).
+			go func() {
+				if _, err := e.execute(ctx, caller{token: req.Capability}, claimed); err != nil {
+					e.log.Error("a2a: taken-over task failed", "task", ref.ID, "err", err)
+				}
+			}()
 		}
 	}
 }

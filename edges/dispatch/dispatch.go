@@ -127,7 +127,39 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	res.Ran = true
 	inv := tools.Invocation{ID: c.ReceiptID, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments}
 	server, _ := d.registry.Tool(c.ServerID, c.ToolName)
-	var contentHash string
+	contentHash := d.run(ctx, c, inv, server, res)
+	if contentHash == "" {
+		contentHash = schemas.EmptyContentHash
+	}
+	out := &schemas.OutcomeEvent{
+		Schema: schemas.OutcomeEventSchema, EventID: schemas.OutcomeEventID(c.ReceiptID), ReceiptID: c.ReceiptID,
+		Timestamp: d.stamp(), Outcome: schemas.OutcomeCompleted, ContentHash: contentHash,
+	}
+	switch {
+	case res.ToolErr == nil:
+	case errors.Is(res.ToolErr, context.Canceled) || errors.Is(res.ToolErr, tools.ErrCanceled):
+		out.Outcome, out.Reason = schemas.OutcomeCancelled, "cancelled while running"
+	default:
+		out.Outcome, out.Reason = schemas.OutcomeFailed, schemas.TruncateText(res.ToolErr.Error())
+	}
+	res.Outcome = out.Outcome
+	// The outcome must be recorded even if the caller has gone away.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	res.OutcomeDurable = d.publish(pctx, schemas.SubjectOutcome, out.EventID, out) == nil
+	return res, nil
+}
+
+// run invokes the tool and returns the content hash of its output. A tool
+// that panics fails its call (the outcome records it) instead of taking the
+// replica down, and with it every replica that would retry the task.
+func (d *Dispatcher) run(ctx context.Context, c Call, inv tools.Invocation, server *tools.Entry, res *Result) (contentHash string) {
+	defer func() {
+		if r := recover(); r != nil {
+			res.ToolErr = fmt.Errorf("tool %s/%s panicked", c.ServerID, c.ToolName)
+			res.Output, res.Chunks, contentHash = nil, nil, ""
+		}
+	}()
 	switch {
 	case server == nil || server.Server == nil:
 		res.ToolErr = fmt.Errorf("%w: %s/%s has no in-process server", tools.ErrNoServer, c.ServerID, c.ToolName)
@@ -163,26 +195,7 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 			}
 		}
 	}
-	if contentHash == "" {
-		contentHash = schemas.EmptyContentHash
-	}
-	out := &schemas.OutcomeEvent{
-		Schema: schemas.OutcomeEventSchema, EventID: schemas.OutcomeEventID(c.ReceiptID), ReceiptID: c.ReceiptID,
-		Timestamp: d.stamp(), Outcome: schemas.OutcomeCompleted, ContentHash: contentHash,
-	}
-	switch {
-	case res.ToolErr == nil:
-	case errors.Is(res.ToolErr, context.Canceled) || errors.Is(res.ToolErr, tools.ErrCanceled):
-		out.Outcome, out.Reason = schemas.OutcomeCancelled, "cancelled while running"
-	default:
-		out.Outcome, out.Reason = schemas.OutcomeFailed, schemas.TruncateText(res.ToolErr.Error())
-	}
-	res.Outcome = out.Outcome
-	// The outcome must be recorded even if the caller has gone away.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	res.OutcomeDurable = d.publish(pctx, schemas.SubjectOutcome, out.EventID, out) == nil
-	return res, nil
+	return contentHash
 }
 
 func (d *Dispatcher) stamp() uint64 { return uint64(d.now().Unix()) }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,12 +26,16 @@ import (
 // countingServer wraps hello and counts invocations, or fails on demand.
 type countingServer struct {
 	*hello.Server
-	runs atomic.Int64
-	fail bool
+	runs   atomic.Int64
+	fail   bool
+	panics bool
 }
 
 func (s *countingServer) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMessage, error) {
 	s.runs.Add(1)
+	if s.panics {
+		panic("tool bug")
+	}
 	if s.fail {
 		return nil, errors.New("backend unavailable")
 	}
@@ -207,5 +212,15 @@ func TestNoToolRunsWithoutADurableDecision(t *testing.T) {
 	_, err := f.d.Do(ctx, Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)})
 	if !errors.Is(err, ErrNotDurable) || f.server.runs.Load() != 0 {
 		t.Fatalf("err %v, tool runs %d", err, f.server.runs.Load())
+	}
+}
+
+// A panicking tool fails its call; the process and the outcome survive.
+func TestToolPanicFailsTheCall(t *testing.T) {
+	f := setup(t)
+	f.server.panics = true
+	res, err := f.d.Do(context.Background(), Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)})
+	if err != nil || res.Outcome != schemas.OutcomeFailed || !res.OutcomeDurable || !strings.Contains(res.ToolErr.Error(), "panicked") {
+		t.Fatalf("%+v %v", res, err)
 	}
 }
