@@ -128,3 +128,10 @@ func TestEdgeA2AStdioAndCard(t *testing.T) {
 		t.Fatalf("stdio: %v %s", err, buf.String())
 	}
 }
+
+func TestUpRefusesToShareTheDevCapability(t *testing.T) {
+	_, err := chio(context.Background(), "up", "--data-dir", t.TempDir(), "--listen", "0.0.0.0:0", "--nats-listen", "none")
+	if err == nil || !strings.Contains(err.Error(), "--require-capability") {
+		t.Fatalf("non-loopback dev mode: %v", err)
+	}
+}

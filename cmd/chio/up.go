@@ -81,6 +81,11 @@ func newUpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !requireCapability && !loopbackAddr(listen) {
+				// The dev capability acts for every tokenless caller: never
+				// hand it to the network.
+				return usageError(fmt.Errorf("--listen %s is not a loopback address: pass --require-capability (callers must then present their own capability)", listen))
+			}
 			edgeToken := devToken
 			if requireCapability {
 				edgeToken = "" // tokenless callers get an A2A authentication error
@@ -115,4 +120,17 @@ func newUpCmd() *cobra.Command {
 	ef.register(cmd)
 	cmd.Flags().BoolVar(&requireCapability, "require-capability", false, "refuse callers without a capability instead of acting under the dev capability")
 	return cmd
+}
+
+// loopbackAddr reports whether a listen address is on loopback only.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

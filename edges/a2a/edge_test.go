@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -639,4 +640,47 @@ func TestLiveTaskIsNotTakenOver(t *testing.T) {
 	}
 	rpc(t, cl.edges[1].URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"CancelTask","params":{"id":%q}}`, id))
 	<-cl.slow.cancelled
+}
+
+func TestStdioSurvivesAnOversizeLine(t *testing.T) {
+	cl := startCluster(t, 1, token(t, agentKey, "cap-stdio-big"))
+	in := strings.Repeat("x", wire.MaxRequestBytes+10) + "\n" +
+		`{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"id":"0190f3c2-7a1b-7c3d-9e4f-0a1b2c3d4e5f"}}` + "\n"
+	var out bytes.Buffer
+	if err := cl.raw[0].ServeStdio(context.Background(), strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "-32600") || !strings.Contains(lines[1], "-32001") {
+		t.Fatalf("responses: %q", lines)
+	}
+}
+
+func TestListTasksBadPageToken(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	m := rpc(t, cl.edges[0].URL, token(t, agentKey, "cap-page"), "1.0", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageToken":"forged"}}`)
+	if errCode(m) != -32602 {
+		t.Fatalf("bad page token: %v", m)
+	}
+}
+
+func TestPublicURL(t *testing.T) {
+	proxy := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	cases := []struct {
+		remote, fwdHost, fwdProto string
+		want                      string
+	}{
+		{"10.1.2.3:5555", "edge.example.com", "https", "https://edge.example.com"},
+		{"10.1.2.3:5555", "attacker.example, edge.example.com", "http, https", "https://edge.example.com"},
+		{"192.0.2.7:5555", "attacker.example", "https", "http://direct.example:8080"},
+	}
+	for _, c := range cases {
+		r := httptest.NewRequest(http.MethodGet, "http://direct.example:8080/.well-known/agent-card.json", nil)
+		r.RemoteAddr = c.remote
+		r.Header.Set("X-Forwarded-Host", c.fwdHost)
+		r.Header.Set("X-Forwarded-Proto", c.fwdProto)
+		if got := publicURL(r, HTTPConfig{TrustedProxies: proxy}); got != c.want {
+			t.Errorf("%+v: %s", c, got)
+		}
+	}
 }

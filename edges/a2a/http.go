@@ -52,6 +52,8 @@ func (e *Edge) serveCard(c echo.Context, hc HTTPConfig) error {
 	h := c.Response().Header()
 	h.Set("ETag", etag)
 	h.Set("Cache-Control", "public, max-age=300")
+	// The card's URLs depend on these request headers.
+	h.Set("Vary", "Host, X-Forwarded-Host, X-Forwarded-Proto")
 	if match := c.Request().Header.Get("If-None-Match"); match != "" && strings.Contains(match, etag) {
 		return c.NoContent(http.StatusNotModified)
 	}
@@ -69,19 +71,23 @@ func publicURL(r *http.Request, hc HTTPConfig) string {
 		scheme = "https"
 	}
 	if trusted(r.RemoteAddr, hc.TrustedProxies) {
-		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
+		if p := lastValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
 			scheme = p
 		}
-		if h := firstValue(r.Header.Get("X-Forwarded-Host")); h != "" && !strings.ContainsAny(h, "/ @\\") {
+		if h := lastValue(r.Header.Get("X-Forwarded-Host")); h != "" && !strings.ContainsAny(h, "/ @\\") {
 			host = h
 		}
 	}
 	return scheme + "://" + host
 }
 
-func firstValue(v string) string {
-	first, _, _ := strings.Cut(v, ",")
-	return strings.TrimSpace(first)
+// lastValue is the right-most entry of a forwarded header: the one the
+// trusted proxy appended, never one a client sent ahead of it.
+func lastValue(v string) string {
+	if i := strings.LastIndex(v, ","); i >= 0 {
+		v = v[i+1:]
+	}
+	return strings.TrimSpace(v)
 }
 
 func trusted(remote string, proxies []netip.Prefix) bool {
@@ -131,35 +137,59 @@ func (e *Edge) serveJSONRPC(c echo.Context) error {
 
 // ServeStdio runs the hello-a2a stdio profile: one JSON-RPC request per
 // line in, one response per line out, as the edge's dev capability holder.
+// A line over the size limit is answered with -32600 and skipped; the loop
+// goes on.
 func (e *Edge) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), wire.MaxRequestBytes+1)
+	r := bufio.NewReaderSize(in, 64<<10)
 	w := bufio.NewWriter(out)
 	var cerr *wire.Error
 	if e.cfg.DevToken == "" {
 		cerr = wire.Unauthenticated("the stdio edge has no capability to act under")
 	}
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
+	for {
+		line, tooLong, err := readLine(r, wire.MaxRequestBytes)
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("stdio: read: %w", err)
 		}
-		resp := e.handleJSONRPC(ctx, rpcCall{caller: caller{token: e.cfg.DevToken}, version: wire.V03, stdio: true}, []byte(line), cerr)
-		if resp == nil {
-			continue
+		var resp []byte
+		switch {
+		case tooLong:
+			resp = wire.EncodeError(nil, wire.InvalidRequest(fmt.Sprintf("request larger than %d bytes", wire.MaxRequestBytes)))
+		case len(strings.TrimSpace(string(line))) > 0:
+			resp = e.handleJSONRPC(ctx, rpcCall{caller: caller{token: e.cfg.DevToken}, version: wire.V03, stdio: true}, line, cerr)
 		}
-		if _, err := w.Write(append(resp, '\n')); err != nil {
-			return fmt.Errorf("stdio: write: %w", err)
+		if resp != nil {
+			if _, werr := w.Write(append(resp, '\n')); werr != nil {
+				return fmt.Errorf("stdio: write: %w", werr)
+			}
+			if werr := w.Flush(); werr != nil {
+				return fmt.Errorf("stdio: flush: %w", werr)
+			}
 		}
-		if err := w.Flush(); err != nil {
-			return fmt.Errorf("stdio: flush: %w", err)
+		if err == io.EOF {
+			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("stdio: read: %w", err)
+}
+
+// readLine reads one line of at most limit bytes; a longer one is read to
+// its end and reported as tooLong, so the next line starts cleanly.
+func readLine(r *bufio.Reader, limit int) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, isPrefix, rerr := r.ReadLine()
+		if len(line)+len(chunk) > limit {
+			tooLong, line = true, nil
+		} else if !tooLong {
+			line = append(line, chunk...)
+		}
+		if rerr != nil {
+			return line, tooLong, rerr
+		}
+		if !isPrefix {
+			return line, tooLong, nil
+		}
 	}
-	return nil
 }

@@ -121,14 +121,18 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, v wire.Version, p *wire.Sen
 	owner := e.sendOwner(rc.caller, p.Tenant)
 	t, err := e.createTask(ctx, owner, p, req, chioMeta(nil, mode, true, ""))
 	if err != nil {
+		if errors.Is(err, taskstore.ErrInvalidArgument) || errors.Is(err, taskstore.ErrTooLarge) {
+			return nil, wire.InvalidParams(err.Error())
+		}
 		return nil, wire.InternalError(err.Error())
 	}
 	if mode == modeDeferred {
 		return e.encodeTask(v, t, p.Configuration.HistoryLength)
 	}
-	t, won, err := e.claimFree(ctx, t.ID, owner)
+	id := t.ID
+	t, won, err := e.claimFree(ctx, id, owner)
 	if err != nil || !won {
-		return nil, wire.InternalError(fmt.Sprintf("claim new task %s: won=%v err=%v", t.ID, won, err))
+		return nil, wire.InternalError(fmt.Sprintf("claim new task %s: won=%v err=%v", id, won, err))
 	}
 	if mode == modeBackground {
 		go func() {
@@ -236,7 +240,7 @@ func (e *Edge) listTasks(ctx context.Context, rc rpcCall, v wire.Version, p *wir
 	}
 	ts, next, total, err := e.tasks.List(ctx, owner, f)
 	if err != nil {
-		if errors.Is(err, taskstore.ErrInvalidArgument) {
+		if errors.Is(err, taskstore.ErrInvalidArgument) || errors.Is(err, taskstore.ErrInvalidPageToken) {
 			return nil, wire.InvalidParams(err.Error())
 		}
 		return nil, storeError("", err)

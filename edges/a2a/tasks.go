@@ -315,6 +315,11 @@ func toWire(t *taskstore.Task, historyLength *int, includeArtifacts bool) (*wire
 	}
 	if c, ok := w.Metadata["chio"].(map[string]any); ok && len(t.ReceiptIDs) > 0 {
 		c["receiptIds"] = t.ReceiptIDs
+		if c["receiptId"] == nil {
+			// Canceled while it ran: the cancel kept the task's metadata, but
+			// the call happened and bears a receipt (its verdict is in it).
+			c["receiptId"], c["receiptPending"], c["receiptBearing"] = t.ReceiptIDs[len(t.ReceiptIDs)-1], false, true
+		}
 	}
 	return w, nil
 }
