@@ -16,7 +16,7 @@ import (
 )
 
 // HeaderLeafIndex carries a published receipt's leaf index.
-const HeaderLeafIndex = "Chio-Leaf-Index"
+const HeaderLeafIndex = schemas.HeaderLeafIndex
 
 // publishChunk bounds the receipts read back from the store per round.
 const publishChunk = 1024

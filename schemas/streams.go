@@ -24,6 +24,10 @@ const (
 	SubjectOutcome  = "chio.events.outcome"
 	SubjectTimeout  = "chio.events.timeout"
 
+	// HeaderLeafIndex is the header of a receipt published on
+	// ReceiptsStream that carries its leaf index in the log.
+	HeaderLeafIndex = "Chio-Leaf-Index"
+
 	// DuplicateWindow is the publish dedup window of both streams.
 	DuplicateWindow = 2 * time.Minute
 )

@@ -42,6 +42,7 @@ type edgeFlags struct {
 	tier           string
 	replicas       int
 	edgeID         string
+	awaitReceipt   time.Duration
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
@@ -53,6 +54,7 @@ func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.exposeAll, "expose-all", false, "dev only: expose tools without a2a.expose (internal namespaces stay hidden)")
 	cmd.Flags().StringVar(&f.tier, "tier", "", "expose only tools whose a2a.tier equals this")
 	cmd.Flags().StringVar(&f.edgeID, "edge-id", "", "this replica's name in events and task claims (default: host name and pid)")
+	cmd.Flags().DurationVar(&f.awaitReceipt, "await-receipt", 0, "wait up to this long for the ledger to integrate each call's receipt and embed it (signed, with its leaf index) in metadata.chio")
 }
 
 func (f *edgeFlags) policy() (*kernel.LoadedPolicy, error) {
@@ -139,7 +141,7 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		k.Close()
 		return nil, nil, err
 	}
-	e := a2a.New(a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id}, k, reg, d, ts)
+	e := a2a.New(a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id, AwaitReceipt: f.awaitReceipt, JetStream: js}, k, reg, d, ts)
 	return e, k.Close, nil
 }
 

@@ -135,3 +135,33 @@ func TestUpRefusesToShareTheDevCapability(t *testing.T) {
 		t.Fatalf("non-loopback dev mode: %v", err)
 	}
 }
+
+// With --await-receipt the answer embeds the signed receipt and its leaf
+// index, as the ledger integrated it.
+func TestAwaitReceipt(t *testing.T) {
+	up := startUp(t, "--await-receipt", "10s")
+	body := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"world"}]}}}`
+	resp, err := http.Post(up.httpURL+"/a2a", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m struct {
+		Result struct {
+			Metadata struct {
+				Chio struct {
+					ReceiptID string          `json:"receiptId"`
+					Receipt   json.RawMessage `json:"receipt"`
+					LeafIndex *uint64         `json:"leafIndex"`
+				} `json:"chio"`
+			} `json:"metadata"`
+		} `json:"result"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	c := m.Result.Metadata.Chio
+	if c.ReceiptID == "" || c.LeafIndex == nil || !strings.Contains(string(c.Receipt), c.ReceiptID) || !strings.Contains(string(c.Receipt), `"signature"`) {
+		t.Fatalf("no embedded receipt: %+v", c)
+	}
+}

@@ -59,7 +59,7 @@ type upProcess struct {
 	stop                  func() error
 }
 
-func startUp(t *testing.T) *upProcess {
+func startUp(t *testing.T, extra ...string) *upProcess {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -67,7 +67,7 @@ func startUp(t *testing.T) *upProcess {
 	done := make(chan error, 1)
 	go func() {
 		root := newRoot()
-		root.SetArgs([]string{"--log-level", "warn", "up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"})
+		root.SetArgs(append([]string{"--log-level", "warn", "up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"}, extra...))
 		root.SetOut(&out)
 		root.SetErr(io.Discard)
 		done <- root.ExecuteContext(ctx)

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 	"github.com/chio-ledger/chio/edges/dispatch"
@@ -42,7 +44,13 @@ type Config struct {
 	EdgeID string
 	// ClaimLease bounds how long a replica holds a deferred task.
 	ClaimLease time.Duration
-	Logger     *slog.Logger
+	// AwaitReceipt, when positive, makes a finished call wait (at most this
+	// long) until the ledger has integrated its receipt, and embeds the
+	// signed receipt and its leaf index in metadata.chio.
+	AwaitReceipt time.Duration
+	// JetStream is needed with AwaitReceipt, to read CHIO_RECEIPTS.
+	JetStream jetstream.JetStream
+	Logger    *slog.Logger
 }
 
 // Edge serves A2A. It is safe for concurrent use.

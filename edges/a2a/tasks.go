@@ -141,6 +141,7 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 			}
 		}()
 	}
+	started := time.Now().Add(-time.Second) // margin for clock steps
 	res, err := e.dispatch.Do(ctx, dispatch.Call{
 		ReceiptID: t.ExecutionID, Token: c.token, ServerID: req.ServerID, ToolName: req.ToolName,
 		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, Stream: req.Stream, TaskID: t.ID,
@@ -183,7 +184,16 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 		}
 		artifacts = append(artifacts, art)
 	}
-	meta := mustJSON(chioMeta(res, req.Mode, false, failure))
+	m := chioMeta(res, req.Mode, false, failure)
+	if res != nil && e.cfg.AwaitReceipt > 0 && e.cfg.JetStream != nil {
+		c := m["chio"].(map[string]any)
+		if sr, err := e.awaitReceipt(ctx, e.cfg.JetStream, req.ServerID, res.ReceiptID, started); err != nil {
+			c["receiptAwaitError"] = err.Error()
+		} else {
+			c["receipt"], c["leafIndex"] = sr.Receipt, sr.LeafIndex
+		}
+	}
+	meta := mustJSON(m)
 	done, err := e.tasks.Transition(background(ctx), t.ID, t.Owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
 		var evs []taskstore.Event
 		for _, r := range receipts {
