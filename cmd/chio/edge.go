@@ -43,6 +43,7 @@ type edgeFlags struct {
 	replicas       int
 	edgeID         string
 	awaitReceipt   time.Duration
+	serveRoot      bool
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
@@ -54,6 +55,7 @@ func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.exposeAll, "expose-all", false, "dev only: expose tools without a2a.expose (internal namespaces stay hidden)")
 	cmd.Flags().StringVar(&f.tier, "tier", "", "expose only tools whose a2a.tier equals this")
 	cmd.Flags().StringVar(&f.edgeID, "edge-id", "", "this replica's name in events and task claims (default: host name and pid)")
+	cmd.Flags().BoolVar(&f.serveRoot, "serve-root", false, "also serve JSON-RPC at / (for clients configured with the bare origin)")
 	cmd.Flags().DurationVar(&f.awaitReceipt, "await-receipt", 0, "wait up to this long for the ledger to integrate each call's receipt and embed it (signed, with its leaf index) in metadata.chio")
 }
 
@@ -97,7 +99,7 @@ func (f *edgeFlags) exposure(p *kernel.LoadedPolicy) tools.Exposure {
 }
 
 func (f *edgeFlags) httpConfig() (a2a.HTTPConfig, error) {
-	hc := a2a.HTTPConfig{PublicURL: f.publicURL}
+	hc := a2a.HTTPConfig{PublicURL: f.publicURL, ServeRoot: f.serveRoot}
 	for _, s := range f.trustedProxies {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {

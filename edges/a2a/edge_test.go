@@ -149,7 +149,7 @@ func startCluster(t testing.TB, n int, devToken string) *cluster {
 		}
 		e := New(Config{EdgeID: fmt.Sprintf("edge-%d", i), DevToken: devToken, ClaimLease: 2 * time.Second}, k, reg, d, ts)
 		ec := echo.New()
-		e.Register(ec, HTTPConfig{})
+		e.Register(ec, HTTPConfig{ServeRoot: true})
 		srv := httptest.NewServer(ec)
 		t.Cleanup(srv.Close)
 		cl.edges = append(cl.edges, srv)
@@ -681,6 +681,26 @@ func TestPublicURL(t *testing.T) {
 		r.Header.Set("X-Forwarded-Proto", c.fwdProto)
 		if got := publicURL(r, HTTPConfig{TrustedProxies: proxy}); got != c.want {
 			t.Errorf("%+v: %s", c, got)
+		}
+	}
+}
+
+func TestJSONRPCPaths(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	tok := token(t, agentKey, "cap-paths")
+	for _, path := range []string{"/a2a", "/a2a/", "/"} {
+		req, _ := http.NewRequest(http.MethodPost, cl.edges[0].URL+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`))
+		req.Header.Set("Content-Type", "application/a2a+json")
+		req.Header.Set("A2A-Version", "1.0")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(raw), `"tasks":[]`) {
+			t.Errorf("%s: %s", path, raw)
 		}
 	}
 }
