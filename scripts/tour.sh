@@ -7,6 +7,7 @@ work=$(mktemp -d)
 http=${TOUR_HTTP:-127.0.0.1:18080}
 natsaddr=${TOUR_NATS:-127.0.0.1:14222}
 cleanup() {
+  [ -n "${edge_pid:-}" ] && kill -INT "$edge_pid" 2>/dev/null && wait "$edge_pid" 2>/dev/null || true
   [ -n "${up_pid:-}" ] && kill -INT "$up_pid" 2>/dev/null && wait "$up_pid" 2>/dev/null || true
   rm -rf "$work"
 }
@@ -57,4 +58,14 @@ for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$htt
 curl -sf "http://$http/v1/receipts/$RID" | grep -q '"tool_name":"hello_task"'
 echo '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]}}}' \
   | bin/chio edge a2a --stdio --data-dir "$work/stdio" | grep -q '"status":"completed"'
+edgeaddr=${TOUR_EDGE:-127.0.0.1:18082}
+bin/chio edge a2a --nats "nats://$natsaddr" --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub > edge.log 2>&1 &
+edge_pid=$!
+for _ in $(seq 100); do curl -sf "http://$edgeaddr/.well-known/agent-card.json" >/dev/null && break; sleep 0.1; done
+curl -sf "http://$edgeaddr/.well-known/agent-card.json" | grep -q '"hello_task"'
+# a separate replica refuses tokenless callers (no dev capability outside chio up)
+curl -s "http://$edgeaddr/a2a" -H 'Content-Type: application/json' \
+  -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"world"}]}}}' | grep -q -- '-31401'
+kill -INT "$edge_pid"; wait "$edge_pid" 2>/dev/null || true
+bin/chio edge a2a agent-card | grep -q '"bridgeFidelity"'
 echo "tour: OK"
