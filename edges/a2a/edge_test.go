@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,7 +30,7 @@ import (
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/edges/tools/hello"
-	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -108,23 +107,14 @@ type cluster struct {
 // startCluster runs n edge replicas on one embedded NATS server.
 func startCluster(t testing.TB, n int, devToken string) *cluster {
 	t.Helper()
-	ns, err := natsembed.Start(natsembed.Config{StoreDir: filepath.Join(t.TempDir(), "nats"), DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
+	ns, _, _ := natstest.Start(t)
 	cl := &cluster{tool: &countingHello{Server: hello.New()}, slow: newSlow()}
 	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{pub(issuerKey)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
-		nc, err := ns.Connect()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, _ := jetstream.New(nc)
+		_, js := natstest.Connect(t, ns)
 		cl.js = js
 		ctx := context.Background()
 		reg := tools.NewRegistry()

@@ -186,7 +186,12 @@ func (e *Edge) getTask(ctx context.Context, rc rpcCall, v wire.Version, p *wire.
 			t = claimed
 		}
 	}
-	w, err := toWire(t, p.HistoryLength, true)
+	return encodeTask(v, t, p.HistoryLength)
+}
+
+// encodeTask is a task as GetTask and CancelTask answer it.
+func encodeTask(v wire.Version, t *taskstore.Task, historyLength *int) (any, *wire.Error) {
+	w, err := toWire(t, historyLength, true)
 	if err != nil {
 		return nil, wire.InternalError(err.Error())
 	}
@@ -215,15 +220,7 @@ func (e *Edge) cancelTask(ctx context.Context, rc rpcCall, v wire.Version, p *wi
 	case err != nil:
 		return nil, storeError(p.ID, err)
 	}
-	w, err := toWire(t, nil, true)
-	if err != nil {
-		return nil, wire.InternalError(err.Error())
-	}
-	raw, err := wire.EncodeTask(v, w)
-	if err != nil {
-		return nil, wire.InternalError(err.Error())
-	}
-	return raw, nil
+	return encodeTask(v, t, nil)
 }
 
 func (e *Edge) listTasks(ctx context.Context, rc rpcCall, v wire.Version, p *wire.ListTasksParams) (any, *wire.Error) {

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,7 +18,7 @@ import (
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/edges/tools/hello"
-	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -56,17 +55,7 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	ns, err := natsembed.Start(natsembed.Config{StoreDir: filepath.Join(t.TempDir(), "nats"), DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Stop)
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	_, _, js := natstest.Start(t)
 	issuer := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32))
 	agent := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{2}, 32))
 	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey))}})
