@@ -61,10 +61,15 @@ type Edge struct {
 	dispatch *dispatch.Dispatcher
 	tasks    *taskstore.Store
 	log      *slog.Logger
+	// published are the exposed, publishable tools, computed once: the
+	// registry is complete when the edge is built, and reading every
+	// tool's hints again on each send would be wasted work.
+	published []skill
 }
 
 // New builds an edge over a kernel (built with kernel.WithRegistry(reg)),
-// its dispatcher and the task store.
+// its dispatcher and the task store. The registry must be complete: the
+// skills it publishes are fixed here.
 func New(cfg Config, k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, tasks *taskstore.Store) *Edge {
 	if cfg.AgentName == "" {
 		cfg.AgentName = "chio-a2a-edge"
@@ -84,15 +89,17 @@ func New(cfg Config, k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatch
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Edge{cfg: cfg, kernel: k, registry: reg, dispatch: d, tasks: tasks, log: cfg.Logger}
+	e := &Edge{cfg: cfg, kernel: k, registry: reg, dispatch: d, tasks: tasks, log: cfg.Logger}
+	e.published = e.publishable()
+	return e
 }
 
 // AcceptedModes are the media types a message part may declare: tools take
 // JSON arguments, built from text or data parts.
 var acceptedModes = []string{"text/plain", "application/json"}
 
-// skills are the exposed, publishable tools, by name.
-func (e *Edge) skills() []skill {
+// publishable lists the exposed tools that A2A can carry, by name.
+func (e *Edge) publishable() []skill {
 	var out []skill
 	for _, en := range e.registry.Exposed(e.cfg.Exposure) {
 		f := tools.A2AFidelity(en.Tool, tools.A2AProfile{})
@@ -126,7 +133,7 @@ func (e *Edge) Card(baseURL string) *wire.AgentCard {
 	if e.cfg.DevToken == "" {
 		c.SecurityRequirements = []map[string][]string{{"chio_capability": {}}}
 	}
-	for _, s := range e.skills() {
+	for _, s := range e.published {
 		t := s.entry.Tool
 		c.Skills = append(c.Skills, wire.AgentSkill{
 			ID: t.Name, Name: t.Name, Description: t.Description, Tags: []string{s.entry.Manifest.ServerID},
@@ -182,7 +189,7 @@ func (e *Edge) sendOwner(c caller, tenant string) taskstore.Owner {
 // metadata.chio.targetSkillId, else the only skill, else a data part
 // naming one, else a text part starting with one.
 func (e *Edge) resolveSkill(p *wire.SendParams) (*tools.Entry, json.RawMessage, *wire.Error) {
-	skills := e.skills()
+	skills := e.published
 	ids := make([]string, len(skills))
 	for i, s := range skills {
 		ids[i] = s.entry.Tool.Name
