@@ -258,17 +258,12 @@ func newEdgeA2ACmd() *cobra.Command {
 				}
 			}
 			if natsURL == "" && stdio {
-				ns, err := natsembed.Start(natsembed.Config{StoreDir: filepath.Join(dataDir, "nats"), DontListen: true, ServerName: "chio-edge-stdio"})
+				_, j, stopNATS, err := startEmbeddedNATS(natsembed.Config{StoreDir: filepath.Join(dataDir, "nats"), DontListen: true, ServerName: "chio-edge-stdio"})
 				if err != nil {
 					return err
 				}
-				defer ns.Stop()
-				nc, err := ns.Connect()
-				if err != nil {
-					return err
-				}
-				defer nc.Close()
-				js, _ = jetstream.New(nc)
+				defer stopNATS()
+				js = j
 			} else {
 				nc, j, err := connectNATS(orDefault(natsURL, nats.DefaultURL), "chio-edge-a2a")
 				if err != nil {

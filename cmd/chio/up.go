@@ -47,20 +47,11 @@ func newUpCmd() *cobra.Command {
 				}
 				cfg.Host = host
 			}
-			ns, err := natsembed.Start(cfg)
+			ns, js, stopNATS, err := startEmbeddedNATS(cfg)
 			if err != nil {
 				return err
 			}
-			defer ns.Stop()
-			nc, err := ns.Connect()
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
+			defer stopNATS()
 			out := cmd.OutOrStdout()
 			if !cfg.DontListen {
 				fmt.Fprintf(out, "chio up: NATS JetStream on %s (data under %s)\n", ns.ClientURL(), dataDir)
@@ -133,4 +124,25 @@ func loopbackAddr(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// startEmbeddedNATS starts an embedded server and connects to it in
+// process; stop closes the connection, then the server.
+func startEmbeddedNATS(cfg natsembed.Config) (*natsembed.Server, jetstream.JetStream, func(), error) {
+	ns, err := natsembed.Start(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	nc, err := ns.Connect()
+	if err != nil {
+		ns.Stop()
+		return nil, nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		ns.Stop()
+		return nil, nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return ns, js, func() { nc.Close(); ns.Stop() }, nil
 }
