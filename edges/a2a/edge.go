@@ -48,6 +48,9 @@ type Config struct {
 	// long) until the ledger has integrated its receipt, and embeds the
 	// signed receipt and its leaf index in metadata.chio.
 	AwaitReceipt time.Duration
+	// KeepAlive is how long a stream may be idle before the edge sends a
+	// keep-alive comment (default 15s).
+	KeepAlive time.Duration
 	// JetStream is needed with AwaitReceipt, to read CHIO_RECEIPTS.
 	JetStream jetstream.JetStream
 	Logger    *slog.Logger
@@ -89,6 +92,9 @@ func New(cfg Config, k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatch
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 15 * time.Second
+	}
 	e := &Edge{cfg: cfg, kernel: k, registry: reg, dispatch: d, tasks: tasks, log: cfg.Logger}
 	e.published = e.publishable()
 	return e
@@ -122,7 +128,7 @@ func (e *Edge) Card(baseURL string) *wire.AgentCard {
 	c := &wire.AgentCard{
 		Name: e.cfg.AgentName, Description: e.cfg.AgentDescription, Version: e.cfg.AgentVersion,
 		SupportedInterfaces: wire.JSONRPCInterfaces(strings.TrimRight(baseURL, "/") + "/a2a"),
-		Capabilities:        wire.AgentCapabilities{},
+		Capabilities:        wire.AgentCapabilities{Streaming: true},
 		SecuritySchemes: map[string]wire.SecurityScheme{
 			"chio_capability": wire.BearerScheme("chio.capability.v1",
 				"A chio.capability.v1 token, base64url, as Authorization: Bearer or X-Chio-Capability"),
@@ -278,3 +284,9 @@ func orDefault(s, def string) string {
 // background is the context of work that must finish even if the request
 // that started it is gone (a client disconnecting does not stop a task).
 func background(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// isNative reports whether a tool is A2A-native (tools.MetaA2ANative).
+func isNative(en *tools.Entry) bool {
+	var b bool
+	return json.Unmarshal(en.Tool.Metadata[tools.MetaA2ANative], &b) == nil && b
+}

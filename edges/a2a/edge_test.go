@@ -100,6 +100,7 @@ type cluster struct {
 	js    jetstream.JetStream
 	tool  *countingHello
 	slow  *slowServer
+	step  *stepServer
 	edges []*httptest.Server
 	raw   []*Edge
 }
@@ -108,7 +109,7 @@ type cluster struct {
 func startCluster(t testing.TB, n int, devToken string) *cluster {
 	t.Helper()
 	ns, _, _ := natstest.Start(t)
-	cl := &cluster{tool: &countingHello{Server: hello.New()}, slow: newSlow()}
+	cl := &cluster{tool: &countingHello{Server: hello.New()}, slow: newSlow(), step: newStep()}
 	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{pub(issuerKey)}})
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +125,9 @@ func startCluster(t testing.TB, n int, devToken string) *cluster {
 		if err := reg.Register(cl.slow); err != nil {
 			t.Fatal(err)
 		}
+		if err := reg.Register(cl.step); err != nil {
+			t.Fatal(err)
+		}
 		k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
 		if err != nil {
 			t.Fatal(err)
@@ -137,7 +141,7 @@ func startCluster(t testing.TB, n int, devToken string) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := New(Config{EdgeID: fmt.Sprintf("edge-%d", i), DevToken: devToken, ClaimLease: 2 * time.Second}, k, reg, d, ts)
+		e := New(Config{EdgeID: fmt.Sprintf("edge-%d", i), DevToken: devToken, ClaimLease: 2 * time.Second, KeepAlive: 300 * time.Millisecond}, k, reg, d, ts)
 		ec := echo.New()
 		e.Register(ec, HTTPConfig{ServeRoot: true})
 		srv := httptest.NewServer(ec)
@@ -155,7 +159,8 @@ func token(t testing.TB, subject ed25519.PrivateKey, id string) string {
 		ID: id, Issuer: pub(issuerKey), Subject: pub(subject),
 		Scope: schemas.Scope{Grants: []schemas.ToolGrant{
 			{ServerID: "hello-a2a-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
-			{ServerID: "slow-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+			{ServerID: "slow-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
+			{ServerID: "step-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
 		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
 	})
 	if err != nil {
@@ -328,7 +333,8 @@ func TestBadInputs(t *testing.T) {
 		{"unsupported version", tok, "99.0", send, -32009},
 		{"no token", "", "", send, -31401},
 		{"unsupported media type", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text","text":"x","metadata":{}},{"kind":"file","file":{"uri":"https://x/y.png","mimeType":"image/png"}}]}}}`, -32005},
-		{"streaming not yet", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text","text":"x"}]}}}`, -32004},
+		{"stream without a skill", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text","text":"x"}]}}}`, -32602},
+		{"subscribe to an unknown task", tok, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"01a2004d-f7a4-7acb-9b47-13b8fec10698"}}`, -32001},
 		{"push not supported", tok, "1.0", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t","url":"https://x"}}`, -32003},
 	}
 	for _, c := range cases {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -128,12 +130,77 @@ func (e *Edge) serveJSONRPC(c echo.Context) error {
 		return c.Blob(http.StatusOK, "application/json", wire.EncodeError(req.ResponseID(), verr))
 	}
 	cl, cerr := e.callerFrom(r.Header)
-	resp := e.handleJSONRPC(r.Context(), rpcCall{caller: cl, version: version}, body, cerr)
+	rc := rpcCall{caller: cl, version: version}
+	if req, werr := wire.DecodeRequest(body); werr == nil {
+		if m, ok := wire.LookupMethod(req.Method, version); ok && m.Op.Streaming() && !req.IsNotification {
+			return e.serveRPCStream(c, rc, req, m, cerr)
+		}
+	}
+	resp := e.handleJSONRPC(r.Context(), rc, body, cerr)
 	if resp == nil {
 		return c.NoContent(http.StatusNoContent)
 	}
 	return c.Blob(http.StatusOK, "application/json", resp)
 }
+
+// serveRPCStream answers a JSON-RPC streaming method with SSE: each data
+// line is a JSON-RPC response carrying one StreamResponse. An error before
+// the stream opens is an ordinary JSON-RPC error response.
+func (e *Edge) serveRPCStream(c echo.Context, rc rpcCall, req *wire.Request, m wire.Method, cerr *wire.Error) error {
+	id := req.ResponseID()
+	params, werr := m.DecodeParams(req.Params)
+	if werr == nil {
+		werr = cerr
+	}
+	var st *stream
+	if werr == nil {
+		st, werr = e.openStream(c.Request().Context(), rc, m.Version, m.Op, params)
+	}
+	if werr != nil {
+		return c.Blob(http.StatusOK, "application/json", wire.EncodeError(id, werr))
+	}
+	s := newSSE(c.Response(), func(ev json.RawMessage) []byte { return wire.EncodeResult(id, ev) },
+		func(werr *wire.Error) []byte { return wire.EncodeError(id, werr) })
+	st.run(c.Request().Context(), s, e.cfg.KeepAlive)
+	return nil
+}
+
+// sse is a sink writing Server-Sent Events, flushed one by one.
+type sse struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	data    func(json.RawMessage) []byte
+	errData func(*wire.Error) []byte
+}
+
+// newSSE sends the stream's headers at once, so the client knows the
+// stream is open before the first event.
+func newSSE(w http.ResponseWriter, data func(json.RawMessage) []byte, errData func(*wire.Error) []byte) *sse {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx and friends: do not buffer
+	w.WriteHeader(http.StatusOK)
+	s := &sse{w: w, rc: http.NewResponseController(w), data: data, errData: errData}
+	_ = s.rc.Flush()
+	return s
+}
+
+func (s *sse) write(b []byte) error {
+	// A server-wide write timeout must not cut a long stream; each write
+	// gets its own deadline instead.
+	_ = s.rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	if _, err := s.w.Write(b); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *sse) event(id string, ev json.RawMessage) error {
+	return s.write(wire.SSEFrame(id, s.data(ev)))
+}
+func (s *sse) fail(werr *wire.Error) { _ = s.write(wire.SSEFrame("", s.errData(werr))) }
+func (s *sse) keepAlive() error      { return s.write([]byte(wire.SSEKeepAlive)) }
 
 // ServeStdio runs the hello-a2a stdio profile: one JSON-RPC request per
 // line in, one response per line out, as the edge's dev capability holder.

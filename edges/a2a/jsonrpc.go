@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/edges/tools"
 )
 
 // rpcCall is one decoded JSON-RPC call with its context.
@@ -52,15 +55,10 @@ func (e *Edge) call(ctx context.Context, rc rpcCall, req *wire.Request, callerEr
 	if rc.stdio {
 		version = wire.VHelloStdio
 	}
-	switch {
-	case m.Op.PushConfig():
-		return nil, wire.PushNotSupported()
-	case m.Op == wire.OpGetExtendedAgentCard:
-		return nil, wire.UnsupportedOperation("this agent has no extended agent card (capabilities.extendedAgentCard is false)")
-	case m.Op == wire.OpSubscribeToTask:
-		return nil, wire.UnsupportedOperation("streaming is not implemented yet (capabilities.streaming is false)")
-	case m.Op == wire.OpSendStreamingMessage && !rc.stdio:
-		return nil, wire.UnsupportedOperation("streaming is not implemented yet (capabilities.streaming is false)")
+	if m.Op == wire.OpSubscribeToTask || (m.Op == wire.OpSendStreamingMessage && !rc.stdio) {
+		// Streams are served by the HTTP bindings (stream.go); a stream
+		// method reaching here came over stdio.
+		return nil, wire.UnsupportedOperation("streaming is served over HTTP (SSE), not on the stdio profile")
 	}
 	params, werr := m.DecodeParams(req.Params)
 	if werr != nil {
@@ -69,9 +67,21 @@ func (e *Edge) call(ctx context.Context, rc rpcCall, req *wire.Request, callerEr
 	if callerErr != nil {
 		return nil, callerErr
 	}
+	return e.do(ctx, rc, version, m.Op, params)
+}
+
+// do runs one non-streaming operation with decoded params; both bindings
+// (JSON-RPC and REST) come here.
+func (e *Edge) do(ctx context.Context, rc rpcCall, version wire.Version, op wire.Operation, params any) (any, *wire.Error) {
+	switch {
+	case op.PushConfig():
+		return e.pushConfigOp(ctx, rc, version, op, params)
+	case op == wire.OpGetExtendedAgentCard:
+		return nil, wire.UnsupportedOperation("this agent has no extended agent card (capabilities.extendedAgentCard is false)")
+	}
 	switch p := params.(type) {
 	case *wire.SendParams:
-		return e.send(ctx, rc, version, p, m.Op == wire.OpSendStreamingMessage)
+		return e.send(ctx, rc, version, p, op == wire.OpSendStreamingMessage)
 	case *wire.GetTaskParams:
 		return e.getTask(ctx, rc, version, p)
 	case *wire.ListTasksParams:
@@ -79,13 +89,53 @@ func (e *Edge) call(ctx context.Context, rc rpcCall, req *wire.Request, callerEr
 	case *wire.CancelTaskParams:
 		return e.cancelTask(ctx, rc, version, p)
 	}
-	return nil, wire.MethodNotFound(req.Method)
+	return nil, wire.MethodNotFound(op.String())
 }
 
 // send runs SendMessage: blocking by default, in the background with
 // returnImmediately, deferred to the next task/get on the stdio profile's
 // message/stream.
 func (e *Edge) send(ctx context.Context, rc rpcCall, v wire.Version, p *wire.SendParams, deferred bool) (any, *wire.Error) {
+	mode := modeBlocking
+	switch {
+	case deferred:
+		mode = modeDeferred
+	case p.Configuration.ReturnImmediately:
+		mode = modeBackground
+	}
+	t, werr := e.accept(ctx, rc, v, p, mode)
+	if werr != nil {
+		return nil, werr
+	}
+	if mode == modeDeferred {
+		return e.encodeTask(v, t, p.Configuration.HistoryLength)
+	}
+	if mode == modeBackground {
+		go func() {
+			if _, err := e.execute(background(ctx), rc.caller, t); err != nil {
+				e.log.Error("a2a: background task failed", "task", t.ID, "err", err)
+			}
+		}()
+		return e.encodeTask(v, t, p.Configuration.HistoryLength)
+	}
+	// The call finishes even if the client goes away: its receipt must.
+	done, err := e.execute(background(ctx), rc.caller, t)
+	if err != nil {
+		return nil, wire.InternalError(err.Error())
+	}
+	if reply := directReply(done); reply != nil {
+		raw, err := wire.EncodeSendResult(v, nil, reply)
+		if err != nil {
+			return nil, wire.InternalError(err.Error())
+		}
+		return raw, nil
+	}
+	return e.encodeTask(v, done, p.Configuration.HistoryLength)
+}
+
+// accept validates a send, creates its task and, unless it is deferred,
+// takes the task's execution lease.
+func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.SendParams, mode string) (*taskstore.Task, *wire.Error) {
 	if werr := checkParts(&p.Message); werr != nil {
 		return nil, werr
 	}
@@ -107,14 +157,20 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, v wire.Version, p *wire.Sen
 	if werr != nil {
 		return nil, werr
 	}
-	mode := modeBlocking
-	switch {
-	case deferred:
-		mode = modeDeferred
-	case p.Configuration.ReturnImmediately:
-		mode = modeBackground
+	// A client that streams gets a streaming tool's chunks as they come.
+	hints, _ := tools.ReadHints(en.Tool)
+	req := execRequest{ServerID: en.Manifest.ServerID, ToolName: en.Tool.Name, Arguments: args,
+		Stream: mode == modeDeferred || (mode == modeStreaming && hints.Streaming), Mode: mode}
+	if p.Message.MessageID == "" {
+		p.Message.MessageID = uuid.Must(uuid.NewV7()).String()
 	}
-	req := execRequest{ServerID: en.Manifest.ServerID, ToolName: en.Tool.Name, Arguments: args, Stream: deferred, Mode: mode}
+	if isNative(en) {
+		msg, err := wire.EncodeMessage(wire.V10, &p.Message)
+		if err != nil {
+			return nil, wire.InvalidParams("message: " + err.Error())
+		}
+		req.Native, req.Arguments = true, mustJSON(map[string]json.RawMessage{"message": msg})
+	}
 	if mode == modeBackground {
 		req.Capability = rc.caller.token
 	}
@@ -126,28 +182,28 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, v wire.Version, p *wire.Sen
 		}
 		return nil, wire.InternalError(err.Error())
 	}
+	if werr := e.inlinePushConfig(ctx, v, owner, t, p); werr != nil {
+		return nil, werr
+	}
 	if mode == modeDeferred {
-		return e.encodeTask(v, t, p.Configuration.HistoryLength)
+		return t, nil
 	}
-	id := t.ID
-	t, won, err := e.claimFree(ctx, id, owner)
+	claimed, won, err := e.claimFree(ctx, t.ID, owner)
 	if err != nil || !won {
-		return nil, wire.InternalError(fmt.Sprintf("claim new task %s: won=%v err=%v", id, won, err))
+		return nil, wire.InternalError(fmt.Sprintf("claim new task %s: won=%v err=%v", t.ID, won, err))
 	}
-	if mode == modeBackground {
-		go func() {
-			if _, err := e.execute(background(ctx), rc.caller, t); err != nil {
-				e.log.Error("a2a: background task failed", "task", t.ID, "err", err)
-			}
-		}()
-		return e.encodeTask(v, t, p.Configuration.HistoryLength)
+	return claimed, nil
+}
+
+// directReply is the message an A2A-native tool answered with instead of
+// a task, or nil.
+func directReply(t *taskstore.Task) *wire.Message {
+	var meta map[string]any
+	if json.Unmarshal(t.Metadata, &meta) != nil {
+		return nil
 	}
-	// The call finishes even if the client goes away: its receipt must.
-	done, err := e.execute(background(ctx), rc.caller, t)
-	if err != nil {
-		return nil, wire.InternalError(err.Error())
-	}
-	return e.encodeTask(v, done, p.Configuration.HistoryLength)
+	linkReceipts(meta, t.ReceiptIDs)
+	return replyMessage(t.State, meta, t.StatusMessage)
 }
 
 func (e *Edge) encodeTask(v wire.Version, t *taskstore.Task, historyLength *int) (any, *wire.Error) {

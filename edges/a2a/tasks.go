@@ -12,6 +12,7 @@ import (
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -23,7 +24,10 @@ type execRequest struct {
 	ToolName  string          `json:"tool_name"`
 	Arguments json.RawMessage `json:"arguments"`
 	Stream    bool            `json:"stream,omitempty"`
-	Mode      string          `json:"mode"`
+	// Native marks an A2A-native tool (tools.MetaA2ANative): its chunks
+	// are A2A events that drive the task.
+	Native bool   `json:"native,omitempty"`
+	Mode   string `json:"mode"`
 	// Capability is kept only for background tasks: a replica that takes
 	// over a task whose accepting replica died must decide under the
 	// caller's own authority, which it cannot otherwise present. The task
@@ -36,6 +40,7 @@ const (
 	modeBlocking   = "blocking"
 	modeBackground = "return_immediately"
 	modeDeferred   = "deferred"
+	modeStreaming  = "streaming"
 )
 
 // chioMeta is metadata.chio of a task: the receipt it bears and how it got it.
@@ -79,7 +84,8 @@ func agentMessage(t *taskstore.Task, parts []wire.Part) *wire.Message {
 
 func encodeStored(m *wire.Message) (json.RawMessage, error) { return wire.EncodeMessage(wire.V10, m) }
 
-// createTask stores a new task for a send, in state working.
+// createTask stores a new task for a send, in state working; a native
+// tool's task stays submitted until the tool's own first event.
 func (e *Edge) createTask(ctx context.Context, owner taskstore.Owner, p *wire.SendParams, req execRequest, meta map[string]any) (*taskstore.Task, error) {
 	msg := p.Message
 	if msg.MessageID == "" {
@@ -92,6 +98,9 @@ func (e *Edge) createTask(ctx context.Context, owner taskstore.Owner, p *wire.Se
 	t, err := e.tasks.Create(ctx, owner, msg.ContextID, first, mustJSON(req), mustJSON(meta))
 	if err != nil {
 		return nil, fmt.Errorf("create task: %w", err)
+	}
+	if req.Native {
+		return t, nil
 	}
 	return e.tasks.Transition(ctx, t.ID, owner, func(t *taskstore.Task) ([]taskstore.Event, error) {
 		return []taskstore.Event{taskstore.StatusEvent(taskstore.StateWorking, nil)}, nil
@@ -142,14 +151,17 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 		}()
 	}
 	started := time.Now().Add(-time.Second) // margin for clock steps
+	out := &outputs{edge: e, task: t, native: req.Native}
 	res, err := e.dispatch.Do(ctx, dispatch.Call{
 		ReceiptID: t.ExecutionID, Token: c.token, ServerID: req.ServerID, ToolName: req.ToolName,
-		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, Stream: req.Stream, TaskID: t.ID,
+		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, Stream: req.Stream || req.Native, TaskID: t.ID,
 		Metadata: map[string]any{"protocol": "a2a", "a2a": map[string]any{"taskId": t.ID, "contextId": t.ContextID}},
+		Emit:     func(ch tools.Chunk) error { return out.emit(ctx, ch) },
 	})
 	var (
 		state     = taskstore.StateFailed
 		parts     []wire.Part
+		status    *wire.Message
 		artifacts []json.RawMessage
 		receipts  []string
 		failure   string
@@ -163,28 +175,37 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 		parts = []wire.Part{wire.TextPart(fmt.Sprintf("denied by %s: %s", res.Decision.Guard, res.Decision.Reason))}
 	case res.ToolErr != nil:
 		parts = []wire.Part{wire.TextPart("tool failed: " + res.ToolErr.Error())}
+	case out.err != nil:
+		parts = []wire.Part{wire.TextPart("the tool's output is not valid A2A: " + out.err.Error())}
+	case req.Native:
+		state, status = out.final()
 	default:
 		state = taskstore.StateCompleted
 		parts, err = resultParts(res)
 		if err != nil {
 			state, parts = taskstore.StateFailed, []wire.Part{wire.TextPart(err.Error())}
+		} else if !out.streamed {
+			art, err := wire.EncodeArtifact(wire.V10, &wire.Artifact{ArtifactID: out.artifactID(), Name: "result", Parts: parts})
+			if err != nil {
+				return nil, fmt.Errorf("task %s: encode artifact: %w", t.ID, err)
+			}
+			artifacts = append(artifacts, art)
 		}
 	}
 	if res != nil {
 		receipts = []string{res.ReceiptID}
 	}
-	status, err := encodeStored(agentMessage(t, parts))
+	if status == nil {
+		status = agentMessage(t, parts)
+	}
+	statusRaw, err := encodeStored(status)
 	if err != nil {
 		return nil, err
 	}
-	if state == taskstore.StateCompleted {
-		art, err := encodeStored(&wire.Message{MessageID: "result", Role: wire.RoleAgent, Parts: parts})
-		if err != nil {
-			return nil, err
-		}
-		artifacts = append(artifacts, art)
-	}
 	m := chioMeta(res, req.Mode, false, failure)
+	if out.reply != nil && state == taskstore.StateCompleted {
+		m["chio"].(map[string]any)["reply"] = "message"
+	}
 	if res != nil && e.cfg.AwaitReceipt > 0 && e.cfg.JetStream != nil {
 		c := m["chio"].(map[string]any)
 		if sr, err := e.awaitReceipt(ctx, e.cfg.JetStream, req.ServerID, res.ReceiptID, started); err != nil {
@@ -205,12 +226,136 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 		for _, a := range artifacts {
 			evs = append(evs, taskstore.ArtifactEvent(a))
 		}
-		return append(evs, taskstore.MetadataEvent(meta), taskstore.FinishEvent(state, status)), nil
+		evs = append(evs, taskstore.MetadataEvent(meta))
+		if state.Interrupted() {
+			// The turn is over but the task waits for the client: the
+			// lease goes back so the next turn can claim it.
+			return append(evs, taskstore.StatusEvent(state, statusRaw), taskstore.ReleaseEvent(e.cfg.EdgeID)), nil
+		}
+		return append(evs, taskstore.FinishEvent(state, statusRaw)), nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish task %s: %w", t.ID, err)
 	}
 	return done, nil
+}
+
+// outputs turns a running tool's chunks into task events as they come, so
+// that every subscriber, on any replica, sees them live.
+type outputs struct {
+	edge     *Edge
+	task     *taskstore.Task
+	native   bool
+	chunks   int
+	streamed bool // artifact chunks were committed
+	// A native tool's direct reply, or its terminal or interrupted status.
+	reply       *wire.Message
+	finalState  taskstore.State
+	finalStatus *wire.Message
+	err         error // the first invalid native event
+}
+
+func (o *outputs) artifactID() string { return o.task.ID + "-result" }
+
+func (o *outputs) emit(ctx context.Context, ch tools.Chunk) error {
+	o.chunks++
+	if !o.native {
+		parts, err := wire.ResultToParts(ch.Data)
+		if err != nil {
+			return fmt.Errorf("convert stream chunk: %w", err)
+		}
+		art, err := wire.EncodeArtifact(wire.V10, &wire.Artifact{ArtifactID: o.artifactID(), Name: "result", Parts: parts})
+		if err != nil {
+			return fmt.Errorf("encode stream chunk: %w", err)
+		}
+		o.streamed = true
+		return o.commit(ctx, taskstore.ArtifactChunkEvent(art, o.chunks > 1, ch.Last))
+	}
+	if err := o.native1(ctx, ch); err != nil {
+		o.err = err
+		return err
+	}
+	return nil
+}
+
+// native1 applies one event of an A2A-native tool.
+func (o *outputs) native1(ctx context.Context, ch tools.Chunk) error {
+	if o.reply != nil || o.finalState != "" {
+		return errors.New("an event after the tool's final message or status")
+	}
+	ev, werr := wire.DecodeStreamEvent(ch.Data)
+	switch {
+	case werr != nil:
+		return werr
+	case ev.Task != nil:
+		return errors.New("a tool may not send a task; the edge owns it")
+	case ev.Message != nil:
+		if o.chunks != 1 {
+			return errors.New("a direct message must be the tool's only event")
+		}
+		m := *ev.Message
+		m.Role, m.ContextID, m.TaskID = wire.RoleAgent, o.task.ContextID, ""
+		o.reply = &m
+		return nil
+	case ev.Status != nil:
+		st := taskstore.State(ev.Status.Status.State)
+		msg := ev.Status.Status.Message
+		if msg != nil {
+			m := *msg
+			m.Role, m.ContextID, m.TaskID = wire.RoleAgent, o.task.ContextID, o.task.ID
+			msg = &m
+		}
+		if st.Terminal() || st.Interrupted() {
+			if st == taskstore.StateCanceled {
+				return errors.New("a tool may not cancel its task; the client does")
+			}
+			o.finalState, o.finalStatus = st, msg
+			return nil
+		}
+		var raw json.RawMessage
+		if msg != nil {
+			var err error
+			if raw, err = encodeStored(msg); err != nil {
+				return err
+			}
+		}
+		return o.commit(ctx, taskstore.StatusEvent(st, raw))
+	default:
+		a := ev.Artifact
+		art, err := wire.EncodeArtifact(wire.V10, &a.Artifact)
+		if err != nil {
+			return err
+		}
+		o.streamed = true
+		return o.commit(ctx, taskstore.ArtifactChunkEvent(art, a.Append, a.LastChunk))
+	}
+}
+
+// final is a native tool's last word: its direct reply (the task completes
+// with it), its terminal or interrupted status, or completed.
+func (o *outputs) final() (taskstore.State, *wire.Message) {
+	switch {
+	case o.reply != nil:
+		m := *o.reply
+		m.TaskID = o.task.ID
+		return taskstore.StateCompleted, &m
+	case o.finalState != "":
+		return o.finalState, o.finalStatus
+	}
+	return taskstore.StateCompleted, nil
+}
+
+func (o *outputs) commit(ctx context.Context, ev taskstore.Event) error {
+	_, err := o.edge.tasks.Transition(ctx, o.task.ID, o.task.Owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+		if cur.State.Terminal() {
+			return nil, taskstore.ErrAlreadyTerminal
+		}
+		return []taskstore.Event{ev}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("record tool output: %w", err)
+	}
+	return nil
 }
 
 // Sweep runs until ctx ends, taking over background tasks whose accepting
@@ -310,28 +455,74 @@ func toWire(t *taskstore.Task, historyLength *int, includeArtifacts bool) (*wire
 		w.History = append(w.History, *m)
 	}
 	if includeArtifacts {
-		for i, raw := range t.Artifacts {
-			m, werr := wire.DecodeMessage(raw)
-			if werr != nil {
-				return nil, fmt.Errorf("task %s: artifact: %w", t.ID, werr)
-			}
-			w.Artifacts = append(w.Artifacts, wire.Artifact{ArtifactID: fmt.Sprintf("%s-%d", t.ID, i), Name: m.MessageID, Parts: m.Parts})
+		arts, err := mergeArtifacts(t)
+		if err != nil {
+			return nil, err
 		}
+		w.Artifacts = arts
 	}
 	if len(t.Metadata) > 0 {
 		if err := json.Unmarshal(t.Metadata, &w.Metadata); err != nil {
 			return nil, fmt.Errorf("task %s: metadata: %w", t.ID, err)
 		}
 	}
-	if c, ok := w.Metadata["chio"].(map[string]any); ok && len(t.ReceiptIDs) > 0 {
-		c["receiptIds"] = t.ReceiptIDs
-		if c["receiptId"] == nil {
-			// Canceled while it ran: the cancel kept the task's metadata, but
-			// the call happened and bears a receipt (its verdict is in it).
-			c["receiptId"], c["receiptPending"], c["receiptBearing"] = t.ReceiptIDs[len(t.ReceiptIDs)-1], false, true
+	linkReceipts(w.Metadata, t.ReceiptIDs)
+	return w, nil
+}
+
+// linkReceipts adds the receipts linked to a task to its metadata.chio.
+func linkReceipts(meta map[string]any, receipts []string) {
+	c, ok := meta["chio"].(map[string]any)
+	if !ok || len(receipts) == 0 {
+		return
+	}
+	c["receiptIds"] = receipts
+	if c["receiptId"] == nil {
+		// Canceled while it ran: the cancel kept the task's metadata, but
+		// the call happened and bears a receipt (its verdict is in it).
+		c["receiptId"], c["receiptPending"], c["receiptBearing"] = receipts[len(receipts)-1], false, true
+	}
+}
+
+// replyMessage is the message an A2A-native tool answered with instead of
+// a task (metadata.chio.reply), given the task's final state, metadata and
+// status message; nil when there is none.
+func replyMessage(state taskstore.State, meta map[string]any, status json.RawMessage) *wire.Message {
+	c, _ := meta["chio"].(map[string]any)
+	if state != taskstore.StateCompleted || c["reply"] != "message" {
+		return nil
+	}
+	m, werr := wire.DecodeMessage(status)
+	if werr != nil {
+		return nil
+	}
+	m.TaskID = ""
+	m.Metadata = map[string]any{"chio": c}
+	return m
+}
+
+// mergeArtifacts folds a task's artifact events: a chunk that appends
+// extends the artifact of its id, any other replaces it or adds one.
+func mergeArtifacts(t *taskstore.Task) ([]wire.Artifact, error) {
+	var out []wire.Artifact
+	index := map[string]int{}
+	for _, a := range t.Artifacts {
+		w, werr := wire.DecodeArtifact(a.Data)
+		if werr != nil {
+			return nil, fmt.Errorf("task %s: artifact: %w", t.ID, werr)
+		}
+		i, seen := index[w.ArtifactID]
+		switch {
+		case seen && a.Append:
+			out[i].Parts = append(out[i].Parts, w.Parts...)
+		case seen:
+			out[i] = *w
+		default:
+			index[w.ArtifactID] = len(out)
+			out = append(out, *w)
 		}
 	}
-	return w, nil
+	return out, nil
 }
 
 // storeError maps a task store error to the A2A error.

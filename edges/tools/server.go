@@ -54,7 +54,19 @@ type Invocation struct {
 }
 
 // Chunk is one piece of streamed output.
-type Chunk struct{ Data json.RawMessage }
+type Chunk struct {
+	Data json.RawMessage
+	// Last marks the final chunk, when the tool knows it is; edges pass
+	// it on (A2A: artifactUpdate.lastChunk) and never infer it. For an
+	// A2A-native tool it only ends the stream: its events carry their own
+	// lastChunk.
+	Last bool
+}
+
+// MetaA2ANative is the tool metadata key (value true) of an A2A-native
+// tool: it takes {"message": <the A2A 1.0 Message>} as arguments and
+// streams A2A 1.0 StreamResponse objects as chunks (see edges/a2a).
+const MetaA2ANative = "a2a.native"
 
 // Server is an in-process tool server.
 type Server interface {

@@ -126,7 +126,7 @@ func TestCreateLoadFold(t *testing.T) {
 		{"history", len(got.History), 2},
 		{"first message", string(got.History[0]), string(msg("hi"))},
 		{"artifacts", len(got.Artifacts), 2},
-		{"last artifact", string(got.Artifacts[1]), `{"artifactId":"a2"}`},
+		{"last artifact", string(got.Artifacts[1].Data), `{"artifactId":"a2"}`},
 		{"receipts", strings.Join(got.ReceiptIDs, ","), "r1,r2"},
 		{"request", string(got.Request), `{"tool":"echo"}`},
 		{"metadata", string(got.Metadata), `{"k":1}`},

@@ -107,7 +107,7 @@ type Task struct {
 	StatusMessage json.RawMessage // opaque message JSON, nil if none
 	StatusTime    time.Time
 	History       []json.RawMessage // opaque messages, oldest first
-	Artifacts     []json.RawMessage // opaque artifacts, in append order
+	Artifacts     []Artifact        // in append order
 	Metadata      json.RawMessage
 	// Request is the deferred execution request, opaque.
 	Request    json.RawMessage
@@ -145,6 +145,15 @@ func (t *Task) clone() *Task {
 	c.ReceiptIDs = slices.Clone(t.ReceiptIDs)
 	c.commitIDs = slices.Clone(t.commitIDs)
 	return &c
+}
+
+// Artifact is one artifact event as folded: an opaque artifact, or a chunk
+// of one that Append says extends the artifact of the same id (the edge
+// decides what the id is and merges).
+type Artifact struct {
+	Data      json.RawMessage
+	Append    bool
+	LastChunk bool
 }
 
 // EventType discriminates events.
@@ -201,6 +210,9 @@ type Event struct {
 	Metadata json.RawMessage `json:"metadata,omitempty"`
 	// Artifact: artifact.
 	Artifact json.RawMessage `json:"artifact,omitempty"`
+	// Append and LastChunk: artifact chunks (see Artifact).
+	Append    bool `json:"append,omitempty"`
+	LastChunk bool `json:"lastChunk,omitempty"`
 	// ReceiptID: receipt.
 	ReceiptID string `json:"receiptId,omitempty"`
 	// ReplicaID, LeaseExpires, Attempt, ExecutionID: claimed (ReplicaID
@@ -224,9 +236,14 @@ func MessageEvent(message json.RawMessage) Event {
 	return Event{Type: EventMessage, Message: message}
 }
 
-// ArtifactEvent appends an artifact.
+// ArtifactEvent appends a whole artifact.
 func ArtifactEvent(artifact json.RawMessage) Event {
-	return Event{Type: EventArtifact, Artifact: artifact}
+	return Event{Type: EventArtifact, Artifact: artifact, LastChunk: true}
+}
+
+// ArtifactChunkEvent appends one chunk of a streamed artifact.
+func ArtifactChunkEvent(artifact json.RawMessage, appends, last bool) Event {
+	return Event{Type: EventArtifact, Artifact: artifact, Append: appends, LastChunk: last}
 }
 
 // MetadataEvent replaces the task metadata.
@@ -320,7 +337,7 @@ func (t *Task) apply(e *Event) error {
 		if len(e.Artifact) == 0 {
 			return bad("empty artifact")
 		}
-		t.Artifacts = append(t.Artifacts, e.Artifact)
+		t.Artifacts = append(t.Artifacts, Artifact{Data: e.Artifact, Append: e.Append, LastChunk: e.LastChunk})
 	case EventMetadata:
 		t.Metadata = e.Metadata
 	case EventRequest:

@@ -519,30 +519,11 @@ func DecodeTask(raw json.RawMessage) (*Task, *Error) {
 			return nil, fieldError(o.field("artifacts"), "must be an array")
 		}
 		for i, it := range items {
-			ao, e := object(it, o.field("artifacts")+"["+strconv.Itoa(i)+"]")
+			a, e := decodeArtifact(it, o.field("artifacts")+"["+strconv.Itoa(i)+"]")
 			if e != nil {
 				return nil, e
 			}
-			var a Artifact
-			if a.ArtifactID, e = ao.str("artifactId"); e != nil {
-				return nil, e
-			}
-			if a.Name, e = ao.str("name"); e != nil {
-				return nil, e
-			}
-			if a.Description, e = ao.str("description"); e != nil {
-				return nil, e
-			}
-			if a.Parts, e = decodeParts(ao, "parts", false); e != nil {
-				return nil, e
-			}
-			if a.Metadata, e = ao.metadata("metadata"); e != nil {
-				return nil, e
-			}
-			if a.Extensions, e = ao.strings("extensions"); e != nil {
-				return nil, e
-			}
-			t.Artifacts = append(t.Artifacts, a)
+			t.Artifacts = append(t.Artifacts, *a)
 		}
 	}
 	if raw, ok := o.get("history"); ok {

@@ -134,9 +134,10 @@ func LookupMethod(name string, negotiated Version) (Method, bool) {
 
 // DecodeParams decodes params with the decoder for m.Op and returns
 // *SendParams (send, stream), *GetTaskParams (get), *ListTasksParams (list),
-// *CancelTaskParams (cancel, subscribe), or nil for the extended card and the
-// push-config methods, whose params this package does not model. On an
-// error the value is nil.
+// *CancelTaskParams (cancel, subscribe), *CreatePushConfigParams,
+// *GetPushConfigParams, *ListPushConfigsParams or *DeletePushConfigParams
+// (the push-config methods, read in the shapes of m.Dialect), or nil for
+// the extended card, which takes no params. On an error the value is nil.
 func (m Method) DecodeParams(params json.RawMessage) (any, *Error) {
 	var v any
 	var e *Error
@@ -149,6 +150,14 @@ func (m Method) DecodeParams(params json.RawMessage) (any, *Error) {
 		v, e = DecodeListTasksParams(params)
 	case OpCancelTask, OpSubscribeToTask:
 		v, e = DecodeCancelTaskParams(params)
+	case OpCreatePushConfig:
+		v, e = DecodeCreatePushConfigParams(params, m.Dialect)
+	case OpGetPushConfig:
+		v, e = DecodeGetPushConfigParams(params, m.Dialect)
+	case OpListPushConfigs:
+		v, e = DecodeListPushConfigsParams(params, m.Dialect)
+	case OpDeletePushConfig:
+		v, e = DecodeDeletePushConfigParams(params, m.Dialect)
 	}
 	if e != nil {
 		return nil, e // an untyped nil, not a nil pointer in an interface

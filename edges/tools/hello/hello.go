@@ -122,7 +122,7 @@ func (s *Server) InvokeStream(ctx context.Context, inv tools.Invocation, emit fu
 		if runCtx.Err() != nil {
 			return fmt.Errorf("invoke stream %s: %w", ToolName, context.Cause(runCtx))
 		}
-		if err := emit(tools.Chunk{Data: data}); err != nil {
+		if err := emit(tools.Chunk{Data: data, Last: i == 1}); err != nil {
 			return fmt.Errorf("invoke stream %s: emit chunk %d: %w", ToolName, i, err)
 		}
 	}

@@ -1,0 +1,257 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/chio-ledger/chio/edges/a2a/taskstore"
+	"github.com/chio-ledger/chio/edges/a2a/wire"
+)
+
+// A stream is one SendStreamingMessage or SubscribeToTask answer: the
+// task's JetStream events from the moment it starts, whichever replica
+// produces them. The edge serving the stream holds no state another
+// replica needs: a client that loses its stream subscribes anywhere.
+type stream struct {
+	edge    *Edge
+	version wire.Version
+	task    *taskstore.Task // the snapshot sent first
+	events  <-chan taskstore.Event
+	cancel  context.CancelFunc
+	// holdTask delays the snapshot until the tool's first event, because
+	// an A2A-native tool may answer with a lone message instead of a task.
+	holdTask bool
+	// closeOnInterrupt ends the stream when the task waits for the client
+	// (a send's turn is over); a subscribe waits for the next turn.
+	closeOnInterrupt bool
+}
+
+// sink writes one binding's frames: an encoded StreamResponse with its
+// event id, an error after the stream opened, a keep-alive.
+type sink interface {
+	event(id string, ev json.RawMessage) error
+	fail(werr *wire.Error)
+	keepAlive() error
+}
+
+// openStream validates a streaming call and returns its stream, or the
+// error to answer with before any stream opens.
+func (e *Edge) openStream(ctx context.Context, rc rpcCall, v wire.Version, op wire.Operation, params any) (*stream, *wire.Error) {
+	switch p := params.(type) {
+	case *wire.SendParams:
+		if op == wire.OpSendStreamingMessage {
+			return e.sendStream(ctx, rc, v, p)
+		}
+	case *wire.CancelTaskParams: // SubscribeToTask's params are {id, tenant}
+		if op == wire.OpSubscribeToTask {
+			return e.subscribe(ctx, rc, v, p)
+		}
+	}
+	return nil, wire.InternalError(fmt.Sprintf("%s is not a streaming operation", op))
+}
+
+// sendStream creates the task, starts watching it and runs the tool in the
+// background: the client going away stops its stream, never the task.
+func (e *Edge) sendStream(ctx context.Context, rc rpcCall, v wire.Version, p *wire.SendParams) (*stream, *wire.Error) {
+	t, werr := e.accept(ctx, rc, v, p, modeStreaming)
+	if werr != nil {
+		return nil, werr
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	events, err := e.tasks.Watch(wctx, t.ID, t.Owner)
+	go func() {
+		if _, err := e.execute(background(ctx), rc.caller, t); err != nil {
+			e.log.Error("a2a: streamed task failed", "task", t.ID, "err", err)
+		}
+	}()
+	if err != nil {
+		cancel()
+		return nil, storeError(t.ID, err)
+	}
+	var req execRequest
+	_ = json.Unmarshal(t.Request, &req)
+	return &stream{edge: e, version: v, task: t, events: events, cancel: cancel, holdTask: req.Native, closeOnInterrupt: true}, nil
+}
+
+// subscribe streams an existing, non-terminal task: the current task
+// first, then every event after it.
+func (e *Edge) subscribe(ctx context.Context, rc rpcCall, v wire.Version, p *wire.CancelTaskParams) (*stream, *wire.Error) {
+	owner, werr := e.owner(rc.caller, p.Tenant)
+	if werr != nil {
+		return nil, werr
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	// Watch before Load: the watch replays from the first event, so
+	// nothing committed between the two is lost.
+	events, err := e.tasks.Watch(wctx, p.ID, owner)
+	if err != nil {
+		cancel()
+		return nil, storeError(p.ID, err)
+	}
+	t, err := e.tasks.Load(ctx, p.ID, owner)
+	if err != nil {
+		cancel()
+		return nil, storeError(p.ID, err)
+	}
+	if t.State.Terminal() {
+		cancel()
+		return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; there is nothing left to subscribe to", t.ID, t.State))
+	}
+	return &stream{edge: e, version: v, task: t, events: events, cancel: cancel}, nil
+}
+
+// run writes the stream to s until the task ends (or pauses, for a send),
+// the client goes away (ctx) or the event source fails.
+func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
+	defer st.cancel()
+	tr := newTracker(st.task.ID)
+	sentTask := false
+	sendTask := func() error {
+		sentTask = true
+		w, err := toWire(st.task, nil, true)
+		if err != nil {
+			return err
+		}
+		raw, err := wire.EncodeStreamEvent(st.version, &wire.StreamEvent{Task: w})
+		if err != nil {
+			return err
+		}
+		return s.event(wire.SSEEventID(st.task.Seq, 0), raw)
+	}
+	if !st.holdTask {
+		if err := sendTask(); err != nil {
+			s.fail(wire.InternalError(err.Error()))
+			return
+		}
+	}
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	idx, lastSeq := 0, uint64(0)
+	for {
+		var ev taskstore.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if s.keepAlive() != nil {
+				return
+			}
+			continue
+		case ev, ok = <-st.events:
+		}
+		if !ok {
+			if ctx.Err() == nil {
+				s.fail(wire.InternalError(fmt.Sprintf("the event stream of task %s ended before the task did", st.task.ID)))
+			}
+			return
+		}
+		if ev.Seq != lastSeq {
+			idx, lastSeq = 0, ev.Seq
+		}
+		idx++
+		out := tr.next(ev)
+		if ev.Seq <= st.task.Seq || out == nil {
+			continue // already in the snapshot, or nothing a client sees
+		}
+		if !sentTask {
+			if reply := tr.directReply(ev); reply != nil {
+				raw, err := wire.EncodeStreamEvent(st.version, &wire.StreamEvent{Message: reply})
+				if err == nil {
+					err = s.event(wire.SSEEventID(ev.Seq, idx), raw)
+				}
+				if err != nil {
+					s.fail(wire.InternalError(err.Error()))
+				}
+				return
+			}
+			if err := sendTask(); err != nil {
+				s.fail(wire.InternalError(err.Error()))
+				return
+			}
+		}
+		raw, err := wire.EncodeStreamEvent(st.version, out)
+		if err != nil {
+			s.fail(wire.InternalError(err.Error()))
+			return
+		}
+		if s.event(wire.SSEEventID(ev.Seq, idx), raw) != nil {
+			return
+		}
+		tick.Reset(keepAlive)
+		if ev.Terminal() || (st.closeOnInterrupt && ev.Type == taskstore.EventStatus && ev.State.Interrupted()) {
+			return
+		}
+	}
+}
+
+// tracker folds what a client-facing event needs from the events before
+// it: the task's context and its latest metadata and receipts.
+type tracker struct {
+	taskID, contextID string
+	metadata          map[string]any
+	receipts          []string
+}
+
+func newTracker(taskID string) *tracker { return &tracker{taskID: taskID} }
+
+// next folds ev and returns the StreamResponse it becomes, or nil for an
+// event clients do not see (claims, receipts, metadata, history).
+func (tr *tracker) next(ev taskstore.Event) *wire.StreamEvent {
+	switch ev.Type {
+	case taskstore.EventCreated:
+		tr.contextID = ev.ContextID
+		tr.setMetadata(ev.Metadata)
+	case taskstore.EventMetadata:
+		tr.setMetadata(ev.Metadata)
+	case taskstore.EventReceipt:
+		tr.receipts = append(tr.receipts, ev.ReceiptID)
+	case taskstore.EventStatus, taskstore.EventFinished, taskstore.EventCanceled:
+		u := &wire.StatusUpdate{TaskID: tr.taskID, ContextID: tr.contextID}
+		u.Status.State, _ = wire.ParseTaskState(string(ev.State))
+		u.Status.Timestamp = ev.Time
+		if len(ev.Message) > 0 {
+			if m, werr := wire.DecodeMessage(ev.Message); werr == nil {
+				u.Status.Message = m
+			}
+		}
+		if ev.Terminal() || ev.State.Interrupted() {
+			// The end of a turn carries the receipt it bears.
+			u.Metadata = tr.chioMetadata()
+		}
+		return &wire.StreamEvent{Status: u}
+	case taskstore.EventArtifact:
+		a, werr := wire.DecodeArtifact(ev.Artifact)
+		if werr != nil {
+			return nil
+		}
+		return &wire.StreamEvent{Artifact: &wire.ArtifactUpdate{TaskID: tr.taskID, ContextID: tr.contextID,
+			Artifact: *a, Append: ev.Append, LastChunk: ev.LastChunk}}
+	}
+	return nil
+}
+
+func (tr *tracker) setMetadata(raw json.RawMessage) {
+	var m map[string]any
+	if len(raw) > 0 && json.Unmarshal(raw, &m) == nil {
+		tr.metadata = m
+	}
+}
+
+// chioMetadata is the task metadata with the receipts linked so far, as
+// toWire shows it.
+func (tr *tracker) chioMetadata() map[string]any {
+	linkReceipts(tr.metadata, tr.receipts)
+	return tr.metadata
+}
+
+// directReply is the lone message that replaces the task in a stream
+// when ev completes it as a native tool's direct reply.
+func (tr *tracker) directReply(ev taskstore.Event) *wire.Message {
+	if ev.Type != taskstore.EventFinished {
+		return nil
+	}
+	return replyMessage(ev.State, tr.chioMetadata(), ev.Message)
+}

@@ -1,0 +1,113 @@
+package taskstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Commit is one commit of a task, as Follow delivers it: the events of
+// one transition, with the task's owner and state after it.
+type Commit struct {
+	TaskID    string
+	Owner     Owner
+	ContextID string
+	State     State // the task's state after the commit
+	Seq       uint64
+	Events    []Event
+}
+
+// Follow hands every commit appended to the store after the durable
+// consumer named durable was first created to fn, until ctx ends. Every
+// replica that calls Follow with the same name shares that consumer, so
+// each commit goes to one of them; a commit is acknowledged when fn
+// returns nil and offered again (to any of them) when it returns an error
+// or the replica dies, so delivery is at least once. Commits of one task
+// arrive in order unless a redelivery reorders them.
+func (s *Store) Follow(ctx context.Context, durable string, fn func(context.Context, Commit) error) error {
+	cons, err := s.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       durable,
+		Description:   "shared follower of every task commit",
+		DeliverPolicy: jetstream.DeliverNewPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       time.Minute,
+		MaxAckPending: 1024,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		return fmt.Errorf("follow tasks: consumer %s: %w", durable, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("follow tasks: consume: %w", err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return ctx.Err()
+			}
+			return fmt.Errorf("follow tasks: %w", err)
+		}
+		c, err := decodeCommit(m)
+		if err != nil {
+			// Not a commit this store can read: nothing will ever make it
+			// readable, so drop it rather than block the consumer.
+			s.opts.log.Warn("taskstore: follow: dropping unreadable commit", "subject", m.Subject(), "err", err)
+			_ = m.Term()
+			continue
+		}
+		if err := fn(ctx, c); err != nil {
+			if ctx.Err() == nil {
+				s.opts.log.Warn("taskstore: follow: commit not handled; redelivering", "task", c.TaskID, "seq", c.Seq, "err", err)
+			}
+			_ = m.NakWithDelay(redeliveryDelay(m))
+			continue
+		}
+		if err := m.Ack(); err != nil {
+			s.opts.log.Debug("taskstore: follow: ack", "task", c.TaskID, "seq", c.Seq, "err", err)
+		}
+	}
+}
+
+func decodeCommit(m jetstream.Msg) (Commit, error) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return Commit{}, fmt.Errorf("metadata: %w", err)
+	}
+	id, ok := strings.CutPrefix(m.Subject(), subjectPrefix)
+	if !ok || !validID(id) {
+		return Commit{}, fmt.Errorf("subject %q is not a task subject", m.Subject())
+	}
+	sm, err := decodeSummary(m.Headers().Get(summaryHeader))
+	if err != nil {
+		return Commit{}, fmt.Errorf("summary header: %w", err)
+	}
+	var body commit
+	if err := json.Unmarshal(m.Data(), &body); err != nil {
+		return Commit{}, fmt.Errorf("body: %w", err)
+	}
+	for i := range body.Events {
+		body.Events[i].Seq = meta.Sequence.Stream
+	}
+	return Commit{
+		TaskID: id, Owner: Owner{Subject: sm.Subject, Tenant: sm.Tenant}, ContextID: sm.ContextID,
+		State: sm.State, Seq: meta.Sequence.Stream, Events: body.Events,
+	}, nil
+}
+
+// redeliveryDelay backs a failing commit off: 1s, 2s, 4s … up to a minute.
+func redeliveryDelay(m jetstream.Msg) time.Duration {
+	n := uint64(1)
+	if meta, err := m.Metadata(); err == nil {
+		n = max(meta.NumDelivered, 1)
+	}
+	return min(time.Second<<min(n-1, 6), time.Minute)
+}
