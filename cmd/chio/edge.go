@@ -26,6 +26,7 @@ import (
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/edges/tools/conformance"
 	"github.com/chio-ledger/chio/edges/tools/hello"
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/schemas"
@@ -44,6 +45,8 @@ type edgeFlags struct {
 	edgeID         string
 	awaitReceipt   time.Duration
 	serveRoot      bool
+	demos          []string
+	defaultSkill   string
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
@@ -56,6 +59,8 @@ func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.tier, "tier", "", "expose only tools whose a2a.tier equals this")
 	cmd.Flags().StringVar(&f.edgeID, "edge-id", "", "this replica's name in events and task claims (default: host name and pid)")
 	cmd.Flags().BoolVar(&f.serveRoot, "serve-root", false, "also serve JSON-RPC at / (for clients configured with the bare origin)")
+	cmd.Flags().StringArrayVar(&f.demos, "demo", nil, `built-in demo tool server to add: "conformance" (the A2A conformance kit's agent; it becomes the default skill)`)
+	cmd.Flags().StringVar(&f.defaultSkill, "default-skill", "", "skill that runs when a message names none (default: the only skill, if there is one)")
 	cmd.Flags().DurationVar(&f.awaitReceipt, "await-receipt", 0, "wait up to this long for the ledger to integrate each call's receipt and embed it (signed, with its leaf index) in metadata.chio")
 }
 
@@ -77,6 +82,19 @@ func (f *edgeFlags) registry() (*tools.Registry, error) {
 	reg := tools.NewRegistry()
 	if err := reg.Register(hello.New()); err != nil {
 		return nil, err
+	}
+	for _, d := range f.demos {
+		switch d {
+		case "conformance":
+			if err := reg.Register(conformance.New()); err != nil {
+				return nil, err
+			}
+			if f.defaultSkill == "" {
+				f.defaultSkill = conformance.ToolName
+			}
+		default:
+			return nil, usageError(fmt.Errorf("--demo %q: the demos are: conformance", d))
+		}
 	}
 	for _, path := range f.manifests {
 		m, err := tools.LoadManifestFile(path)
@@ -143,7 +161,7 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		k.Close()
 		return nil, nil, err
 	}
-	e := a2a.New(a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id, AwaitReceipt: f.awaitReceipt, JetStream: js}, k, reg, d, ts)
+	e := a2a.New(a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id, AwaitReceipt: f.awaitReceipt, JetStream: js, DefaultSkill: f.defaultSkill}, k, reg, d, ts)
 	return e, k.Close, nil
 }
 

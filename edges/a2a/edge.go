@@ -48,6 +48,9 @@ type Config struct {
 	// long) until the ledger has integrated its receipt, and embeds the
 	// signed receipt and its leaf index in metadata.chio.
 	AwaitReceipt time.Duration
+	// DefaultSkill runs when a message names no skill (else the only
+	// skill, if there is exactly one).
+	DefaultSkill string
 	// KeepAlive is how long a stream may be idle before the edge sends a
 	// keep-alive comment (default 15s).
 	KeepAlive time.Duration
@@ -209,6 +212,8 @@ func (e *Edge) resolveSkill(p *wire.SendParams) (*tools.Entry, json.RawMessage, 
 	case target != "":
 	case ok:
 		target = named
+	case e.cfg.DefaultSkill != "":
+		target = e.cfg.DefaultSkill
 	case len(ids) == 1:
 		target = ids[0]
 	default:

@@ -29,6 +29,7 @@ import (
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/edges/tools/conformance"
 	"github.com/chio-ledger/chio/edges/tools/hello"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
@@ -101,15 +102,18 @@ type cluster struct {
 	tool  *countingHello
 	slow  *slowServer
 	step  *stepServer
+	conf  *conformance.Server
 	edges []*httptest.Server
 	raw   []*Edge
 }
 
-// startCluster runs n edge replicas on one embedded NATS server.
-func startCluster(t testing.TB, n int, devToken string) *cluster {
+// startCluster runs n edge replicas on one embedded NATS server; configure,
+// if given, adjusts each replica's Config.
+func startCluster(t testing.TB, n int, devToken string, configure ...func(*Config)) *cluster {
 	t.Helper()
 	ns, _, _ := natstest.Start(t)
-	cl := &cluster{tool: &countingHello{Server: hello.New()}, slow: newSlow(), step: newStep()}
+	cl := &cluster{tool: &countingHello{Server: hello.New()}, slow: newSlow(), step: newStep(),
+		conf: conformance.New(conformance.WithResubscribeHold(time.Second))}
 	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{pub(issuerKey)}})
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +132,9 @@ func startCluster(t testing.TB, n int, devToken string) *cluster {
 		if err := reg.Register(cl.step); err != nil {
 			t.Fatal(err)
 		}
+		if err := reg.Register(cl.conf); err != nil {
+			t.Fatal(err)
+		}
 		k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
 		if err != nil {
 			t.Fatal(err)
@@ -141,7 +148,11 @@ func startCluster(t testing.TB, n int, devToken string) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := New(Config{EdgeID: fmt.Sprintf("edge-%d", i), DevToken: devToken, ClaimLease: 2 * time.Second, KeepAlive: 300 * time.Millisecond}, k, reg, d, ts)
+		cfg := Config{EdgeID: fmt.Sprintf("edge-%d", i), DevToken: devToken, ClaimLease: 2 * time.Second, KeepAlive: 300 * time.Millisecond}
+		for _, c := range configure {
+			c(&cfg)
+		}
+		e := New(cfg, k, reg, d, ts)
 		ec := echo.New()
 		e.Register(ec, HTTPConfig{ServeRoot: true})
 		srv := httptest.NewServer(ec)
@@ -160,7 +171,8 @@ func token(t testing.TB, subject ed25519.PrivateKey, id string) string {
 		Scope: schemas.Scope{Grants: []schemas.ToolGrant{
 			{ServerID: "hello-a2a-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
 			{ServerID: "slow-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
-			{ServerID: "step-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+			{ServerID: "step-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
+			{ServerID: conformance.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
 		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
 	})
 	if err != nil {
@@ -192,13 +204,20 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func sdkClient(t *testing.T, url, tok string) *a2aclient.Client {
+	return sdkClientOver(t, url, tok, a2apb.TransportProtocolJSONRPC)
+}
+
+// sdkClientOver is the a2a-go client from the card, preferring binding.
+func sdkClientOver(t *testing.T, url, tok string, binding a2apb.TransportProtocol) *a2aclient.Client {
 	t.Helper()
 	ctx := context.Background()
 	card, err := agentcard.DefaultResolver.Resolve(ctx, url)
 	if err != nil {
 		t.Fatalf("resolve card: %v", err)
 	}
-	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(&http.Client{Transport: bearer{token: tok}, Timeout: 20 * time.Second}))
+	hc := &http.Client{Transport: bearer{token: tok}, Timeout: 20 * time.Second}
+	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc),
+		a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2apb.TransportProtocol{binding}}))
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}

@@ -195,12 +195,14 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 	if res != nil {
 		receipts = []string{res.ReceiptID}
 	}
-	if status == nil {
+	if status == nil && len(parts) > 0 {
 		status = agentMessage(t, parts)
 	}
-	statusRaw, err := encodeStored(status)
-	if err != nil {
-		return nil, err
+	var statusRaw json.RawMessage
+	if status != nil {
+		if statusRaw, err = encodeStored(status); err != nil {
+			return nil, err
+		}
 	}
 	m := chioMeta(res, req.Mode, false, failure)
 	if out.reply != nil && state == taskstore.StateCompleted {
