@@ -102,6 +102,7 @@ type cluster struct {
 	tool  *countingHello
 	slow  *slowServer
 	step  *stepServer
+	tick  *tickServer
 	conf  *conformance.Server
 	edges []*httptest.Server
 	raw   []*Edge
@@ -112,7 +113,7 @@ type cluster struct {
 func startCluster(t testing.TB, n int, devToken string, configure ...func(*Config)) *cluster {
 	t.Helper()
 	ns, _, _ := natstest.Start(t)
-	cl := &cluster{tool: &countingHello{Server: hello.New()}, slow: newSlow(), step: newStep(),
+	cl := &cluster{tool: &countingHello{Server: hello.New()}, slow: newSlow(), step: newStep(), tick: newTick(),
 		conf: conformance.New(conformance.WithResubscribeHold(time.Second))}
 	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{pub(issuerKey)}})
 	if err != nil {
@@ -130,6 +131,9 @@ func startCluster(t testing.TB, n int, devToken string, configure ...func(*Confi
 			t.Fatal(err)
 		}
 		if err := reg.Register(cl.step); err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Register(cl.tick); err != nil {
 			t.Fatal(err)
 		}
 		if err := reg.Register(cl.conf); err != nil {
@@ -172,7 +176,8 @@ func token(t testing.TB, subject ed25519.PrivateKey, id string) string {
 			{ServerID: "hello-a2a-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
 			{ServerID: "slow-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
 			{ServerID: "step-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
-			{ServerID: conformance.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+			{ServerID: conformance.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
+			{ServerID: "tick-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
 		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
 	})
 	if err != nil {

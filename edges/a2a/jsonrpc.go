@@ -157,10 +157,11 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 	if werr != nil {
 		return nil, werr
 	}
-	// A client that streams gets a streaming tool's chunks as they come.
+	// A client that streams, or that will subscribe, gets a streaming
+	// tool's chunks as they come; a blocking send its one result.
 	hints, _ := tools.ReadHints(en.Tool)
 	req := execRequest{ServerID: en.Manifest.ServerID, ToolName: en.Tool.Name, Arguments: args,
-		Stream: mode == modeDeferred || (mode == modeStreaming && hints.Streaming), Mode: mode}
+		Stream: mode == modeDeferred || (mode != modeBlocking && hints.Streaming), Mode: mode}
 	if p.Message.MessageID == "" {
 		p.Message.MessageID = uuid.Must(uuid.NewV7()).String()
 	}
