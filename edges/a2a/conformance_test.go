@@ -10,6 +10,7 @@ import (
 	"time"
 
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/edges/tools/conformance"
 )
@@ -63,7 +64,7 @@ func tckMessage(id, text string) *a2apb.Message {
 // the agent as the default skill (the kit names no skill). Each call goes
 // through the kernel and bears a receipt.
 func TestConformanceAgent(t *testing.T) {
-	cl := startCluster(t, 2, "", func(c *Config) { c.DefaultSkill = conformance.ToolName })
+	cl := startCluster(t, 2, "", func(c *Config, _ jetstream.JetStream) { c.DefaultSkill = conformance.ToolName })
 	tok := token(t, agentKey, "cap-tck")
 	sends := []struct {
 		prefix string

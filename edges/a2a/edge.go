@@ -48,6 +48,8 @@ type Config struct {
 	// long) until the ledger has integrated its receipt, and embeds the
 	// signed receipt and its leaf index in metadata.chio.
 	AwaitReceipt time.Duration
+	// Push enables push notifications; nil turns them off.
+	Push *Push
 	// DefaultSkill runs when a message names no skill (else the only
 	// skill, if there is exactly one).
 	DefaultSkill string
@@ -130,8 +132,8 @@ type skill struct {
 func (e *Edge) Card(baseURL string) *wire.AgentCard {
 	c := &wire.AgentCard{
 		Name: e.cfg.AgentName, Description: e.cfg.AgentDescription, Version: e.cfg.AgentVersion,
-		SupportedInterfaces: wire.JSONRPCInterfaces(strings.TrimRight(baseURL, "/") + "/a2a"),
-		Capabilities:        wire.AgentCapabilities{Streaming: true},
+		SupportedInterfaces: interfaces(strings.TrimRight(baseURL, "/")),
+		Capabilities:        wire.AgentCapabilities{Streaming: true, PushNotifications: e.cfg.Push != nil},
 		SecuritySchemes: map[string]wire.SecurityScheme{
 			"chio_capability": wire.BearerScheme("chio.capability.v1",
 				"A chio.capability.v1 token, base64url, as Authorization: Bearer or X-Chio-Capability"),
@@ -151,6 +153,15 @@ func (e *Edge) Card(baseURL string) *wire.AgentCard {
 		})
 	}
 	return c
+}
+
+// interfaces are the bindings an edge at base serves, preferred first:
+// JSON-RPC and HTTP+JSON in 1.0, then JSON-RPC in 0.3.
+func interfaces(base string) []wire.AgentInterface {
+	rpc := wire.JSONRPCInterfaces(base + "/a2a")
+	return []wire.AgentInterface{rpc[0],
+		{URL: base + RESTPath, ProtocolBinding: wire.BindingHTTPJSON, ProtocolVersion: string(wire.V10)},
+		rpc[1]}
 }
 
 // caller is who makes a request: the token presented (or the dev token)

@@ -110,7 +110,7 @@ type cluster struct {
 
 // startCluster runs n edge replicas on one embedded NATS server; configure,
 // if given, adjusts each replica's Config.
-func startCluster(t testing.TB, n int, devToken string, configure ...func(*Config)) *cluster {
+func startCluster(t testing.TB, n int, devToken string, configure ...func(*Config, jetstream.JetStream)) *cluster {
 	t.Helper()
 	ns, _, _ := natstest.Start(t)
 	cl := &cluster{tool: &countingHello{Server: hello.New()}, slow: newSlow(), step: newStep(), tick: newTick(),
@@ -154,9 +154,15 @@ func startCluster(t testing.TB, n int, devToken string, configure ...func(*Confi
 		}
 		cfg := Config{EdgeID: fmt.Sprintf("edge-%d", i), DevToken: devToken, ClaimLease: 2 * time.Second, KeepAlive: 300 * time.Millisecond}
 		for _, c := range configure {
-			c(&cfg)
+			c(&cfg, js)
 		}
 		e := New(cfg, k, reg, d, ts)
+		if cfg.Push != nil {
+			pctx, stop := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = e.RunPush(pctx) }()
+			t.Cleanup(func() { stop(); <-done })
+		}
 		ec := echo.New()
 		e.Register(ec, HTTPConfig{ServeRoot: true})
 		srv := httptest.NewServer(ec)

@@ -42,7 +42,93 @@ func (e *Edge) Register(ec *echo.Echo, hc HTTPConfig) {
 	if hc.ServeRoot {
 		ec.POST("/", rpc)
 	}
+	rest := func(c echo.Context) error { return e.serveREST(c, hc) }
+	ec.Any(RESTPath, rest)
+	ec.Any(RESTPath+"/*", rest)
 }
+
+// RESTPath is where the HTTP+JSON binding is mounted: the 1.0 paths under
+// it (RESTPath+"/message:send"), the 0.3 ones under RESTPath+"/v1".
+const RESTPath = "/a2a/rest"
+
+// serveREST answers the HTTP+JSON binding. The core is the JSON-RPC one:
+// the same operations with the same params, only framed differently.
+func (e *Edge) serveREST(c echo.Context, hc HTTPConfig) error {
+	r := c.Request()
+	path := strings.TrimPrefix(r.URL.EscapedPath(), RESTPath)
+	route, ok := wire.MatchREST(r.Method, path)
+	if !ok {
+		status, body := wire.EncodeRESTUnmatched(r.Method, path, route)
+		if len(route.Allow) > 0 {
+			c.Response().Header().Set("Allow", strings.Join(route.Allow, ", "))
+		}
+		return c.Blob(status, wire.RESTResponseContentType, body)
+	}
+	fail := func(werr *wire.Error) error {
+		status, body := wire.EncodeRESTError(werr)
+		return c.Blob(status, wire.RESTResponseContentType, body)
+	}
+	var body []byte
+	if r.Method == http.MethodPost {
+		if ct := r.Header.Get("Content-Type"); !wire.RESTContentTypeOK(ct) {
+			return fail(wire.ContentTypeNotSupported(ct))
+		}
+		var err error
+		body, err = io.ReadAll(io.LimitReader(r.Body, wire.MaxRequestBytes+1))
+		if err != nil {
+			return fail(wire.ParseError("could not read the request body"))
+		}
+		if len(body) > wire.MaxRequestBytes {
+			return fail(wire.InvalidRequest(fmt.Sprintf("request larger than %d bytes", wire.MaxRequestBytes)))
+		}
+	}
+	if _, verr := wire.NegotiateVersion(r.Header.Get(wire.HeaderVersion), r.URL.Query().Get(wire.HeaderVersion)); verr != nil {
+		return fail(verr)
+	}
+	// The path decides the dialect: /v1 is 0.3, the rest 1.0.
+	version := restDialect(route.Version)
+	if route.Op == wire.OpGetExtendedAgentCard && route.Version == wire.V03 {
+		return e.serveCard(c, hc) // GET /v1/card
+	}
+	if route.Op.PushConfig() && e.cfg.Push == nil {
+		return fail(wire.PushNotSupported())
+	}
+	params, werr := wire.DecodeRESTRequest(route, r.URL.Query(), body)
+	if werr != nil {
+		return fail(werr)
+	}
+	cl, cerr := e.callerFrom(r.Header)
+	if cerr != nil {
+		return fail(cerr)
+	}
+	rc := rpcCall{caller: cl, version: version}
+	if route.Op.Streaming() {
+		st, werr := e.openStream(r.Context(), rc, version, route.Op, params)
+		if werr != nil {
+			return fail(werr)
+		}
+		s := newSSE(c.Response(), func(ev json.RawMessage) []byte { return ev },
+			func(werr *wire.Error) []byte { _, b := wire.EncodeRESTError(werr); return b })
+		st.run(r.Context(), s, e.cfg.KeepAlive)
+		return nil
+	}
+	result, werr := e.do(r.Context(), rc, version, route.Op, params)
+	if werr != nil {
+		return fail(werr)
+	}
+	raw, ok := result.(json.RawMessage)
+	if !ok {
+		b, err := json.Marshal(result)
+		if err != nil {
+			return fail(wire.InternalError(err.Error()))
+		}
+		raw = b
+	}
+	return c.Blob(http.StatusOK, wire.RESTResponseContentType, raw)
+}
+
+// restDialect is the dialect results take on a REST route.
+func restDialect(v wire.Version) wire.Version { return v }
 
 func (e *Edge) serveCard(c echo.Context, hc HTTPConfig) error {
 	body, err := wire.EncodeAgentCard(e.Card(publicURL(c.Request(), hc)))

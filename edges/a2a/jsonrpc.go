@@ -60,6 +60,9 @@ func (e *Edge) call(ctx context.Context, rc rpcCall, req *wire.Request, callerEr
 		// method reaching here came over stdio.
 		return nil, wire.UnsupportedOperation("streaming is served over HTTP (SSE), not on the stdio profile")
 	}
+	if m.Op.PushConfig() && e.cfg.Push == nil {
+		return nil, wire.PushNotSupported() // whatever the params
+	}
 	params, werr := m.DecodeParams(req.Params)
 	if werr != nil {
 		return nil, werr
@@ -175,6 +178,10 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 	if mode == modeBackground {
 		req.Capability = rc.caller.token
 	}
+	pc, werr := e.inlinePush(ctx, v, p)
+	if werr != nil {
+		return nil, werr
+	}
 	owner := e.sendOwner(rc.caller, p.Tenant)
 	t, err := e.createTask(ctx, owner, p, req, chioMeta(nil, mode, true, ""))
 	if err != nil {
@@ -183,8 +190,11 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 		}
 		return nil, wire.InternalError(err.Error())
 	}
-	if werr := e.inlinePushConfig(ctx, v, owner, t, p); werr != nil {
-		return nil, werr
+	if pc != nil {
+		pc.TaskID, pc.Owner = t.ID, pushOwner(owner)
+		if _, err := e.cfg.Push.Store.Put(ctx, *pc); err != nil {
+			return nil, pushError(err)
+		}
 	}
 	if mode == modeDeferred {
 		return t, nil

@@ -2,15 +2,241 @@ package a2a
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
 
+	"github.com/chio-ledger/chio/edges/a2a/push"
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 )
 
-func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, v wire.Version, op wire.Operation, params any) (any, *wire.Error) {
-	return nil, wire.PushNotSupported()
+// Push is what push notifications need; a nil Config.Push turns them off
+// (capabilities.pushNotifications false, every push method -32003).
+type Push struct {
+	Store  *push.Store
+	Outbox *push.Outbox
+	// Policy decides which webhook URLs a config may name (SSRF); the
+	// outbox applies it again when it connects.
+	Policy push.Policy
 }
 
-func (e *Edge) inlinePushConfig(ctx context.Context, v wire.Version, owner taskstore.Owner, t *taskstore.Task, p *wire.SendParams) *wire.Error {
+// pushDurable is the consumer every replica shares to turn task commits
+// into notifications, so each commit is handled by one of them.
+const pushDurable = "chio-a2a-push"
+
+// pushOwner is the push store's owner key of a task owner.
+func pushOwner(o taskstore.Owner) string { return o.Subject + "\x00" + o.Tenant }
+
+// pushConfigOp runs the four push-config methods, scoped to the caller.
+func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, v wire.Version, op wire.Operation, params any) (any, *wire.Error) {
+	if e.cfg.Push == nil {
+		return nil, wire.PushNotSupported()
+	}
+	tenant, taskID := "", ""
+	switch p := params.(type) {
+	case *wire.CreatePushConfigParams:
+		tenant, taskID = p.Config.Tenant, p.Config.TaskID
+	case *wire.GetPushConfigParams:
+		tenant, taskID = p.Tenant, p.TaskID
+	case *wire.ListPushConfigsParams:
+		tenant, taskID = p.Tenant, p.TaskID
+	case *wire.DeletePushConfigParams:
+		tenant, taskID = p.Tenant, p.TaskID
+	default:
+		return nil, wire.InternalError(fmt.Sprintf("%s: unexpected params %T", op, params))
+	}
+	owner, werr := e.owner(rc.caller, tenant)
+	if werr != nil {
+		return nil, werr
+	}
+	// Only the task's owner may see or change its configs; to anyone else
+	// the task does not exist.
+	if _, err := e.tasks.Load(ctx, taskID, owner); err != nil {
+		return nil, storeError(taskID, err)
+	}
+	ps := e.cfg.Push.Store
+	switch p := params.(type) {
+	case *wire.CreatePushConfigParams:
+		cfg, werr := e.checkPushConfig(ctx, &p.Config, v)
+		if werr != nil {
+			return nil, werr
+		}
+		cfg.TaskID, cfg.Owner = taskID, pushOwner(owner)
+		stored, err := ps.Put(ctx, cfg)
+		if err != nil {
+			return nil, pushError(err)
+		}
+		return encodePushResult(wire.EncodePushConfig(v, toWirePush(stored, tenant)))
+	case *wire.GetPushConfigParams:
+		cfg, err := ps.Get(ctx, pushOwner(owner), taskID, p.ID)
+		if err != nil {
+			return nil, pushError(err)
+		}
+		return encodePushResult(wire.EncodePushConfig(v, toWirePush(cfg, tenant)))
+	case *wire.ListPushConfigsParams:
+		cfgs, next, err := ps.List(ctx, pushOwner(owner), taskID, p.PageSize, p.PageToken)
+		if err != nil {
+			return nil, pushError(err)
+		}
+		out := make([]wire.PushConfig, 0, len(cfgs))
+		for _, c := range cfgs {
+			out = append(out, *toWirePush(c, tenant))
+		}
+		return encodePushResult(wire.EncodePushConfigList(v, out, next))
+	case *wire.DeletePushConfigParams:
+		if err := ps.Delete(ctx, pushOwner(owner), taskID, p.ID); err != nil {
+			return nil, pushError(err)
+		}
+		return json.RawMessage("{}"), nil
+	}
+	return nil, wire.InternalError("unreachable")
+}
+
+// checkPushConfig validates a config a client sent (its URL against the
+// SSRF policy) and returns it in the store's form, without task or owner.
+func (e *Edge) checkPushConfig(ctx context.Context, c *wire.PushConfig, v wire.Version) (push.Config, *wire.Error) {
+	if err := e.cfg.Push.Policy.CheckURL(ctx, c.URL); err != nil {
+		return push.Config{}, wire.InvalidParams(err.Error(), wire.FieldViolation{Field: "url", Description: err.Error()})
+	}
+	cfg := push.Config{ID: c.ID, URL: c.URL, Token: c.Token, Version: string(v)}
+	if c.Auth != nil {
+		cfg.AuthScheme, cfg.AuthCredentials = c.Auth.Scheme, c.Auth.Credentials
+	}
+	return cfg, nil
+}
+
+// inlinePush decodes and checks the config a send carries, before any
+// task exists: a refused config refuses the send.
+func (e *Edge) inlinePush(ctx context.Context, v wire.Version, p *wire.SendParams) (*push.Config, *wire.Error) {
+	if len(p.Configuration.PushConfig) == 0 {
+		return nil, nil
+	}
+	if e.cfg.Push == nil {
+		return nil, wire.PushNotSupported()
+	}
+	c, werr := wire.DecodeInlinePushConfig(p.Configuration.PushConfig, v)
+	if werr != nil {
+		return nil, werr
+	}
+	cfg, werr := e.checkPushConfig(ctx, c, v)
+	if werr != nil {
+		return nil, werr
+	}
+	return &cfg, nil
+}
+
+func toWirePush(c push.Config, tenant string) *wire.PushConfig {
+	w := &wire.PushConfig{ID: c.ID, TaskID: c.TaskID, URL: c.URL, Token: c.Token, Tenant: tenant}
+	if c.AuthScheme != "" {
+		w.Auth = &wire.PushAuth{Scheme: c.AuthScheme, Credentials: c.AuthCredentials}
+	}
+	return w
+}
+
+func encodePushResult(raw json.RawMessage, err error) (any, *wire.Error) {
+	if err != nil {
+		return nil, wire.InternalError(err.Error())
+	}
+	return raw, nil
+}
+
+func pushError(err error) *wire.Error {
+	switch {
+	case errors.Is(err, push.ErrNotFound):
+		return wire.InvalidParams("no such push notification config")
+	case errors.Is(err, push.ErrTooMany), errors.Is(err, push.ErrInvalidArgument),
+		errors.Is(err, push.ErrInvalidPageToken), errors.Is(err, push.ErrTooLarge), errors.Is(err, push.ErrForbiddenURL):
+		return wire.InvalidParams(err.Error())
+	}
+	return wire.InternalError("push config store: " + err.Error())
+}
+
+// RunPush delivers push notifications until ctx ends: it follows every
+// task commit (sharing the work with the other replicas), turns the
+// commits of tasks with configs into one notification per config and
+// event, and runs this replica's share of the outbox. A nil Config.Push
+// returns at once.
+func (e *Edge) RunPush(ctx context.Context) error {
+	if e.cfg.Push == nil {
+		return nil
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- e.cfg.Push.Outbox.Run(ctx) }()
+	go func() { errs <- e.tasks.Follow(ctx, pushDurable, e.notify) }()
+	err := <-errs
+	if err2 := <-errs; err == nil {
+		err = err2
+	}
+	return err
+}
+
+// notify enqueues the notifications of one task commit. It is idempotent:
+// a redelivered commit enqueues the same keys, which the outbox drops.
+func (e *Edge) notify(ctx context.Context, c taskstore.Commit) error {
+	ps := e.cfg.Push
+	cfgs, err := ps.Store.ForTask(ctx, c.TaskID)
+	if err != nil || len(cfgs) == 0 {
+		return err
+	}
+	tr := newTracker(c.TaskID)
+	tr.contextID = c.ContextID
+	var task *taskstore.Task // loaded when a payload needs the whole task
+	load := func() (*taskstore.Task, error) {
+		if task == nil {
+			if task, err = e.tasks.Load(ctx, c.TaskID, c.Owner); err != nil {
+				return nil, err
+			}
+		}
+		return task, nil
+	}
+	for i, ev := range c.Events {
+		if ev.Terminal() || ev.State.Interrupted() {
+			// The end of a turn carries the receipt: take the metadata and
+			// receipts linked so far from the task itself.
+			t, err := load()
+			if err != nil {
+				return err
+			}
+			tr.setMetadata(t.Metadata)
+			tr.receipts = t.ReceiptIDs
+		}
+		out := tr.next(ev)
+		if out == nil {
+			continue
+		}
+		for _, cfg := range cfgs {
+			payload, err := e.pushPayload(cfg, out, load)
+			if err != nil {
+				return err
+			}
+			if err := ps.Outbox.Enqueue(ctx, cfg, strconv.FormatUint(c.Seq, 10)+"/"+strconv.Itoa(i), payload); err != nil {
+				return err
+			}
+		}
+	}
+	if c.State.Terminal() {
+		// Nothing more will happen: the configs go, the queued
+		// notifications are still delivered.
+		return ps.Store.DeleteTask(ctx, c.TaskID)
+	}
 	return nil
+}
+
+// pushPayload is the body of one notification: a 1.0 StreamResponse, or,
+// for a config made through 0.3, the task as it is now (0.3 pushes tasks).
+func (e *Edge) pushPayload(cfg push.Config, ev *wire.StreamEvent, load func() (*taskstore.Task, error)) ([]byte, error) {
+	if wire.Version(cfg.Version) == wire.V10 {
+		return wire.EncodeStreamEvent(wire.V10, ev)
+	}
+	t, err := load()
+	if err != nil {
+		return nil, err
+	}
+	w, err := toWire(t, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	return wire.EncodeTask(wire.V03, w)
 }

@@ -27,7 +27,9 @@ type egressGuard struct {
 
 // NewEgressGuard returns the guard that checks every string argument that
 // is an absolute URL against allowed schemes and hosts and, unless
-// cfg.AllowPrivate, denies local and private targets. It reads strings as
+// cfg.AllowPrivate, denies local and private targets: local host names
+// ("localhost", "*.internal", single labels), numeric hosts other than a
+// dotted quad, and the addresses of NonPublicAddr. It reads strings as
 // a WHATWG URL parser (browsers, Node's URL, many HTTP clients) would:
 // leading and trailing controls and spaces are ignored, tabs and newlines
 // anywhere are dropped, a special scheme (http, https, ws, wss, ftp, file)
@@ -162,13 +164,11 @@ func (g *egressGuard) checkHost(scheme, rest, full string) string {
 		if upper {
 			host = strings.ToLower(host)
 		}
-		if lastLabelNumeric(host) {
-			// WHATWG clients read a host ending in a number as IPv4 in
-			// decimal, octal or hex, in 1 to 4 parts: only the canonical
-			// dotted quad is judged as an address, the rest denied.
-			a, err := netip.ParseAddr(host)
+		if a, numeric := NumericHost(host); numeric {
+			// Only the canonical dotted quad is judged as an address,
+			// the other numeric forms denied.
 			switch {
-			case err == nil && a.Is4():
+			case a.IsValid():
 				addr = a
 			case !g.allowPrivate:
 				return "numeric host"
@@ -177,7 +177,7 @@ func (g *egressGuard) checkHost(scheme, rest, full string) string {
 	}
 	if !g.allowPrivate {
 		if addr.IsValid() {
-			if why := nonPublicAddr(addr); why != "" {
+			if why := NonPublicAddr(addr); why != "" {
 				return why
 			}
 		} else if why := localName(host); why != "" {
@@ -420,30 +420,6 @@ func simpleURLHost(rest string) (host string, ok bool) {
 	return host, host != ""
 }
 
-// lastLabelNumeric reports whether h's last label is a number (decimal
-// or 0x-hex), which makes WHATWG clients parse h as an IPv4 address.
-func lastLabelNumeric(h string) bool {
-	l := h[strings.LastIndexByte(h, '.')+1:]
-	if l == "" {
-		return false
-	}
-	if strings.HasPrefix(l, "0x") {
-		l = l[2:]
-		for i := 0; i < len(l); i++ {
-			if !isDigit(l[i]) && (l[i] < 'a' || l[i] > 'f') {
-				return false
-			}
-		}
-		return true
-	}
-	for i := 0; i < len(l); i++ {
-		if !isDigit(l[i]) {
-			return false
-		}
-	}
-	return true
-}
-
 // localName returns why a host name is local, or "".
 func localName(h string) string {
 	switch {
@@ -456,68 +432,6 @@ func localName(h string) string {
 		// Single-label names ("metadata", "intranet") resolve only
 		// through local search domains.
 		return "single-label host name"
-	}
-	return ""
-}
-
-// nonPublicRanges are the ranges beyond netip's predicates that a call
-// must not reach: "this network", CGNAT, IETF protocol assignments,
-// benchmarking, reserved and broadcast; IPv6 site-local and local-use
-// NAT64.
-var nonPublicRanges = [...]netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("fec0::/10"),
-	netip.MustParsePrefix("64:ff9b:1::/48"),
-}
-
-// Prefixes of IPv6 addresses that embed an IPv4 address a gateway may
-// forward to: NAT64 (last 32 bits), IPv4-compatible (last 32 bits) and
-// 6to4 (bits 16-47).
-var (
-	nat64Prefix  = netip.MustParsePrefix("64:ff9b::/96")
-	compatPrefix = netip.MustParsePrefix("::/96")
-	sixToFour    = netip.MustParsePrefix("2002::/16")
-)
-
-// nonPublicAddr returns why addr is not a public unicast address, or "".
-func nonPublicAddr(addr netip.Addr) string {
-	addr = addr.Unmap().WithZone("") // a zoned address matches no prefix
-
-	switch {
-	case addr.IsLoopback():
-		return "loopback address"
-	case addr.IsUnspecified():
-		return "unspecified address"
-	case addr.IsPrivate():
-		return "private address"
-	case addr.IsLinkLocalUnicast():
-		return "link-local address"
-	case addr.IsMulticast():
-		return "multicast address"
-	}
-	for _, p := range nonPublicRanges {
-		if p.Contains(addr) {
-			return "non-public address"
-		}
-	}
-	if addr.Is6() {
-		b := addr.As16()
-		var v4 [4]byte
-		switch {
-		case nat64Prefix.Contains(addr), compatPrefix.Contains(addr):
-			copy(v4[:], b[12:])
-		case sixToFour.Contains(addr):
-			copy(v4[:], b[2:6])
-		default:
-			return ""
-		}
-		if why := nonPublicAddr(netip.AddrFrom4(v4)); why != "" {
-			return why + " (embedded in IPv6)"
-		}
 	}
 	return ""
 }

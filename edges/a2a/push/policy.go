@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/chio-ledger/chio/edges/guards"
 )
 
 // Policy decides which webhook URLs are acceptable: the SSRF defence of
@@ -30,12 +32,13 @@ import (
 //     ("0177.1", "0x7f000001", "2130706433", "127.1"), which some
 //     resolvers read as addresses, are refused.
 //   - Every address the host is (an IP literal) or resolves to (a name)
-//     must be public unicast, unless it is in AllowPrivate. Not public are
-//     loopback, unspecified, RFC 1918 and unique-local, link-local
-//     (including 169.254.169.254), multicast, CGNAT, "this network",
-//     benchmarking, reserved and documentation ranges, IPv4-mapped and
-//     -translated forms of those, and IPv6 prefixes that embed a
-//     non-public IPv4 address (NAT64, IPv4-compatible, 6to4).
+//     must be public unicast, unless it is in AllowPrivate: see
+//     guards.NonPublicAddr, shared with the kernel's egress guard. Not
+//     public are loopback, unspecified, RFC 1918 and unique-local,
+//     link-local (including 169.254.169.254), multicast, CGNAT, "this
+//     network", benchmarking, reserved and documentation ranges, IPv6
+//     forms that embed a non-public IPv4 address (IPv4-mapped,
+//     -translated and -compatible, NAT64, 6to4) and every Teredo address.
 //   - Loopback: when AllowInsecureLoopback is set, a URL whose host is
 //     literally "localhost", a dotted-decimal address in 127.0.0.0/8, or
 //     the IPv6 loopback ("[::1]", in any spelling of that address but not
@@ -202,11 +205,10 @@ func parseURL(raw string) (target, error) {
 	if !validHostName(trimmed) {
 		return target{}, forbidden("malformed or non-ASCII host name")
 	}
-	if lastLabelNumeric(trimmed) {
+	if a, numeric := guards.NumericHost(trimmed); numeric {
 		// Only the canonical dotted quad, without a trailing dot, is an
 		// address; the other numeric forms are refused, not guessed at.
-		a, err := netip.ParseAddr(name)
-		if err != nil || !a.Is4() {
+		if !a.IsValid() || trimmed != name {
 			return target{}, forbidden("numeric host not in dotted-decimal IPv4 form")
 		}
 		t.host, t.addr = name, a
@@ -245,30 +247,6 @@ func validHostName(h string) bool {
 	return label > 0
 }
 
-// lastLabelNumeric reports whether h's last label is a number (decimal
-// or 0x-hex), which makes WHATWG URL parsers and inet_aton read h as an
-// IPv4 address.
-func lastLabelNumeric(h string) bool {
-	l := h[strings.LastIndexByte(h, '.')+1:]
-	if l == "" {
-		return false
-	}
-	if rest, ok := strings.CutPrefix(l, "0x"); ok {
-		for i := 0; i < len(rest); i++ {
-			if c := rest[i]; !(c >= '0' && c <= '9') && !(c >= 'a' && c <= 'f') {
-				return false
-			}
-		}
-		return true
-	}
-	for i := 0; i < len(l); i++ {
-		if l[i] < '0' || l[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // addrForbidden returns why the policy refuses a connection to a, or ""
 // when it allows it. loopbackOK says the URL's host was a loopback host
 // as written (see Policy).
@@ -283,83 +261,7 @@ func (p Policy) addrForbidden(a netip.Addr, loopbackOK bool) string {
 	if loopbackOK && p.AllowInsecureLoopback && u.IsLoopback() {
 		return ""
 	}
-	if why := nonPublicAddr(u); why != "" {
-		return why
-	}
-	return ""
-}
-
-// The address classification below follows edges/guards (egress.go),
-// whose classifier is not exported; it adds the documentation, discard,
-// Teredo and IPv4-translated ranges, which a webhook never needs.
-
-// nonPublicRanges are the ranges beyond netip's predicates that a webhook
-// must not reach.
-var nonPublicRanges = [...]netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
-	netip.MustParsePrefix("100.64.0.0/10"),   // CGNAT
-	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
-	netip.MustParsePrefix("192.0.2.0/24"),    // TEST-NET-1
-	netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay anycast
-	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
-	netip.MustParsePrefix("198.51.100.0/24"), // TEST-NET-2
-	netip.MustParsePrefix("203.0.113.0/24"),  // TEST-NET-3
-	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, broadcast
-	netip.MustParsePrefix("fec0::/10"),       // site-local
-	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
-	netip.MustParsePrefix("100::/64"),        // discard-only
-	netip.MustParsePrefix("2001::/32"),       // Teredo
-	netip.MustParsePrefix("2001:db8::/32"),   // documentation
-	netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated
-}
-
-// Prefixes of IPv6 addresses that embed an IPv4 address a gateway may
-// forward to: NAT64 (last 32 bits), IPv4-compatible (last 32 bits) and
-// 6to4 (bits 16-47).
-var (
-	nat64Prefix  = netip.MustParsePrefix("64:ff9b::/96")
-	compatPrefix = netip.MustParsePrefix("::/96")
-	sixToFour    = netip.MustParsePrefix("2002::/16")
-)
-
-// nonPublicAddr returns why addr is not a public unicast address, or "".
-func nonPublicAddr(addr netip.Addr) string {
-	addr = addr.Unmap().WithZone("")
-	switch {
-	case !addr.IsValid():
-		return "invalid address"
-	case addr.IsLoopback():
-		return "loopback address"
-	case addr.IsUnspecified():
-		return "unspecified address"
-	case addr.IsPrivate():
-		return "private address"
-	case addr.IsLinkLocalUnicast():
-		return "link-local address"
-	case addr.IsMulticast(), addr.IsLinkLocalMulticast(), addr.IsInterfaceLocalMulticast():
-		return "multicast address"
-	}
-	for _, p := range nonPublicRanges {
-		if p.Contains(addr) {
-			return "non-public address"
-		}
-	}
-	if addr.Is6() {
-		b := addr.As16()
-		var v4 [4]byte
-		switch {
-		case nat64Prefix.Contains(addr), compatPrefix.Contains(addr):
-			copy(v4[:], b[12:])
-		case sixToFour.Contains(addr):
-			copy(v4[:], b[2:6])
-		default:
-			return ""
-		}
-		if why := nonPublicAddr(netip.AddrFrom4(v4)); why != "" {
-			return why + " (embedded in IPv6)"
-		}
-	}
-	return ""
+	return guards.NonPublicAddr(u)
 }
 
 // dialer returns the DialContext of the delivery client: it dials with the

@@ -1,0 +1,236 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/edges/a2a/push"
+	"github.com/chio-ledger/chio/edges/a2a/wire"
+)
+
+// withPush turns push notifications on, with loopback webhooks allowed
+// and a short retry backoff.
+func withPush(t testing.TB) func(*Config, jetstream.JetStream) {
+	return func(c *Config, js jetstream.JetStream) {
+		ctx := context.Background()
+		store, err := push.OpenStore(ctx, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outbox, err := push.OpenOutbox(ctx, js, push.DefaultPolicy(), push.WithBackoff(50*time.Millisecond, 200*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Push = &Push{Store: store, Outbox: outbox, Policy: push.DefaultPolicy()}
+	}
+}
+
+// receiver is a webhook that records what it gets; it fails its first
+// failFirst requests, to prove retries.
+type receiver struct {
+	mu        sync.Mutex
+	got       []delivery
+	failFirst int
+	changed   chan struct{}
+}
+
+type delivery struct {
+	auth, token, contentType string
+	body                     map[string]json.RawMessage
+}
+
+func newReceiver(t *testing.T, failFirst int) (*receiver, string) {
+	r := &receiver{failFirst: failFirst, changed: make(chan struct{}, 1024)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.failFirst > 0 {
+			r.failFirst--
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		var body map[string]json.RawMessage
+		_ = json.Unmarshal(b, &body)
+		r.got = append(r.got, delivery{req.Header.Get("Authorization"), req.Header.Get("X-A2A-Notification-Token"), req.Header.Get("Content-Type"), body})
+		r.changed <- struct{}{}
+	}))
+	t.Cleanup(srv.Close)
+	return r, srv.URL + "/hook"
+}
+
+// waitFor waits until n notifications arrived, then a little longer so
+// that a duplicate would show.
+func (r *receiver) waitFor(t *testing.T, n int) []delivery {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		r.mu.Lock()
+		got := len(r.got)
+		r.mu.Unlock()
+		if got >= n {
+			break
+		}
+		select {
+		case <-r.changed:
+		case <-deadline:
+			t.Fatalf("%d notifications, want %d", got, n)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]delivery(nil), r.got...)
+}
+
+// A config created on replica B for a task running on replica A: the
+// webhook gets each event once, as a StreamResponse, with the config's
+// Authorization and token, after the receiver's first failures are retried.
+func TestPushNotifications(t *testing.T) {
+	cl := startCluster(t, 2, "", withPush(t))
+	tok := token(t, agentKey, "cap-push")
+	a, b := sdkClient(t, cl.edges[0].URL, tok), sdkClient(t, cl.edges[1].URL, tok)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rcv, hook := newReceiver(t, 2)
+
+	res, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("go")),
+		Metadata: stepTarget, Config: &a2apb.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2apb.Task).ID
+	cfg, err := b.CreateTaskPushConfig(ctx, &a2apb.PushConfig{TaskID: id, ID: "hook-1", URL: hook, Token: "tok-1",
+		Auth: &a2apb.PushAuthInfo{Scheme: "Bearer", Credentials: "s3cret"}})
+	if err != nil || cfg.ID != "hook-1" || cfg.URL != hook {
+		t.Fatalf("create: %+v %v", cfg, err)
+	}
+	if got, err := a.GetTaskPushConfig(ctx, &a2apb.GetTaskPushConfigRequest{TaskID: id, ID: "hook-1"}); err != nil || got.Token != "tok-1" || got.Auth == nil || got.Auth.Scheme != "Bearer" {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	if list, err := a.ListTaskPushConfigs(ctx, &a2apb.ListTaskPushConfigRequest{TaskID: id}); err != nil || len(list) != 1 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	// Another caller sees no task, hence no configs.
+	other := sdkClient(t, cl.edges[1].URL, token(t, otherKey, "cap-push-other"))
+	if _, err := other.ListTaskPushConfigs(ctx, &a2apb.ListTaskPushConfigRequest{TaskID: id}); !errors.Is(err, a2apb.ErrTaskNotFound) {
+		t.Fatalf("another caller's list: %v", err)
+	}
+
+	cl.step.open(stepChunks)
+	got := rcv.waitFor(t, stepChunks+1)
+	artifacts := 0
+	for _, d := range got {
+		if d.auth != "Bearer s3cret" || d.token != "tok-1" || !strings.Contains(d.contentType, "json") {
+			t.Fatalf("delivery headers %+v", d)
+		}
+		if len(d.body) != 1 {
+			t.Fatalf("a notification is one StreamResponse: %v", d.body)
+		}
+		if _, ok := d.body["artifactUpdate"]; ok {
+			artifacts++
+		}
+	}
+	if artifacts != stepChunks || len(got) != stepChunks+1 {
+		t.Fatalf("%d notifications (%d artifact updates), want %d chunks and the end, each once", len(got), artifacts, stepChunks)
+	}
+	ends := 0
+	for _, d := range got {
+		var end struct {
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+			Metadata map[string]any `json:"metadata"`
+		}
+		if raw, ok := d.body["statusUpdate"]; ok && json.Unmarshal(raw, &end) == nil && end.Status.State == "TASK_STATE_COMPLETED" {
+			ends++
+			if chioMetaOf(t, end.Metadata)["receiptId"] == nil {
+				t.Fatalf("terminal notification %s", raw)
+			}
+		}
+	}
+	if ends != 1 {
+		t.Fatalf("%d terminal notifications", ends)
+	}
+	// Delete is idempotent; the task is finished, so its configs are gone.
+	for range 2 {
+		if err := b.DeleteTaskPushConfig(ctx, &a2apb.DeleteTaskPushConfigRequest{TaskID: id, ID: "hook-1"}); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+	}
+}
+
+// A config given inline with the send; and the webhook URLs the SSRF
+// policy refuses, whichever way they come.
+func TestPushInlineAndRefused(t *testing.T) {
+	cl := startCluster(t, 1, "", withPush(t))
+	tok := token(t, agentKey, "cap-push-inline")
+	a := sdkClient(t, cl.edges[0].URL, tok)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rcv, hook := newReceiver(t, 0)
+	res, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("go")),
+		Metadata: stepTarget, Config: &a2apb.SendMessageConfig{ReturnImmediately: true,
+			PushConfig: &a2apb.PushConfig{URL: hook, Auth: &a2apb.PushAuthInfo{Scheme: "Basic", Credentials: "dXNlcjpwdw=="}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.step.open(stepChunks)
+	for _, d := range rcv.waitFor(t, stepChunks+1) {
+		if d.auth != "Basic dXNlcjpwdw==" {
+			t.Fatalf("inline config's Authorization: %q", d.auth)
+		}
+	}
+
+	id := res.(*a2apb.Task).ID
+	for _, url := range []string{
+		"http://example.com/hook",                  // http off loopback
+		"https://10.0.0.1/hook",                    // private
+		"https://169.254.169.254/latest/meta-data", // cloud metadata
+		"https://[::ffff:10.0.0.1]/hook",           // private, mapped
+		"https://user:pw@example.com/hook",         // userinfo
+		"https://2130706433/hook",                  // 127.0.0.1, obfuscated
+		"ftp://example.com/hook",
+	} {
+		if _, err := a.CreateTaskPushConfig(ctx, &a2apb.PushConfig{TaskID: id, URL: url}); !errors.Is(err, a2apb.ErrInvalidParams) {
+			t.Errorf("create %s: %v, want invalid params", url, err)
+		}
+		_, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("go")),
+			Metadata: stepTarget, Config: &a2apb.SendMessageConfig{ReturnImmediately: true, PushConfig: &a2apb.PushConfig{URL: url}}})
+		if !errors.Is(err, a2apb.ErrInvalidParams) {
+			t.Errorf("inline %s: %v, want invalid params", url, err)
+		}
+	}
+}
+
+// Without push, every push method is -32003, and the card says so.
+func TestPushOff(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	tok := token(t, agentKey, "cap-push-off")
+	body := `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t","url":"not even a url"}}`
+	if got := errCode(rpc(t, cl.edges[0].URL, tok, "1.0", body)); got != wire.CodePushNotSupported {
+		t.Fatalf("code %d", got)
+	}
+	resp, err := http.Get(cl.edges[0].URL + "/.well-known/agent-card.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var card struct {
+		Capabilities map[string]bool `json:"capabilities"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&card); err != nil || card.Capabilities["pushNotifications"] || !card.Capabilities["streaming"] {
+		t.Fatalf("capabilities %v %v", card.Capabilities, err)
+	}
+}
