@@ -58,11 +58,22 @@ for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$htt
 curl -sf "http://$http/v1/receipts/$RID" | grep -q '"tool_name":"hello_task"'
 echo '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]}}}' \
   | bin/chio edge a2a --stdio --data-dir "$work/stdio" | grep -q '"status":"completed"'
+curl -sN "http://$http/a2a" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
+  -d '{"jsonrpc":"2.0","id":2,"method":"SendStreamingMessage","params":{"message":{"role":"ROLE_USER","messageId":"m2","parts":[{"text":"world"}]}}}' \
+  | tee stream.txt
+grep -q '"artifactUpdate"' stream.txt
+grep '"statusUpdate"' stream.txt | grep -q 'TASK_STATE_COMPLETED'
+curl -s "http://$http/a2a/rest/message:send" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
+  -d '{"message":{"role":"ROLE_USER","messageId":"m3","parts":[{"text":"world"}]}}' | tee rest-send.json
+TID=$(sed -n 's/^{"task":{"id":"\([^"]*\)".*/\1/p' rest-send.json)
+[ -n "$TID" ]
+curl -s "http://$http/a2a/rest/tasks/$TID" -H 'A2A-Version: 1.0' | grep -q 'TASK_STATE_COMPLETED'
 edgeaddr=${TOUR_EDGE:-127.0.0.1:18082}
-bin/chio edge a2a --nats "nats://$natsaddr" --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub > edge.log 2>&1 &
+bin/chio edge a2a --nats "nats://$natsaddr" --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub --demo conformance > edge.log 2>&1 &
 edge_pid=$!
 for _ in $(seq 100); do curl -sf "http://$edgeaddr/.well-known/agent-card.json" >/dev/null && break; sleep 0.1; done
 curl -sf "http://$edgeaddr/.well-known/agent-card.json" | grep -q '"hello_task"'
+curl -sf "http://$edgeaddr/.well-known/agent-card.json" | grep -q '"id":"conformance"'
 # a separate replica refuses tokenless callers (no dev capability outside chio up)
 curl -s "http://$edgeaddr/a2a" -H 'Content-Type: application/json' \
   -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"world"}]}}}' | grep -q -- '-31401'

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/edges/a2a"
+	"github.com/chio-ledger/chio/edges/a2a/push"
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 	"github.com/chio-ledger/chio/edges/dispatch"
@@ -47,6 +49,8 @@ type edgeFlags struct {
 	serveRoot      bool
 	demos          []string
 	defaultSkill   string
+	noPush         bool
+	pushPrivate    []string
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
@@ -61,6 +65,8 @@ func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.serveRoot, "serve-root", false, "also serve JSON-RPC at / (for clients configured with the bare origin)")
 	cmd.Flags().StringArrayVar(&f.demos, "demo", nil, `built-in demo tool server to add: "conformance" (the A2A conformance kit's agent; it becomes the default skill)`)
 	cmd.Flags().StringVar(&f.defaultSkill, "default-skill", "", "skill that runs when a message names none (default: the only skill, if there is one)")
+	cmd.Flags().BoolVar(&f.noPush, "no-push", false, "turn push notifications off (capabilities.pushNotifications false)")
+	cmd.Flags().StringArrayVar(&f.pushPrivate, "push-allow-private", nil, "CIDR of a private network webhooks may reach (repeatable; by default only public addresses, and http only to loopback)")
 	cmd.Flags().DurationVar(&f.awaitReceipt, "await-receipt", 0, "wait up to this long for the ledger to integrate each call's receipt and embed it (signed, with its leaf index) in metadata.chio")
 }
 
@@ -132,6 +138,13 @@ func (f *edgeFlags) httpConfig() (a2a.HTTPConfig, error) {
 // accepting replica died.
 const sweepEvery = 5 * time.Second
 
+// runPush delivers the edge's push notifications until ctx ends.
+func runPush(ctx context.Context, e *a2a.Edge) {
+	if err := e.RunPush(ctx); err != nil && ctx.Err() == nil {
+		slog.Error("a2a: push notifications stopped", "err", err)
+	}
+}
+
 // startEdge builds a replica: kernel, dispatcher, task store and edge.
 func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devToken string) (*a2a.Edge, func(), error) {
 	policy, err := f.policy()
@@ -161,8 +174,38 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		k.Close()
 		return nil, nil, err
 	}
-	e := a2a.New(a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id, AwaitReceipt: f.awaitReceipt, JetStream: js, DefaultSkill: f.defaultSkill}, k, reg, d, ts)
+	pc, err := f.push(ctx, js)
+	if err != nil {
+		k.Close()
+		return nil, nil, err
+	}
+	e := a2a.New(a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id, AwaitReceipt: f.awaitReceipt,
+		JetStream: js, DefaultSkill: f.defaultSkill, Push: pc}, k, reg, d, ts)
 	return e, k.Close, nil
+}
+
+// push opens the push config store and outbox, unless --no-push.
+func (f *edgeFlags) push(ctx context.Context, js jetstream.JetStream) (*a2a.Push, error) {
+	if f.noPush {
+		return nil, nil
+	}
+	policy := push.DefaultPolicy()
+	for _, s := range f.pushPrivate {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, usageError(fmt.Errorf("--push-allow-private %q: %w", s, err))
+		}
+		policy.AllowPrivate = append(policy.AllowPrivate, p)
+	}
+	store, err := push.OpenStore(ctx, js, push.WithReplicas(max(f.replicas, 1)))
+	if err != nil {
+		return nil, err
+	}
+	outbox, err := push.OpenOutbox(ctx, js, policy, push.WithReplicas(max(f.replicas, 1)))
+	if err != nil {
+		return nil, err
+	}
+	return &a2a.Push{Store: store, Outbox: outbox, Policy: policy}, nil
 }
 
 // devCapability issues the token `chio up` acts under for callers without
@@ -299,6 +342,7 @@ func newEdgeA2ACmd() *cobra.Command {
 				return e.ServeStdio(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
 			}
 			go e.Sweep(ctx, sweepEvery)
+			go runPush(ctx, e)
 			hc, err := ef.httpConfig()
 			if err != nil {
 				return err

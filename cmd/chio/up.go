@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/chio-ledger/chio/edges/a2a"
 	"github.com/chio-ledger/chio/internal/natsembed"
 )
 
@@ -91,11 +92,13 @@ func newUpCmd() *cobra.Command {
 				return err
 			}
 			go edge.Sweep(cmd.Context(), sweepEvery)
+			go runPush(cmd.Context(), edge)
 			mount := func(e *echo.Echo, addr net.Addr) {
 				edge.Register(e, hc)
 				base := "http://" + addr.String()
 				fmt.Fprintf(out, "chio up: agent card   %s/.well-known/agent-card.json\n", base)
 				fmt.Fprintf(out, "chio up: JSON-RPC     %s/a2a\n", base)
+				fmt.Fprintf(out, "chio up: HTTP+JSON    %s%s\n", base, a2a.RESTPath)
 				fmt.Fprintf(out, "chio up: checkpoint   %s/log/checkpoint\n", base)
 				fmt.Fprintf(out, "chio up: dev capability in %s (used for callers that send none)\n", tokenPath)
 				fmt.Fprintf(out, "chio up: try: curl -s %s/a2a -H 'Content-Type: application/json' -H \"Authorization: Bearer $(cat %s)\" -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"role\":\"user\",\"messageId\":\"m1\",\"parts\":[{\"kind\":\"text\",\"text\":\"world\"}]}}}'\n", base, tokenPath)
