@@ -156,12 +156,14 @@ func (e *Edge) Card(baseURL string) *wire.AgentCard {
 }
 
 // interfaces are the bindings an edge at base serves, preferred first:
-// JSON-RPC and HTTP+JSON in 1.0, then JSON-RPC in 0.3.
+// JSON-RPC and HTTP+JSON in 1.0, then both in 0.3 (whose REST clients add
+// the /v1 prefix themselves).
 func interfaces(base string) []wire.AgentInterface {
 	rpc := wire.JSONRPCInterfaces(base + "/a2a")
 	return []wire.AgentInterface{rpc[0],
 		{URL: base + RESTPath, ProtocolBinding: wire.BindingHTTPJSON, ProtocolVersion: string(wire.V10)},
-		rpc[1]}
+		rpc[1],
+		{URL: base + RESTPath, ProtocolBinding: wire.BindingHTTPJSON, ProtocolVersion: string(wire.V03)}}
 }
 
 // caller is who makes a request: the token presented (or the dev token)

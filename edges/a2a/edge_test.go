@@ -202,11 +202,17 @@ type bearer struct {
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
-	if b.methods != nil && r.Body != nil {
+	if b.methods != nil {
+		if r.Body == nil {
+			r.Body = http.NoBody
+		}
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var m struct{ Method string }
 		_ = json.Unmarshal(body, &m)
+		if m.Method == "" {
+			m.Method = r.URL.Path // REST
+		}
 		b.mu.Lock()
 		*b.methods = append(*b.methods, m.Method)
 		b.mu.Unlock()
@@ -486,41 +492,63 @@ func TestSDK03Client(t *testing.T) {
 	cl := startCluster(t, 1, "")
 	tok := token(t, agentKey, "cap-03")
 	ctx := context.Background()
-	var (
-		methods []string
-		mu      sync.Mutex
-	)
 	resolver := agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}
 	card, err := resolver.Resolve(ctx, cl.edges[0].URL)
 	if err != nil {
 		t.Fatalf("0.3 card parser: %v", err)
 	}
-	factory := a2aclient.NewFactory(a2aclient.WithDefaultsDisabled(), a2aclient.WithCompatTransport(a2av0.Version, a2apb.TransportProtocolJSONRPC,
-		a2av0.NewJSONRPCTransportFactory(a2av0.JSONRPCTransportConfig{Client: &http.Client{Transport: bearer{token: tok, methods: &methods, mu: &mu}, Timeout: 20 * time.Second}})))
-	c, err := factory.CreateFromCard(ctx, card)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("world")), Metadata: helloTarget})
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, ok := res.(*a2apb.Task)
-	if !ok || task.Status.State != a2apb.TaskStateCompleted || chioMetaOf(t, task.Metadata)["receiptId"] == nil {
-		t.Fatalf("0.3 send: %T %+v", res, res)
-	}
-	got, err := c.GetTask(ctx, &a2apb.GetTaskRequest{ID: task.ID})
-	if err != nil || got.Status.State != a2apb.TaskStateCompleted {
-		t.Fatalf("0.3 get: %+v %v", got, err)
-	}
-	if _, err := c.CancelTask(ctx, &a2apb.CancelTaskRequest{ID: task.ID}); !errors.Is(err, a2apb.ErrTaskNotCancelable) {
-		t.Fatalf("0.3 cancel of a completed task: %v", err)
-	}
-	if _, err := c.GetTask(ctx, &a2apb.GetTaskRequest{ID: "0190f3c2-7a1b-7c3d-9e4f-0a1b2c3d4e5f"}); !errors.Is(err, a2apb.ErrTaskNotFound) {
-		t.Fatalf("0.3 unknown task: %v", err)
-	}
-	if strings.Join(methods, ",") != "message/send,tasks/get,tasks/cancel,tasks/get" {
-		t.Fatalf("the client did not speak 0.3: %v", methods)
+	for _, binding := range []a2apb.TransportProtocol{a2apb.TransportProtocolJSONRPC, a2apb.TransportProtocolHTTPJSON} {
+		t.Run(string(binding), func(t *testing.T) {
+			var (
+				methods []string
+				mu      sync.Mutex
+			)
+			hc := &http.Client{Transport: bearer{token: tok, methods: &methods, mu: &mu}, Timeout: 20 * time.Second}
+			var transport a2aclient.TransportFactory = a2av0.NewJSONRPCTransportFactory(a2av0.JSONRPCTransportConfig{Client: hc})
+			want := "message/send,tasks/get,tasks/cancel,tasks/get,message/stream"
+			if binding == a2apb.TransportProtocolHTTPJSON {
+				transport = a2av0.NewRESTTransportFactory(a2av0.RESTTransportConfig{Client: hc})
+				want = "/a2a/rest/v1/message:send,/a2a/rest/v1/tasks/{id},/a2a/rest/v1/tasks/{id}:cancel,/a2a/rest/v1/tasks/0190f3c2-7a1b-7c3d-9e4f-0a1b2c3d4e5f,/a2a/rest/v1/message:stream"
+			}
+			factory := a2aclient.NewFactory(a2aclient.WithDefaultsDisabled(), a2aclient.WithCompatTransport(a2av0.Version, binding, transport))
+			c, err := factory.CreateFromCard(ctx, card)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("world")), Metadata: helloTarget})
+			if err != nil {
+				t.Fatal(err)
+			}
+			task, ok := res.(*a2apb.Task)
+			if !ok || task.Status.State != a2apb.TaskStateCompleted || chioMetaOf(t, task.Metadata)["receiptId"] == nil {
+				t.Fatalf("0.3 send: %T %+v", res, res)
+			}
+			got, err := c.GetTask(ctx, &a2apb.GetTaskRequest{ID: task.ID})
+			if err != nil || got.Status.State != a2apb.TaskStateCompleted || len(got.Artifacts) != 1 {
+				t.Fatalf("0.3 get: %+v %v", got, err)
+			}
+			if _, err := c.CancelTask(ctx, &a2apb.CancelTaskRequest{ID: task.ID}); !errors.Is(err, a2apb.ErrTaskNotCancelable) {
+				t.Fatalf("0.3 cancel of a completed task: %v", err)
+			}
+			if _, err := c.GetTask(ctx, &a2apb.GetTaskRequest{ID: "0190f3c2-7a1b-7c3d-9e4f-0a1b2c3d4e5f"}); !errors.Is(err, a2apb.ErrTaskNotFound) {
+				t.Fatalf("0.3 unknown task: %v", err)
+			}
+			var kinds []string
+			for ev, err := range c.SendStreamingMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("world")), Metadata: helloTarget}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				kinds = append(kinds, fmt.Sprintf("%T", ev))
+			}
+			if strings.Join(kinds, ",") != "*a2a.Task,*a2a.TaskArtifactUpdateEvent,*a2a.TaskArtifactUpdateEvent,*a2a.TaskStatusUpdateEvent" {
+				t.Fatalf("0.3 stream: %v", kinds)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if got := strings.ReplaceAll(strings.Join(methods, ","), string(task.ID), "{id}"); got != want {
+				t.Fatalf("the client did not speak 0.3 %s:\n%s\nwant %s", binding, got, want)
+			}
+		})
 	}
 }
 

@@ -86,7 +86,7 @@ func (e *Edge) serveREST(c echo.Context, hc HTTPConfig) error {
 		return fail(verr)
 	}
 	// The path decides the dialect: /v1 is 0.3, the rest 1.0.
-	version := restDialect(route.Version)
+	version := route.ResultVersion()
 	if route.Op == wire.OpGetExtendedAgentCard && route.Version == wire.V03 {
 		return e.serveCard(c, hc) // GET /v1/card
 	}
@@ -126,9 +126,6 @@ func (e *Edge) serveREST(c echo.Context, hc HTTPConfig) error {
 	}
 	return c.Blob(http.StatusOK, wire.RESTResponseContentType, raw)
 }
-
-// restDialect is the dialect results take on a REST route.
-func restDialect(v wire.Version) wire.Version { return v }
 
 func (e *Edge) serveCard(c echo.Context, hc HTTPConfig) error {
 	body, err := wire.EncodeAgentCard(e.Card(publicURL(c.Request(), hc)))

@@ -225,7 +225,8 @@ func (e *Edge) notify(ctx context.Context, c taskstore.Commit) error {
 }
 
 // pushPayload is the body of one notification: a 1.0 StreamResponse, or,
-// for a config made through 0.3, the task as it is now (0.3 pushes tasks).
+// for a config made through 0.3, the task as it is now (0.3 pushes tasks),
+// in the form of the binding that made the config.
 func (e *Edge) pushPayload(cfg push.Config, ev *wire.StreamEvent, load func() (*taskstore.Task, error)) ([]byte, error) {
 	if wire.Version(cfg.Version) == wire.V10 {
 		return wire.EncodeStreamEvent(wire.V10, ev)
@@ -238,5 +239,9 @@ func (e *Edge) pushPayload(cfg push.Config, ev *wire.StreamEvent, load func() (*
 	if err != nil {
 		return nil, err
 	}
-	return wire.EncodeTask(wire.V03, w)
+	v := wire.Version(cfg.Version)
+	if v != wire.V03REST {
+		v = wire.V03
+	}
+	return wire.EncodeTask(v, w)
 }

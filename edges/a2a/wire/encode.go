@@ -49,7 +49,11 @@ func knownVersion(v Version) error {
 // terminal task's status message as "message", a non-terminal one's text as
 // "statusMessage"). It fails only on an invalid model (unknown state or
 // role, a part without exactly one content, unmarshalable metadata).
+// V03REST (0.3 ProtoJSON for the /v1 routes) is described in encode03rest.go.
 func EncodeTask(v Version, t *Task) (json.RawMessage, error) {
+	if v == V03REST {
+		return encodeTask03REST(t)
+	}
 	if err := knownVersion(v); err != nil {
 		return nil, err
 	}
@@ -62,6 +66,9 @@ func EncodeTask(v Version, t *Task) (json.RawMessage, error) {
 
 // EncodeMessage encodes m as a Message object in dialect v.
 func EncodeMessage(v Version, m *Message) (json.RawMessage, error) {
+	if v == V03REST {
+		return encodeMessage03REST(m)
+	}
 	if err := knownVersion(v); err != nil {
 		return nil, err
 	}
@@ -73,12 +80,15 @@ func EncodeMessage(v Version, m *Message) (json.RawMessage, error) {
 }
 
 // EncodeSendResult encodes the result of SendMessage / message/send: exactly
-// one of task and msg must be non-nil. 1.0 wraps it ({"task":…} or
-// {"message":…}); 0.3 and hello-a2a return the object itself (0.3 with its
-// "kind").
+// one of task and msg must be non-nil. 1.0 and V03REST wrap it ({"task":…}
+// or {"message":…}); 0.3 and hello-a2a return the object itself (0.3 with
+// its "kind").
 func EncodeSendResult(v Version, task *Task, msg *Message) (json.RawMessage, error) {
 	if (task == nil) == (msg == nil) {
 		return nil, invalid("a send result needs exactly one of task and message")
+	}
+	if v == V03REST {
+		return encodeSendResult03REST(task, msg)
 	}
 	var inner json.RawMessage
 	var err error
@@ -102,8 +112,12 @@ func EncodeSendResult(v Version, task *Task, msg *Message) (json.RawMessage, err
 
 // EncodeListTasksResult encodes a ListTasks result: tasks (never null),
 // nextPageToken ("" on the last page), pageSize and totalSize, with each task
-// in dialect v.
+// in dialect v. V03REST emits {tasks, nextPageToken, totalSize}, without
+// pageSize, which its proto lacks.
 func EncodeListTasksResult(v Version, r *ListTasksResult) (json.RawMessage, error) {
+	if v == V03REST {
+		return encodeListTasks03REST(r)
+	}
 	if err := knownVersion(v); err != nil {
 		return nil, err
 	}

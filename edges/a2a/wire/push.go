@@ -451,10 +451,15 @@ func pushConfigWire(v Version, c *PushConfig) (any, error) {
 // flattened TaskPushNotificationConfig {tenant?, id, taskId, url, token?,
 // authentication?{scheme, credentials?}}; 0.3 (and hello-a2a) {taskId,
 // pushNotificationConfig: {id?, url, token?, authentication?{schemes:
-// [scheme], credentials?}}}. Credentials are emitted as stored; clear them
-// first if callers must not read them back. It fails on a config without a
-// task id or url, or with an authentication lacking a scheme.
+// [scheme], credentials?}}}; V03REST {name:
+// "tasks/{taskId}/pushNotificationConfigs/{id}", pushNotificationConfig: {as
+// in 0.3}}. Credentials are emitted as stored; clear them first if callers
+// must not read them back. It fails on a config without a task id or url, or
+// with an authentication lacking a scheme.
 func EncodePushConfig(v Version, c *PushConfig) (json.RawMessage, error) {
+	if v == V03REST {
+		return encodePushConfig03REST(c)
+	}
 	if err := knownVersion(v); err != nil {
 		return nil, err
 	}
@@ -467,9 +472,12 @@ func EncodePushConfig(v Version, c *PushConfig) (json.RawMessage, error) {
 
 // EncodePushConfigList encodes the result of list: 1.0 {configs: […],
 // nextPageToken} (nextPageToken always present, "" on the last page); 0.3 a
-// bare array, which has no paging, so nextPageToken is dropped. The array is
-// never null.
+// bare array, which has no paging, so nextPageToken is dropped; V03REST
+// {configs: […], nextPageToken} with V03REST items. The array is never null.
 func EncodePushConfigList(v Version, cs []PushConfig, nextPageToken string) (json.RawMessage, error) {
+	if v == V03REST {
+		return encodePushConfigList03REST(cs, nextPageToken)
+	}
 	if err := knownVersion(v); err != nil {
 		return nil, err
 	}

@@ -55,13 +55,17 @@ type artifactUpdateWire struct {
 // the member ({"statusUpdate":…}); 0.3 sends the object itself with its
 // "kind" ("task", "message", "status-update" with "final", "artifact-update").
 // 0.3's final is true on a terminal or interrupted status, the states that
-// end a stream. The hello-a2a profile does not stream.
+// end a stream. V03REST wraps the member like 1.0 and adds 0.3's final to a
+// statusUpdate. The hello-a2a profile does not stream.
 func EncodeStreamEvent(v Version, ev *StreamEvent) (json.RawMessage, error) {
-	if v != V10 && v != V03 {
+	if v != V10 && v != V03 && v != V03REST {
 		return nil, invalid("dialect %q has no stream events", v)
 	}
 	if ev == nil || count(ev.Task != nil, ev.Message != nil, ev.Status != nil, ev.Artifact != nil) != 1 {
 		return nil, invalid("a stream event needs exactly one member")
+	}
+	if v == V03REST {
+		return encodeStreamEvent03REST(ev)
 	}
 	var (
 		inner  any
@@ -138,6 +142,9 @@ func artifactUpdateToWire(v Version, u *ArtifactUpdate) (any, error) {
 
 // EncodeArtifact encodes one artifact in dialect v.
 func EncodeArtifact(v Version, a *Artifact) (json.RawMessage, error) {
+	if v == V03REST {
+		return encodeArtifact03REST(a)
+	}
 	if err := knownVersion(v); err != nil {
 		return nil, err
 	}
