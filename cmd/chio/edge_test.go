@@ -150,9 +150,10 @@ func TestAwaitReceipt(t *testing.T) {
 		Result struct {
 			Metadata struct {
 				Chio struct {
-					ReceiptID string          `json:"receiptId"`
-					Receipt   json.RawMessage `json:"receipt"`
-					LeafIndex *uint64         `json:"leafIndex"`
+					ReceiptID  string          `json:"receiptId"`
+					Receipt    json.RawMessage `json:"receipt"`
+					LeafIndex  *uint64         `json:"leafIndex"`
+					AwaitError string          `json:"receiptAwaitError"`
 				} `json:"chio"`
 			} `json:"metadata"`
 		} `json:"result"`
@@ -162,6 +163,6 @@ func TestAwaitReceipt(t *testing.T) {
 	}
 	c := m.Result.Metadata.Chio
 	if c.ReceiptID == "" || c.LeafIndex == nil || !strings.Contains(string(c.Receipt), c.ReceiptID) || !strings.Contains(string(c.Receipt), `"signature"`) {
-		t.Fatalf("no embedded receipt: %+v", c)
+		t.Fatalf("no embedded receipt: %+v", c) // AwaitError says why
 	}
 }

@@ -199,7 +199,12 @@ func (rc *receiver) count() int {
 // waitFor polls cond until it holds or a generous deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	waitForWithin(t, what, 30*time.Second, cond)
+}
+
+func waitForWithin(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
