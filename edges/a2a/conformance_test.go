@@ -151,6 +151,30 @@ func TestConformanceAgent(t *testing.T) {
 				t.Fatalf("cancel: %+v %v", task, err)
 			}
 		})
+		t.Run(string(binding)+"/multi-turn", func(t *testing.T) {
+			res, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: tckMessage("tck-input-required"+run+"-mt", "x")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := res.(*a2apb.Task)
+			next := tckMessage("tck-complete-task"+run+"-mt2", "here you are")
+			next.TaskID = first.ID
+			res, err = b.SendMessage(ctx, &a2apb.SendMessageRequest{Message: next})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := res.(*a2apb.Task)
+			ids, _ := chioMetaOf(t, done.Metadata)["receiptIds"].([]any)
+			if done.ID != first.ID || done.Status.State != a2apb.TaskStateCompleted || len(done.History) != 2 || len(ids) != 2 {
+				t.Fatalf("second turn: %s, %d messages, receipts %v", done.Status.State, len(done.History), ids)
+			}
+			// A finished task takes no more turns; a working one neither.
+			again := tckMessage("tck-complete-task"+run+"-mt3", "more")
+			again.TaskID = first.ID
+			if _, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: again}); !errors.Is(err, a2apb.ErrUnsupportedOperation) {
+				t.Fatalf("a third turn on a completed task: %v", err)
+			}
+		})
 		t.Run(string(binding)+"/resubscribe", func(t *testing.T) {
 			var id a2apb.TaskID
 			for ev, err := range a.SendStreamingMessage(ctx, &a2apb.SendMessageRequest{Message: tckMessage("test-resubscribe-message-id"+run, "x")}) {

@@ -207,10 +207,10 @@ func (e *Edge) sendOwner(c caller, tenant string) taskstore.Owner {
 	return taskstore.Owner{Subject: "unverified:" + hex.EncodeToString(sum[:16]), Tenant: tenant}
 }
 
-// resolveSkill picks the tool and its arguments for a message:
-// metadata.chio.targetSkillId, else the only skill, else a data part
+// resolveSkill picks the tool and its arguments for a message: forced
+// (a follow-up goes to its task's skill), metadata.chio.targetSkillId, else the only skill, else a data part
 // naming one, else a text part starting with one.
-func (e *Edge) resolveSkill(p *wire.SendParams) (*tools.Entry, json.RawMessage, *wire.Error) {
+func (e *Edge) resolveSkill(p *wire.SendParams, forced string) (*tools.Entry, json.RawMessage, *wire.Error) {
 	skills := e.published
 	ids := make([]string, len(skills))
 	for i, s := range skills {
@@ -222,6 +222,8 @@ func (e *Edge) resolveSkill(p *wire.SendParams) (*tools.Entry, json.RawMessage, 
 	}
 	named, args, ok := wire.PartsToArguments(p.Message.Parts, ids)
 	switch {
+	case forced != "":
+		target = forced
 	case target != "":
 	case ok:
 		target = named

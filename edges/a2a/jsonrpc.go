@@ -142,6 +142,8 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 	if werr := checkParts(&p.Message); werr != nil {
 		return nil, werr
 	}
+	var prior *taskstore.Task // the task a follow-up message continues
+	forced := ""
 	if p.Message.TaskID != "" {
 		owner, werr := e.owner(rc.caller, p.Tenant)
 		if werr != nil {
@@ -151,12 +153,22 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 		if err != nil {
 			return nil, storeError(p.Message.TaskID, err)
 		}
-		if t.State.Terminal() {
+		switch {
+		case t.State.Terminal():
 			return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; a terminal task takes no more messages", t.ID, t.State))
+		case !t.State.Interrupted():
+			return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; it takes another message only when it asks for one (input-required, auth-required)", t.ID, t.State))
+		case p.Message.ContextID != "" && p.Message.ContextID != t.ContextID:
+			return nil, wire.InvalidParams(fmt.Sprintf("message.contextId %q is not the context of task %s", p.Message.ContextID, t.ID),
+				wire.FieldViolation{Field: "message.contextId", Description: "does not match the task's context"})
 		}
-		return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; continuing a task with another message is not supported", t.ID, t.State))
+		var prev execRequest
+		if err := json.Unmarshal(t.Request, &prev); err != nil {
+			return nil, wire.InternalError(fmt.Sprintf("task %s: stored request: %v", t.ID, err))
+		}
+		prior, forced = t, prev.ToolName // the next turn goes to the same skill
 	}
-	en, args, werr := e.resolveSkill(p)
+	en, args, werr := e.resolveSkill(p, forced)
 	if werr != nil {
 		return nil, werr
 	}
@@ -183,7 +195,14 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 		return nil, werr
 	}
 	owner := e.sendOwner(rc.caller, p.Tenant)
-	t, err := e.createTask(ctx, owner, p, req, chioMeta(nil, mode, true, ""))
+	var t *taskstore.Task
+	var err error
+	if prior != nil {
+		owner = prior.Owner
+		t, err = e.continueTask(ctx, prior, p, req, chioMeta(nil, mode, true, ""))
+	} else {
+		t, err = e.createTask(ctx, owner, p, req, chioMeta(nil, mode, true, ""))
+	}
 	if err != nil {
 		if errors.Is(err, taskstore.ErrInvalidArgument) || errors.Is(err, taskstore.ErrTooLarge) {
 			return nil, wire.InvalidParams(err.Error())

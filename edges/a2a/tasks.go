@@ -107,6 +107,28 @@ func (e *Edge) createTask(ctx context.Context, owner taskstore.Owner, p *wire.Se
 	})
 }
 
+// continueTask starts the next turn of a task waiting for input: the
+// message joins the history and becomes the new request, with a new
+// execution (and so a new receipt) when it is claimed.
+func (e *Edge) continueTask(ctx context.Context, prior *taskstore.Task, p *wire.SendParams, req execRequest, meta map[string]any) (*taskstore.Task, error) {
+	msg := p.Message
+	msg.TaskID, msg.ContextID = prior.ID, prior.ContextID
+	raw, err := encodeStored(&msg)
+	if err != nil {
+		return nil, fmt.Errorf("store message: %w", err)
+	}
+	return e.tasks.Transition(ctx, prior.ID, prior.Owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+		if !cur.State.Interrupted() {
+			return nil, fmt.Errorf("%w: task %s is %s, no longer waiting for input", taskstore.ErrConflict, cur.ID, cur.State)
+		}
+		evs := []taskstore.Event{taskstore.MessageEvent(raw), taskstore.RequestEvent(mustJSON(req)), taskstore.MetadataEvent(mustJSON(meta))}
+		if !req.Native {
+			evs = append(evs, taskstore.StatusEvent(taskstore.StateWorking, nil))
+		}
+		return evs, nil
+	})
+}
+
 // execute runs a claimed task's request through the dispatcher and ends the
 // task with the result. A cancel that landed meanwhile wins: the result is
 // discarded (the receipt id is still linked, the call having happened).
