@@ -300,20 +300,30 @@ func TestEventsBecomeVerifiableReceipts(t *testing.T) {
 func (h *harness) checkPublished(t *testing.T, calls []call) {
 	t.Helper()
 	ctx := context.Background()
-	cons, err := h.js.OrderedConsumer(ctx, schemas.ReceiptsStream, jetstream.OrderedConsumerConfig{})
+	stream, err := h.js.Stream(ctx, schemas.ReceiptsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	for next := 0; next < len(calls); next++ {
-		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		// Read by sequence, waiting for the publisher (slow under -race)
+		// rather than trusting one consumer's heartbeats.
+		var m *jetstream.RawStreamMsg
+		deadline := time.Now().Add(time.Minute)
+		for {
+			m, err = stream.GetMsg(ctx, uint64(next+1))
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		if err != nil {
 			t.Fatalf("receipt %d on %s: %v", next, schemas.ReceiptsStream, err)
 		}
-		if m.Headers().Get(HeaderLeafIndex) != fmt.Sprint(next) || m.Subject() != "chio.receipts.fs" {
-			t.Fatalf("published receipt %d: subject %s leaf header %q", next, m.Subject(), m.Headers().Get(HeaderLeafIndex))
+		if m.Header.Get(HeaderLeafIndex) != fmt.Sprint(next) || m.Subject != "chio.receipts.fs" {
+			t.Fatalf("published receipt %d: subject %s leaf header %q", next, m.Subject, m.Header.Get(HeaderLeafIndex))
 		}
-		r, err := schemas.ParseReceipt(m.Data())
+		r, err := schemas.ParseReceipt(m.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
