@@ -68,6 +68,7 @@ type Edge struct {
 	registry *tools.Registry
 	dispatch *dispatch.Dispatcher
 	tasks    *taskstore.Store
+	hub      *hub
 	log      *slog.Logger
 	// published are the exposed, publishable tools, computed once: the
 	// registry is complete when the edge is built, and reading every
@@ -100,7 +101,7 @@ func New(cfg Config, k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatch
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 15 * time.Second
 	}
-	e := &Edge{cfg: cfg, kernel: k, registry: reg, dispatch: d, tasks: tasks, log: cfg.Logger}
+	e := &Edge{cfg: cfg, kernel: k, registry: reg, dispatch: d, tasks: tasks, hub: newHub(tasks), log: cfg.Logger}
 	e.published = e.publishable()
 	return e
 }

@@ -60,7 +60,7 @@ func (e *Edge) sendStream(ctx context.Context, rc rpcCall, v wire.Version, p *wi
 		return nil, werr
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	events, err := e.tasks.Watch(wctx, t.ID, t.Owner)
+	events, err := e.hub.watch(wctx, t.ID, t.Owner)
 	go func() {
 		if _, err := e.execute(background(ctx), rc.caller, t); err != nil {
 			e.log.Error("a2a: streamed task failed", "task", t.ID, "err", err)
@@ -85,7 +85,7 @@ func (e *Edge) subscribe(ctx context.Context, rc rpcCall, v wire.Version, p *wir
 	wctx, cancel := context.WithCancel(ctx)
 	// Watch before Load: the watch replays from the first event, so
 	// nothing committed between the two is lost.
-	events, err := e.tasks.Watch(wctx, p.ID, owner)
+	events, err := e.hub.watch(wctx, p.ID, owner)
 	if err != nil {
 		cancel()
 		return nil, storeError(p.ID, err)
