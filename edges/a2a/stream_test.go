@@ -101,8 +101,14 @@ func eventJSON(t *testing.T, evs []a2apb.Event) []string {
 // carrying the receipt; both subscribers see identical sequences.
 func TestStreamAcrossReplicas(t *testing.T) {
 	cl := startCluster(t, 2, "")
+	for _, binding := range []a2apb.TransportProtocol{a2apb.TransportProtocolJSONRPC, a2apb.TransportProtocolHTTPJSON} {
+		t.Run(string(binding), func(t *testing.T) { streamAcrossReplicas(t, cl, binding) })
+	}
+}
+
+func streamAcrossReplicas(t *testing.T, cl *cluster, binding a2apb.TransportProtocol) {
 	tok := token(t, agentKey, "cap-stream")
-	a, b := sdkClient(t, cl.edges[0].URL, tok), sdkClient(t, cl.edges[1].URL, tok)
+	a, b := sdkClientOver(t, cl.edges[0].URL, tok, binding), sdkClientOver(t, cl.edges[1].URL, tok, binding)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
