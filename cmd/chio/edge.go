@@ -51,6 +51,7 @@ type edgeFlags struct {
 	defaultSkill   string
 	noPush         bool
 	pushPrivate    []string
+	pushLoopback   bool
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
@@ -66,7 +67,8 @@ func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.demos, "demo", nil, `built-in demo tool server to add: "conformance" (the A2A conformance kit's agent; it becomes the default skill)`)
 	cmd.Flags().StringVar(&f.defaultSkill, "default-skill", "", "skill that runs when a message names none (default: the only skill, if there is one)")
 	cmd.Flags().BoolVar(&f.noPush, "no-push", false, "turn push notifications off (capabilities.pushNotifications false)")
-	cmd.Flags().StringArrayVar(&f.pushPrivate, "push-allow-private", nil, "CIDR of a private network webhooks may reach (repeatable; by default only public addresses, and http only to loopback)")
+	cmd.Flags().StringArrayVar(&f.pushPrivate, "push-allow-private", nil, "CIDR of a private network webhooks may reach (repeatable; by default only public addresses over https)")
+	cmd.Flags().BoolVar(&f.pushLoopback, "push-allow-loopback", false, "let webhooks name localhost/127.0.0.1/::1 (http allowed there); on by default in chio up")
 	cmd.Flags().DurationVar(&f.awaitReceipt, "await-receipt", 0, "wait up to this long for the ledger to integrate each call's receipt and embed it (signed, with its leaf index) in metadata.chio")
 }
 
@@ -138,10 +140,22 @@ func (f *edgeFlags) httpConfig() (a2a.HTTPConfig, error) {
 // accepting replica died.
 const sweepEvery = 5 * time.Second
 
-// runPush delivers the edge's push notifications until ctx ends.
+// runPush delivers the edge's push notifications until ctx ends, starting
+// the delivery again (with a growing pause) whenever it fails.
 func runPush(ctx context.Context, e *a2a.Edge) {
-	if err := e.RunPush(ctx); err != nil && ctx.Err() == nil {
-		slog.Error("a2a: push notifications stopped", "err", err)
+	pause := time.Second
+	for {
+		err := e.RunPush(ctx)
+		if ctx.Err() != nil || err == nil {
+			return
+		}
+		slog.Error("a2a: push delivery failed; restarting", "err", err, "in", pause)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Minute)
 	}
 }
 
@@ -189,7 +203,7 @@ func (f *edgeFlags) push(ctx context.Context, js jetstream.JetStream) (*a2a.Push
 	if f.noPush {
 		return nil, nil
 	}
-	policy := push.DefaultPolicy()
+	policy := push.Policy{AllowInsecureLoopback: f.pushLoopback}
 	for _, s := range f.pushPrivate {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {

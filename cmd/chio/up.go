@@ -61,6 +61,9 @@ func newUpCmd() *cobra.Command {
 			if ef.policyFile == "" && ef.issuerPub == "" {
 				ef.issuerPub = filepath.Join(keys.Dir, issuerPubFile)
 			}
+			if !cmd.Flags().Changed("push-allow-loopback") {
+				ef.pushLoopback = true // one machine: webhooks are local
+			}
 			if ef.edgeID == "" {
 				ef.edgeID = "chio-up"
 			}

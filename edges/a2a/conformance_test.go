@@ -168,7 +168,26 @@ func TestConformanceAgent(t *testing.T) {
 			if done.ID != first.ID || done.Status.State != a2apb.TaskStateCompleted || len(done.History) != 2 || len(ids) != 2 {
 				t.Fatalf("second turn: %s, %d messages, receipts %v", done.Status.State, len(done.History), ids)
 			}
-			// A finished task takes no more turns; a working one neither.
+			// Two follow-ups at once: one turn runs, the other is refused.
+			res, err = a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: tckMessage("tck-input-required"+run+"-race", "x")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			racing := res.(*a2apb.Task).ID
+			errs := make(chan error, 2)
+			for i := range 2 {
+				go func() {
+					m := tckMessage(fmt.Sprintf("test-resubscribe-message-id%s-race%d", run, i), "x")
+					m.TaskID = racing
+					_, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: m, Config: &a2apb.SendMessageConfig{ReturnImmediately: true}})
+					errs <- err
+				}()
+			}
+			e1, e2 := <-errs, <-errs
+			if (e1 == nil) == (e2 == nil) || !(errors.Is(e1, a2apb.ErrUnsupportedOperation) || errors.Is(e2, a2apb.ErrUnsupportedOperation)) {
+				t.Fatalf("concurrent follow-ups: %v / %v", e1, e2)
+			}
+			// A finished task takes no more turns.
 			again := tckMessage("tck-complete-task"+run+"-mt3", "more")
 			again.TaskID = first.ID
 			if _, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: again}); !errors.Is(err, a2apb.ErrUnsupportedOperation) {

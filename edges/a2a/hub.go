@@ -110,12 +110,23 @@ func (h *hub) open(key feedKey, f *feed) {
 	}
 	close(f.ready)
 	go func() {
+		terminal := false
 		for ev := range events {
+			terminal = ev.Terminal()
 			f.mu.Lock()
 			f.events = append(f.events, ev)
 			close(f.changed)
 			f.changed = make(chan struct{})
 			f.mu.Unlock()
+		}
+		if !terminal {
+			// The watch failed: new streams must open a fresh one rather
+			// than join a feed that has ended.
+			h.mu.Lock()
+			if h.feeds[key] == f {
+				delete(h.feeds, key)
+			}
+			h.mu.Unlock()
 		}
 		f.mu.Lock()
 		f.ended = true

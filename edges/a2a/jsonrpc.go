@@ -194,6 +194,16 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 	if werr != nil {
 		return nil, werr
 	}
+	if pc != nil {
+		// A caller the kernel does not recognise still gets its deny
+		// receipt, but never makes the edge call out on its behalf.
+		if _, d := e.kernel.Identify(rc.caller.token); d != nil {
+			return nil, wire.Unauthenticated(fmt.Sprintf("push notifications need a valid capability; refused at %s: %s", d.Guard, d.Reason))
+		}
+	}
+	// From here the request is accepted: a client going away must not leave
+	// a task created but never claimed.
+	ctx = background(ctx)
 	owner := e.sendOwner(rc.caller, p.Tenant)
 	var t *taskstore.Task
 	var err error
@@ -204,8 +214,11 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 		t, err = e.createTask(ctx, owner, p, req, chioMeta(nil, mode, true, ""))
 	}
 	if err != nil {
-		if errors.Is(err, taskstore.ErrInvalidArgument) || errors.Is(err, taskstore.ErrTooLarge) {
+		switch {
+		case errors.Is(err, taskstore.ErrInvalidArgument), errors.Is(err, taskstore.ErrTooLarge):
 			return nil, wire.InvalidParams(err.Error())
+		case errors.Is(err, errTurnTaken):
+			return nil, wire.UnsupportedOperation(err.Error())
 		}
 		return nil, wire.InternalError(err.Error())
 	}

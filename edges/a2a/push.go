@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/chio-ledger/chio/edges/a2a/push"
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
@@ -53,12 +54,16 @@ func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, v wire.Version, op 
 	}
 	// Only the task's owner may see or change its configs; to anyone else
 	// the task does not exist.
-	if _, err := e.tasks.Load(ctx, taskID, owner); err != nil {
+	task, err := e.tasks.Load(ctx, taskID, owner)
+	if err != nil {
 		return nil, storeError(taskID, err)
 	}
 	ps := e.cfg.Push.Store
 	switch p := params.(type) {
 	case *wire.CreatePushConfigParams:
+		if task.State.Terminal() {
+			return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; nothing more will happen to notify", task.ID, task.State))
+		}
 		cfg, werr := e.checkPushConfig(ctx, &p.Config, v)
 		if werr != nil {
 			return nil, werr
@@ -89,7 +94,10 @@ func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, v wire.Version, op 
 		if err := ps.Delete(ctx, pushOwner(owner), taskID, p.ID); err != nil {
 			return nil, pushError(err)
 		}
-		return json.RawMessage("{}"), nil
+		if v == wire.V03 {
+			return json.RawMessage("null"), nil // 0.3's result is null
+		}
+		return json.RawMessage("{}"), nil // google.protobuf.Empty
 	}
 	return nil, wire.InternalError("unreachable")
 }
@@ -153,28 +161,52 @@ func pushError(err error) *wire.Error {
 	return wire.InternalError("push config store: " + err.Error())
 }
 
-// RunPush delivers push notifications until ctx ends: it follows every
-// task commit (sharing the work with the other replicas), turns the
-// commits of tasks with configs into one notification per config and
-// event, and runs this replica's share of the outbox. A nil Config.Push
-// returns at once.
+// RunPush delivers push notifications until ctx ends or one of its two
+// loops fails (then it stops the other and returns the error, for the
+// caller to run it again): it follows every task commit (sharing the work
+// with the other replicas), turns the commits of tasks with configs into
+// one notification per config and event, and runs this replica's share of
+// the outbox. A nil Config.Push returns at once.
 func (e *Edge) RunPush(ctx context.Context) error {
 	if e.cfg.Push == nil {
 		return nil
 	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	errs := make(chan error, 2)
 	go func() { errs <- e.cfg.Push.Outbox.Run(ctx) }()
 	go func() { errs <- e.tasks.Follow(ctx, pushDurable, e.notify) }()
 	err := <-errs
+	stop()
 	if err2 := <-errs; err == nil {
 		err = err2
+	}
+	if err == nil && ctx.Err() == nil {
+		err = errors.New("push delivery stopped")
 	}
 	return err
 }
 
+// configsKept is how long a finished task's push configs outlive it: its
+// earlier commits may still be in flight on other replicas (or come back
+// for a retry) and must find them.
+const configsKept = 10 * time.Minute
+
 // notify enqueues the notifications of one task commit. It is idempotent:
-// a redelivered commit enqueues the same keys, which the outbox drops.
+// a redelivered commit enqueues the same keys, which the outbox drops. A
+// notification that can never be queued (too large) is logged and skipped,
+// not retried forever.
 func (e *Edge) notify(ctx context.Context, c taskstore.Commit) error {
+	visible := false
+	for _, ev := range c.Events {
+		switch ev.Type {
+		case taskstore.EventStatus, taskstore.EventArtifact, taskstore.EventFinished, taskstore.EventCanceled:
+			visible = true
+		}
+	}
+	if !visible {
+		return nil // claims, lease renewals, receipts: nothing to tell, no lookup
+	}
 	ps := e.cfg.Push
 	cfgs, err := ps.Store.ForTask(ctx, c.TaskID)
 	if err != nil || len(cfgs) == 0 {
@@ -185,9 +217,11 @@ func (e *Edge) notify(ctx context.Context, c taskstore.Commit) error {
 	var task *taskstore.Task // loaded when a payload needs the whole task
 	load := func() (*taskstore.Task, error) {
 		if task == nil {
-			if task, err = e.tasks.Load(ctx, c.TaskID, c.Owner); err != nil {
+			t, err := e.tasks.Load(ctx, c.TaskID, c.Owner)
+			if err != nil {
 				return nil, err
 			}
+			task = t
 		}
 		return task, nil
 	}
@@ -208,18 +242,28 @@ func (e *Edge) notify(ctx context.Context, c taskstore.Commit) error {
 		}
 		for _, cfg := range cfgs {
 			payload, err := e.pushPayload(cfg, out, load)
-			if err != nil {
-				return err
+			if err == nil {
+				err = ps.Outbox.Enqueue(ctx, cfg, strconv.FormatUint(c.Seq, 10)+"/"+strconv.Itoa(i), payload)
 			}
-			if err := ps.Outbox.Enqueue(ctx, cfg, strconv.FormatUint(c.Seq, 10)+"/"+strconv.Itoa(i), payload); err != nil {
+			switch {
+			case errors.Is(err, push.ErrTooLarge), errors.Is(err, push.ErrInvalidArgument):
+				e.log.Warn("a2a: push notification cannot be queued; skipped", "task", c.TaskID, "config", cfg.ID, "err", err)
+			case err != nil:
 				return err
 			}
 		}
 	}
 	if c.State.Terminal() {
-		// Nothing more will happen: the configs go, the queued
-		// notifications are still delivered.
-		return ps.Store.DeleteTask(ctx, c.TaskID)
+		// Nothing more will happen: the configs go after a while; the
+		// queued notifications are delivered whatever happens to them. A
+		// replica that stops within that while leaves the configs behind.
+		time.AfterFunc(configsKept, func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := ps.Store.DeleteTask(dctx, c.TaskID); err != nil {
+				e.log.Warn("a2a: drop push configs of a finished task", "task", c.TaskID, "err", err)
+			}
+		})
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package a2a
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/chio-ledger/chio/edges/a2a/push"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/schemas"
 )
 
 // withPush turns push notifications on, with loopback webhooks allowed
@@ -170,7 +173,10 @@ func TestPushNotifications(t *testing.T) {
 	if ends != 1 {
 		t.Fatalf("%d terminal notifications", ends)
 	}
-	// Delete is idempotent; the task is finished, so its configs are gone.
+	// Delete is idempotent; a finished task takes no new config.
+	if _, err := b.CreateTaskPushConfig(ctx, &a2apb.PushConfig{TaskID: id, URL: hook}); !errors.Is(err, a2apb.ErrUnsupportedOperation) {
+		t.Fatalf("a config for a finished task: %v", err)
+	}
 	for range 2 {
 		if err := b.DeleteTaskPushConfig(ctx, &a2apb.DeleteTaskPushConfigRequest{TaskID: id, ID: "hook-1"}); err != nil {
 			t.Fatalf("delete: %v", err)
@@ -200,7 +206,17 @@ func TestPushInlineAndRefused(t *testing.T) {
 		}
 	}
 
+	if res.(*a2apb.Task).ID == "" {
+		t.Fatal("no task")
+	}
+	// A task still running, to attach configs to.
+	res, err = a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("go")),
+		Metadata: stepTarget, Config: &a2apb.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	id := res.(*a2apb.Task).ID
+	defer cl.step.open(stepChunks)
 	for _, url := range []string{
 		"http://example.com/hook",                  // http off loopback
 		"https://10.0.0.1/hook",                    // private
@@ -218,6 +234,32 @@ func TestPushInlineAndRefused(t *testing.T) {
 		if !errors.Is(err, a2apb.ErrInvalidParams) {
 			t.Errorf("inline %s: %v, want invalid params", url, err)
 		}
+	}
+}
+
+// A caller whose capability the kernel refuses still gets a deny receipt
+// for its send, but the edge never calls its webhook.
+func TestPushRefusedWithoutCapability(t *testing.T) {
+	cl := startCluster(t, 1, "", withPush(t))
+	rogue := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32))
+	now := time.Now()
+	forged, err := schemas.IssueCapability(rogue, schemas.CapabilityBody{ID: "cap-rogue", Issuer: pub(rogue), Subject: pub(agentKey),
+		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "step-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := schemas.EncodeCapabilityHeader(forged)
+	rcv, hook := newReceiver(t, 0)
+	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m","parts":[{"text":"x"}]},` +
+		`"configuration":{"taskPushNotificationConfig":{"url":"` + hook + `","authentication":{"scheme":"Bearer","credentials":"chosen"}}},"metadata":{"chio":{"targetSkillId":"step_task"}}}}`
+	if got := errCode(rpc(t, cl.edges[0].URL, tok, "1.0", body)); got != wire.CodeUnauthenticated {
+		t.Fatalf("code %d, want %d", got, wire.CodeUnauthenticated)
+	}
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if len(rcv.got) != 0 {
+		t.Fatalf("the webhook was called %d times", len(rcv.got))
 	}
 }
 

@@ -24,7 +24,7 @@ type stream struct {
 	// an A2A-native tool may answer with a lone message instead of a task.
 	holdTask bool
 	// closeOnInterrupt ends the stream when the task waits for the client
-	// (a send's turn is over); a subscribe waits for the next turn.
+	// (a send's turn is over).
 	closeOnInterrupt bool
 }
 
@@ -99,7 +99,7 @@ func (e *Edge) subscribe(ctx context.Context, rc rpcCall, v wire.Version, p *wir
 		cancel()
 		return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; there is nothing left to subscribe to", t.ID, t.State))
 	}
-	return &stream{edge: e, version: v, task: t, events: events, cancel: cancel}, nil
+	return &stream{edge: e, version: v, task: t, events: events, cancel: cancel, closeOnInterrupt: true}, nil
 }
 
 // run writes the stream to s until the task ends (or pauses, for a send),
@@ -123,6 +123,20 @@ func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 	if !st.holdTask {
 		if err := sendTask(); err != nil {
 			s.fail(wire.InternalError(err.Error()))
+			return
+		}
+		if st.task.State.Interrupted() {
+			// The task waits for its client: say so as a status update
+			// (0.3: final) and end, as the binding does for interrupted.
+			u := &wire.StatusUpdate{TaskID: st.task.ID, ContextID: st.task.ContextID}
+			u.Status.State, _ = wire.ParseTaskState(string(st.task.State))
+			u.Status.Timestamp = st.task.StatusTime
+			if m, werr := wire.DecodeMessage(st.task.StatusMessage); werr == nil && len(st.task.StatusMessage) > 0 {
+				u.Status.Message = m
+			}
+			if raw, err := wire.EncodeStreamEvent(st.version, &wire.StreamEvent{Status: u}); err == nil {
+				_ = s.event(wire.SSEEventID(st.task.Seq, 1), raw)
+			}
 			return
 		}
 	}

@@ -107,6 +107,9 @@ func (e *Edge) createTask(ctx context.Context, owner taskstore.Owner, p *wire.Se
 	})
 }
 
+// errTurnTaken: another message started the task's next turn first.
+var errTurnTaken = errors.New("the task's next turn has begun")
+
 // continueTask starts the next turn of a task waiting for input: the
 // message joins the history and becomes the new request, with a new
 // execution (and so a new receipt) when it is claimed.
@@ -119,13 +122,13 @@ func (e *Edge) continueTask(ctx context.Context, prior *taskstore.Task, p *wire.
 	}
 	return e.tasks.Transition(ctx, prior.ID, prior.Owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
 		if !cur.State.Interrupted() {
-			return nil, fmt.Errorf("%w: task %s is %s, no longer waiting for input", taskstore.ErrConflict, cur.ID, cur.State)
+			return nil, fmt.Errorf("%w: task %s is %s, no longer waiting for input", errTurnTaken, cur.ID, cur.State)
 		}
-		evs := []taskstore.Event{taskstore.MessageEvent(raw), taskstore.RequestEvent(mustJSON(req)), taskstore.MetadataEvent(mustJSON(meta))}
-		if !req.Native {
-			evs = append(evs, taskstore.StatusEvent(taskstore.StateWorking, nil))
-		}
-		return evs, nil
+		// Working at once, for every tool: a second follow-up then finds
+		// the task busy (never two runs of one turn), and the lease of the
+		// turn can be renewed (Claim renews only submitted or working).
+		return []taskstore.Event{taskstore.MessageEvent(raw), taskstore.RequestEvent(mustJSON(req)),
+			taskstore.MetadataEvent(mustJSON(meta)), taskstore.StatusEvent(taskstore.StateWorking, nil)}, nil
 	})
 }
 
@@ -201,6 +204,11 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 		parts = []wire.Part{wire.TextPart("the tool's output is not valid A2A: " + out.err.Error())}
 	case req.Native:
 		state, status = out.final()
+	case out.streamed && req.Mode != modeDeferred:
+		// The chunks are the artifact, committed already; repeating them
+		// in the status message would double the task (and could make
+		// the final commit too large to write).
+		state = taskstore.StateCompleted
 	default:
 		state = taskstore.StateCompleted
 		parts, err = resultParts(res)
@@ -258,6 +266,22 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 		}
 		return append(evs, taskstore.FinishEvent(state, statusRaw)), nil
 	})
+	if errors.Is(err, taskstore.ErrTooLarge) {
+		// The result does not fit: the task must still end, or its
+		// streams would wait forever.
+		e.log.Warn("a2a: result too large to record; failing the task", "task", t.ID, "err", err)
+		msg, _ := encodeStored(agentMessage(t, []wire.Part{wire.TextPart("the result was too large to record")}))
+		done, err = e.tasks.Transition(background(ctx), t.ID, t.Owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+			evs := []taskstore.Event{}
+			for _, r := range receipts {
+				evs = append(evs, taskstore.ReceiptEvent(r))
+			}
+			if cur.State.Terminal() {
+				return evs, nil
+			}
+			return append(evs, taskstore.FinishEvent(taskstore.StateFailed, msg)), nil
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("finish task %s: %w", t.ID, err)
 	}
@@ -409,8 +433,14 @@ func (e *Edge) Sweep(ctx context.Context, every time.Duration) {
 				continue
 			}
 			var req execRequest
-			if json.Unmarshal(task.Request, &req) != nil || req.Mode != modeBackground || req.Capability == "" {
+			if json.Unmarshal(task.Request, &req) != nil || req.Mode == modeDeferred {
 				continue // deferred tasks wait for their owner's next get
+			}
+			if req.Mode != modeBackground || req.Capability == "" {
+				// Nobody can resume it (no capability to act under): end it,
+				// so its streams and pollers learn what happened.
+				e.abandon(ctx, ref)
+				continue
 			}
 			claimed, won, err := e.claimFree(ctx, ref.ID, ref.Owner)
 			if err != nil || !won {
@@ -426,6 +456,27 @@ func (e *Edge) Sweep(ctx context.Context, every time.Duration) {
 			}()
 		}
 	}
+}
+
+// abandon fails a task whose executing replica is gone and that no other
+// replica may run; the claim decides which sweeper writes it.
+func (e *Edge) abandon(ctx context.Context, ref taskstore.TaskRef) {
+	if _, won, err := e.claimFree(ctx, ref.ID, ref.Owner); err != nil || !won {
+		return
+	}
+	msg, _ := encodeStored(&wire.Message{MessageID: uuid.Must(uuid.NewV7()).String(), Role: wire.RoleAgent,
+		Parts: []wire.Part{wire.TextPart("the replica running this task stopped; it cannot be resumed")}})
+	_, err := e.tasks.Transition(ctx, ref.ID, ref.Owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+		if cur.State.Terminal() {
+			return nil, nil
+		}
+		return []taskstore.Event{taskstore.FinishEvent(taskstore.StateFailed, msg)}, nil
+	})
+	if err != nil {
+		e.log.Warn("a2a: could not fail an abandoned task", "task", ref.ID, "err", err)
+		return
+	}
+	e.log.Info("a2a: failed a task whose replica stopped", "task", ref.ID)
 }
 
 // resultParts converts a tool result per the bridges spec's table; a
