@@ -100,13 +100,21 @@ func sseSubscribe(ctx context.Context, url, tok, taskID string, ready chan<- str
 
 // BenchmarkStreamFanout: one task's tool streams on replica A while
 // subscribers on replica B read it. Reports events/s delivered to all
-// subscribers together and the chunk-to-subscriber time (p50, p99).
+// subscribers together and the chunk-to-subscriber time (p50, p99). With
+// pace=0 the tool streams as fast as it can (latency then includes the
+// backlog); a paced tool shows latency below saturation; the 1000-chunk
+// case shows that a chunk's cost does not grow with the task.
 //
 //	go test ./edges/a2a/ -run '^$' -bench StreamFanout -benchtime 3x
 func BenchmarkStreamFanout(b *testing.B) {
-	for _, subs := range []int{1, 100} {
-		b.Run(fmt.Sprintf("subscribers=%d", subs), func(b *testing.B) {
+	for _, c := range []struct {
+		subs, chunks int
+		pace         time.Duration
+	}{{1, 100, 0}, {100, 100, 0}, {100, 100, 5 * time.Millisecond}, {1, 1000, 0}} {
+		subs := c.subs
+		b.Run(fmt.Sprintf("subscribers=%d/chunks=%d/pace=%s", subs, c.chunks, c.pace), func(b *testing.B) {
 			cl := startCluster(b, 2, "")
+			cl.tick.chunks, cl.tick.pace = c.chunks, c.pace
 			tok := token(b, agentKey, "cap-bench")
 			var delays []time.Duration
 			events := 0

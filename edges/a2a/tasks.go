@@ -293,6 +293,7 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 type outputs struct {
 	edge     *Edge
 	task     *taskstore.Task
+	cur      *taskstore.Task // the task as this run last wrote it
 	native   bool
 	chunks   int
 	streamed bool // artifact chunks were committed
@@ -394,7 +395,12 @@ func (o *outputs) final() (taskstore.State, *wire.Message) {
 }
 
 func (o *outputs) commit(ctx context.Context, ev taskstore.Event) error {
-	_, err := o.edge.tasks.Transition(ctx, o.task.ID, o.task.Owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+	if o.cur == nil {
+		o.cur = o.task
+	}
+	// From the task as last written: no re-read per chunk unless another
+	// writer (a lease renewal, a cancel) got in between.
+	next, err := o.edge.tasks.TransitionFrom(ctx, o.cur, func(cur *taskstore.Task) ([]taskstore.Event, error) {
 		if cur.State.Terminal() {
 			return nil, taskstore.ErrAlreadyTerminal
 		}
@@ -403,6 +409,7 @@ func (o *outputs) commit(ctx context.Context, ev taskstore.Event) error {
 	if err != nil {
 		return fmt.Errorf("record tool output: %w", err)
 	}
+	o.cur = next
 	return nil
 }
 

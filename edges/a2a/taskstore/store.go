@@ -353,18 +353,49 @@ func (s *Store) fold(ctx context.Context, id string) (*Task, error) {
 // is written. No events means no write; the current task is returned.
 // An error from fn is returned as is (wrapped).
 func (s *Store) Transition(ctx context.Context, id string, owner Owner, fn func(t *Task) ([]Event, error)) (*Task, error) {
-	t, err := s.transition(ctx, id, owner, fn)
+	t, err := s.transition(ctx, id, owner, fn, nil)
 	if err != nil {
 		return t, fmt.Errorf("transition task %s: %w", id, err)
 	}
 	return t, nil
 }
 
-func (s *Store) transition(ctx context.Context, id string, owner Owner, fn func(t *Task) ([]Event, error)) (*Task, error) {
-	var (
-		last *Task
-		mine []string // ids of this transition's commits whose outcome is unknown
-	)
+// TransitionFrom is Transition starting from t, a task as this store
+// returned it (from Load, Transition or TransitionFrom): it commits against
+// t without reading the task again, and only when another writer moved the
+// task on does it reload and retry like Transition. A writer appending a
+// long run of events (a streaming tool's chunks) keeps each append O(1)
+// instead of folding the whole task every time.
+func (s *Store) TransitionFrom(ctx context.Context, t *Task, fn func(t *Task) ([]Event, error)) (*Task, error) {
+	events, err := fn(t.clone())
+	if err != nil {
+		return t, fmt.Errorf("transition task %s: %w", t.ID, err)
+	}
+	if len(events) == 0 {
+		return t, nil
+	}
+	cid := uuid.NewString()
+	next, err := s.commit(ctx, t, events, cid)
+	var unknown *unknownOutcomeError
+	var mine []string
+	switch {
+	case err == nil:
+		return next, nil
+	case errors.Is(err, ErrConflict):
+	case errors.As(err, &unknown):
+		mine = []string{cid} // it may have landed: the reload says
+	default:
+		return t, fmt.Errorf("transition task %s: %w", t.ID, err)
+	}
+	next, err = s.transition(ctx, t.ID, t.Owner, fn, mine)
+	if err != nil {
+		return next, fmt.Errorf("transition task %s: %w", t.ID, err)
+	}
+	return next, nil
+}
+
+func (s *Store) transition(ctx context.Context, id string, owner Owner, fn func(t *Task) ([]Event, error), mine []string) (*Task, error) {
+	var last *Task // mine: ids of this transition's commits whose outcome is unknown
 	for attempt := range s.opts.maxAttempts {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt); err != nil {
