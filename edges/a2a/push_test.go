@@ -49,8 +49,8 @@ type receiver struct {
 }
 
 type delivery struct {
-	auth, token, contentType string
-	body                     map[string]json.RawMessage
+	auth, token, contentType, id string
+	body                         map[string]json.RawMessage
 }
 
 func newReceiver(t *testing.T, failFirst int) (*receiver, string) {
@@ -66,7 +66,7 @@ func newReceiver(t *testing.T, failFirst int) (*receiver, string) {
 		}
 		var body map[string]json.RawMessage
 		_ = json.Unmarshal(b, &body)
-		r.got = append(r.got, delivery{req.Header.Get("Authorization"), req.Header.Get("X-A2A-Notification-Token"), req.Header.Get("Content-Type"), body})
+		r.got = append(r.got, delivery{req.Header.Get("Authorization"), req.Header.Get("X-A2A-Notification-Token"), req.Header.Get("Content-Type"), req.Header.Get(push.IDHeader), body})
 		r.changed <- struct{}{}
 	}))
 	t.Cleanup(srv.Close)
@@ -143,6 +143,10 @@ func TestPushNotifications(t *testing.T) {
 		if len(d.body) != 1 {
 			t.Fatalf("a notification is one StreamResponse: %v", d.body)
 		}
+		if d.id == "" || seen["id "+d.id] {
+			t.Fatalf("notification id %q missing or repeated", d.id)
+		}
+		seen["id "+d.id] = true
 		b, _ := json.Marshal(d.body)
 		if seen[string(b)] {
 			t.Fatalf("delivered twice: %s", b)

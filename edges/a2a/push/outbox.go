@@ -47,6 +47,9 @@ const (
 	ContentType = "application/a2a+json"
 	// TokenHeader carries Config.Token.
 	TokenHeader = "X-A2A-Notification-Token"
+	// IDHeader carries the notification's idempotency key (the edge's
+	// "<task commit seq>/<event index>"), the same on every attempt.
+	IDHeader = "Chio-Notification-Id"
 
 	// envelopeHeader carries the delivery fields of an outbox message as
 	// JSON; the message body is the payload, byte for byte.
@@ -560,6 +563,10 @@ func (o *Outbox) post(ctx context.Context, t envelope, payload []byte) (int, tim
 	if t.Token != "" {
 		req.Header.Set(TokenHeader, t.Token)
 	}
+	// The same id on every attempt: a receiver can drop redeliveries, and
+	// order a task's notifications by it (deliveries may overtake each
+	// other).
+	req.Header.Set(IDHeader, t.Key)
 	resp, err := o.client.Do(req)
 	if err != nil {
 		return 0, 0, fmt.Errorf("post: %w", redact(err))
