@@ -15,7 +15,6 @@ import (
 // produces them. The edge serving the stream holds no state another
 // replica needs: a client that loses its stream subscribes anywhere.
 type stream struct {
-	edge    *Edge
 	version wire.Version
 	task    *taskstore.Task // the snapshot sent first
 	events  <-chan taskstore.Event
@@ -23,9 +22,6 @@ type stream struct {
 	// holdTask delays the snapshot until the tool's first event, because
 	// an A2A-native tool may answer with a lone message instead of a task.
 	holdTask bool
-	// closeOnInterrupt ends the stream when the task waits for the client
-	// (a send's turn is over).
-	closeOnInterrupt bool
 }
 
 // sink writes one binding's frames: an encoded StreamResponse with its
@@ -72,7 +68,7 @@ func (e *Edge) sendStream(ctx context.Context, rc rpcCall, v wire.Version, p *wi
 	}
 	var req execRequest
 	_ = json.Unmarshal(t.Request, &req)
-	return &stream{edge: e, version: v, task: t, events: events, cancel: cancel, holdTask: req.Native, closeOnInterrupt: true}, nil
+	return &stream{version: v, task: t, events: events, cancel: cancel, holdTask: req.Native}, nil
 }
 
 // subscribe streams an existing, non-terminal task: the current task
@@ -99,7 +95,7 @@ func (e *Edge) subscribe(ctx context.Context, rc rpcCall, v wire.Version, p *wir
 		cancel()
 		return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; there is nothing left to subscribe to", t.ID, t.State))
 	}
-	return &stream{edge: e, version: v, task: t, events: events, cancel: cancel, closeOnInterrupt: true}, nil
+	return &stream{version: v, task: t, events: events, cancel: cancel}, nil
 }
 
 // run writes the stream to s until the task ends (or pauses, for a send),
@@ -195,7 +191,9 @@ func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 			return
 		}
 		tick.Reset(keepAlive)
-		if ev.Terminal() || (st.closeOnInterrupt && ev.Type == taskstore.EventStatus && ev.State.Interrupted()) {
+		// A stream ends with the task, or when it waits for its client
+		// (the binding's "terminal or interrupted").
+		if ev.Terminal() || (ev.Type == taskstore.EventStatus && ev.State.Interrupted()) {
 			return
 		}
 	}

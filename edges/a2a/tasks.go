@@ -165,7 +165,8 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 			}
 		}
 	}()
-	if events, err := e.tasks.Watch(ctx, t.ID, t.Owner); err == nil {
+	// The same feed as the task's streams on this replica: one consumer.
+	if events, err := e.hub.watch(ctx, t.ID, t.Owner); err == nil {
 		go func() {
 			for ev := range events {
 				if ev.Type == taskstore.EventCanceled {
