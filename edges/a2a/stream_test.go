@@ -13,6 +13,7 @@ import (
 	"time"
 
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
@@ -290,5 +291,35 @@ func TestStreamWire(t *testing.T) {
 	}
 	if len(final) != 1 || !final[0] {
 		t.Fatalf("final flags %v", final)
+	}
+}
+
+// A tool streaming for many times its lease keeps the lease: its own
+// commits renew it, so the renewal never loses a race to them and the run
+// is never stopped as if another replica had taken it.
+func TestLongStreamKeepsItsLease(t *testing.T) {
+	cl := startCluster(t, 1, "", func(c *Config, _ jetstream.JetStream) { c.ClaimLease = 60 * time.Millisecond })
+	cl.tick.chunks, cl.tick.pace = 300, time.Millisecond
+	tok := token(t, agentKey, "cap-long")
+	a := sdkClient(t, cl.edges[0].URL, tok)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl.tick.gate <- struct{}{}
+	var last a2apb.Event
+	artifacts := 0
+	req := &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("go")),
+		Metadata: map[string]any{"chio": map[string]any{"targetSkillId": "tick_task"}}}
+	for ev, err := range a.SendStreamingMessage(ctx, req) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ev.(*a2apb.TaskArtifactUpdateEvent); ok {
+			artifacts++
+		}
+		last = ev
+	}
+	end, ok := last.(*a2apb.TaskStatusUpdateEvent)
+	if !ok || end.Status.State != a2apb.TaskStateCompleted || artifacts != 300 {
+		t.Fatalf("%d artifact updates, last event %+v", artifacts, last)
 	}
 }

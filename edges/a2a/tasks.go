@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -144,9 +145,16 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	// Renew the execution lease while the tool runs, so no sweeper takes
-	// a live task over; a lease that cannot be renewed stops the run.
+	// a live task over; a lease that cannot be renewed stops the run. A
+	// streaming tool's own commits renew it in-band (out.commit), so the
+	// ticker only renews for a tool that is quiet, and a renewal that lost
+	// the race to those commits is tried again while the lease has time.
+	every := max(e.cfg.ClaimLease/3, 10*time.Millisecond)
+	var renewed atomic.Int64
+	renewed.Store(time.Now().UnixNano())
+	out := &outputs{edge: e, task: t, native: req.Native, renewed: &renewed, renewEvery: every}
 	go func() {
-		tick := time.NewTicker(max(e.cfg.ClaimLease/3, 10*time.Millisecond))
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
@@ -154,15 +162,26 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 				return
 			case <-tick.C:
 			}
-			if _, won, err := e.tasks.Claim(ctx, t.ID, t.Owner, e.cfg.EdgeID, e.cfg.ClaimLease); ctx.Err() == nil && (err != nil || !won) {
-				cur, lerr := e.tasks.Load(ctx, t.ID, t.Owner)
-				if lerr == nil && cur.State.Terminal() {
-					return // finished or canceled: nothing left to hold
-				}
-				e.log.Warn("a2a: lost the execution lease; stopping the run", "task", t.ID, "err", err)
-				stop()
-				return
+			since := time.Since(time.Unix(0, renewed.Load()))
+			if since < every {
+				continue // the run's own writes renewed it
 			}
+			_, won, err := e.tasks.Claim(ctx, t.ID, t.Owner, e.cfg.EdgeID, e.cfg.ClaimLease)
+			switch {
+			case err == nil && won:
+				renewed.Store(time.Now().UnixNano())
+				continue
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, taskstore.ErrConflict) && since < e.cfg.ClaimLease-every:
+				continue
+			}
+			if cur, lerr := e.tasks.Load(ctx, t.ID, t.Owner); lerr == nil && cur.State.Terminal() {
+				return // finished or canceled: nothing left to hold
+			}
+			e.log.Warn("a2a: lost the execution lease; stopping the run", "task", t.ID, "err", err)
+			stop()
+			return
 		}
 	}()
 	// The same feed as the task's streams on this replica: one consumer.
@@ -177,7 +196,6 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 		}()
 	}
 	started := time.Now().Add(-time.Second) // margin for clock steps
-	out := &outputs{edge: e, task: t, native: req.Native}
 	res, err := e.dispatch.Do(ctx, dispatch.Call{
 		ReceiptID: t.ExecutionID, Token: c.token, ServerID: req.ServerID, ToolName: req.ToolName,
 		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, Stream: req.Stream || req.Native, TaskID: t.ID,
@@ -292,12 +310,16 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 // outputs turns a running tool's chunks into task events as they come, so
 // that every subscriber, on any replica, sees them live.
 type outputs struct {
-	edge     *Edge
-	task     *taskstore.Task
-	cur      *taskstore.Task // the task as this run last wrote it
-	native   bool
-	chunks   int
-	streamed bool // artifact chunks were committed
+	edge *Edge
+	task *taskstore.Task
+	cur  *taskstore.Task // the task as this run last wrote it
+	// renewed is when the run's lease was last renewed (unix ns), shared
+	// with the renewal ticker; a commit older than renewEvery renews it.
+	renewed    *atomic.Int64
+	renewEvery time.Duration
+	native     bool
+	chunks     int
+	streamed   bool // artifact chunks were committed
 	// A native tool's direct reply, or its terminal or interrupted status.
 	reply       *wire.Message
 	finalState  taskstore.State
@@ -401,14 +423,23 @@ func (o *outputs) commit(ctx context.Context, ev taskstore.Event) error {
 	}
 	// From the task as last written: no re-read per chunk unless another
 	// writer (a lease renewal, a cancel) got in between.
+	now := time.Now()
+	renew := o.renewed != nil && now.Sub(time.Unix(0, o.renewed.Load())) >= o.renewEvery
 	next, err := o.edge.tasks.TransitionFrom(ctx, o.cur, func(cur *taskstore.Task) ([]taskstore.Event, error) {
 		if cur.State.Terminal() {
 			return nil, taskstore.ErrAlreadyTerminal
+		}
+		if renew && cur.ClaimedBy == o.edge.cfg.EdgeID {
+			// The lease rides along: the run never races itself for it.
+			return []taskstore.Event{ev, taskstore.ClaimEvent(o.edge.cfg.EdgeID, now.Add(o.edge.cfg.ClaimLease).UTC())}, nil
 		}
 		return []taskstore.Event{ev}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("record tool output: %w", err)
+	}
+	if renew && next.ClaimedBy == o.edge.cfg.EdgeID {
+		o.renewed.Store(now.UnixNano())
 	}
 	o.cur = next
 	return nil
