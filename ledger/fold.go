@@ -17,6 +17,9 @@ import (
 type pending struct {
 	Decision *schemas.DecisionEvent `json:"decision,omitempty"`
 	Outcome  *schemas.OutcomeEvent  `json:"outcome,omitempty"`
+	// ChainEvidence is the evidence class the decision's call chain got
+	// when the decision was folded, for the receipt its outcome completes.
+	ChainEvidence string `json:"chain_evidence,omitempty"`
 }
 
 // folder turns events, in stream order, into receipt bodies. It is a pure
@@ -48,6 +51,9 @@ type decoded struct {
 	seen               bool     // event id in the committed dedup index
 	hasReceipt         bool     // receipt id in the committed log
 	pending            *pending // committed pending record, if any
+	// parent is the committed pending record of the call a decision's
+	// call chain names as its parent, if any.
+	parent *pending
 
 	// openRecord is the pending record an allow decision leaves while its
 	// call is open, encoded here so the sequential fold need not.
@@ -69,6 +75,11 @@ type decoded struct {
 // pending decision is in the cache) and its decision needs two.
 func (d *decoded) lookup(store *logstore.Lookup, cache *pendingCache) error {
 	var err error
+	if id := parentReceiptID(d.decision); id != "" {
+		if d.parent, err = pendingRecord(store, cache, id); err != nil {
+			return err
+		}
+	}
 	if d.decision == nil {
 		if d.pending, err = pendingRecord(store, cache, d.receiptID); err != nil {
 			return err
@@ -235,17 +246,21 @@ func (f *folder) decision(d *decoded) (*schemas.ReceiptBody, error) {
 		if p != nil { // a stray outcome was held for this id; the deny closes it
 			f.deletePending(e.ReceiptID)
 		}
-		return f.produce(bodyFromDecision(e, e.Decision, e.Timestamp, schemas.EmptyContentHash), e.EventID), nil
+		return f.produce(bodyFromDecision(e, schemas.EvidenceAsserted, e.Decision, e.Timestamp, schemas.EmptyContentHash), e.EventID), nil
 	}
+	class := f.chainEvidence(d)
 	if p != nil && p.Outcome != nil {
 		f.deletePending(e.ReceiptID)
-		return f.produce(bodyFromOutcome(e, p.Outcome), p.Outcome.EventID), nil
+		return f.produce(bodyFromOutcome(e, class, p.Outcome), p.Outcome.EventID), nil
 	}
 	if p != nil && p.Decision != nil {
 		f.log.Warn("second decision for a pending receipt id; skipped", "receipt_id", e.ReceiptID)
 		return nil, nil
 	}
 	f.newPending = append(f.newPending, e)
+	if class != schemas.EvidenceAsserted {
+		return nil, f.putPending(e.ReceiptID, &pending{Decision: e, ChainEvidence: class}, nil)
+	}
 	return nil, f.putPending(e.ReceiptID, d.openRecord, d.openRecordJSON)
 }
 
@@ -269,7 +284,7 @@ func (f *folder) outcome(d *decoded) (*schemas.ReceiptBody, error) {
 		return nil, f.putPending(e.ReceiptID, &pending{Outcome: e}, nil)
 	}
 	f.deletePending(e.ReceiptID)
-	return f.produce(bodyFromOutcome(p.Decision, e), e.EventID), nil
+	return f.produce(bodyFromOutcome(p.Decision, chainClass(p), e), e.EventID), nil
 }
 
 func (f *folder) timeout(d *decoded) (*schemas.ReceiptBody, error) {
@@ -289,12 +304,13 @@ func (f *folder) timeout(d *decoded) (*schemas.ReceiptBody, error) {
 	}
 	f.deletePending(e.ReceiptID)
 	dec := schemas.Decision{Verdict: schemas.VerdictIncomplete, Reason: e.Reason}
-	return f.produce(bodyFromDecision(p.Decision, dec, e.Timestamp, schemas.EmptyContentHash), e.EventID), nil
+	return f.produce(bodyFromDecision(p.Decision, chainClass(p), dec, e.Timestamp, schemas.EmptyContentHash), e.EventID), nil
 }
 
 // bodyFromDecision builds the unsigned receipt body of a call; the
-// parameter hash is filled in when it is signed.
-func bodyFromDecision(e *schemas.DecisionEvent, d schemas.Decision, ts uint64, contentHash string) *schemas.ReceiptBody {
+// parameter hash is filled in when it is signed. class is the evidence
+// class of the decision's call chain, if it has one.
+func bodyFromDecision(e *schemas.DecisionEvent, class string, d schemas.Decision, ts uint64, contentHash string) *schemas.ReceiptBody {
 	trust := e.TrustLevel
 	if trust == "" {
 		trust = schemas.TrustMediated
@@ -305,7 +321,7 @@ func bodyFromDecision(e *schemas.DecisionEvent, d schemas.Decision, ts uint64, c
 		Action:      schemas.ToolCallAction{Parameters: e.Parameters},
 		Decision:    d,
 		ContentHash: contentHash, PolicyHash: e.PolicyHash,
-		Evidence: e.Evidence, Metadata: e.Metadata,
+		Evidence: e.Evidence, Metadata: governedMetadata(e, class),
 		TrustLevel: trust, TenantID: e.TenantID,
 	}
 }
@@ -313,7 +329,7 @@ func bodyFromDecision(e *schemas.DecisionEvent, d schemas.Decision, ts uint64, c
 // bodyFromOutcome maps an allowed call's outcome onto the receipt decision:
 // completed → allow; failed → deny by the tool server (the bridges spec's
 // "tool server error → signed denial receipt"); cancelled → cancelled.
-func bodyFromOutcome(d *schemas.DecisionEvent, o *schemas.OutcomeEvent) *schemas.ReceiptBody {
+func bodyFromOutcome(d *schemas.DecisionEvent, class string, o *schemas.OutcomeEvent) *schemas.ReceiptBody {
 	dec := schemas.Decision{Verdict: schemas.VerdictAllow}
 	switch o.Outcome {
 	case schemas.OutcomeFailed:
@@ -321,8 +337,8 @@ func bodyFromOutcome(d *schemas.DecisionEvent, o *schemas.OutcomeEvent) *schemas
 	case schemas.OutcomeCancelled:
 		dec = schemas.Decision{Verdict: schemas.VerdictCancelled, Reason: o.Reason}
 	}
-	b := bodyFromDecision(d, dec, o.Timestamp, o.ContentHash)
-	b.Metadata = mergeMetadata(d.Metadata, o.Metadata)
+	b := bodyFromDecision(d, class, dec, o.Timestamp, o.ContentHash)
+	b.Metadata = mergeMetadata(b.Metadata, o.Metadata)
 	return b
 }
 
@@ -332,15 +348,19 @@ func mergeMetadata(decision, outcome json.RawMessage) json.RawMessage {
 	if len(outcome) == 0 {
 		return decision
 	}
-	if len(decision) == 0 {
+	if len(decision) == 0 && !mayHoldGovernedKey(outcome) {
 		return outcome
 	}
 	var d, o map[string]json.RawMessage
-	if json.Unmarshal(decision, &d) != nil || json.Unmarshal(outcome, &o) != nil {
+	if len(decision) > 0 && json.Unmarshal(decision, &d) != nil || json.Unmarshal(outcome, &o) != nil {
 		return decision
 	}
 	merged := maps.Clone(o)
+	delete(merged, governedKey) // only the decision's intent makes that block
 	maps.Copy(merged, d)
+	if len(merged) == 0 {
+		return decision
+	}
 	raw, err := json.Marshal(merged)
 	if err != nil {
 		return decision

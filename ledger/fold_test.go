@@ -36,9 +36,18 @@ func jsonObjectOfSize(t *testing.T, key string, n int) json.RawMessage {
 func TestLargestEventsFitInALeaf(t *testing.T) {
 	id := strings.Repeat("r", schemas.MaxIDLength)
 	name := strings.Repeat("n", 256)
+	// The largest intent: a call chain of the longest names, and a
+	// context filling it to MaxIntentBytes. Metadata gets what it leaves.
+	intent := &schemas.GovernedIntent{ID: name, ServerID: name, ToolName: name, Purpose: strings.Repeat("p", 1024),
+		CallChain: &schemas.CallChain{ChainID: name, ParentRequestID: name, ParentReceiptID: id, OriginSubject: name, DelegatorSubject: name}}
+	c, _ := schemas.Canonical(intent)
+	intent.Context = jsonObjectOfSize(t, "c", schemas.MaxIntentBytes-len(c)-len(`,"context":`))
+	if c, _ = schemas.Canonical(intent); len(c) != schemas.MaxIntentBytes {
+		t.Fatalf("intent of %d bytes", len(c))
+	}
 	d := schemas.DecisionEvent{Schema: schemas.DecisionEventSchema, EventID: schemas.DecisionEventID(id), ReceiptID: id, Timestamp: 1,
-		CapabilityID: name, ToolServer: name, ToolName: name,
-		Parameters: jsonObjectOfSize(t, "p", schemas.MaxParametersBytes), Metadata: jsonObjectOfSize(t, "m", schemas.MaxMetadataBytes),
+		CapabilityID: name, ToolServer: name, ToolName: name, GovernedIntent: intent,
+		Parameters: jsonObjectOfSize(t, "p", schemas.MaxParametersBytes), Metadata: jsonObjectOfSize(t, "m", schemas.MaxMetadataBytes-len(c)),
 		Decision: schemas.Decision{Verdict: schemas.VerdictAllow}, PolicyHash: strings.Repeat("h", 64), TenantID: strings.Repeat("\u0001", 100)}
 	// Grow the evidence until the decision's text bound is reached.
 	for i := 0; i < schemas.MaxEvidence; i++ {
@@ -65,7 +74,7 @@ func TestLargestEventsFitInALeaf(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	for _, b := range []*schemas.ReceiptBody{bodyFromOutcome(&d, &o), bodyFromDecision(&d, schemas.Decision{Verdict: schemas.VerdictDeny,
+	for _, b := range []*schemas.ReceiptBody{bodyFromOutcome(&d, schemas.EvidenceObserved, &o), bodyFromDecision(&d, schemas.EvidenceAsserted, schemas.Decision{Verdict: schemas.VerdictDeny,
 		Reason: strings.Repeat("\u0004", schemas.MaxTextBytes), Guard: strings.Repeat("\u0005", schemas.MaxTextBytes)}, 1, schemas.EmptyContentHash)} {
 		leaf, err := schemas.SignReceiptLeaf(key, *b)
 		if err != nil {
@@ -189,7 +198,7 @@ func FuzzValidatedDecisionSigns(f *testing.F) {
 		if json.Unmarshal(raw, &d) != nil || d.Validate() != nil {
 			return
 		}
-		leaf, err := schemas.SignReceiptLeaf(key, *bodyFromDecision(&d, d.Decision, d.Timestamp, schemas.EmptyContentHash))
+		leaf, err := schemas.SignReceiptLeaf(key, *bodyFromDecision(&d, schemas.EvidenceObserved, d.Decision, d.Timestamp, schemas.EmptyContentHash))
 		if err != nil {
 			t.Fatalf("a validated decision does not sign: %v", err)
 		}

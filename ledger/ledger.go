@@ -73,6 +73,9 @@ type config struct {
 	// "after-commit" of each batch; an error stops Run right there, as a
 	// crash would.
 	fault func(stage string, batch int) error
+	// fence, when set, is asked right before every commit whether this
+	// instance may still append (it holds the writer lease).
+	fence func() error
 	// startSeq, when set by tests, starts the consumer there instead of
 	// right after the log's position: earlier to force redeliveries of
 	// folded events, later to force a gap the ledger must fill itself.
@@ -115,6 +118,12 @@ func WithOnCommit(f func(Commit)) Option { return func(c *config) { c.onCommit =
 // WithMetrics registers the ledger's Prometheus series on reg.
 func WithMetrics(reg prometheus.Registerer) Option { return func(c *config) { c.registry = reg } }
 
+// WithFence makes the ledger ask fence right before every commit whether
+// it may still append; an error stops Run without committing the batch.
+// With active/standby ledgers it is the writer lease's check, so an
+// instance that lost the lease never appends after its successor starts.
+func WithFence(fence func() error) Option { return func(c *config) { c.fence = fence } }
+
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
@@ -131,7 +140,7 @@ func New(js jetstream.JetStream, store *logstore.Store, keys Keys, opts ...Optio
 	if cfg.maxBatch < 1 || cfg.incompleteAfter < time.Second {
 		return nil, errors.New("ledger: batch size must be positive and the incomplete timeout at least 1s")
 	}
-	return &Ledger{js: js, store: store, keys: keys, cfg: cfg, log: cfg.log.With("component", "ledger"), metrics: newMetrics(cfg.registry),
+	return &Ledger{js: js, store: store, keys: keys, cfg: cfg, log: cfg.log.With("component", "ledger"), metrics: newMetrics(cfg.registry, checkpointAge(store, cfg.now)),
 		timeouts: newTimeouts(), pending: newPendingCache(),
 		publish: make(chan struct{}, 1), fresh: make(chan []pubLeaf, 16)}, nil
 }
@@ -161,6 +170,8 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) er
 
 // Run consumes events until ctx ends. It returns nil on a clean stop and an
 // error if the log cannot make progress (storage failure).
+// Run and Follow may be called in turn on one Ledger (a standby that
+// becomes the writer, and back), never at once.
 func (l *Ledger) Run(ctx context.Context) error {
 	if err := EnsureStreams(ctx, l.js, l.cfg.replicas); err != nil {
 		return err
@@ -178,6 +189,11 @@ func (l *Ledger) Run(ctx context.Context) error {
 	}
 	if err := l.loadTimeouts(); err != nil {
 		return err
+	}
+	// Batches handed over in an earlier run are read back from the store
+	// by the publisher instead.
+	for len(l.fresh) > 0 {
+		<-l.fresh
 	}
 
 	parent := ctx
@@ -369,23 +385,36 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 		return nil
 	}
 	started := l.cfg.now()
-	pend, completed, leaves, err := l.apply(events, func() error { return l.injectFault("before-commit", n) })
+	pend, completed, leaves, err := l.apply(events, func() error {
+		if l.cfg.fence != nil {
+			if err := l.cfg.fence(); err != nil {
+				return fmt.Errorf("ledger: fenced before commit: %w", err)
+			}
+		}
+		return l.injectFault("before-commit", n)
+	})
 	if err != nil {
 		return err
 	}
-	st := l.store.State()
-	c := Commit{Events: len(events), Receipts: len(completed), TreeSize: st.Size, Committed: l.cfg.now(), Stored: completed}
-	verdicts := make([]string, len(leaves))
-	for i, p := range leaves {
-		verdicts[i] = p.verdict
-	}
-	l.metrics.observe(c, c.Committed.Sub(started), verdicts, st.StreamSeq)
+	c := l.committed(len(events), completed, leaves, started)
 	if l.cfg.onCommit != nil {
 		l.cfg.onCommit(c)
 	}
 	l.timeouts.add(pend, l.cfg.incompleteAfter)
 	l.handOver(leaves)
 	return nil
+}
+
+// committed describes a batch just committed and records it in the metrics.
+func (l *Ledger) committed(events int, completed []time.Time, leaves []pubLeaf, started time.Time) Commit {
+	st := l.store.State()
+	c := Commit{Events: events, Receipts: len(completed), TreeSize: st.Size, Committed: l.cfg.now(), Stored: completed}
+	verdicts := make([]string, len(leaves))
+	for i, p := range leaves {
+		verdicts[i] = p.verdict
+	}
+	l.metrics.observe(c, c.Committed.Sub(started), verdicts, st.StreamSeq)
+	return c
 }
 
 // apply folds events (contiguous, in stream order) into one committed batch.

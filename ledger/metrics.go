@@ -1,9 +1,14 @@
 package ledger
 
 import (
+	"encoding/json"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chio-ledger/chio/ledger/logstore"
+	"github.com/chio-ledger/chio/schemas"
 )
 
 // metrics are the ledger's Prometheus series. They register on the
@@ -21,7 +26,7 @@ type metrics struct {
 	timeouts    prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, checkpointAge func() float64) *metrics {
 	m := &metrics{
 		batches: prometheus.NewCounter(prometheus.CounterOpts{Name: "chio_ledger_batches_total",
 			Help: "Batches committed to the log."}),
@@ -46,6 +51,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.batches, m.events, m.receipts, m.batch, m.integration, m.treeSize, m.streamSeq, m.published, m.timeouts)
+		// Computed at scrape time, so it keeps growing while no checkpoint
+		// is signed (nothing new to log, or a stuck ledger) and is right
+		// from the first scrape after a restart.
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chio_ledger_checkpoint_age_seconds",
+			Help: "Seconds since the latest checkpoint statement was signed (its issued_at); 0 while the log is empty, NaN if it cannot be read."},
+			checkpointAge))
 	}
 	return m
 }
@@ -63,4 +74,30 @@ func (m *metrics) observe(c Commit, took time.Duration, verdicts []string, strea
 	}
 	m.treeSize.Set(float64(c.TreeSize))
 	m.streamSeq.Set(float64(streamSeq))
+}
+
+// checkpointAge returns the age of the store's latest checkpoint statement
+// as of now(): the checkpoint note itself carries no time, its statement
+// (same batch, same size) does.
+func checkpointAge(store *logstore.Store, now func() time.Time) func() float64 {
+	return func() (age float64) {
+		defer func() {
+			if recover() != nil {
+				age = math.NaN() // a store closed under a late scrape
+			}
+		}()
+		seq := store.State().CheckpointSeq
+		if seq == 0 {
+			return 0 // only the size-0 checkpoint, which has no statement
+		}
+		raw, err := store.Statement(seq)
+		if err != nil {
+			return math.NaN()
+		}
+		var stmt schemas.CheckpointStatement
+		if err := json.Unmarshal(raw, &stmt); err != nil {
+			return math.NaN()
+		}
+		return max(0, now().Sub(time.Unix(int64(stmt.Body.IssuedAt), 0)).Seconds())
+	}
 }

@@ -155,6 +155,12 @@ func (l *Ledger) publishedSoFar(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	idx, err := strconv.ParseUint(last.Header.Get(HeaderLeafIndex), 10, 64)
+	if err == nil && idx >= l.store.State().Size {
+		// Another instance of this log (the writer before a failover)
+		// published further than this store has folded yet: wait for the
+		// fold to catch up rather than publish everything again.
+		return 0, fmt.Errorf("CHIO_RECEIPTS holds leaf %d, beyond this log's size %d: waiting for the fold", idx, l.store.State().Size)
+	}
 	if err == nil {
 		leaf, lerr := l.store.Entry(idx)
 		if lerr == nil && bytes.Equal(leaf, last.Data) {

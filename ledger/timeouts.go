@@ -94,6 +94,11 @@ func (l *Ledger) loadTimeouts() error {
 	if err != nil {
 		return fmt.Errorf("ledger: load pending decisions: %w", err)
 	}
+	// From the store alone: a Ledger that ran before (and then followed as
+	// a standby) must not keep deadlines of calls that have ended since.
+	l.timeouts.mu.Lock()
+	l.timeouts.h = l.timeouts.h[:0]
+	l.timeouts.mu.Unlock()
 	l.timeouts.add(ds, l.cfg.incompleteAfter)
 	return nil
 }

@@ -39,6 +39,12 @@ type DecisionEvent struct {
 	RequestID    string          `json:"request_id,omitempty"`
 	TaskID       string          `json:"task_id,omitempty"`
 	EdgeID       string          `json:"edge_id,omitempty"`
+	// GovernedIntent is the caller's declared intent, if any; the ledger
+	// signs it into metadata.governed_transaction.
+	GovernedIntent *GovernedIntent `json:"governed_intent,omitempty"`
+	// CapabilityLineage is the presented token's delegation chain as the
+	// kernel verified it, root first; empty when no token verified.
+	CapabilityLineage []CapabilityLineage `json:"capability_lineage,omitempty"`
 }
 
 // Outcome of a tool call that was allowed to run.
@@ -182,8 +188,16 @@ func (e *DecisionEvent) Validate() error {
 	if err := checkCanonical("parameters", e.Parameters, MaxParametersBytes); err != nil {
 		return fmt.Errorf("decision event: %w", err)
 	}
-	if err := checkCanonical("metadata", e.Metadata, MaxMetadataBytes); err != nil {
+	if err := e.checkMetadataAndIntent(); err != nil {
 		return fmt.Errorf("decision event: %w", err)
+	}
+	if len(e.RequestID) > 256 || len(e.TaskID) > 256 || len(e.EdgeID) > 256 {
+		return errors.New("decision event: request_id, task_id and edge_id are limited to 256 bytes")
+	}
+	if len(e.CapabilityLineage) > 0 {
+		if err := checkLineage(e.CapabilityLineage); err != nil {
+			return fmt.Errorf("decision event: %w", err)
+		}
 	}
 	if err := e.checkText(); err != nil {
 		return fmt.Errorf("decision event: %w", err)
@@ -263,6 +277,30 @@ func (e *DecisionEvent) checkText() error {
 		return fmt.Errorf("names, decision, policy hash, evidence and tenant exceed %d bytes in canonical form", MaxDecisionTextBytes)
 	}
 	return nil
+}
+
+// checkMetadataAndIntent bounds the metadata and the intent together: both
+// end up in the receipt's metadata, so they share MaxMetadataBytes. The
+// intent is checked for shape and size only; whether it fits the call is
+// the kernel's decision, and a deny for a bad intent still records it.
+func (e *DecisionEvent) checkMetadataAndIntent() error {
+	budget := MaxMetadataBytes
+	if g := e.GovernedIntent; g != nil {
+		c, err := Canonical(g)
+		if err != nil {
+			return fmt.Errorf("governed_intent: %w", err)
+		}
+		if len(c) > MaxIntentBytes {
+			return fmt.Errorf("governed_intent exceeds %d bytes in canonical form", MaxIntentBytes)
+		}
+		if len(g.Context) > 0 {
+			if err := checkMetadata(g.Context); err != nil {
+				return fmt.Errorf("governed_intent.context: %w", err)
+			}
+		}
+		budget -= len(c)
+	}
+	return checkCanonical("metadata", e.Metadata, budget)
 }
 
 // checkCanonical requires JSON the JCS library accepts (no duplicate keys,

@@ -68,10 +68,16 @@ func EventsStreamConfig(replicas int) jetstream.StreamConfig {
 }
 
 // ReceiptsStreamConfig is the configuration of ReceiptsStream. It is a
-// derived copy of the log, so it is persisted asynchronously even where the
-// server syncs every write: a tail lost in a crash is republished, because
-// the ledger resumes publishing after the last receipt the stream holds.
+// derived copy of the log, so on one node it is persisted asynchronously
+// even where the server syncs every write: a tail lost in a crash is
+// republished, because the ledger resumes publishing after the last receipt
+// the stream holds. Replicated streams refuse async persistence (and need
+// it less: a write is acknowledged once a quorum has it).
 func ReceiptsStreamConfig(replicas int) jetstream.StreamConfig {
+	mode := jetstream.AsyncPersistMode
+	if replicas > 1 {
+		mode = jetstream.DefaultPersistMode
+	}
 	return jetstream.StreamConfig{
 		Name:        ReceiptsStream,
 		Description: "Chio signed receipts, published by the ledger after commit",
@@ -81,7 +87,7 @@ func ReceiptsStreamConfig(replicas int) jetstream.StreamConfig {
 		Replicas:    max(replicas, 1),
 		Duplicates:  DuplicateWindow,
 		Discard:     jetstream.DiscardNew,
-		PersistMode: jetstream.AsyncPersistMode,
+		PersistMode: mode,
 	}
 }
 

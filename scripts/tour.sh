@@ -68,6 +68,17 @@ curl -s "http://$http/a2a/rest/message:send" -H 'Content-Type: application/json'
 TID=$(sed -n 's/^{"task":{"id":"\([^"]*\)".*/\1/p' rest-send.json)
 [ -n "$TID" ]
 curl -s "http://$http/a2a/rest/tasks/$TID" -H 'A2A-Version: 1.0' | grep -q 'TASK_STATE_COMPLETED'
+for _ in $(seq 100); do curl -sf "http://$http/v1/tasks/$TID" | grep -q 'TASK_STATE_COMPLETED' && break; sleep 0.1; done
+curl -sf "http://$http/v1/tasks/$TID" | grep -q '"receiptIds"'
+curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat .chio/dev-capability.token)" \
+  -d '{"jsonrpc":"2.0","id":4,"method":"message/send","params":{"message":{"role":"user","messageId":"m4","parts":[{"kind":"text","text":"world"}]},"metadata":{"chio":{"governedIntent":{"id":"intent-1","server_id":"hello-a2a-srv","tool_name":"hello_task","purpose":"greet the world","max_amount":{"units":100,"currency":"EUR"}}}}}}' \
+  | tee governed.json
+CAP=$(sed -n 's/.*"capabilityId":"\([^"]*\)".*/\1/p' governed.json)
+[ -n "$CAP" ]
+for _ in $(seq 100); do curl -sf "http://$http/v1/reports/authorization-context?capabilityId=$CAP&authorizationLimit=20" | grep -q '"matchingReceipts":1' && break; sleep 0.1; done
+curl -sf "http://$http/v1/reports/authorization-context?capabilityId=$CAP&authorizationLimit=20" | grep -q '"purpose":"greet the world"'
+bin/chio trust authorization-context list --url "http://$http" --capability "$CAP" --limit 20 | grep -q '"intentId": "intent-1"'
+curl -sf "http://$http/v1/lineage/$CAP/chain" | grep -q "\"capability_id\":\"$CAP\""
 edgeaddr=${TOUR_EDGE:-127.0.0.1:18082}
 bin/chio edge a2a --nats "nats://$natsaddr" --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub --demo conformance > edge.log 2>&1 &
 edge_pid=$!

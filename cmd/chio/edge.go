@@ -19,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/edges/a2a"
@@ -30,6 +31,8 @@ import (
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/edges/tools/conformance"
 	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/edges/tools/relay"
+	"github.com/chio-ledger/chio/internal/health"
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -52,6 +55,11 @@ type edgeFlags struct {
 	noPush         bool
 	pushPrivate    []string
 	pushLoopback   bool
+	relayAs        string
+	relayTo        string
+	relaySkill     string
+	relayToken     string
+	drainTimeout   time.Duration
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
@@ -69,7 +77,12 @@ func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.noPush, "no-push", false, "turn push notifications off (capabilities.pushNotifications false)")
 	cmd.Flags().StringArrayVar(&f.pushPrivate, "push-allow-private", nil, "CIDR of a private network webhooks may reach (repeatable; by default only public addresses over https)")
 	cmd.Flags().BoolVar(&f.pushLoopback, "push-allow-loopback", false, "let webhooks name localhost/127.0.0.1/::1 (http allowed there); on by default in chio up")
+	cmd.Flags().StringVar(&f.relayAs, "relay-as", "", "add a relay agent SERVER/TOOL that forwards to --relay-skill at --relay-to, extending the call chain")
+	cmd.Flags().StringVar(&f.relayTo, "relay-to", "", "the relay's downstream A2A JSON-RPC endpoint (e.g. http://127.0.0.1:8082/a2a)")
+	cmd.Flags().StringVar(&f.relaySkill, "relay-skill", "", "the downstream skill as SERVER/TOOL")
+	cmd.Flags().StringVar(&f.relayToken, "relay-token", "", "file with the capability the relay presents downstream")
 	cmd.Flags().DurationVar(&f.awaitReceipt, "await-receipt", 0, "wait up to this long for the ledger to integrate each call's receipt and embed it (signed, with its leaf index) in metadata.chio")
+	cmd.Flags().DurationVar(&f.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGINT/SIGTERM, how long calls in flight get to finish and publish their events before the rest are cancelled")
 }
 
 func (f *edgeFlags) policy() (*kernel.LoadedPolicy, error) {
@@ -104,6 +117,9 @@ func (f *edgeFlags) registry() (*tools.Registry, error) {
 			return nil, usageError(fmt.Errorf("--demo %q: the demos are: conformance", d))
 		}
 	}
+	if err := f.addRelay(reg); err != nil {
+		return nil, err
+	}
 	for _, path := range f.manifests {
 		m, err := tools.LoadManifestFile(path)
 		if err != nil {
@@ -114,6 +130,28 @@ func (f *edgeFlags) registry() (*tools.Registry, error) {
 		}
 	}
 	return reg, nil
+}
+
+// addRelay registers the --relay-as agent, if configured.
+func (f *edgeFlags) addRelay(reg *tools.Registry) error {
+	if f.relayAs == "" && f.relayTo == "" && f.relaySkill == "" && f.relayToken == "" {
+		return nil
+	}
+	as, okAs := splitSkill(f.relayAs)
+	to, okTo := splitSkill(f.relaySkill)
+	if !okAs || !okTo || f.relayTo == "" || f.relayToken == "" {
+		return usageError(errors.New("a relay needs --relay-as SERVER/TOOL, --relay-to URL, --relay-skill SERVER/TOOL and --relay-token FILE"))
+	}
+	tok, err := os.ReadFile(f.relayToken)
+	if err != nil {
+		return fmt.Errorf("--relay-token: %w", err)
+	}
+	return reg.Register(relay.New(as[0], as[1], relay.Target{URL: f.relayTo, Token: strings.TrimSpace(string(tok)), ServerID: to[0], ToolName: to[1]}))
+}
+
+func splitSkill(s string) ([2]string, bool) {
+	server, tool, ok := strings.Cut(s, "/")
+	return [2]string{server, tool}, ok && server != "" && tool != ""
 }
 
 func (f *edgeFlags) exposure(p *kernel.LoadedPolicy) tools.Exposure {
@@ -159,43 +197,71 @@ func runPush(ctx context.Context, e *a2a.Edge) {
 	}
 }
 
-// startEdge builds a replica: kernel, dispatcher, task store and edge.
-func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devToken string) (*a2a.Edge, func(), error) {
+// replica is a running A2A edge replica and what its probes look at.
+type replica struct {
+	edge   *a2a.Edge
+	checks []health.Check // beyond nats
+	close  func()
+}
+
+// startEdge builds a replica: kernel, dispatcher, task store and edge,
+// their Prometheus series registered on metrics.
+func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devToken string, metrics prometheus.Registerer) (*replica, error) {
 	policy, err := f.policy()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	reg, err := f.registry()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	id := f.edgeID
 	if id == "" {
 		host, _ := os.Hostname()
 		id = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg), kernel.WithReplicas(f.replicas))
+	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg), kernel.WithReplicas(f.replicas), kernel.WithMetrics(metrics))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	d, err := dispatch.New(ctx, js, k, reg, id, f.replicas)
+	d, err := dispatch.New(ctx, js, k, reg, id, f.replicas, dispatch.WithMetrics(metrics))
 	if err != nil {
 		k.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	ts, err := taskstore.Open(ctx, js, taskstore.WithReplicas(max(f.replicas, 1)))
 	if err != nil {
 		k.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	pc, err := f.push(ctx, js)
 	if err != nil {
 		k.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	e := a2a.New(a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id, AwaitReceipt: f.awaitReceipt,
-		JetStream: js, DefaultSkill: f.defaultSkill, Push: pc}, k, reg, d, ts)
-	return e, k.Close, nil
+		JetStream: js, DefaultSkill: f.defaultSkill, Push: pc, Metrics: metrics}, k, reg, d, ts)
+	return &replica{edge: e, checks: edgeChecks(js, k), close: k.Close}, nil
+}
+
+// startEdgeRetrying starts a replica, trying again while creating its
+// streams and buckets times out: on a cluster that is starting (or busy
+// electing leaders) the first creations of replicated assets can. Each try
+// gets a fresh registry, so a failed try leaves no series behind.
+func startEdgeRetrying(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devToken string) (*prometheus.Registry, *replica, error) {
+	deadline := time.Now().Add(jetStreamWait)
+	for {
+		metrics := newMetricsRegistry()
+		r, err := startEdge(ctx, js, f, devToken, metrics)
+		if err == nil {
+			return metrics, r, nil
+		}
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) || time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, nil, err
+		}
+		slog.Warn("a2a: setting up the edge's streams and buckets timed out; retrying", "err", err)
+		time.Sleep(time.Second)
+	}
 }
 
 // push opens the push config store and outbox, unless --no-push.
@@ -347,13 +413,24 @@ func newEdgeA2ACmd() *cobra.Command {
 				defer nc.Close()
 				js = j
 			}
-			e, closeEdge, err := startEdge(ctx, js, &ef, devToken)
+			metrics, r, err := startEdgeRetrying(ctx, js, &ef, devToken)
 			if err != nil {
 				return err
 			}
-			defer closeEdge()
+			// Deferred after the NATS connection's close, so it runs
+			// before it: the kernel's watch stops on a live connection.
+			defer r.close()
+			e := r.edge
 			if stdio {
-				return e.ServeStdio(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
+				err := e.ServeStdio(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
+				// Background sends started from stdio finish (and publish
+				// their events) before NATS closes.
+				dctx, cancel := context.WithTimeout(context.Background(), ef.drainTimeout)
+				defer cancel()
+				if derr := e.Drain(dctx); derr != nil {
+					slog.Warn("a2a: stopped before every call finished", "err", derr)
+				}
+				return err
 			}
 			go e.Sweep(ctx, sweepEvery)
 			go runPush(ctx, e)
@@ -363,12 +440,17 @@ func newEdgeA2ACmd() *cobra.Command {
 			}
 			ec := newEdgeEcho()
 			e.Register(ec, hc)
+			serveMetrics(ec, metrics)
+			health.Register(ec, append([]health.Check{health.NATS(js)}, r.checks...)...)
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", listen, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "chio edge a2a: agent card http://%s/.well-known/agent-card.json, JSON-RPC http://%s/a2a\n", ln.Addr(), ln.Addr())
-			return serve(ctx, ec, ln)
+			// serve returns once the calls in flight have finished and
+			// published their events (or the drain timed out): only then
+			// do the deferred closes of the kernel and NATS run.
+			return serve(ctx, ec, ln, ef.drainTimeout, e.Drain)
 		},
 	}
 	ef.register(cmd)
@@ -394,7 +476,11 @@ func newAgentCardCmd() *cobra.Command {
 				return err
 			}
 			exp := tools.Exposure{Protocol: "a2a", ExposeAll: ef.exposeAll, Tier: ef.tier}
-			card := a2a.New(a2a.Config{Exposure: exp}, nil, reg, nil, nil).Card(url)
+			e := a2a.New(a2a.Config{Exposure: exp}, nil, reg, nil, nil)
+			card := e.Card(url)
+			if url == stdioURL {
+				card = e.StdioCard()
+			}
 			body, err := wire.EncodeAgentCard(card)
 			if err != nil {
 				return err
@@ -403,12 +489,15 @@ func newAgentCardCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&url, "public-url", "stdio://", "origin advertised in the card")
+	cmd.Flags().StringVar(&url, "public-url", stdioURL, "origin advertised in the card (the default: the stdio profile's card)")
 	cmd.Flags().StringArrayVar(&ef.manifests, "manifest", nil, "chio.manifest.v1 file to register (repeatable)")
 	cmd.Flags().BoolVar(&ef.exposeAll, "expose-all", false, "dev only: expose tools without a2a.expose")
 	cmd.Flags().StringVar(&ef.tier, "tier", "", "expose only tools whose a2a.tier equals this")
 	return cmd
 }
+
+// stdioURL is the address of the stdio profile in its card.
+const stdioURL = "stdio://"
 
 func newEdgeEcho() *echo.Echo {
 	ec := echo.New()

@@ -90,7 +90,12 @@ func TestEdgeA2AStdioAndCard(t *testing.T) {
 		t.Fatal(err)
 	}
 	var card struct {
-		Skills []struct {
+		SupportedInterfaces []struct {
+			URL             string `json:"url"`
+			ProtocolBinding string `json:"protocolBinding"`
+		} `json:"supportedInterfaces"`
+		SecurityRequirements []any `json:"securityRequirements"`
+		Skills               []struct {
 			ID             string `json:"id"`
 			BridgeFidelity struct {
 				Kind    string   `json:"kind"`
@@ -101,6 +106,11 @@ func TestEdgeA2AStdioAndCard(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &card); err != nil || len(card.Skills) == 0 || card.Skills[0].ID != "hello_task" ||
 		card.Skills[0].BridgeFidelity.Kind != "adapted" || len(card.Skills[0].BridgeFidelity.Caveats) != 3 {
 		t.Fatalf("card: %v\n%s", err, out)
+	}
+	// The stdio profile's one interface, as in the example; no bearer asked.
+	if len(card.SupportedInterfaces) != 1 || card.SupportedInterfaces[0].URL != "stdio://" ||
+		card.SupportedInterfaces[0].ProtocolBinding != "json-rpc-stdio" || card.SecurityRequirements != nil {
+		t.Fatalf("stdio card interfaces: %s", out)
 	}
 
 	dir := t.TempDir()

@@ -32,7 +32,7 @@ const (
 
 func newKeygenCmd() *cobra.Command {
 	var out, origin string
-	var force bool
+	var force, keep bool
 	cmd := &cobra.Command{
 		Use:   "keygen --out DIR",
 		Short: "Generate the kernel, checkpoint and capability issuer keys",
@@ -40,6 +40,13 @@ func newKeygenCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return usageError(errors.New("--out is required"))
+			}
+			if force && keep {
+				return usageError(errors.New("--force and --keep contradict each other"))
+			}
+			if _, err := os.Stat(filepath.Join(out, kernelKeyFile)); err == nil && keep {
+				fmt.Fprintf(cmd.OutOrStdout(), "kept the keys in %s\n", out)
+				return nil
 			}
 			if err := generateKeys(out, origin, force); err != nil {
 				return err
@@ -51,6 +58,7 @@ func newKeygenCmd() *cobra.Command {
 	cmd.Flags().StringVar(&out, "out", "", "directory to write the keys to")
 	cmd.Flags().StringVar(&origin, "origin", DefaultOrigin, "log origin: the checkpoint key's name (a schema-less URL)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing keys")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep existing keys and succeed (one-shot setup of a cluster's shared keys)")
 	return cmd
 }
 

@@ -10,16 +10,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/chio-ledger/chio/internal/health"
 	"github.com/chio-ledger/chio/ledger"
 	"github.com/chio-ledger/chio/ledger/api"
 	"github.com/chio-ledger/chio/ledger/logstore"
@@ -53,6 +53,7 @@ func (f *ledgerFlags) options(logger *slog.Logger) []ledger.Option {
 func newLedgerCmd() *cobra.Command {
 	var natsURL, dataDir, listen string
 	var lf ledgerFlags
+	var ha haFlags
 	cmd := &cobra.Command{
 		Use:   "ledger --nats URL --data-dir DIR --listen ADDR",
 		Short: "Run the ledger: consume events, sign receipts into the Merkle log, serve the log API",
@@ -68,13 +69,18 @@ func newLedgerCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			return runLedger(cmd.Context(), cmd.OutOrStdout(), js, store, keys, listen, &lf, nil)
+			var opts []runOption
+			if ha.enabled {
+				opts = append(opts, withStandby(&ha))
+			}
+			return runLedger(cmd.Context(), cmd.OutOrStdout(), js, store, keys, listen, &lf, nil, opts...)
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated")
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "directory of the log store (DIR/log) and, by default, its keys (DIR/keys)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address of the log's HTTP read API")
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
+	ha.register(cmd)
 	cmd.AddCommand(newRebuildCmd())
 	return cmd
 }
@@ -162,7 +168,11 @@ func openStore(dir string, keys *ledgerKeys) (*logstore.Store, error) {
 }
 
 func connectNATS(url, name string) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false))
+	// Pings every 2 s: a node cut off the network drops no TCP connection
+	// (no RST), and with the default 2-minute interval a client would wait
+	// minutes before moving to another node of the cluster.
+	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false),
+		nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(3))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
@@ -171,21 +181,65 @@ func connectNATS(url, name string) (*nats.Conn, jetstream.JetStream, error) {
 		nc.Close()
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
+	// A cluster that is starting accepts connections before JetStream has
+	// a meta leader; creating replicated streams then times out. Wait for
+	// JetStream to answer (bounded) instead of failing the first start.
+	deadline := time.Now().Add(jetStreamWait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			nc.Close()
+			return nil, nil, fmt.Errorf("JetStream at %s did not answer within %s: %w", url, jetStreamWait, err)
+		}
+		slog.Warn("waiting for JetStream", "nats", url, "err", err)
+		time.Sleep(500 * time.Millisecond)
+	}
 	return nc, js, nil
 }
 
-// runLedger runs the ledger and its HTTP API until ctx ends or either fails;
-// mount, if set, adds more routes (the edge, in chio up) to the same server.
-func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store *logstore.Store, keys *ledgerKeys, listen string, lf *ledgerFlags, mount func(*echo.Echo, net.Addr)) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	l, err := ledger.New(js, store, keys.Keys, append(lf.options(slog.Default()), ledger.WithMetrics(reg))...)
+// jetStreamWait bounds how long a starting process waits for JetStream.
+const jetStreamWait = time.Minute
+
+// runLedger runs the ledger and its HTTP API (the log, /metrics, /healthz,
+// /readyz) until ctx ends or either fails; mount, if set, adds more routes
+// (the edge and the projections, in chio up) to the same server, and opts
+// what goes with them (their registry, checks and drain).
+func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store *logstore.Store, keys *ledgerKeys, listen string, lf *ledgerFlags, mount func(*echo.Echo, net.Addr), opts ...runOption) error {
+	rc := runConfig{drainTimeout: defaultDrainTimeout}
+	for _, o := range opts {
+		o(&rc)
+	}
+	if rc.reg == nil {
+		rc.reg = newMetricsRegistry()
+	}
+	lopts := append(lf.options(slog.Default()), ledger.WithMetrics(rc.reg))
+	var writerFence *fence
+	if rc.ha != nil {
+		writerFence = &fence{}
+		lopts = append(lopts, ledger.WithFence(writerFence.check))
+	}
+	l, err := ledger.New(js, store, keys.Keys, lopts...)
 	if err != nil {
 		return err
 	}
+	run := l.Run
+	if rc.ha != nil {
+		writer := prometheus.NewGauge(prometheus.GaugeOpts{Name: "chio_ledger_writer",
+			Help: "1 while this instance holds the writer lease and appends, 0 while it stands by."})
+		rc.reg.MustRegister(writer)
+		run = func(ctx context.Context) error {
+			return standby(ctx, js, l, writerFence, rc.ha, lf.replicas, writer, slog.Default())
+		}
+	}
 	h := api.New(store, api.Keys{Origin: keys.Origin(), CheckpointVKey: keys.VKey, KernelKey: keys.KernelPub}, slog.Default())
 	e := api.NewServer(h)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	serveMetrics(e, rc.reg)
+	health.Register(e, append([]health.Check{health.NATS(js), logStorageCheck(store)}, rc.checks...)...)
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
@@ -194,21 +248,37 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 	if mount != nil {
 		mount(e, ln.Addr())
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 2)
-	go func() { errc <- l.Run(ctx) }()
-	go func() { errc <- serve(ctx, e, ln) }()
-	err = <-errc
-	cancel()
-	if err2 := <-errc; err == nil {
-		err = err2
+	// The ledger outlives the HTTP server's drain: in chio up, the calls
+	// the edge finishes while stopping are folded into the log (and their
+	// receipts awaited) before the ledger stops.
+	lctx, stopLedger := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLedger()
+	sctx, stopServer := context.WithCancel(ctx)
+	defer stopServer()
+	ledgerDone, serverDone := make(chan error, 1), make(chan error, 1)
+	go func() { ledgerDone <- run(lctx) }()
+	go func() { serverDone <- serve(sctx, e, ln, rc.drainTimeout, rc.drains...) }()
+	select {
+	case err = <-ledgerDone: // failed (or ctx ended): stop serving
+		stopServer()
+		if serr := <-serverDone; err == nil {
+			err = serr
+		}
+	case err = <-serverDone: // stopped and drained, or failed
+		stopLedger()
+		if lerr := <-ledgerDone; err == nil {
+			err = lerr
+		}
 	}
 	return err
 }
 
-// serve serves e on ln until ctx ends, then shuts down gracefully.
-func serve(ctx context.Context, e *echo.Echo, ln net.Listener) error {
+// serve serves e on ln until ctx ends, then drains: it stops accepting and
+// gives the requests in flight, and each drain (an edge's background
+// calls) run alongside, until drainTimeout to finish; the connections
+// still open then are closed. A drain that ran out of time is logged, not
+// returned: stopping was asked for, and it happened.
+func serve(ctx context.Context, e *echo.Echo, ln net.Listener, drainTimeout time.Duration, drains ...func(context.Context) error) error {
 	e.Listener = ln
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
@@ -218,10 +288,20 @@ func serve(ctx context.Context, e *echo.Echo, ln net.Listener) error {
 		return fmt.Errorf("http: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("http shutdown: %w", err)
+	errs := make([]error, len(drains)+1)
+	var wg sync.WaitGroup
+	for i, drain := range drains {
+		wg.Go(func() { errs[i+1] = drain(dctx) })
+	}
+	if err := srv.Shutdown(dctx); err != nil {
+		_ = srv.Close() // cut what is left: long streams, slow clients
+		errs[0] = fmt.Errorf("http shutdown: %w", err)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		slog.Warn("stopped before every request in flight finished", "drain_timeout", drainTimeout, "err", err)
 	}
 	return nil
 }

@@ -11,7 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 )
 
@@ -25,9 +30,15 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
+	stopProfile, err := startCPUProfile()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chio:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot().ExecuteContext(ctx)
+	err = newRoot().ExecuteContext(ctx)
 	stop()
+	stopProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chio:", err)
 		var ee *exitError
@@ -57,8 +68,28 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.AddCommand(newKeygenCmd(), newLedgerCmd(), newVerifyCmd(), newUpCmd(), newEmitCmd(), newCapabilityCmd(), newEdgeCmd())
+	root.AddCommand(newProjectionsCmd())
+	root.AddCommand(newTrustCmd())
 	return root
 }
 
 // usageError exits with status 2, as for a bad flag.
 func usageError(err error) error { return &exitError{code: 2, err: err} }
+
+// defaultDrainTimeout bounds a graceful stop: the requests in flight when
+// SIGINT or SIGTERM arrives get this long to finish.
+const defaultDrainTimeout = 10 * time.Second
+
+// newMetricsRegistry is a process's own Prometheus registry (never the
+// global default), with the Go runtime and process collectors.
+func newMetricsRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// serveMetrics mounts GET /metrics for reg. A collector that fails does
+// not fail the scrape: the other series are still served.
+func serveMetrics(e *echo.Echo, reg *prometheus.Registry) {
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})))
+}

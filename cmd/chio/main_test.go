@@ -62,46 +62,56 @@ type upProcess struct {
 func startUp(t *testing.T, extra ...string) *upProcess {
 	t.Helper()
 	dir := t.TempDir()
+	httpRE := regexp.MustCompile(`log API on (http://[0-9.:]+)`)
+	natsRE := regexp.MustCompile(`NATS JetStream on (nats://[0-9.:]+)`)
+	out, stop := startCommand(t, httpRE, append([]string{"up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"}, extra...)...)
+	return &upProcess{dir: dir, httpURL: httpRE.FindStringSubmatch(out)[1], natsURL: natsRE.FindStringSubmatch(out)[1], stop: stop}
+}
+
+// startCommand runs a long-lived chio command in-process until its output
+// matches ready, and returns that output and an idempotent stop, also run
+// at cleanup.
+func startCommand(t *testing.T, ready *regexp.Regexp, args ...string) (string, func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
 	done := make(chan error, 1)
 	go func() {
 		root := newRoot()
-		root.SetArgs(append([]string{"--log-level", "warn", "up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"}, extra...))
+		root.SetArgs(append([]string{"--log-level", "warn"}, args...))
 		root.SetOut(&out)
 		root.SetErr(io.Discard)
 		done <- root.ExecuteContext(ctx)
 	}()
-	httpRE := regexp.MustCompile(`log API on (http://[0-9.:]+)`)
-	natsRE := regexp.MustCompile(`NATS JetStream on (nats://[0-9.:]+)`)
 	deadline := time.Now().Add(20 * time.Second)
-	for !httpRE.MatchString(out.String()) {
+	for !ready.MatchString(out.String()) {
 		select {
 		case err := <-done:
-			t.Fatalf("chio up exited: %v\n%s", err, out.String())
+			cancel()
+			t.Fatalf("chio %s exited: %v\n%s", args[0], err, out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("chio up did not start:\n%s", out.String())
+			cancel()
+			t.Fatalf("chio %s did not start:\n%s", args[0], out.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	p := &upProcess{dir: dir, httpURL: httpRE.FindStringSubmatch(out.String())[1], natsURL: natsRE.FindStringSubmatch(out.String())[1]}
 	var once sync.Once
 	var stopErr error
-	p.stop = func() error {
+	stop := func() error {
 		once.Do(func() {
 			cancel()
 			select {
 			case stopErr = <-done:
 			case <-time.After(20 * time.Second):
-				stopErr = errors.New("chio up did not stop")
+				stopErr = fmt.Errorf("chio %s did not stop", args[0])
 			}
 		})
 		return stopErr
 	}
-	t.Cleanup(func() { _ = p.stop() })
-	return p
+	t.Cleanup(func() { _ = stop() })
+	return out.String(), stop
 }
 
 func httpGet(t *testing.T, url string) (int, []byte) {
@@ -113,6 +123,17 @@ func httpGet(t *testing.T, url string) (int, []byte) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
+}
+
+// logSize is the tree size of the checkpoint a log API serves (0 if none).
+func logSize(t *testing.T, url string) uint64 {
+	t.Helper()
+	_, body := httpGet(t, url+"/log/checkpoint")
+	var n uint64
+	if lines := strings.Split(string(body), "\n"); len(lines) > 1 {
+		fmt.Sscan(lines[1], &n)
+	}
+	return n
 }
 
 func publishCall(t *testing.T, js jetstream.JetStream, verdict schemas.Verdict) string {
@@ -264,12 +285,55 @@ func mustVerifier(t *testing.T, vkey string) note.Verifier {
 	return v
 }
 
-func TestSecondUpOnTheSameDataDirFails(t *testing.T) {
-	up := startUp(t)
-	_, err := chio(context.Background(), "up", "--data-dir", up.dir, "--listen", "127.0.0.1:0", "--nats-listen", "none")
+// chio up prints where everything is; a second one on the same data dir is
+// refused by the lock, and a restart reuses the keys and continues the log.
+func TestUpLockAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	httpRE := regexp.MustCompile(`log API on (http://[0-9.:]+)`)
+	natsRE := regexp.MustCompile(`NATS JetStream on (nats://[0-9.:]+)`)
+	start := func() (string, string, string, func() error) {
+		out, stop := startCommand(t, regexp.MustCompile(`try: curl`), "up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0")
+		return out, httpRE.FindStringSubmatch(out)[1], natsRE.FindStringSubmatch(out)[1], stop
+	}
+	out, httpURL, natsURL, stop := start()
+	for _, want := range []string{"/.well-known/agent-card.json", "/a2a", "/log/checkpoint", "dev capability in " + filepath.Join(dir, "dev-capability.token"), "try: curl -s "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("chio up did not print %q:\n%s", want, out)
+		}
+	}
+	_, err := chio(context.Background(), "up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "none")
 	if err == nil || !strings.Contains(err.Error(), "another chio process") {
 		t.Fatalf("second chio up: %v", err)
 	}
+	kernelKey, _ := os.ReadFile(filepath.Join(dir, "keys", kernelPubFile))
+	call := func(natsURL, httpURL string, wantSize uint64) {
+		nc, err := nats.Connect(natsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		publishCall(t, js, schemas.VerdictDeny)
+		deadline := time.Now().Add(20 * time.Second)
+		for logSize(t, httpURL) != wantSize {
+			if time.Now().After(deadline) {
+				t.Fatalf("log size %d, want %d", logSize(t, httpURL), wantSize)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	call(natsURL, httpURL, 1)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, httpURL, natsURL, _ = start()
+	if again, _ := os.ReadFile(filepath.Join(dir, "keys", kernelPubFile)); len(kernelKey) == 0 || string(again) != string(kernelKey) {
+		t.Fatal("a restart generated new keys")
+	}
+	if got := logSize(t, httpURL); got != 1 {
+		t.Fatalf("after a restart the log has size %d, want 1", got)
+	}
+	call(natsURL, httpURL, 2)
 }
 
 func TestKeygen(t *testing.T) {
@@ -286,6 +350,13 @@ func TestKeygen(t *testing.T) {
 	}
 	if _, err := chio(context.Background(), "keygen", "--out", dir); err == nil {
 		t.Fatal("keygen overwrote existing keys")
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, kernelKeyFile))
+	if out, err := chio(context.Background(), "keygen", "--out", dir, "--keep"); err != nil || !strings.Contains(out, "kept") {
+		t.Fatalf("keygen --keep on existing keys: %q %v", out, err)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, kernelKeyFile)); len(before) == 0 || string(before) != string(after) {
+		t.Fatal("keygen --keep replaced the keys")
 	}
 	if _, err := chio(context.Background(), "keygen", "--out", t.TempDir(), "--origin", "bad origin"); err == nil {
 		t.Fatal("keygen accepted an origin with a space")

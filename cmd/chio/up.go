@@ -1,20 +1,23 @@
 package main
 
 import (
+	"context"
 	"errors"
-
 	"fmt"
-	"github.com/labstack/echo/v4"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 
+	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/edges/a2a"
 	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/projections"
+	"github.com/chio-ledger/chio/schemas"
 )
 
 func newUpCmd() *cobra.Command {
@@ -22,6 +25,7 @@ func newUpCmd() *cobra.Command {
 	var lf ledgerFlags
 	var ef edgeFlags
 	var requireCapability bool
+	var serviceToken string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run everything in one process: embedded NATS JetStream, the ledger, the A2A edge with the demo tools, one HTTP address",
@@ -85,29 +89,66 @@ func newUpCmd() *cobra.Command {
 			if requireCapability {
 				edgeToken = "" // tokenless callers get an A2A authentication error
 			}
-			edge, closeEdge, err := startEdge(cmd.Context(), js, &ef, edgeToken)
+			// One registry for the whole process, served at /metrics.
+			metrics := newMetricsRegistry()
+			r, err := startEdge(cmd.Context(), js, &ef, edgeToken, metrics)
 			if err != nil {
 				return err
 			}
-			defer closeEdge()
+			defer r.close()
+			edge := r.edge
 			hc, err := ef.httpConfig()
 			if err != nil {
 				return err
 			}
 			go edge.Sweep(cmd.Context(), sweepEvery)
 			go runPush(cmd.Context(), edge)
+			kernelPub, err := schemas.ParsePublicKey(keys.KernelPub)
+			if err != nil {
+				return err
+			}
+			// Dev mode: the projection API is open on loopback unless a
+			// service token is given (and required off loopback).
+			serviceToken = orDefault(serviceToken, os.Getenv(serviceTokenEnv))
+			if serviceToken == "" && !loopbackAddr(listen) {
+				return usageError(fmt.Errorf("--listen %s is not a loopback address: pass --service-token for the projection API", listen))
+			}
+			proj, err := projections.Open(projectionsDir(dataDir), projections.WithLogger(slog.Default()),
+				projections.WithKernelKey(kernelPub), projections.WithServiceToken(serviceToken), projections.WithMetrics(metrics))
+			if err != nil {
+				return err
+			}
+			defer proj.Close()
+			projCtx, stopProj := context.WithCancel(cmd.Context())
+			projDone := make(chan struct{})
+			var projErr error // read only after projDone is closed
+			go func() {
+				defer close(projDone)
+				projErr = proj.Run(projCtx, js)
+				if projErr != nil && projCtx.Err() == nil {
+					slog.Error("projections stopped", "err", projErr)
+				}
+			}()
+			defer func() { stopProj(); <-projDone }()
 			mount := func(e *echo.Echo, addr net.Addr) {
 				edge.Register(e, hc)
+				proj.Register(e)
 				base := "http://" + addr.String()
 				fmt.Fprintf(out, "chio up: agent card   %s/.well-known/agent-card.json\n", base)
 				fmt.Fprintf(out, "chio up: JSON-RPC     %s/a2a\n", base)
 				fmt.Fprintf(out, "chio up: HTTP+JSON    %s%s\n", base, a2a.RESTPath)
 				fmt.Fprintf(out, "chio up: checkpoint   %s/log/checkpoint\n", base)
+				fmt.Fprintf(out, "chio up: tasks        %s/v1/tasks   authorization report %s/v1/reports/authorization-context\n", base, base)
+				fmt.Fprintf(out, "chio up: probes       %s/healthz %s/readyz   metrics %s/metrics\n", base, base, base)
 				fmt.Fprintf(out, "chio up: dev capability in %s (used for callers that send none)\n", tokenPath)
 				fmt.Fprintf(out, "chio up: try: curl -s %s/a2a -H 'Content-Type: application/json' -H \"Authorization: Bearer $(cat %s)\" -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"role\":\"user\",\"messageId\":\"m1\",\"parts\":[{\"kind\":\"text\",\"text\":\"world\"}]}}}'\n", base, tokenPath)
 			}
 			slog.Debug("starting ledger", "data_dir", dataDir)
-			return runLedger(cmd.Context(), out, js, store, keys, listen, &lf, mount)
+			// Stopping drains the edge (its calls finish and publish their
+			// events) while the ledger still runs; NATS closes after.
+			return runLedger(cmd.Context(), out, js, store, keys, listen, &lf, mount, withRegistry(metrics),
+				withChecks(append(r.checks, projectionsCheck("projections", proj, projDone, &projErr))...),
+				withDrain(ef.drainTimeout, edge.Drain))
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "where keys, the log and the JetStream store live")
@@ -115,6 +156,7 @@ func newUpCmd() *cobra.Command {
 	cmd.Flags().StringVar(&natsListen, "nats-listen", "127.0.0.1:4222", `client address of the embedded NATS server ("none": in-process only)`)
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
 	ef.register(cmd)
+	cmd.Flags().StringVar(&serviceToken, "service-token", "", "bearer token for /v1/tasks, /v1/lineage and /v1/reports (default $"+serviceTokenEnv+"; open on loopback without one)")
 	cmd.Flags().BoolVar(&requireCapability, "require-capability", false, "refuse callers without a capability instead of acting under the dev capability")
 	return cmd
 }

@@ -17,9 +17,11 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
@@ -59,6 +61,9 @@ type Config struct {
 	// JetStream is needed with AwaitReceipt, to read CHIO_RECEIPTS.
 	JetStream jetstream.JetStream
 	Logger    *slog.Logger
+	// Metrics, if set, registers the edge's Prometheus series
+	// (chio_edge_calls_total).
+	Metrics prometheus.Registerer
 }
 
 // Edge serves A2A. It is safe for concurrent use.
@@ -74,6 +79,15 @@ type Edge struct {
 	// registry is complete when the edge is built, and reading every
 	// tool's hints again on each send would be wasted work.
 	published []skill
+	metrics   *edgeMetrics
+
+	// Shutdown (Drain): the calls running here, a channel closed when the
+	// drain begins, and a context cancelled when it runs out of time.
+	inflight  inflight
+	draining  chan struct{}
+	drainOnce sync.Once
+	aborted   context.Context
+	abort     context.CancelFunc
 }
 
 // New builds an edge over a kernel (built with kernel.WithRegistry(reg)),
@@ -101,7 +115,9 @@ func New(cfg Config, k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatch
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 15 * time.Second
 	}
-	e := &Edge{cfg: cfg, kernel: k, registry: reg, dispatch: d, tasks: tasks, hub: newHub(tasks), log: cfg.Logger}
+	e := &Edge{cfg: cfg, kernel: k, registry: reg, dispatch: d, tasks: tasks, hub: newHub(tasks), log: cfg.Logger,
+		metrics: newEdgeMetrics(cfg.Metrics), draining: make(chan struct{})}
+	e.aborted, e.abort = context.WithCancel(context.Background())
 	e.published = e.publishable()
 	return e
 }
@@ -153,6 +169,21 @@ func (e *Edge) Card(baseURL string) *wire.AgentCard {
 			BridgeFidelity: &wire.BridgeFidelity{Kind: string(s.fidelity.Kind), Caveats: s.fidelity.Caveats, Reason: s.fidelity.Reason},
 		})
 	}
+	return c
+}
+
+// StdioBinding is the protocol binding of the hello-a2a stdio profile: one
+// JSON-RPC request per line on stdin, one response per line on stdout.
+const StdioBinding = "json-rpc-stdio"
+
+// StdioCard is the card of the stdio profile (ServeStdio): its one
+// interface is stdio://, it acts under the dev capability, so it asks for
+// none, and it has no push notifications.
+func (e *Edge) StdioCard() *wire.AgentCard {
+	c := e.Card("stdio:")
+	c.SupportedInterfaces = []wire.AgentInterface{{URL: "stdio://", ProtocolBinding: StdioBinding, ProtocolVersion: string(wire.V10)}}
+	c.Capabilities.PushNotifications = false
+	c.SecurityRequirements = nil
 	return c
 }
 

@@ -372,6 +372,10 @@ func TestBadInputs(t *testing.T) {
 		{"stream without a skill", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text","text":"x"}]}}}`, -32602},
 		{"subscribe to an unknown task", tok, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"01a2004d-f7a4-7acb-9b47-13b8fec10698"}}`, -32001},
 		{"push not supported", tok, "1.0", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t","url":"https://x"}}`, -32003},
+		{"governed intent not an object", tok, "", strings.Replace(send, `"targetSkillId":"hello_task"`, `"targetSkillId":"hello_task","governedIntent":"buy"`, 1), -32602},
+		{"governed intent unknown field", tok, "", strings.Replace(send, `"targetSkillId":"hello_task"`, `"targetSkillId":"hello_task","governedIntent":{"id":"i","server_id":"hello-a2a-srv","tool_name":"hello_task","purpose":"p","budget":1}`, 1), -32602},
+		{"two different governed intents", tok, "", strings.Replace(strings.Replace(send, `"targetSkillId":"hello_task"`, `"targetSkillId":"hello_task","governedIntent":{"id":"i1","server_id":"hello-a2a-srv","tool_name":"hello_task","purpose":"p"}`, 1),
+			`"parts":[{"kind":"text","text":"hi"}]`, `"parts":[{"kind":"text","text":"hi"}],"metadata":{"chio":{"governedIntent":{"id":"i2","server_id":"hello-a2a-srv","tool_name":"hello_task","purpose":"p"}}}`, 1), -32602},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -383,15 +387,23 @@ func TestBadInputs(t *testing.T) {
 	if n := cl.tool.runs.Load(); n != 0 {
 		t.Fatalf("a tool ran %d times on bad input", n)
 	}
-	// Tokens that reach the kernel end in a failed task with a deny receipt.
-	for _, bad := range []string{expired, "eyJmb3JnZWQiOnRydWV9"} {
-		m := rpc(t, url, bad, "", send)
+	// Tokens that reach the kernel, and intents that do not fit the call
+	// (another tool; a chain whose parent is the call itself), end in a
+	// failed task with a deny receipt.
+	wrongTool := strings.Replace(send, `"targetSkillId":"hello_task"`, `"targetSkillId":"hello_task","governedIntent":{"id":"i","server_id":"hello-a2a-srv","tool_name":"other","purpose":"p"}`, 1)
+	selfParent := strings.Replace(send, `"targetSkillId":"hello_task"`, `"targetSkillId":"hello_task","governedIntent":{"id":"i","server_id":"hello-a2a-srv","tool_name":"hello_task","purpose":"p","call_chain":{"chain_id":"c","parent_request_id":"m1","origin_subject":"a","delegator_subject":"a"}}`, 1)
+	emptyChain := strings.Replace(send, `"targetSkillId":"hello_task"`, `"targetSkillId":"hello_task","governedIntent":{"id":"i","server_id":"hello-a2a-srv","tool_name":"hello_task","purpose":"p","call_chain":{"chain_id":"","parent_request_id":"p","origin_subject":"a","delegator_subject":"a"}}`, 1)
+	for _, bad := range []struct{ tok, body, guard string }{
+		{expired, send, "time"}, {"eyJmb3JnZWQiOnRydWV9", send, "parse"},
+		{tok, wrongTool, "governed_intent"}, {tok, selfParent, "governed_intent"}, {tok, emptyChain, "governed_intent"},
+	} {
+		m := rpc(t, url, bad.tok, "", bad.body)
 		r, _ := m["result"].(map[string]any)
 		st, _ := r["status"].(map[string]any)
 		meta, _ := r["metadata"].(map[string]any)
 		c, _ := meta["chio"].(map[string]any)
-		if st["state"] != "failed" || c["decision"] != "deny" || c["receiptId"] == nil {
-			t.Fatalf("bad token: %v", m)
+		if st["state"] != "failed" || c["decision"] != "deny" || c["receiptId"] == nil || c["denyGuard"] != bad.guard {
+			t.Fatalf("want a deny by %s: %v", bad.guard, m)
 		}
 	}
 	if n := cl.tool.runs.Load(); n != 0 {

@@ -54,17 +54,23 @@ const RESTPath = "/a2a/rest"
 // serveREST answers the HTTP+JSON binding. The core is the JSON-RPC one:
 // the same operations with the same params, only framed differently.
 func (e *Edge) serveREST(c echo.Context, hc HTTPConfig) error {
+	ctx, rec := e.begin(c.Request().Context(), "rest", httpRequestID(c))
+	defer rec.release()
+	c.SetRequest(c.Request().WithContext(ctx))
 	r := c.Request()
 	path := strings.TrimPrefix(r.URL.EscapedPath(), RESTPath)
 	route, ok := wire.MatchREST(r.Method, path)
 	if !ok {
+		rec.fail(wire.MethodNotFound(r.Method + " " + path))
 		status, body := wire.EncodeRESTUnmatched(r.Method, path, route)
 		if len(route.Allow) > 0 {
 			c.Response().Header().Set("Allow", strings.Join(route.Allow, ", "))
 		}
 		return c.Blob(status, wire.RESTResponseContentType, body)
 	}
+	rec.setMethod(route.Op.String())
 	fail := func(werr *wire.Error) error {
+		rec.fail(werr)
 		status, body := wire.EncodeRESTError(werr)
 		return c.Blob(status, wire.RESTResponseContentType, body)
 	}
@@ -193,24 +199,31 @@ func trusted(remote string, proxies []netip.Prefix) bool {
 }
 
 func (e *Edge) serveJSONRPC(c echo.Context) error {
+	ctx, rec := e.begin(c.Request().Context(), "jsonrpc", httpRequestID(c))
+	defer rec.release()
+	c.SetRequest(c.Request().WithContext(ctx))
 	r := c.Request()
+	refuse := func(id json.RawMessage, werr *wire.Error) error {
+		rec.fail(werr)
+		return c.Blob(http.StatusOK, "application/json", wire.EncodeError(id, werr))
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && mt != "application/a2a+json") {
-			return c.Blob(http.StatusOK, "application/json", wire.EncodeError(nil, wire.ContentTypeNotSupported(ct)))
+			return refuse(nil, wire.ContentTypeNotSupported(ct))
 		}
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, wire.MaxRequestBytes+1))
 	if err != nil {
-		return c.Blob(http.StatusOK, "application/json", wire.EncodeError(nil, wire.ParseError("could not read the request body")))
+		return refuse(nil, wire.ParseError("could not read the request body"))
 	}
 	if len(body) > wire.MaxRequestBytes {
-		return c.Blob(http.StatusOK, "application/json", wire.EncodeError(nil, wire.InvalidRequest(fmt.Sprintf("request larger than %d bytes", wire.MaxRequestBytes))))
+		return refuse(nil, wire.InvalidRequest(fmt.Sprintf("request larger than %d bytes", wire.MaxRequestBytes)))
 	}
 	version, verr := wire.NegotiateVersion(r.Header.Get(wire.HeaderVersion), r.URL.Query().Get(wire.HeaderVersion))
 	if verr != nil {
 		req, _ := wire.DecodeRequest(body)
-		return c.Blob(http.StatusOK, "application/json", wire.EncodeError(req.ResponseID(), verr))
+		return refuse(req.ResponseID(), verr)
 	}
 	cl, cerr := e.callerFrom(r.Header)
 	rc := rpcCall{caller: cl, version: version}
@@ -219,7 +232,7 @@ func (e *Edge) serveJSONRPC(c echo.Context) error {
 			return e.serveRPCStream(c, rc, req, m, cerr)
 		}
 	}
-	resp := e.handleJSONRPC(r.Context(), rc, body, cerr)
+	resp := e.handleJSONRPC(ctx, rc, body, cerr)
 	if resp == nil {
 		return c.NoContent(http.StatusNoContent)
 	}
@@ -231,6 +244,8 @@ func (e *Edge) serveJSONRPC(c echo.Context) error {
 // the stream opens is an ordinary JSON-RPC error response.
 func (e *Edge) serveRPCStream(c echo.Context, rc rpcCall, req *wire.Request, m wire.Method, cerr *wire.Error) error {
 	id := req.ResponseID()
+	rec := callFrom(c.Request().Context())
+	rec.setMethod(m.Op.String())
 	params, werr := m.DecodeParams(req.Params)
 	if werr == nil {
 		werr = cerr
@@ -240,6 +255,7 @@ func (e *Edge) serveRPCStream(c echo.Context, rc rpcCall, req *wire.Request, m w
 		st, werr = e.openStream(c.Request().Context(), rc, m.Version, m.Op, params)
 	}
 	if werr != nil {
+		rec.fail(werr)
 		return c.Blob(http.StatusOK, "application/json", wire.EncodeError(id, werr))
 	}
 	s := newSSE(c.Response(), func(ev json.RawMessage) []byte { return wire.EncodeResult(id, ev) },
@@ -296,17 +312,51 @@ func (e *Edge) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 	if e.cfg.DevToken == "" {
 		cerr = wire.Unauthenticated("the stdio edge has no capability to act under")
 	}
+	// Lines are read on their own goroutine so that a stop (SIGTERM) ends
+	// the session while it waits for input; that reader is left blocked
+	// in Read, which ends with the process.
+	type read struct {
+		line    []byte
+		tooLong bool
+		err     error
+	}
+	lines := make(chan read)
+	go func() {
+		for {
+			line, tooLong, err := readLine(r, wire.MaxRequestBytes)
+			select {
+			case lines <- read{line, tooLong, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		line, tooLong, err := readLine(r, wire.MaxRequestBytes)
+		var next read
+		select {
+		case next = <-lines:
+		case <-ctx.Done():
+			return nil // a requested stop, not a failure
+		}
+		line, tooLong, err := next.line, next.tooLong, next.err
 		if err != nil && err != io.EOF {
 			return fmt.Errorf("stdio: read: %w", err)
 		}
 		var resp []byte
 		switch {
 		case tooLong:
-			resp = wire.EncodeError(nil, wire.InvalidRequest(fmt.Sprintf("request larger than %d bytes", wire.MaxRequestBytes)))
+			werr := wire.InvalidRequest(fmt.Sprintf("request larger than %d bytes", wire.MaxRequestBytes))
+			_, rec := e.begin(ctx, "stdio", "")
+			rec.fail(werr)
+			rec.release()
+			resp = wire.EncodeError(nil, werr)
 		case len(strings.TrimSpace(string(line))) > 0:
-			resp = e.handleJSONRPC(ctx, rpcCall{caller: caller{token: e.cfg.DevToken}, version: wire.V03, stdio: true}, line, cerr)
+			lctx, rec := e.begin(ctx, "stdio", "")
+			resp = e.handleJSONRPC(lctx, rpcCall{caller: caller{token: e.cfg.DevToken}, version: wire.V03, stdio: true}, line, cerr)
+			rec.release()
 		}
 		if resp != nil {
 			if _, werr := w.Write(append(resp, '\n')); werr != nil {
@@ -316,11 +366,8 @@ func (e *Edge) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 				return fmt.Errorf("stdio: flush: %w", werr)
 			}
 		}
-		if err == io.EOF {
+		if err == io.EOF || ctx.Err() != nil {
 			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
 		}
 	}
 }

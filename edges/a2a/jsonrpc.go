@@ -12,6 +12,7 @@ import (
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas"
 )
 
 // rpcCall is one decoded JSON-RPC call with its context.
@@ -24,8 +25,10 @@ type rpcCall struct {
 // HandleJSONRPC answers one JSON-RPC request body. It returns nil for a
 // notification (JSON-RPC sends no response to one).
 func (e *Edge) handleJSONRPC(ctx context.Context, rc rpcCall, body []byte, callerErr *wire.Error) (resp []byte) {
+	rec := callFrom(ctx)
 	req, werr := wire.DecodeRequest(body)
 	if werr != nil {
+		rec.fail(werr)
 		return wire.EncodeError(req.ResponseID(), werr)
 	}
 	defer func() {
@@ -33,10 +36,13 @@ func (e *Edge) handleJSONRPC(ctx context.Context, rc rpcCall, body []byte, calle
 		// without an answer.
 		if r := recover(); r != nil {
 			e.log.Error("a2a: panic while handling a request", "method", req.Method, "panic", fmt.Sprint(r))
-			resp = wire.EncodeError(req.ResponseID(), wire.InternalError("internal error"))
+			werr := wire.InternalError("internal error")
+			rec.fail(werr)
+			resp = wire.EncodeError(req.ResponseID(), werr)
 		}
 	}()
 	result, werr := e.call(ctx, rc, req, callerErr)
+	rec.fail(werr)
 	if req.IsNotification {
 		return nil
 	}
@@ -51,6 +57,7 @@ func (e *Edge) call(ctx context.Context, rc rpcCall, req *wire.Request, callerEr
 	if !ok {
 		return nil, wire.MethodNotFound(req.Method)
 	}
+	callFrom(ctx).setMethod(m.Op.String())
 	version := m.Version
 	if rc.stdio {
 		version = wire.VHelloStdio
@@ -76,6 +83,7 @@ func (e *Edge) call(ctx context.Context, rc rpcCall, req *wire.Request, callerEr
 // do runs one non-streaming operation with decoded params; both bindings
 // (JSON-RPC and REST) come here.
 func (e *Edge) do(ctx context.Context, rc rpcCall, version wire.Version, op wire.Operation, params any) (any, *wire.Error) {
+	callFrom(ctx).setTask(taskIDOf(params))
 	switch {
 	case op.PushConfig():
 		return e.pushConfigOp(ctx, rc, version, op, params)
@@ -114,11 +122,12 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, v wire.Version, p *wire.Sen
 		return e.encodeTask(v, t, p.Configuration.HistoryLength)
 	}
 	if mode == modeBackground {
-		go func() {
+		// The call is logged when its run ends, with the decision.
+		e.spawn(ctx, func() {
 			if _, err := e.execute(background(ctx), rc.caller, t); err != nil {
 				e.log.Error("a2a: background task failed", "task", t.ID, "err", err)
 			}
-		}()
+		})
 		return e.encodeTask(v, t, p.Configuration.HistoryLength)
 	}
 	// The call finishes even if the client goes away: its receipt must.
@@ -180,6 +189,11 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 	if p.Message.MessageID == "" {
 		p.Message.MessageID = uuid.Must(uuid.NewV7()).String()
 	}
+	req.RequestID = p.Message.MessageID
+	callFrom(ctx).setRequest(req.RequestID)
+	if req.Intent, werr = governedIntent(p); werr != nil {
+		return nil, werr
+	}
 	if isNative(en) {
 		msg, err := wire.EncodeMessage(wire.V10, &p.Message)
 		if err != nil {
@@ -206,12 +220,13 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 	ctx = background(ctx)
 	owner := e.sendOwner(rc.caller, p.Tenant)
 	var t *taskstore.Task
+	var held bool
 	var err error
 	if prior != nil {
 		owner = prior.Owner
 		t, err = e.continueTask(ctx, prior, p, req, chioMeta(nil, mode, true, ""))
 	} else {
-		t, err = e.createTask(ctx, owner, p, req, chioMeta(nil, mode, true, ""))
+		t, held, err = e.createTask(ctx, owner, p, req, chioMeta(nil, mode, true, ""), mode != modeDeferred)
 	}
 	if err != nil {
 		switch {
@@ -222,13 +237,14 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 		}
 		return nil, wire.InternalError(err.Error())
 	}
+	callFrom(ctx).setTask(t.ID)
 	if pc != nil {
 		pc.TaskID, pc.Owner = t.ID, pushOwner(owner)
 		if _, err := e.cfg.Push.Store.Put(ctx, *pc); err != nil {
 			return nil, pushError(err)
 		}
 	}
-	if mode == modeDeferred {
+	if mode == modeDeferred || held {
 		return t, nil
 	}
 	claimed, won, err := e.claimFree(ctx, t.ID, owner)
@@ -374,4 +390,46 @@ func (e *Edge) claimFree(ctx context.Context, id string, owner taskstore.Owner) 
 		return t, false, fmt.Errorf("claim task %s: %w", id, err)
 	}
 	return t, won, nil
+}
+
+// governedIntent reads metadata.chio.governedIntent from the request or
+// its message (A2A has no other place for it). A malformed one is bad
+// input (-32602, nothing runs); one that is well formed but does not fit
+// the call is the kernel's to deny, with a receipt.
+func governedIntent(p *wire.SendParams) (*schemas.GovernedIntent, *wire.Error) {
+	var found *schemas.GovernedIntent
+	var foundAt string
+	for _, src := range []struct {
+		path string
+		meta map[string]any
+	}{{"metadata", p.Metadata}, {"message.metadata", p.Message.Metadata}} {
+		c, ok := src.meta["chio"].(map[string]any)
+		if !ok {
+			continue
+		}
+		v, ok := c["governedIntent"]
+		if !ok {
+			continue
+		}
+		field := src.path + ".chio.governedIntent"
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, wire.InvalidParams(field+": "+err.Error(), wire.FieldViolation{Field: field, Description: err.Error()})
+		}
+		g, err := schemas.DecodeGovernedIntent(raw)
+		if err != nil {
+			return nil, wire.InvalidParams(field+": "+err.Error(), wire.FieldViolation{Field: field, Description: err.Error()})
+		}
+		if found != nil {
+			a, _ := schemas.Canonical(found)
+			b, _ := schemas.Canonical(g)
+			if string(a) != string(b) {
+				return nil, wire.InvalidParams(field+" differs from "+foundAt,
+					wire.FieldViolation{Field: field, Description: "two different governed intents in one request"})
+			}
+			continue
+		}
+		found, foundAt = g, field
+	}
+	return found, nil
 }

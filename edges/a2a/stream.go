@@ -22,6 +22,11 @@ type stream struct {
 	// holdTask delays the snapshot until the tool's first event, because
 	// an A2A-native tool may answer with a lone message instead of a task.
 	holdTask bool
+	// draining, for a subscription, ends the stream when the replica
+	// drains: the task may run elsewhere for long, and its client can
+	// subscribe again at another replica. A send's stream (nil here)
+	// follows a run of this replica, which the drain waits for.
+	draining <-chan struct{}
 }
 
 // sink writes one binding's frames: an encoded StreamResponse with its
@@ -35,6 +40,7 @@ type sink interface {
 // openStream validates a streaming call and returns its stream, or the
 // error to answer with before any stream opens.
 func (e *Edge) openStream(ctx context.Context, rc rpcCall, v wire.Version, op wire.Operation, params any) (*stream, *wire.Error) {
+	callFrom(ctx).setTask(taskIDOf(params))
 	switch p := params.(type) {
 	case *wire.SendParams:
 		if op == wire.OpSendStreamingMessage {
@@ -57,11 +63,11 @@ func (e *Edge) sendStream(ctx context.Context, rc rpcCall, v wire.Version, p *wi
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	events, err := e.hub.watch(wctx, t.ID, t.Owner)
-	go func() {
+	e.spawn(ctx, func() {
 		if _, err := e.execute(background(ctx), rc.caller, t); err != nil {
 			e.log.Error("a2a: streamed task failed", "task", t.ID, "err", err)
 		}
-	}()
+	})
 	if err != nil {
 		cancel()
 		return nil, storeError(t.ID, err)
@@ -95,7 +101,7 @@ func (e *Edge) subscribe(ctx context.Context, rc rpcCall, v wire.Version, p *wir
 		cancel()
 		return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; there is nothing left to subscribe to", t.ID, t.State))
 	}
-	return &stream{version: v, task: t, events: events, cancel: cancel}, nil
+	return &stream{version: v, task: t, events: events, cancel: cancel, draining: e.draining}, nil
 }
 
 // run writes the stream to s until the task ends (or pauses, for a send),
@@ -144,6 +150,8 @@ func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 		var ok bool
 		select {
 		case <-ctx.Done():
+			return
+		case <-st.draining:
 			return
 		case <-tick.C:
 			if s.keepAlive() != nil {

@@ -34,6 +34,12 @@ type execRequest struct {
 	// caller's own authority, which it cannot otherwise present. The task
 	// stream is as protected as the KV buckets (same NATS account).
 	Capability string `json:"capability,omitempty"`
+	// RequestID is the call's request id: the messageId of the message
+	// that started the turn. A relayed call names it as its parent.
+	RequestID string `json:"request_id,omitempty"`
+	// Intent is the governed intent the caller sent under
+	// metadata.chio.governedIntent, checked by the kernel at execution.
+	Intent *schemas.GovernedIntent `json:"governed_intent,omitempty"`
 }
 
 // Lifecycle modes recorded in metadata.chio.lifecycle.
@@ -86,26 +92,41 @@ func agentMessage(t *taskstore.Task, parts []wire.Part) *wire.Message {
 func encodeStored(m *wire.Message) (json.RawMessage, error) { return wire.EncodeMessage(wire.V10, m) }
 
 // createTask stores a new task for a send, in state working; a native
-// tool's task stays submitted until the tool's own first event.
-func (e *Edge) createTask(ctx context.Context, owner taskstore.Owner, p *wire.SendParams, req execRequest, meta map[string]any) (*taskstore.Task, error) {
+// tool's task stays submitted until the tool's own first event. With claim,
+// the commit that makes it working also claims its execution for this
+// replica (held reports whether it did): one synced stream write fewer on
+// every blocking call, which pays one per write.
+func (e *Edge) createTask(ctx context.Context, owner taskstore.Owner, p *wire.SendParams, req execRequest, meta map[string]any, claim bool) (t *taskstore.Task, held bool, err error) {
 	msg := p.Message
 	if msg.MessageID == "" {
 		msg.MessageID = uuid.Must(uuid.NewV7()).String()
 	}
 	first, err := encodeStored(&msg)
 	if err != nil {
-		return nil, fmt.Errorf("store message: %w", err)
+		return nil, false, fmt.Errorf("store message: %w", err)
 	}
-	t, err := e.tasks.Create(ctx, owner, msg.ContextID, first, mustJSON(req), mustJSON(meta))
+	t, err = e.tasks.Create(ctx, owner, msg.ContextID, first, mustJSON(req), mustJSON(meta))
 	if err != nil {
-		return nil, fmt.Errorf("create task: %w", err)
+		return nil, false, fmt.Errorf("create task: %w", err)
 	}
 	if req.Native {
-		return t, nil
+		return t, false, nil
 	}
-	return e.tasks.Transition(ctx, t.ID, owner, func(t *taskstore.Task) ([]taskstore.Event, error) {
-		return []taskstore.Event{taskstore.StatusEvent(taskstore.StateWorking, nil)}, nil
+	t, err = e.tasks.Transition(ctx, t.ID, owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+		now := time.Now()
+		evs := []taskstore.Event{taskstore.StatusEvent(taskstore.StateWorking, nil)}
+		// Nobody else can hold a task this new (sweepers wait a grace
+		// period), but a retried commit re-reads it: claim only if free.
+		held = claim && !cur.State.Terminal() && (!cur.Claimed(now) || cur.ClaimedBy == e.cfg.EdgeID)
+		if held {
+			evs = append(evs, taskstore.ClaimEvent(e.cfg.EdgeID, now.Add(e.cfg.ClaimLease).UTC()))
+		}
+		return evs, nil
 	})
+	if err != nil {
+		return nil, false, err
+	}
+	return t, held, nil
 }
 
 // errTurnTaken: another message started the task's next turn first.
@@ -141,9 +162,11 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 	if err := json.Unmarshal(t.Request, &req); err != nil {
 		return nil, fmt.Errorf("task %s: stored request: %w", t.ID, err)
 	}
-	// A cancel landing on any replica while the tool runs stops it here.
+	// A cancel landing on any replica while the tool runs stops it here,
+	// and so does a drain that ran out of time.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	defer context.AfterFunc(e.aborted, stop)()
 	// Renew the execution lease while the tool runs, so no sweeper takes
 	// a live task over; a lease that cannot be renewed stops the run. A
 	// streaming tool's own commits renew it in-band (out.commit), so the
@@ -173,11 +196,20 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 				continue
 			case ctx.Err() != nil:
 				return
-			case errors.Is(err, taskstore.ErrConflict) && since < e.cfg.ClaimLease-every:
-				continue
 			}
-			if cur, lerr := e.tasks.Load(ctx, t.ID, t.Owner); lerr == nil && cur.State.Terminal() {
-				return // finished or canceled: nothing left to hold
+			// A renewal that lost a race (to the run's own commits, which
+			// renew it too) is not a lost lease: the lease is lost only when
+			// the task as stored names another holder. Ours having lapsed
+			// on a stalled machine is no loss either while nobody took it:
+			// the next renewal is a compare-and-set and wins it back, or
+			// fails because someone did, and then the run stops.
+			if cur, lerr := e.tasks.Load(ctx, t.ID, t.Owner); lerr == nil {
+				if cur.State.Terminal() {
+					return // finished or canceled: nothing left to hold
+				}
+				if errors.Is(err, taskstore.ErrConflict) && cur.ClaimedBy == e.cfg.EdgeID {
+					continue
+				}
 			}
 			e.log.Warn("a2a: lost the execution lease; stopping the run", "task", t.ID, "err", err)
 			stop()
@@ -199,9 +231,11 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 	res, err := e.dispatch.Do(ctx, dispatch.Call{
 		ReceiptID: t.ExecutionID, Token: c.token, ServerID: req.ServerID, ToolName: req.ToolName,
 		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, Stream: req.Stream || req.Native, TaskID: t.ID,
+		RequestID: req.RequestID, GovernedIntent: req.Intent,
 		Metadata: map[string]any{"protocol": "a2a", "a2a": map[string]any{"taskId": t.ID, "contextId": t.ContextID}},
 		Emit:     func(ch tools.Chunk) error { return out.emit(ctx, ch) },
 	})
+	callFrom(ctx).executed(t.ID, req.RequestID, res, err)
 	var (
 		state     = taskstore.StateFailed
 		parts     []wire.Part
@@ -453,6 +487,13 @@ func (o *outputs) commit(ctx context.Context, ev taskstore.Event) error {
 // receipt; the tool itself may run a second time if the first replica
 // died while it ran.
 func (e *Edge) Sweep(ctx context.Context, every time.Duration) {
+	// The live index makes a sweep cost the live tasks, not every task
+	// stored; the full scan stays as the fallback while it catches up or
+	// if it fails.
+	live, err := e.tasks.FollowLive(ctx)
+	if err != nil {
+		e.log.Warn("a2a: sweep: no live task index; scanning the stream", "err", err)
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -461,10 +502,16 @@ func (e *Edge) Sweep(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		refs, err := e.tasks.Claimable(ctx, every)
-		if err != nil {
-			e.log.Warn("a2a: sweep", "err", err)
-			continue
+		var refs []taskstore.TaskRef
+		ok := false
+		if live != nil {
+			refs, ok = live.Claimable(every)
+		}
+		if !ok {
+			if refs, err = e.tasks.Claimable(ctx, every); err != nil {
+				e.log.Warn("a2a: sweep", "err", err)
+				continue
+			}
 		}
 		for _, ref := range refs {
 			task, err := e.tasks.Load(ctx, ref.ID, ref.Owner)
@@ -487,12 +534,17 @@ func (e *Edge) Sweep(ctx context.Context, every time.Duration) {
 			}
 			e.log.Info("a2a: taking over a background task", "task", ref.ID, "from", task.ClaimedBy)
 			// Concurrently: one long task must not hold up the sweep (nor
-			// let its own lease lapse while the loop waits).
-			go func() {
-				if _, err := e.execute(ctx, caller{token: req.Capability}, claimed); err != nil {
+			// let its own lease lapse while the loop waits). The run is a
+			// call of its own, logged as such; like a client's, it is not
+			// cut by the sweep stopping but drained.
+			rctx, rec := e.begin(context.WithoutCancel(ctx), "takeover", "")
+			rec.setMethod("takeover")
+			e.spawn(rctx, func() {
+				if _, err := e.execute(rctx, caller{token: req.Capability}, claimed); err != nil {
 					e.log.Error("a2a: taken-over task failed", "task", ref.ID, "err", err)
 				}
-			}()
+			})
+			rec.release()
 		}
 	}
 }

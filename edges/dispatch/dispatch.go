@@ -16,9 +16,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/edges/kernel"
@@ -41,6 +43,7 @@ type Dispatcher struct {
 	registry *tools.Registry
 	edgeID   string
 	now      func() time.Time
+	metrics  *metrics
 }
 
 // Option configures a Dispatcher.
@@ -56,7 +59,7 @@ func New(ctx context.Context, js jetstream.JetStream, k *kernel.Kernel, reg *too
 	if _, err := js.CreateOrUpdateStream(ctx, schemas.EventsStreamConfig(replicas)); err != nil {
 		return nil, fmt.Errorf("dispatch: events stream: %w", err)
 	}
-	d := &Dispatcher{js: js, kernel: k, registry: reg, edgeID: edgeID, now: time.Now}
+	d := &Dispatcher{js: js, kernel: k, registry: reg, edgeID: edgeID, now: time.Now, metrics: newMetrics(nil)}
 	for _, o := range opts {
 		o(d)
 	}
@@ -78,8 +81,12 @@ type Call struct {
 	// RequestID, TaskID and TenantID are recorded on the decision event.
 	RequestID, TaskID, TenantID string
 	// Metadata is merged into the decision event's metadata (e.g. the
-	// protocol, a governed intent); the kernel's attribution is added.
+	// protocol); the kernel's attribution is added.
 	Metadata map[string]any
+	// GovernedIntent is the caller's declared intent, if any: the kernel
+	// checks it against the call, the decision event carries it and the
+	// ledger signs it into the receipt.
+	GovernedIntent *schemas.GovernedIntent
 	// Emit, if set, receives each chunk of a streamed call as it comes.
 	Emit func(tools.Chunk) error
 }
@@ -110,22 +117,27 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	if c.ReceiptID == "" {
 		c.ReceiptID = uuid.Must(uuid.NewV7()).String()
 	}
+	if c.RequestID == "" {
+		c.RequestID = c.ReceiptID // one request, one receipt: a chain can name either
+	}
 	dec := d.kernel.Decide(ctx, &kernel.Request{
 		Token: c.Token, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments, Exposure: c.Exposure,
+		RequestID: c.RequestID, GovernedIntent: c.GovernedIntent,
 	})
 	res := &Result{ReceiptID: c.ReceiptID, Decision: dec}
 	ev, err := d.decisionEvent(c, dec)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.publish(ctx, schemas.SubjectDecision, ev.EventID, ev); err != nil {
+	if err := d.publish(ctx, "decision", schemas.SubjectDecision, ev.EventID, ev); err != nil {
 		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, err)
 	}
 	if !dec.Allow {
 		return res, nil
 	}
 	res.Ran = true
-	inv := tools.Invocation{ID: c.ReceiptID, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments}
+	inv := tools.Invocation{ID: c.ReceiptID, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments,
+		Governance: &tools.Governance{RequestID: c.RequestID, ReceiptID: c.ReceiptID, Subject: dec.Subject, Intent: c.GovernedIntent}}
 	server, _ := d.registry.Tool(c.ServerID, c.ToolName)
 	contentHash := d.run(ctx, c, inv, server, res)
 	if contentHash == "" {
@@ -146,7 +158,7 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	// The outcome must be recorded even if the caller has gone away.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	res.OutcomeDurable = d.publish(pctx, schemas.SubjectOutcome, out.EventID, out) == nil
+	res.OutcomeDurable = d.publish(pctx, "outcome", schemas.SubjectOutcome, out.EventID, out) == nil
 	return res, nil
 }
 
@@ -232,22 +244,97 @@ func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.Decis
 		Timestamp: d.stamp(), CapabilityID: dec.CapabilityID, ToolServer: c.ServerID, ToolName: c.ToolName,
 		Parameters: params, Decision: dec.Verdict(), PolicyHash: dec.PolicyHash, Evidence: evidence, Metadata: rawMeta,
 		TrustLevel: schemas.TrustMediated, TenantID: c.TenantID, RequestID: c.RequestID, TaskID: c.TaskID, EdgeID: d.edgeID,
+		GovernedIntent: c.GovernedIntent, CapabilityLineage: dec.CapabilityLineage,
 	}
 	if err := ev.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
 	}
+	if err := fitEvent(ev); err != nil {
+		return nil, err
+	}
 	return ev, nil
 }
 
-func (d *Dispatcher) publish(ctx context.Context, subject, id string, v any) error {
+// fitEvent keeps a decision event within the stream's message size. Each
+// part is bounded, but a long delegation chain's lineage can tip the sum
+// over; the lineage then goes without grants (a report on the receipt
+// fails closed on them), and if that is not enough, without lineage.
+func fitEvent(ev *schemas.DecisionEvent) error {
+	for step := 0; ; step++ {
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadArguments, err)
+		}
+		if len(raw) <= schemas.MaxEventBytes {
+			return nil
+		}
+		switch step {
+		case 0:
+			l := slices.Clone(ev.CapabilityLineage) // the kernel caches the records: never change them
+			for i := range l {
+				l[i].Grants, l[i].GrantsOmitted = nil, true
+			}
+			ev.CapabilityLineage = l
+		case 1:
+			ev.CapabilityLineage = nil
+		default:
+			return fmt.Errorf("%w: the decision event would be %d bytes, over %d", ErrBadArguments, len(raw), schemas.MaxEventBytes)
+		}
+	}
+}
+
+// publish publishes one event and waits for its PubAck; kind ("decision"
+// or "outcome") labels its latency.
+func (d *Dispatcher) publish(ctx context.Context, kind, subject, id string, v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if _, err := d.js.Publish(ctx, subject, raw, jetstream.WithMsgID(id)); err != nil {
-		return fmt.Errorf("publish %s: %w", id, err)
+	// A cluster that lost a node answers nothing while it elects a stream
+	// leader (seconds). The event id makes a retry idempotent (JetStream
+	// drops a duplicate within the stream's window), so a publish is tried
+	// again until it is acknowledged or publishWithin has passed; giving up
+	// on the first "no responders" would leave a call that ran without its
+	// outcome, to be logged as incomplete.
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, publishWithin)
+		defer cancel()
 	}
-	return nil
+	backoff := 25 * time.Millisecond
+	for {
+		started := time.Now()
+		actx, cancel := context.WithTimeout(ctx, publishAttempt)
+		_, err = d.js.Publish(actx, subject, raw, jetstream.WithMsgID(id))
+		cancel()
+		d.metrics.observePublish(kind, started, err)
+		if err == nil {
+			return nil
+		}
+		if !retryablePublish(err) || ctx.Err() != nil {
+			return fmt.Errorf("publish %s: %w", id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("publish %s: %w", id, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// Bounds of publishing one event: each attempt, and all of them.
+const (
+	publishAttempt = 2 * time.Second
+	publishWithin  = 10 * time.Second
+)
+
+// retryablePublish reports whether a publish failed because JetStream did
+// not answer (no leader yet, a node gone), not because it refused the event.
+func retryablePublish(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
 }
 
 func checkArguments(args json.RawMessage) error {

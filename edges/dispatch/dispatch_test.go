@@ -8,6 +8,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -53,7 +56,7 @@ type fixture struct {
 	token  string
 }
 
-func setup(t *testing.T) *fixture {
+func setup(t *testing.T, opts ...Option) *fixture {
 	t.Helper()
 	_, _, js := natstest.Start(t)
 	issuer := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32))
@@ -73,7 +76,7 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Close)
-	d, err := New(ctx, js, k, reg, "edge-test", 1)
+	d, err := New(ctx, js, k, reg, "edge-test", 1, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,5 +214,82 @@ func TestToolPanicFailsTheCall(t *testing.T) {
 	res, err := f.d.Do(context.Background(), Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)})
 	if err != nil || res.Outcome != schemas.OutcomeFailed || !res.OutcomeDurable || !strings.Contains(res.ToolErr.Error(), "panicked") {
 		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// A decision event whose parts are each within bounds can still sum past
+// the stream's message size with a long lineage: its grants go first,
+// then the lineage, and the event always fits.
+func TestDecisionEventFitsTheStream(t *testing.T) {
+	big := strings.Repeat("x", schemas.MaxParametersBytes-16)
+	grants := make([]schemas.ToolGrant, schemas.MaxGrants)
+	for i := range grants {
+		grants[i] = schemas.ToolGrant{ServerID: strings.Repeat("s", 200), ToolName: strings.Repeat("t", 200), Operations: []schemas.Operation{schemas.OpInvoke}}
+	}
+	var lineage []schemas.CapabilityLineage
+	for i := range schemas.MaxDelegationDepth + 1 {
+		l := schemas.CapabilityLineage{CapabilityID: fmt.Sprintf("cap-%d", i), SubjectKey: "s", IssuerKey: "i", DelegationDepth: i, ScopeHash: "h", Grants: grants[:8]}
+		if i > 0 {
+			l.ParentCapabilityID = lineage[i-1].CapabilityID
+		}
+		lineage = append(lineage, l)
+	}
+	for _, tc := range []struct {
+		name       string
+		lineage    []schemas.CapabilityLineage
+		wantGrants bool
+		wantLin    bool
+	}{
+		{"small lineage kept whole", lineage[:2], true, true},
+		{"long lineage loses its grants", lineage, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kept := slices.Clone(tc.lineage)
+			ev := &schemas.DecisionEvent{Schema: schemas.DecisionEventSchema, EventID: schemas.DecisionEventID("r"), ReceiptID: "r", Timestamp: 1,
+				CapabilityID: "c", ToolServer: "s", ToolName: "t", Parameters: json.RawMessage(`{"p":"` + big + `"}`),
+				Decision: schemas.Decision{Verdict: schemas.VerdictAllow}, PolicyHash: "p", Metadata: json.RawMessage(`{"m":"` + strings.Repeat("m", 7000) + `"}`),
+				CapabilityLineage: tc.lineage}
+			if err := fitEvent(ev); err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := json.Marshal(ev)
+			if len(raw) > schemas.MaxEventBytes || ev.Validate() != nil {
+				t.Fatalf("event of %d bytes, %v", len(raw), ev.Validate())
+			}
+			if (len(ev.CapabilityLineage) > 0) != tc.wantLin || tc.wantLin && (len(ev.CapabilityLineage[0].Grants) > 0) != tc.wantGrants {
+				t.Fatalf("lineage %+v", ev.CapabilityLineage)
+			}
+			if !reflect.DeepEqual(kept, tc.lineage) {
+				t.Fatal("the caller's lineage records were changed")
+			}
+		})
+	}
+}
+
+// While no stream answers (a cluster electing a leader looks the same:
+// "no responders"), the decision is retried until one does, and the call
+// then goes through with both its events, once each.
+func TestPublishRetriesUntilJetStreamAnswers(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	if err := f.js.DeleteStream(ctx, schemas.EventsStream); err != nil {
+		t.Fatal(err)
+	}
+	back := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, err := f.js.CreateStream(ctx, schemas.EventsStreamConfig(1))
+		back <- err
+	}()
+	res, err := f.d.Do(ctx, Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)})
+	if err != nil || <-back != nil {
+		t.Fatalf("call while the stream was away: %v", err)
+	}
+	if !res.Decision.Allow || !res.OutcomeDurable || f.server.runs.Load() != 1 {
+		t.Fatalf("allow %v, outcome durable %v, runs %d", res.Decision.Allow, res.OutcomeDurable, f.server.runs.Load())
+	}
+	ev := f.events(t)
+	if len(ev[schemas.SubjectDecision]) != 1 || len(ev[schemas.SubjectOutcome]) != 1 {
+		t.Fatalf("events: %d decisions, %d outcomes", len(ev[schemas.SubjectDecision]), len(ev[schemas.SubjectOutcome]))
 	}
 }

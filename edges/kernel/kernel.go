@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chio-ledger/chio/edges/guards"
 	"github.com/chio-ledger/chio/edges/tools"
@@ -39,6 +40,7 @@ type config struct {
 	replicas   int
 	registry   *tools.Registry
 	cacheLimit int
+	metrics    prometheus.Registerer
 }
 
 // WithClock sets the clock (tests).
@@ -67,6 +69,7 @@ type Kernel struct {
 	revs     *revocations
 	budgets  *budgets
 	tokens   *tokenCache
+	metrics  *metrics
 }
 
 // New opens (creating if needed) the shared state buckets, loads the
@@ -101,9 +104,10 @@ func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts
 	if err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
+	m := newMetrics(cfg.metrics)
 	return &Kernel{
-		cfg: cfg, policy: policy, js: js, pipeline: pipeline, revs: revs,
-		budgets: &budgets{kv: budKV}, tokens: newTokenCache(cfg.cacheLimit),
+		cfg: cfg, policy: policy, js: js, pipeline: m.timed(pipeline), revs: revs,
+		budgets: &budgets{kv: budKV}, tokens: newTokenCache(cfg.cacheLimit), metrics: m,
 	}, nil
 }
 
@@ -127,6 +131,12 @@ type Request struct {
 	// Exposure, when set, is the edge's audience: the tool must be exposed
 	// to it. Without it only the hard floor of internal names applies.
 	Exposure *tools.Exposure
+	// RequestID identifies the call; a governed intent's call chain may
+	// not name it as its own parent.
+	RequestID string
+	// GovernedIntent is the caller's declared intent, if any. It must fit
+	// the call; a grant with governed_intent_required demands one.
+	GovernedIntent *schemas.GovernedIntent
 }
 
 // Decision is the kernel's answer, with everything a decision event needs.
@@ -148,6 +158,8 @@ type Decision struct {
 	GrantIndex int
 	// Lineage is the token's ancestors' ids, root first, then its own.
 	Lineage []string
+	// CapabilityLineage describes the same chain for decision events.
+	CapabilityLineage []schemas.CapabilityLineage
 	// Charged is the cost charged against budgets, if any.
 	Charged *schemas.MonetaryAmount
 	// Tool is the resolved tool when a registry is configured.
@@ -179,11 +191,8 @@ func (k *Kernel) deny(d *Decision, step, reason string) *Decision {
 	return d
 }
 
-// Decide validates the call in order — tool resolution, parse and schema,
-// trusted issuer, signature, time window, delegation chain, revocation of
-// the token and every ancestor, grant match, budgets, guards — and denies
-// at the first failure, naming the step.
-func (k *Kernel) Decide(ctx context.Context, req *Request) *Decision {
+// decide is Decide without its timing.
+func (k *Kernel) decide(ctx context.Context, req *Request) *Decision {
 	d := &Decision{PolicyHash: k.policy.Hash, CapabilityID: NoCapability, GrantIndex: -1}
 	op := req.Operation
 	if op == "" {
@@ -216,7 +225,7 @@ func (k *Kernel) Decide(ctx context.Context, req *Request) *Decision {
 	}
 	tok := v.tok
 	d.CapabilityID, d.Subject, d.Issuer, d.RootIssuer = tok.ID, tok.Subject, tok.Issuer, v.rootIssuer
-	d.DelegationDepth, d.Lineage = len(v.ancestors), v.lineage
+	d.DelegationDepth, d.Lineage, d.CapabilityLineage = len(v.ancestors), v.lineage, v.records
 
 	if msg := k.outsideWindow(tok); msg != "" {
 		return k.deny(d, StepTime, msg)
@@ -242,6 +251,14 @@ func (k *Kernel) Decide(ctx context.Context, req *Request) *Decision {
 		// DPoP proofs are not implemented; a grant that demands one can
 		// never be satisfied here, so it denies rather than skipping it.
 		return k.deny(d, StepGrant, fmt.Sprintf("grant %d of %s requires a DPoP proof, which this kernel does not accept yet", gi, tok.ID))
+	}
+
+	if g := req.GovernedIntent; g != nil {
+		if err := g.Validate(req.RequestID, req.ServerID, req.ToolName); err != nil {
+			return k.deny(d, StepGovernedIntent, err.Error())
+		}
+	} else if v.intentRequired[gi] {
+		return k.deny(d, StepGovernedIntent, fmt.Sprintf("grant %d of %s requires a governed intent, and the call has none", gi, tok.ID))
 	}
 
 	if err := v.constraintErr[gi]; err != nil {

@@ -159,7 +159,7 @@ func TestValidationSteps(t *testing.T) {
 	constrained := grant("hello-a2a-srv", "hello_task")
 	constrained.Constraints = []schemas.Constraint{{Type: "prefix", Value: json.RawMessage(`{"pointer":"/text","prefix":"hello"}`)}}
 	unknownConstraint := grant("hello-a2a-srv", "hello_task")
-	unknownConstraint.Constraints = []schemas.Constraint{{Type: "governed_intent_required"}}
+	unknownConstraint.Constraints = []schemas.Constraint{{Type: "approval_required_above"}}
 
 	cases := []struct {
 		name  string
@@ -218,6 +218,78 @@ func TestValidationSteps(t *testing.T) {
 			}
 			if v := d.Verdict(); v.Validate() != nil {
 				t.Fatalf("verdict %+v does not validate: %v", v, v.Validate())
+			}
+		})
+	}
+}
+
+// A governed intent must fit its call, fail closed; a grant with
+// governed_intent_required demands one. Each deny names the step.
+func TestGovernedIntent(t *testing.T) {
+	e := startNATS(t)
+	reg := tools.NewRegistry()
+	if err := reg.Register(hello.New()); err != nil {
+		t.Fatal(err)
+	}
+	k := newKernel(t, e, testPolicy(t, func(p *Policy) { p.Guards.Egress = nil }), WithRegistry(reg))
+	required := grant("hello-a2a-srv", "hello_task")
+	required.Constraints = []schemas.Constraint{{Type: ConstraintGovernedIntent}}
+	badValue := grant("hello-a2a-srv", "hello_task")
+	badValue.Constraints = []schemas.Constraint{{Type: ConstraintGovernedIntent, Value: json.RawMessage(`{"x":1}`)}}
+	plain := header(t, issue(t, issuerKey, body("cap-gi-plain", grant("hello-a2a-srv", "hello_task"))))
+	needs := header(t, issue(t, issuerKey, body("cap-gi-req", required)))
+	bad := header(t, issue(t, issuerKey, body("cap-gi-bad", badValue)))
+	intent := func(mut func(*schemas.GovernedIntent)) *schemas.GovernedIntent {
+		g := &schemas.GovernedIntent{ID: "intent-1", ServerID: "hello-a2a-srv", ToolName: "hello_task", Purpose: "greet",
+			CallChain: &schemas.CallChain{ChainID: "chain-1", ParentRequestID: "req-0", OriginSubject: "a", DelegatorSubject: "a"}}
+		if mut != nil {
+			mut(g)
+		}
+		return g
+	}
+	cases := []struct {
+		name   string
+		token  string
+		intent *schemas.GovernedIntent
+		guard  string // "" = allow
+		reason string
+	}{
+		{"no intent, none required", plain, nil, "", ""},
+		{"valid intent with call chain", plain, intent(nil), "", ""},
+		{"intent required and given", needs, intent(nil), "", ""},
+		{"intent required and missing", needs, nil, StepGovernedIntent, "requires a governed intent"},
+		{"required constraint with a value", bad, intent(nil), guardConstraint, "takes no value"},
+		{"tool mismatch", plain, intent(func(g *schemas.GovernedIntent) { g.ToolName = "other" }), StepGovernedIntent, "names hello-a2a-srv/other"},
+		{"server mismatch", plain, intent(func(g *schemas.GovernedIntent) { g.ServerID = "x" }), StepGovernedIntent, "but the call is to"},
+		{"empty chain id", plain, intent(func(g *schemas.GovernedIntent) { g.CallChain.ChainID = "" }), StepGovernedIntent, "chain_id"},
+		{"empty parent request", plain, intent(func(g *schemas.GovernedIntent) { g.CallChain.ParentRequestID = "" }), StepGovernedIntent, "parent_request_id"},
+		{"empty origin", plain, intent(func(g *schemas.GovernedIntent) { g.CallChain.OriginSubject = "" }), StepGovernedIntent, "origin_subject"},
+		{"empty delegator", plain, intent(func(g *schemas.GovernedIntent) { g.CallChain.DelegatorSubject = "" }), StepGovernedIntent, "delegator_subject"},
+		{"parent is the call itself", plain, intent(func(g *schemas.GovernedIntent) { g.CallChain.ParentRequestID = "req-1" }), StepGovernedIntent, "own request id"},
+		{"bad parent receipt id", plain, intent(func(g *schemas.GovernedIntent) { g.CallChain.ParentReceiptID = "../x" }), StepGovernedIntent, "parent_receipt_id"},
+		{"empty purpose", plain, intent(func(g *schemas.GovernedIntent) { g.Purpose = "" }), StepGovernedIntent, "purpose"},
+		{"bad currency", plain, intent(func(g *schemas.GovernedIntent) { g.MaxAmount = &schemas.MonetaryAmount{Units: 5, Currency: "usd"} }), StepGovernedIntent, "currency"},
+		{"commerce without token", plain, intent(func(g *schemas.GovernedIntent) { g.Commerce = &schemas.Commerce{Seller: "s"} }), StepGovernedIntent, "commerce"},
+		{"unknown settlement mode", plain, intent(func(g *schemas.GovernedIntent) {
+			g.MeteredBilling = &schemas.MeteredBilling{SettlementMode: "later"}
+		}), StepGovernedIntent, "settlement_mode"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := req(c.token, "hello-a2a-srv", "hello_task", `{"text":"x"}`)
+			r.RequestID, r.GovernedIntent = "req-1", c.intent
+			d := k.Decide(context.Background(), r)
+			if c.guard == "" {
+				if !d.Allow {
+					t.Fatalf("denied by %s: %s", d.Guard, d.Reason)
+				}
+				if len(d.CapabilityLineage) != 1 || d.CapabilityLineage[0].CapabilityID != d.CapabilityID || len(d.CapabilityLineage[0].Grants) != 1 {
+					t.Fatalf("lineage %+v", d.CapabilityLineage)
+				}
+				return
+			}
+			if d.Allow || d.Guard != c.guard || !strings.Contains(d.Reason, c.reason) {
+				t.Fatalf("want deny by %s (%q), got allow=%v guard=%s reason=%s", c.guard, c.reason, d.Allow, d.Guard, d.Reason)
 			}
 		})
 	}

@@ -30,7 +30,17 @@ type verified struct {
 	// why they could not be compiled (the grant then denies every call).
 	constraints   []*guards.ConstraintSet
 	constraintErr []error
+	// intentRequired[i] says grant i carries governed_intent_required.
+	intentRequired []bool
+	// records is the chain as capability lineage records, root first,
+	// for decision events; computed once per verified token.
+	records []schemas.CapabilityLineage
 }
+
+// ConstraintGovernedIntent is the grant constraint that requires a call to
+// come with a governed intent. The kernel enforces it itself; it takes no
+// operands.
+const ConstraintGovernedIntent = "governed_intent_required"
 
 // stepError is a failed validation step; step becomes the deny guard.
 type stepError struct {
@@ -56,6 +66,9 @@ const (
 	StepRevocation     = "revocation"
 	StepGrant          = "grant"
 	StepBudget         = "budget"
+	// StepGovernedIntent denies a call whose governed intent does not fit
+	// it, or that lacks one its grant requires.
+	StepGovernedIntent = "governed_intent"
 )
 
 // verify runs the static steps in order: parse and schema → trusted issuer
@@ -133,12 +146,24 @@ func (v *verified) verifyChain(p *LoadedPolicy) *stepError {
 	}
 	v.constraints = make([]*guards.ConstraintSet, len(tok.Scope.Grants))
 	v.constraintErr = make([]error, len(tok.Scope.Grants))
+	v.intentRequired = make([]bool, len(tok.Scope.Grants))
 	for i, g := range tok.Scope.Grants {
-		if len(g.Constraints) > 0 {
-			v.constraints[i], v.constraintErr[i] = guards.CompileConstraints(g.Constraints)
+		cs := make([]schemas.Constraint, 0, len(g.Constraints))
+		for _, c := range g.Constraints {
+			if c.Type != ConstraintGovernedIntent {
+				cs = append(cs, c)
+				continue
+			}
+			if val := strings.TrimSpace(string(c.Value)); val != "" && val != "{}" && val != "null" {
+				v.constraintErr[i] = fmt.Errorf("%s takes no value", ConstraintGovernedIntent)
+			}
+			v.intentRequired[i] = true
+		}
+		if len(g.Constraints) > 0 && v.constraintErr[i] == nil {
+			v.constraints[i], v.constraintErr[i] = guards.CompileConstraints(cs)
 		}
 	}
-	return nil
+	return v.lineageRecords()
 }
 
 // tokenCache holds verified tokens so a hot path does not repeat Ed25519
@@ -189,4 +214,32 @@ func (c *tokenCache) get(p *LoadedPolicy, text string) (*verified, *stepError) {
 	}
 	c.mu.Unlock()
 	return v, nil
+}
+
+// lineageRecords describes the verified chain, root first, as decision
+// events carry it. Grants are left out of a record whose grants alone
+// would not fit the event's lineage bound.
+func (v *verified) lineageRecords() *stepError {
+	chain := append(append([]*schemas.CapabilityToken(nil), v.ancestors...), v.tok)
+	v.records = make([]schemas.CapabilityLineage, len(chain))
+	for i, t := range chain {
+		h, err := schemas.ScopeHash(t.Scope)
+		if err != nil {
+			return fail(StepParse, "%s: %v", t.ID, err)
+		}
+		r := schemas.CapabilityLineage{
+			CapabilityID: t.ID, SubjectKey: t.Subject, IssuerKey: t.Issuer, IssuedAt: t.IssuedAt, ExpiresAt: t.ExpiresAt,
+			DelegationDepth: i, ScopeHash: h, Grants: t.Scope.Grants,
+		}
+		if i > 0 {
+			r.ParentCapabilityID = chain[i-1].ID
+		}
+		v.records[i] = r
+	}
+	if c, err := schemas.Canonical(v.records); err != nil || len(c) > schemas.MaxLineageBytes {
+		for i := range v.records {
+			v.records[i].Grants, v.records[i].GrantsOmitted = nil, true
+		}
+	}
+	return nil
 }

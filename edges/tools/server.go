@@ -51,6 +51,22 @@ type Invocation struct {
 	ServerID  string
 	ToolName  string
 	Arguments json.RawMessage
+	// Governance describes the governed call running the tool, so that a
+	// tool which relays it to another agent can extend its call chain.
+	Governance *Governance
+}
+
+// Governance is what a tool may know of the call it serves.
+type Governance struct {
+	// RequestID and ReceiptID identify the call: a relayed call names
+	// them as its chain's parent.
+	RequestID, ReceiptID string
+	// Subject is the key of the capability the caller exercised: the
+	// delegator of any call the tool relays.
+	Subject string
+	// Intent is the caller's governed intent, if any; a relay extends its
+	// call chain and never replaces it.
+	Intent *schemas.GovernedIntent
 }
 
 // Chunk is one piece of streamed output.

@@ -194,6 +194,11 @@ func TestProofsFromTheAPIVerify(t *testing.T) {
 	if err := proof.VerifyConsistency(rfc6962.DefaultHasher, 7, 600, hashes, old.Hash, cp.Hash); err != nil {
 		t.Fatal(err)
 	}
+	// From a size this instance never signed (another instance's batch
+	// boundary): served, since the leaves and so the roots are the same.
+	if status, _, body := f.get(t, "/v1/log/consistency-proof?from=5&to=600"); status != 200 || !strings.Contains(string(body), `"from":5`) {
+		t.Fatalf("consistency from an unsigned size: %d %s", status, body)
+	}
 	// Statement.
 	status, _, body = f.get(t, "/v1/checkpoints/latest")
 	var st schemas.CheckpointStatement

@@ -1,6 +1,8 @@
 package logstore
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,6 +22,7 @@ var ErrBeyondCheckpoint = errors.New("beyond the latest signed checkpoint")
 type reader struct {
 	s     *Store
 	tiles map[[2]uint64][]byte
+	row   [TileWidth * HashSize]byte // scratch for rehashing one tile row
 }
 
 func (s *Store) newReader() *reader { return &reader{s: s, tiles: map[[2]uint64][]byte{}} }
@@ -60,21 +63,33 @@ func (r *reader) node(level uint, index uint64, size uint64) ([]byte, error) {
 	if len(t) < (off+n)*HashSize {
 		return nil, fmt.Errorf("tile %d/%d holds %d hashes, node %d/%d needs %d", tl, first/TileWidth, len(t)/HashSize, level, index, off+n)
 	}
-	row := make([][]byte, n)
-	for i := range row {
-		row[i] = t[(off+i)*HashSize : (off+i+1)*HashSize]
-	}
-	for len(row) > 1 {
-		next := make([][]byte, len(row)/2)
-		for i := range next {
-			next[i] = rfc6962.DefaultHasher.HashChildren(row[2*i], row[2*i+1])
-		}
-		row = next
-	}
+	h := hashRow(r.row[:n*HashSize], t[off*HashSize:(off+n)*HashSize])
 	if cacheable {
-		r.s.nodes.put(level, index, row[0])
+		r.s.nodes.put(level, index, h)
 	}
-	return row[0], nil
+	return h, nil
+}
+
+// hashRow returns the root of the perfect subtree over the hashes in row
+// (a power of two of them), computed in scratch. A proof recomputes up to
+// 247 interior nodes of its leaf's tile, so this is the proof's hot path:
+// hashing in place with sha256.Sum256 allocates nothing per node, where
+// rfc6962.DefaultHasher.HashChildren allocates a digest and its sum.
+func hashRow(scratch, row []byte) []byte {
+	if len(row) == HashSize {
+		return bytes.Clone(row)
+	}
+	copy(scratch, row)
+	var in [1 + 2*HashSize]byte
+	in[0] = rfc6962.RFC6962NodeHashPrefix
+	for n := len(row) / HashSize; n > 1; n /= 2 {
+		for i := 0; i < n/2; i++ {
+			copy(in[1:], scratch[2*i*HashSize:(2*i+2)*HashSize])
+			sum := sha256.Sum256(in[:])
+			copy(scratch[i*HashSize:], sum[:])
+		}
+	}
+	return bytes.Clone(scratch[:HashSize])
 }
 
 // nodeCache keeps the hashes proofs read or recompute from tiles of level 1

@@ -168,7 +168,10 @@ func TestTwoReplicasDeliverEachOnce(t *testing.T) {
 	task := newTaskID()
 	cfg := e.putConfig(t, task, rc.URL)
 
-	// Two replicas: separate connections, same durable.
+	// Two replicas: separate connections, same durable. Both open before
+	// either runs: nats-server 2.15.2 races (under -race) between a stream
+	// update (OpenOutbox's CreateOrUpdateStream) and a consumer create on
+	// the same stream, inside the server.
 	var outboxes []*Outbox
 	for range 2 {
 		o, err := OpenOutbox(t.Context(), e.start(), DefaultPolicy(), fast(t, WithConcurrency(4))...)
@@ -176,6 +179,8 @@ func TestTwoReplicasDeliverEachOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		outboxes = append(outboxes, o)
+	}
+	for _, o := range outboxes {
 		run(t, o)
 	}
 	const n = 60

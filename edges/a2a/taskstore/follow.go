@@ -1,6 +1,8 @@
 package taskstore
 
 import (
+	"github.com/chio-ledger/chio/schemas"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,7 +84,7 @@ func decodeCommit(m jetstream.Msg) (Commit, error) {
 	if err != nil {
 		return Commit{}, fmt.Errorf("metadata: %w", err)
 	}
-	id, ok := strings.CutPrefix(m.Subject(), subjectPrefix)
+	id, ok := strings.CutPrefix(m.Subject(), schemas.TasksSubjectPrefix)
 	if !ok || !validID(id) {
 		return Commit{}, fmt.Errorf("subject %q is not a task subject", m.Subject())
 	}

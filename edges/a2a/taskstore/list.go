@@ -1,6 +1,8 @@
 package taskstore
 
 import (
+	"github.com/chio-ledger/chio/schemas"
+
 	"cmp"
 	"context"
 	"encoding/base64"
@@ -91,7 +93,7 @@ func (s *Store) scan(ctx context.Context) ([]taskSummary, error) {
 				return nil, fmt.Errorf("scan tasks: %w", err)
 			}
 			drained = drained || meta.NumPending == 0
-			id, ok := strings.CutPrefix(m.Subject(), subjectPrefix)
+			id, ok := strings.CutPrefix(m.Subject(), schemas.TasksSubjectPrefix)
 			if !ok || !validID(id) {
 				continue
 			}
@@ -167,7 +169,7 @@ func (s *Store) List(ctx context.Context, owner Owner, filter ListFilter) ([]*Ta
 }
 
 func (s *Store) list(ctx context.Context, owner Owner, filter ListFilter) ([]*Task, string, int, error) {
-	if err := owner.validate(); err != nil {
+	if err := validateOwner(owner); err != nil {
 		return nil, "", 0, err
 	}
 	if filter.State != "" && !filter.State.Valid() {
@@ -275,12 +277,7 @@ func (s *Store) Claimable(ctx context.Context, grace time.Duration) ([]TaskRef, 
 	now := s.opts.now()
 	var out []TaskRef
 	for _, ts := range all {
-		if (ts.State != StateSubmitted && ts.State != StateWorking) || !ts.HasRequest {
-			continue
-		}
-		expired := ts.ClaimedBy != "" && !now.Before(ts.ClaimExpires)
-		unclaimed := ts.ClaimedBy == "" && !now.Before(ts.StatusTime.Add(grace))
-		if expired || unclaimed {
+		if ts.claimable(now, grace) {
 			out = append(out, TaskRef{ID: ts.id, Owner: Owner{Subject: ts.Subject, Tenant: ts.Tenant}})
 		}
 	}

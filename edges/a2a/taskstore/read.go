@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,13 +25,102 @@ type directGet struct {
 	Batch   int    `json:"batch"`
 }
 
-// readCommits calls fn with every message on subject, in stream order,
-// using batched direct gets: one request per s.readBatch messages, served
-// by any replica of the stream (with Replicas > 1 a follower may be a few
-// milliseconds behind the leader, as for a JetStream KV get; writers are
-// not affected, the leader checks the expected sequence). A subject with
-// no messages calls fn never and returns nil.
+// readCommits calls fn with every message on subject, in stream order. A
+// subject with no messages calls fn never and returns nil.
+//
+// Reads are batched direct gets, which any replica of the stream answers.
+// With Replicas > 1 a follower can lag the leader, so a task just written
+// (by this replica or another) could read as missing or old: a create
+// followed by its first transition would fail with ErrNotFound, and CAS
+// retries would spin on stale state (the cluster failure test showed
+// both). So a replicated read first asks the leader for the subject's last
+// sequence and accepts a direct read only once it reaches that floor:
+// read-your-writes across replicas at the cost of one leader round trip.
 func (s *Store) readCommits(ctx context.Context, subject string, fn func(seq uint64, msgID string, data []byte) error) error {
+	if s.opts.replicas <= 1 {
+		_, err := s.readDirect(ctx, subject, fn)
+		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.js.Options().DefaultTimeout)
+		defer cancel()
+	}
+	floor, err := s.leaderLast(ctx, subject)
+	if err != nil || floor == 0 {
+		return err
+	}
+	type message struct {
+		seq   uint64
+		msgID string
+		data  []byte
+	}
+	for attempt := 1; ; attempt++ {
+		var msgs []message
+		last, err := s.readDirect(ctx, subject, func(seq uint64, msgID string, data []byte) error {
+			msgs = append(msgs, message{seq, msgID, data})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if last >= floor {
+			for _, m := range msgs {
+				if err := fn(m.seq, m.msgID, m.data); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("read %s: the replica that answered is behind the leader (sequence %d, want %d): %w", subject, last, floor, ctx.Err())
+		case <-time.After(min(time.Duration(attempt)*2*time.Millisecond, 20*time.Millisecond)):
+		}
+	}
+}
+
+// leaderLast asks the stream leader (the non-direct message get) for the
+// last sequence on subject, 0 if it has none.
+func (s *Store) leaderLast(ctx context.Context, subject string) (uint64, error) {
+	req, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", subject, err)
+	}
+	m, err := s.nc.RequestWithContext(ctx, s.apiPrefix+"STREAM.MSG.GET."+StreamName, req)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: last sequence from the leader: %w", subject, err)
+	}
+	var resp struct {
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+		Error *struct {
+			Code    int    `json:"code"`
+			ErrCode int    `json:"err_code"`
+			Desc    string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return 0, fmt.Errorf("read %s: last sequence from the leader: %w", subject, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == 10037: // JSNoMessageFoundErr: nothing on the subject
+		return 0, nil
+	case resp.Error != nil:
+		return 0, fmt.Errorf("read %s: last sequence from the leader: %s (%d)", subject, resp.Error.Desc, resp.Error.ErrCode)
+	case resp.Message == nil:
+		return 0, fmt.Errorf("read %s: last sequence from the leader: empty answer", subject)
+	}
+	return resp.Message.Seq, nil
+}
+
+// readDirect calls fn with every message on subject using batched direct
+// gets, one request per s.readBatch messages, and returns the last
+// sequence read (0 if none).
+func (s *Store) readDirect(ctx context.Context, subject string, fn func(seq uint64, msgID string, data []byte) error) (uint64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.js.Options().DefaultTimeout)
@@ -43,25 +133,26 @@ func (s *Store) readCommits(ctx context.Context, subject string, fn func(seq uin
 	ch := make(chan *nats.Msg, s.readBatch+2)
 	sub, err := s.nc.ChanSubscribe(inbox, ch)
 	if err != nil {
-		return fmt.Errorf("read %s: subscribe: %w", subject, err)
+		return 0, fmt.Errorf("read %s: subscribe: %w", subject, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	apiSubject := s.apiPrefix + "DIRECT.GET." + StreamName
-	var from uint64
+	var from, highest uint64
 	for {
 		req, err := json.Marshal(directGet{Seq: from, NextFor: subject, Batch: s.readBatch})
 		if err != nil {
-			return fmt.Errorf("read %s: %w", subject, err)
+			return 0, fmt.Errorf("read %s: %w", subject, err)
 		}
 		if err := s.nc.PublishRequest(apiSubject, inbox, req); err != nil {
-			return fmt.Errorf("read %s: request: %w", subject, err)
+			return 0, fmt.Errorf("read %s: request: %w", subject, err)
 		}
 		more, last, err := s.readReplies(ctx, ch, subject, fn)
 		if err != nil {
-			return err
+			return 0, err
 		}
+		highest = max(highest, last)
 		if !more {
-			return nil
+			return highest, nil
 		}
 		from = last + 1
 	}

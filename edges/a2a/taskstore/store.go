@@ -14,15 +14,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/schemas"
 )
 
 // JetStream names of the task store.
 const (
 	// StreamName is the stream holding every task's events.
-	StreamName = "CHIO_TASKS"
+	StreamName = schemas.TasksStream
 	// StreamSubjects is its subject filter: one subject per task.
-	StreamSubjects = subjectPrefix + "*"
-	subjectPrefix  = "chio.tasks."
+	StreamSubjects = schemas.TasksSubjects
 
 	// DefaultMaxMessageBytes caps one commit (headers and body).
 	DefaultMaxMessageBytes = 1 << 20
@@ -36,11 +37,11 @@ const (
 	DefaultMaxAttempts = 10
 
 	summaryHeader = "Chio-Task-Summary"
-	commitVersion = 1
+	commitVersion = schemas.TaskCommitVersion
 )
 
 // Subject is the subject of task id's events.
-func Subject(id string) string { return subjectPrefix + id }
+func Subject(id string) string { return schemas.TaskSubject(id) }
 
 // StreamConfig is the configuration of StreamName, created or updated by
 // Open. Task events are kept until the stream is purged (a task's fold
@@ -230,7 +231,7 @@ const maxContextID = 256
 // message as history, and the deferred request to execute later (nil for
 // none). Payloads are opaque JSON and may be nil.
 func (s *Store) Create(ctx context.Context, owner Owner, contextID string, firstMessage, request, metadata json.RawMessage) (*Task, error) {
-	if err := owner.validate(); err != nil {
+	if err := validateOwner(owner); err != nil {
 		return nil, fmt.Errorf("create task: %w", err)
 	}
 	if len(contextID) > maxContextID {
@@ -459,10 +460,7 @@ func backoff(ctx context.Context, attempt int) error {
 
 // commit is one message on a task's subject: the events of one
 // transition, written atomically.
-type commit struct {
-	V      int     `json:"v"`
-	Events []Event `json:"events"`
-}
+type commit = schemas.TaskCommit
 
 // summary is the task's state after a commit, carried by that commit in
 // summaryHeader, so that the last message of every task subject

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/chio-ledger/chio/schemas"
 	"slices"
 	"time"
 )
@@ -35,21 +36,15 @@ var (
 	ErrInvalidPageToken = errors.New("invalid page token")
 )
 
-// Owner is the identity a task belongs to. Every read and write is scoped
-// to it: a task is visible only to the exact (Subject, Tenant) pair that
-// created it.
-type Owner struct {
-	// Subject is the caller key (the capability subject).
-	Subject string `json:"subject"`
-	// Tenant is the A2A tenant the caller addressed, possibly empty.
-	Tenant string `json:"tenant,omitempty"`
-}
+// Owner is the identity a task belongs to (schemas.TaskOwner). Every read
+// and write is scoped to it.
+type Owner = schemas.TaskOwner
 
 // maxOwnerField bounds each Owner field, so that the summary header every
 // commit carries stays small.
 const maxOwnerField = 1024
 
-func (o Owner) validate() error {
+func validateOwner(o Owner) error {
 	if o.Subject == "" {
 		return fmt.Errorf("%w: owner subject is empty", ErrInvalidArgument)
 	}
@@ -59,43 +54,20 @@ func (o Owner) validate() error {
 	return nil
 }
 
-// State is a task state, version-neutral (the wire packages map it to
-// "TASK_STATE_COMPLETED" or "completed").
-type State string
+// State is a task state (schemas.TaskState).
+type State = schemas.TaskState
 
 // Task states.
 const (
-	StateSubmitted     State = "submitted"
-	StateWorking       State = "working"
-	StateCompleted     State = "completed"
-	StateFailed        State = "failed"
-	StateCanceled      State = "canceled"
-	StateRejected      State = "rejected"
-	StateInputRequired State = "input-required"
-	StateAuthRequired  State = "auth-required"
+	StateSubmitted     = schemas.TaskSubmitted
+	StateWorking       = schemas.TaskWorking
+	StateCompleted     = schemas.TaskCompleted
+	StateFailed        = schemas.TaskFailed
+	StateCanceled      = schemas.TaskCanceled
+	StateRejected      = schemas.TaskRejected
+	StateInputRequired = schemas.TaskInputRequired
+	StateAuthRequired  = schemas.TaskAuthRequired
 )
-
-// Terminal reports whether no further state change is possible.
-func (s State) Terminal() bool {
-	switch s {
-	case StateCompleted, StateFailed, StateCanceled, StateRejected:
-		return true
-	}
-	return false
-}
-
-// Interrupted reports whether the task waits for the client.
-func (s State) Interrupted() bool { return s == StateInputRequired || s == StateAuthRequired }
-
-// Valid reports whether s is one of the defined states.
-func (s State) Valid() bool {
-	switch s {
-	case StateSubmitted, StateWorking, StateCompleted, StateFailed, StateCanceled,
-		StateRejected, StateInputRequired, StateAuthRequired:
-		return true
-	}
-	return false
-}
 
 // Task is the fold of a task's events. Payloads are opaque JSON: the edge
 // decides their shape.
@@ -156,75 +128,26 @@ type Artifact struct {
 	LastChunk bool
 }
 
-// EventType discriminates events.
-type EventType string
+// EventType discriminates events (schemas.TaskEventType).
+type EventType = schemas.TaskEventType
 
-// Event types.
+// Event types; see schemas for their meaning.
 const (
-	// EventCreated starts every task: owner, context id, the first
-	// message, the deferred request and metadata.
-	EventCreated EventType = "created"
-	// EventStatus moves a task to a non-terminal State with a status
-	// message.
-	EventStatus EventType = "status"
-	// EventMessage appends a message to the history.
-	EventMessage EventType = "message"
-	// EventArtifact appends an artifact.
-	EventArtifact EventType = "artifact"
-	// EventMetadata replaces the task metadata.
-	EventMetadata EventType = "metadata"
-	// EventRequest replaces the deferred request (a follow-up turn); it
-	// drops any claim and starts a new execution.
-	EventRequest EventType = "request"
-	// EventClaimed records an execution lease.
-	EventClaimed EventType = "claimed"
-	// EventReleased gives a lease back before it expires.
-	EventReleased EventType = "released"
-	// EventReceipt links a receipt id; it is the only event accepted after
-	// a terminal state (a receipt of a call whose result was discarded
-	// still belongs to the task's audit trail).
-	EventReceipt EventType = "receipt"
-	// EventCanceled ends a task as canceled.
-	EventCanceled EventType = "canceled"
-	// EventFinished ends a task as completed, failed or rejected.
-	EventFinished EventType = "finished"
+	EventCreated  = schemas.TaskEventCreated
+	EventStatus   = schemas.TaskEventStatus
+	EventMessage  = schemas.TaskEventMessage
+	EventArtifact = schemas.TaskEventArtifact
+	EventMetadata = schemas.TaskEventMetadata
+	EventRequest  = schemas.TaskEventRequest
+	EventClaimed  = schemas.TaskEventClaimed
+	EventReleased = schemas.TaskEventReleased
+	EventReceipt  = schemas.TaskEventReceipt
+	EventCanceled = schemas.TaskEventCanceled
+	EventFinished = schemas.TaskEventFinished
 )
 
-// Event is one fact about a task. Which fields are set depends on Type.
-// Time, and for claims Attempt and ExecutionID, are stamped by the store
-// when the event is committed.
-type Event struct {
-	Type EventType `json:"type"`
-	Time time.Time `json:"time"`
-	// Owner and ContextID: created.
-	Owner     *Owner `json:"owner,omitempty"`
-	ContextID string `json:"contextId,omitempty"`
-	// State: status, canceled, finished.
-	State State `json:"state,omitempty"`
-	// Message: the first message (created), the status message (status,
-	// canceled, finished) or the appended history message (message).
-	Message json.RawMessage `json:"message,omitempty"`
-	// Request: created, request.
-	Request json.RawMessage `json:"request,omitempty"`
-	// Metadata: created, metadata.
-	Metadata json.RawMessage `json:"metadata,omitempty"`
-	// Artifact: artifact.
-	Artifact json.RawMessage `json:"artifact,omitempty"`
-	// Append and LastChunk: artifact chunks (see Artifact).
-	Append    bool `json:"append,omitempty"`
-	LastChunk bool `json:"lastChunk,omitempty"`
-	// ReceiptID: receipt.
-	ReceiptID string `json:"receiptId,omitempty"`
-	// ReplicaID, LeaseExpires, Attempt, ExecutionID: claimed (ReplicaID
-	// also for released).
-	ReplicaID    string    `json:"replicaId,omitempty"`
-	LeaseExpires time.Time `json:"leaseExpires,omitzero"`
-	Attempt      int       `json:"attempt,omitempty"`
-	ExecutionID  string    `json:"executionId,omitempty"`
-	// Seq is the stream sequence of the commit that carried the event; it
-	// is set on events read back (Watch), never stored.
-	Seq uint64 `json:"-"`
-}
+// Event is one fact about a task (schemas.TaskEvent).
+type Event = schemas.TaskEvent
 
 // StatusEvent moves a task to a non-terminal state.
 func StatusEvent(state State, message json.RawMessage) Event {
@@ -282,9 +205,6 @@ func ClaimEvent(replicaID string, expires time.Time) Event {
 	return Event{Type: EventClaimed, ReplicaID: replicaID, LeaseExpires: expires}
 }
 
-// Terminal reports whether the event ends its task.
-func (e Event) Terminal() bool { return e.Type == EventCanceled || e.Type == EventFinished }
-
 // validJSON reports whether an optional opaque payload is well formed.
 func validJSON(b json.RawMessage) bool { return len(b) == 0 || json.Valid(b) }
 
@@ -305,7 +225,7 @@ func (t *Task) apply(e *Event) error {
 		if t.State != "" {
 			return bad("task already exists")
 		}
-		if e.Owner == nil || e.Owner.validate() != nil || e.ContextID == "" {
+		if e.Owner == nil || validateOwner(*e.Owner) != nil || e.ContextID == "" {
 			return bad("missing owner or context id")
 		}
 		t.Owner, t.ContextID = *e.Owner, e.ContextID

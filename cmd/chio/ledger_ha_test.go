@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// Two `chio ledger --standby` instances on one NATS: one writes, the other
+// follows into its own store; stopping the writer hands the lease over and
+// the log goes on, identical on both, every call receipted once.
+func TestStandbyLedgersFailOver(t *testing.T) {
+	ns, err := natsembed.Start(natsembed.Config{StoreDir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(t.TempDir(), "keys")
+	if _, err := chio(context.Background(), "keygen", "--out", keys); err != nil {
+		t.Fatal(err)
+	}
+	listening := regexp.MustCompile(`log API on (http://\S+) `)
+	start := func(name string) (string, func() error) {
+		out, stop := startCommand(t, listening, "ledger", "--nats", ns.ClientURL(), "--data-dir", t.TempDir(), "--keys", keys,
+			"--listen", "127.0.0.1:0", "--standby", "--instance", name, "--lease-ttl", "600ms", "--batch-wait", "1ms")
+		return listening.FindStringSubmatch(out)[1], stop
+	}
+	urlA, stopA := start("ledger-a")
+	urlB, stopB := start("ledger-b")
+	isWriter := func(url string) bool {
+		code, body := httpGet(t, url+"/metrics")
+		return code == http.StatusOK && strings.Contains(string(body), "\nchio_ledger_writer 1")
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("a writer", func() bool { return isWriter(urlA) || isWriter(urlB) })
+	writer, standbyURL, stopWriter := urlA, urlB, stopA
+	if isWriter(urlB) {
+		writer, standbyURL, stopWriter = urlB, urlA, stopB
+	}
+	if isWriter(standbyURL) {
+		t.Fatal("two writers")
+	}
+	var ids []string
+	for range 20 {
+		ids = append(ids, publishCall(t, js, schemas.VerdictDeny))
+	}
+	waitFor("the writer to log 20", func() bool { return logSize(t, writer) == 20 })
+	waitFor("the standby to follow to 20", func() bool { return logSize(t, standbyURL) == 20 })
+
+	// A clean stop releases the lease: the standby takes over at once.
+	if err := stopWriter(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the standby to become the writer", func() bool { return isWriter(standbyURL) })
+	for range 10 {
+		ids = append(ids, publishCall(t, js, schemas.VerdictDeny))
+	}
+	waitFor("the new writer to log 30", func() bool { return logSize(t, standbyURL) == 30 })
+	for _, id := range ids {
+		code, body := httpGet(t, standbyURL+"/v1/receipts/"+id)
+		var r struct {
+			LeafIndex uint64 `json:"leaf_index"`
+		}
+		if code != http.StatusOK || json.Unmarshal(body, &r) != nil {
+			t.Fatalf("receipt %s: %d %s", id, code, body)
+		}
+	}
+	// Receipts on CHIO_RECEIPTS: each leaf once, across both writers.
+	stream, err := js.Stream(context.Background(), schemas.ReceiptsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor("30 published receipts", func() bool {
+		info, err := stream.Info(context.Background())
+		return err == nil && info.State.Msgs >= 30
+	})
+	time.Sleep(200 * time.Millisecond)
+	if info, _ := stream.Info(context.Background()); info.State.Msgs != 30 {
+		t.Fatalf("%d receipts published for 30 calls", info.State.Msgs)
+	}
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/chio-ledger/chio/internal/health"
+	"github.com/chio-ledger/chio/projections"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// serviceTokenEnv supplies the service token when --service-token is not
+// given, so it need not appear in the process list.
+const serviceTokenEnv = "CHIO_SERVICE_TOKEN"
+
+// projectionsDir is where a data directory keeps the projection store.
+func projectionsDir(dataDir string) string { return filepath.Join(dataDir, "projections") }
+
+func newProjectionsCmd() *cobra.Command {
+	var natsURL, dataDir, listen, token, kernelKey, name string
+	var replicas int
+	cmd := &cobra.Command{
+		Use:   "projections --nats URL --data-dir DIR --listen ADDR --service-token TOKEN --kernel-key HEX|FILE",
+		Short: "Run the projections: fold tasks, capability lineage and receipts into queryable state and serve it",
+		Long: "Consumes CHIO_TASKS, CHIO_EVENTS and CHIO_RECEIPTS with durable consumers NAME-tasks, NAME-events and\n" +
+			"NAME-receipts into a Pebble store under DIR/projections, and serves /v1/tasks, /v1/lineage and\n" +
+			"/v1/reports/authorization-context, every route behind the service token (Authorization: Bearer).\n" +
+			"Receipts are verified against --kernel-key, the ledger's kernel public key; a report that reaches one\n" +
+			"that does not verify fails closed. The token may come from $" + serviceTokenEnv + " instead of the flag.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			token = orDefault(token, os.Getenv(serviceTokenEnv))
+			if token == "" {
+				return usageError(errors.New("--service-token (or $" + serviceTokenEnv + ") is required: the projection API is served open only by chio up"))
+			}
+			key, err := readKernelKey(kernelKey)
+			if err != nil {
+				return err
+			}
+			metrics := newMetricsRegistry()
+			svc, err := projections.Open(projectionsDir(dataDir), projections.WithLogger(slog.Default()), projections.WithName(name),
+				projections.WithKernelKey(key), projections.WithServiceToken(token), projections.WithReplicas(replicas),
+				projections.WithMetrics(metrics))
+			if err != nil {
+				return err
+			}
+			defer svc.Close()
+			nc, js, err := connectNATS(natsURL, name)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			return runProjections(cmd.Context(), cmd.OutOrStdout(), js, svc, metrics, listen)
+		},
+	}
+	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated")
+	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "directory of the projection store (DIR/projections)")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8082", "address of the projection HTTP API")
+	cmd.Flags().StringVar(&token, "service-token", "", "bearer token every API request must carry (default $"+serviceTokenEnv+")")
+	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the trusted kernel public key (64 hex), or a file holding it (the ledger's keys/kernel.pub)")
+	cmd.Flags().StringVar(&name, "name", projections.DefaultName, "instance name: the stem of the durable consumer names")
+	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the streams and consumers the service creates (3 on a cluster)")
+	cmd.AddCommand(newProjectionsRebuildCmd())
+	return cmd
+}
+
+func newProjectionsRebuildCmd() *cobra.Command {
+	var natsURL, dataDir, kernelKey string
+	cmd := &cobra.Command{
+		Use:   "rebuild --nats URL --data-dir NEWDIR --kernel-key HEX|FILE",
+		Short: "Fold the streams from the start into an empty store and print its digest",
+		Long: "Folds CHIO_TASKS, CHIO_EVENTS and CHIO_RECEIPTS, up to their last messages at the start, into\n" +
+			"NEWDIR/projections through the same folds as the live service, and prints the positions reached and the\n" +
+			"store's digest (SHA-256 over every key and value): equal to a live projection's that folded the same\n" +
+			"messages with the same kernel key. NEWDIR/projections must not exist or be empty. Durable consumers\n" +
+			"are not touched.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dataDir == "" {
+				return usageError(errors.New("--data-dir is required"))
+			}
+			key, err := readKernelKey(kernelKey)
+			if err != nil {
+				return err
+			}
+			dir := projectionsDir(dataDir)
+			if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+				return fmt.Errorf("projections rebuild: %s is not empty; rebuild into a new directory", dir)
+			} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("projections rebuild: %w", err)
+			}
+			nc, js, err := connectNATS(natsURL, "chio-projections-rebuild")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			res, err := projections.Rebuild(cmd.Context(), js, dir, projections.WithLogger(slog.Default()), projections.WithKernelKey(key))
+			if err != nil {
+				return err
+			}
+			p := res.Positions
+			fmt.Fprintf(cmd.OutOrStdout(), "tasks %d\nevents %d\nreceipts %d\ndigest %s\n", p.Tasks, p.Events, p.Receipts, res.Digest)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory to rebuild into (NEWDIR/projections, which must be empty)")
+	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the trusted kernel public key (64 hex), or a file holding it")
+	return cmd
+}
+
+// readKernelKey reads --kernel-key: the key itself or a file holding it.
+func readKernelKey(v string) (ed25519.PublicKey, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return nil, usageError(errors.New("--kernel-key is required: receipts are trusted only if this kernel signed them"))
+	}
+	if k, err := schemas.ParsePublicKey(v); err == nil {
+		return k, nil
+	}
+	b, err := os.ReadFile(v)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("--kernel-key: neither a 64-hex Ed25519 key nor a readable file: %w", err))
+	}
+	k, err := schemas.ParsePublicKey(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, usageError(fmt.Errorf("--kernel-key %s: %w", v, err))
+	}
+	return k, nil
+}
+
+// runProjections runs the service and its HTTP API (the projections,
+// /metrics, /healthz, /readyz) until ctx ends or either fails.
+func runProjections(ctx context.Context, out io.Writer, js jetstream.JetStream, svc *projections.Service, metrics *prometheus.Registry, listen string) error {
+	e := projections.NewServer(svc)
+	serveMetrics(e, metrics)
+	health.Register(e, health.NATS(js), projectionsCheck("storage", svc, nil, nil))
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", listen, err)
+	}
+	fmt.Fprintf(out, "chio projections: API on http://%s (tasks: http://%s/v1/tasks)\n", ln.Addr(), ln.Addr())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() { errc <- svc.Run(ctx, js) }()
+	go func() { errc <- serve(ctx, e, ln, defaultDrainTimeout) }()
+	err = <-errc
+	cancel()
+	if err2 := <-errc; err == nil {
+		err = err2
+	}
+	return err
+}

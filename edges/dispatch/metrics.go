@@ -1,0 +1,40 @@
+package dispatch
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// WithMetrics registers the dispatcher's Prometheus series on reg: how
+// long publishing a decision or outcome event to JetStream took (until
+// its PubAck, which every call waits for).
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(d *Dispatcher) { d.metrics = newMetrics(reg) }
+}
+
+// metrics are the dispatcher's series. Without a registry they are kept
+// but not exported, so the call path never branches on them.
+type metrics struct {
+	publish *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		publish: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "chio_edge_publish_duration_seconds",
+			Help:    "Time to publish an event to CHIO_EVENTS and receive its PubAck, by event (decision, outcome) and result (ok, error).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"event", "result"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.publish)
+	}
+	return m
+}
+
+func (m *metrics) observePublish(event string, started time.Time, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.publish.WithLabelValues(event, result).Observe(time.Since(started).Seconds())
+}

@@ -1,0 +1,89 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// Follow keeps a standby's store in step with the log: it folds CHIO_EVENTS
+// from the store's position onwards through the same fold as Run, until
+// ctx ends. Like Rebuild it only reads the stream (an ordered consumer): it
+// acks nothing, publishes nothing and schedules no timeouts, which remain
+// the active writer's. Because the fold is a function of the stream, the
+// standby's log is the active's, leaf for leaf and root for root, and a
+// takeover starts from a warm store. Follow returns nil when ctx ends.
+func (l *Ledger) Follow(ctx context.Context) error {
+	if err := l.init(); err != nil {
+		return err
+	}
+	var stream jetstream.Stream
+	for {
+		var err error
+		stream, err = l.js.Stream(ctx, schemas.EventsStream)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		// The active writer creates the streams; a standby may start first.
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			l.log.Warn("follow: open stream", "err", err)
+		}
+		if !sleep(ctx, time.Second) {
+			return nil
+		}
+	}
+	next := l.store.State().StreamSeq + 1
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("follow: consumer at stream sequence %d: %w", next, err)
+	}
+	msgs := make(chan jetstream.Msg, 2*l.cfg.maxBatch)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+		}
+	}, jetstream.PullMaxMessages(2*l.cfg.maxBatch))
+	if err != nil {
+		return fmt.Errorf("follow: consume: %w", err)
+	}
+	defer cc.Stop()
+	l.log.Info("ledger standing by: following the event stream", "size", l.store.State().Size, "stream_seq", next-1)
+	for {
+		batch, ok := l.collect(ctx, msgs)
+		if !ok || ctx.Err() != nil {
+			return nil // a batch cut short by ctx is folded by the next holder
+		}
+		events := make([]event, 0, len(batch))
+		pos := l.store.State().StreamSeq
+		for _, m := range batch {
+			meta, err := m.Metadata()
+			if err != nil || meta.Sequence.Stream <= pos {
+				continue // the ordered consumer restarted below our position
+			}
+			events = append(events, event{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data(), stored: meta.Timestamp})
+		}
+		if len(events) == 0 {
+			continue
+		}
+		started := l.cfg.now()
+		_, completed, leaves, err := l.apply(events, nil)
+		if err != nil {
+			return err
+		}
+		l.committed(len(events), completed, leaves, started)
+	}
+}

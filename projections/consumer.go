@@ -1,0 +1,327 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// consumer runs one stream's durable pull consumer and folds what it
+// delivers. Its position of record is the one committed in the store with
+// the state; the server-side consumer is only a delivery cursor, reused
+// when it agrees with the store and recreated when it does not.
+type consumer struct {
+	svc     *Service
+	f       fold
+	durable string
+	log     *slog.Logger
+}
+
+// fatalError stops Run: the store cannot make progress, or the stream no
+// longer holds what the store was folded from.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
+
+// run consumes until ctx ends, restarting the consumer with a growing
+// pause after NATS errors.
+func (c *consumer) run(ctx context.Context, js jetstream.JetStream) error {
+	pause := minBackoff
+	for {
+		started := time.Now()
+		err := c.session(ctx, js)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var fe *fatalError
+		if errors.As(err, &fe) {
+			c.log.Error("projection stopped", "err", err)
+			return fe.err
+		}
+		if time.Since(started) > time.Minute {
+			pause = minBackoff // it ran fine for a while: start over
+		}
+		c.log.Warn("consumer interrupted; restarting", "err", err, "in", pause)
+		if !sleep(ctx, pause) {
+			return nil
+		}
+		pause = min(2*pause, maxBackoff)
+	}
+}
+
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 30 * time.Second
+)
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// session is one life of the consumer: ensure the stream and the durable,
+// then fold batches until ctx ends or delivery fails.
+func (c *consumer) session(ctx context.Context, js jetstream.JetStream) error {
+	stream, err := c.svc.ensureStream(ctx, js, c.f.stream())
+	if err != nil {
+		return err
+	}
+	pos, err := c.svc.store.position(c.f.stream())
+	if err != nil {
+		return &fatalError{fmt.Errorf("read %s position: %w", c.f.stream(), err)}
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream %s info: %w", c.f.stream(), err)
+	}
+	if pos > info.State.LastSeq {
+		// Sequences never go back on a stream: this one was deleted and
+		// created anew, and the store describes messages it no longer has.
+		return &fatalError{fmt.Errorf("%w: %s was folded up to sequence %d but the stream ends at %d; rebuild the projection into an empty directory",
+			ErrStreamReset, c.f.stream(), pos, info.State.LastSeq)}
+	}
+	cons, err := c.durableAt(ctx, js, pos)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	batch := c.svc.cfg.batch
+	msgs := make(chan jetstream.Msg, 2*batch)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+		}
+	}, jetstream.PullMaxMessages(2*batch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			cancel(fmt.Errorf("consumer %s lost: %w", c.durable, err))
+			return
+		}
+		if errors.Is(err, jetstream.ErrNoHeartbeat) {
+			c.log.Debug("consume", "err", err) // missed during a reconnect; Consume recovers
+			return
+		}
+		c.log.Warn("consume", "err", err)
+	}))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", c.durable, err)
+	}
+	defer cc.Stop()
+	c.log.Info("consuming", "stream", c.f.stream(), "consumer", c.durable, "position", pos, "stream_last_seq", info.State.LastSeq)
+	for {
+		ms, ok := collect(ctx, msgs, batch)
+		if !ok {
+			return context.Cause(ctx)
+		}
+		if err := c.process(ctx, stream, ms); err != nil {
+			return err
+		}
+	}
+}
+
+// durableAt returns the durable consumer, delivering from stream sequence
+// pos+1. An existing one is kept only when its ack floor is exactly pos
+// and nothing is waiting for an ack: otherwise (the store was lost or
+// restored, or a previous run died with deliveries in flight) it is
+// recreated, so un-acked messages come again at once rather than after
+// the ack wait, and a consumer ahead of the store cannot skip anything.
+func (c *consumer) durableAt(ctx context.Context, js jetstream.JetStream, pos uint64) (jetstream.Consumer, error) {
+	name := c.f.stream()
+	cons, err := js.Consumer(ctx, name, c.durable)
+	switch {
+	case err == nil:
+		ci := cons.CachedInfo()
+		if ci.AckFloor.Stream == pos && ci.NumAckPending == 0 && ci.Config.AckPolicy == jetstream.AckAllPolicy &&
+			ci.Config.FilterSubject == "" && len(ci.Config.FilterSubjects) == 0 {
+			c.log.Debug("reusing durable consumer", "consumer", c.durable, "ack_floor", pos)
+			return cons, nil
+		}
+		c.log.Info("recreating durable consumer at the stored position", "consumer", c.durable, "position", pos,
+			"ack_floor", ci.AckFloor.Stream, "ack_pending", ci.NumAckPending)
+		if err := js.DeleteConsumer(ctx, name, c.durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("delete consumer %s: %w", c.durable, err)
+		}
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil, fmt.Errorf("look up consumer %s: %w", c.durable, err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable: c.durable, Description: "chio projections: " + name + " folded into the projection store",
+		AckPolicy: jetstream.AckAllPolicy, AckWait: 30 * time.Second,
+		MaxAckPending: 4 * c.svc.cfg.batch, MaxDeliver: -1, Replicas: c.svc.cfg.replicas,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if pos > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, pos+1
+	}
+	cons, err = js.CreateConsumer(ctx, name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create consumer %s at stream sequence %d: %w", c.durable, pos+1, err)
+	}
+	return cons, nil
+}
+
+// collectWait is how long a batch waits for more messages once it has
+// one: long enough to batch a burst, short enough not to delay a read.
+const collectWait = 2 * time.Millisecond
+
+// collect waits for one message, then takes whatever else arrives within
+// collectWait, up to max.
+func collect(ctx context.Context, msgs <-chan jetstream.Msg, max int) ([]jetstream.Msg, bool) {
+	var batch []jetstream.Msg
+	select {
+	case m := <-msgs:
+		batch = append(batch, m)
+	case <-ctx.Done():
+		return nil, false
+	}
+	timer := time.NewTimer(collectWait)
+	defer timer.Stop()
+	for len(batch) < max {
+		select {
+		case m := <-msgs:
+			batch = append(batch, m)
+			continue
+		default:
+		}
+		select {
+		case m := <-msgs:
+			batch = append(batch, m)
+		case <-timer.C:
+			return batch, true
+		case <-ctx.Done():
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// process folds a delivered batch in stream order and acks it. Messages at
+// or below the stored position are redeliveries and are skipped; a gap (a
+// message not delivered in this session's order) is filled by reading the
+// stream directly, so the fold always sees the stream's own order.
+func (c *consumer) process(ctx context.Context, stream jetstream.Stream, batch []jetstream.Msg) error {
+	pos := c.svc.position(c.f.stream())
+	next := pos + 1
+	folded := make([]streamMsg, 0, len(batch))
+	var last jetstream.Msg
+	var lastSeq uint64
+	for _, m := range batch {
+		meta, err := m.Metadata()
+		if err != nil {
+			c.log.Warn("message without JetStream metadata", "err", err)
+			continue
+		}
+		seq := meta.Sequence.Stream
+		if seq >= lastSeq {
+			last, lastSeq = m, seq
+		}
+		if seq < next {
+			continue
+		}
+		for ; next < seq; next++ {
+			raw, err := stream.GetMsg(ctx, next)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue // deleted from the stream: Rebuild will not see it either
+			}
+			if err != nil {
+				return fmt.Errorf("fill gap at %s sequence %d: %w", c.f.stream(), next, err)
+			}
+			folded = append(folded, streamMsg{seq: next, subject: raw.Subject, header: raw.Header, data: raw.Data})
+		}
+		folded = append(folded, streamMsg{seq: seq, subject: m.Subject(), header: m.Headers(), data: m.Data()})
+		next = seq + 1
+	}
+	if len(folded) > 0 {
+		if err := foldBatch(c.svc.store, c.f, folded); err != nil {
+			return &fatalError{err}
+		}
+		c.svc.advance(c.f.stream(), folded[len(folded)-1].seq)
+		c.svc.metrics.folded.WithLabelValues(projectionOf(c.f.stream())).Add(float64(len(folded)))
+		if hook := c.svc.cfg.afterCommit; hook != nil {
+			if err := hook(c.f.stream(), folded[len(folded)-1].seq); err != nil {
+				return &fatalError{err}
+			}
+		}
+	}
+	// One ack for the batch: the policy is ack-all, and everything up to
+	// the highest sequence delivered is now folded (or was already).
+	if last != nil {
+		if err := last.Ack(); err != nil {
+			c.log.Debug("ack", "err", err) // a redelivery is harmless: it is skipped
+		}
+	}
+	return nil
+}
+
+// ensureStream returns the stream, creating it when needed: the events
+// and receipts streams with the shared configuration (create or update, as
+// the ledger does), the task stream only when it does not exist yet, with
+// the configuration the A2A edge gives it, so that whichever starts first
+// brings up the same stream and the edge never finds one it disagrees
+// with.
+func (s *Service) ensureStream(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
+	switch name {
+	case schemas.EventsStream, schemas.ReceiptsStream:
+		cfg := schemas.EventsStreamConfig(s.cfg.replicas)
+		if name == schemas.ReceiptsStream {
+			cfg = schemas.ReceiptsStreamConfig(s.cfg.replicas)
+		}
+		st, err := js.CreateOrUpdateStream(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("ensure stream %s: %w", name, err)
+		}
+		return st, nil
+	}
+	st, err := js.Stream(ctx, name)
+	if err == nil {
+		return st, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("open stream %s: %w", name, err)
+	}
+	st, err = js.CreateStream(ctx, tasksStreamConfig(s.cfg.replicas, js.Conn().MaxPayload()))
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		st, err = js.Stream(ctx, name) // the edge created it meanwhile
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", name, err)
+	}
+	return st, nil
+}
+
+// tasksStreamConfig is the A2A edge's task stream configuration
+// (edges/a2a/taskstore.StreamConfig with its defaults): one subject per
+// task, kept until purged, refusing writes rather than dropping history.
+func tasksStreamConfig(replicas int, maxPayload int64) jetstream.StreamConfig {
+	maxMsg := int64(1 << 20) // taskstore.DefaultMaxMessageBytes
+	if maxPayload > 0 && maxPayload < maxMsg {
+		maxMsg = maxPayload
+	}
+	return jetstream.StreamConfig{
+		Name:        schemas.TasksStream,
+		Description: "Chio A2A task events, one subject per task",
+		Subjects:    []string{schemas.TasksSubjects},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Replicas:    max(replicas, 1),
+		Duplicates:  2 * time.Minute, // taskstore.DefaultDuplicateWindow
+		Discard:     jetstream.DiscardNew,
+		MaxMsgSize:  int32(maxMsg),
+		AllowDirect: true,
+	}
+}

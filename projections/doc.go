@@ -1,0 +1,60 @@
+// Package projections folds the JetStream streams into queryable state
+// (A2A task state, capability lineage, a receipt index) and serves it over
+// HTTP: tasks, lineage chains and the authorization-context report.
+//
+// It meets the edges and the ledger only through streams whose contracts
+// are in schemas:
+//   - CHIO_TASKS: every message is a schemas.TaskCommit on
+//     chio.tasks.<task id>, folded with the A2A edge's own rules (an event
+//     the rules refuse is skipped, and after a terminal state only receipt
+//     links are accepted);
+//   - CHIO_EVENTS: decision events carry the presented token's capability
+//     lineage, root first; each record is kept under its capability id,
+//     the first one standing;
+//   - CHIO_RECEIPTS: every signed receipt the ledger committed, with its
+//     leaf index. Each is checked (structure, signature, the trusted kernel
+//     key) and kept with the result, never dropped: a report that reaches
+//     an unverified one fails closed. Receipts are deduplicated by id,
+//     because the ledger republishes a tail after a crash.
+//
+// # Durability
+//
+// One durable pull consumer per stream, <name>-tasks, <name>-events and
+// <name>-receipts. Each folds a batch of messages in stream order into one
+// Pebble batch that also records the stream sequence of the last message
+// (its position), commits it with sync, and only then acks the batch (the
+// consumers ack all). The position in the store is the one of record: a
+// redelivered message at or below it is acked and skipped, and on every
+// start the server-side consumer is kept only if its ack floor is exactly
+// the stored position with nothing un-acked; otherwise it is recreated to
+// deliver from the position on. A restart therefore neither loses nor
+// counts twice, whatever was in flight.
+//
+// The three folds write disjoint keys and read nothing of each other, and
+// every stored byte comes from the streams (event times, sequences, leaf
+// indexes), never from the clock or from where a batch happened to end.
+// Rebuild folds the streams from the start into an empty store and
+// produces the same bytes as the live service that folded the same
+// sequences; Digest compares two stores.
+//
+// # Store layout
+//
+// Tasks: a head record per task (state, status, metadata, receipt ids),
+// history messages and artifact events under keys of their own (appending
+// to a long task is one write; artifact chunks are merged when served, as
+// the edge merges them), and two list indexes, by creation order and by
+// context and creation order, whose values are the task's state. Lineage:
+// one record per capability id. Receipts: by id (dedup), by leaf index
+// (the record: flags, why it did not verify, the bytes as published), by
+// capability id and leaf index, and those naming no usable capability by
+// leaf index.
+//
+// # HTTP
+//
+// GET /v1/tasks/{id}, GET /v1/tasks, GET /v1/lineage/{capability_id},
+// GET /v1/lineage/{capability_id}/chain and
+// GET /v1/reports/authorization-context, each behind the service token
+// when one is configured. Errors are JSON {"error", "code"}, with "param"
+// naming the parameter of a 400 and "receiptId" the receipt that made a
+// report unprojectable (422).
+package projections

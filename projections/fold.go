@@ -1,0 +1,414 @@
+package projections
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/projections/authz"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// streamMsg is one stream message to fold, however it was read (a durable
+// consumer, a direct get filling a gap, an ordered consumer in Rebuild).
+type streamMsg struct {
+	seq     uint64
+	subject string
+	header  nats.Header
+	data    []byte
+}
+
+// txn is one fold batch: an indexed Pebble batch, whose reads see its own
+// writes, plus the tasks it has touched, written back once at commit. The
+// batch carries the stream position, so state and position become durable
+// together.
+type txn struct {
+	b     *pebble.Batch
+	tasks map[string]*taskState
+	err   error
+}
+
+func (s *store) begin() *txn { return &txn{b: s.db.NewIndexedBatch(), tasks: map[string]*taskState{}} }
+
+func (t *txn) get(key []byte) ([]byte, error) { return getFrom(t.b, key) }
+
+func (t *txn) has(key []byte) (bool, error) {
+	_, err := t.get(key)
+	if errors.Is(err, errNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (t *txn) set(key, value []byte) {
+	if t.err == nil {
+		if err := t.b.Set(key, value, nil); err != nil {
+			t.err = fmt.Errorf("write %q: %w", key[:1], err)
+		}
+	}
+}
+
+func (t *txn) fail(err error) {
+	if t.err == nil {
+		t.err = err
+	}
+}
+
+// task returns the task as this batch sees it.
+func (t *txn) task(id string) (*taskState, error) {
+	if ts, ok := t.tasks[id]; ok {
+		return ts, nil
+	}
+	ts := &taskState{id: id}
+	raw, err := t.get(append([]byte{prefixTask}, id...))
+	switch {
+	case errors.Is(err, errNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		ts.head = new(taskHead)
+		if err := json.Unmarshal(raw, ts.head); err != nil {
+			return nil, fmt.Errorf("task %s: decode stored head: %w", id, err)
+		}
+		ts.indexed = ts.head.State
+	}
+	t.tasks[id] = ts
+	return ts, nil
+}
+
+// commit writes the touched tasks and the stream position and commits the
+// batch with sync.
+func (t *txn) commit(stream string, pos uint64) error {
+	defer t.b.Close()
+	for _, ts := range t.tasks {
+		ts.flush(t)
+	}
+	t.set(positionKey(stream), encodeU64(pos))
+	if t.err != nil {
+		return t.err
+	}
+	if err := t.b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("commit %s batch at stream sequence %d: %w", stream, pos, err)
+	}
+	return nil
+}
+
+func (t *txn) discard() { _ = t.b.Close() }
+
+// fold is one stream's fold. prepare decodes and checks a message and may
+// run on any goroutine (it reads nothing stored); apply folds a prepared
+// message into the batch, in stream order. apply returns an error only
+// when the store fails: a message the rules refuse is logged and skipped.
+type fold interface {
+	stream() string
+	prepare(m *streamMsg) any
+	apply(tx *txn, m *streamMsg, prepared any) error
+}
+
+// foldBatch folds msgs (in stream order, above the stored position) into
+// one batch and commits it with the position of the last one.
+func foldBatch(s *store, f fold, msgs []streamMsg) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	prepared := make([]any, len(msgs))
+	parallel(len(msgs), func(i int) { prepared[i] = f.prepare(&msgs[i]) })
+	tx := s.begin()
+	for i := range msgs {
+		if err := f.apply(tx, &msgs[i], prepared[i]); err != nil {
+			tx.discard()
+			return fmt.Errorf("fold %s stream sequence %d: %w", f.stream(), msgs[i].seq, err)
+		}
+	}
+	return tx.commit(f.stream(), msgs[len(msgs)-1].seq)
+}
+
+// parallel runs f(0..n-1) on up to GOMAXPROCS goroutines; small batches
+// run inline, where goroutines would cost more than they save.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+31)/32)
+	if workers <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// taskFold folds CHIO_TASKS commits into task state.
+type taskFold struct{ log *slog.Logger }
+
+func (taskFold) stream() string { return schemas.TasksStream }
+
+type preparedCommit struct {
+	id     string
+	commit schemas.TaskCommit
+}
+
+func (f taskFold) prepare(m *streamMsg) any {
+	id, ok := taskIDFromSubject(m.subject)
+	if !ok {
+		f.log.Warn("skipping a task commit on a subject that names no valid task id", "subject", m.subject, "stream_seq", m.seq)
+		return nil
+	}
+	p := &preparedCommit{id: id}
+	if err := json.Unmarshal(m.data, &p.commit); err != nil {
+		f.log.Warn("skipping undecodable task commit", "task", id, "stream_seq", m.seq, "err", err)
+		return nil
+	}
+	return p
+}
+
+func (f taskFold) apply(tx *txn, m *streamMsg, prepared any) error {
+	p, _ := prepared.(*preparedCommit)
+	if p == nil {
+		return nil
+	}
+	t, err := tx.task(p.id)
+	if err != nil {
+		return err
+	}
+	for i := range p.commit.Events {
+		e := &p.commit.Events[i]
+		if err := t.apply(tx, e, m.seq); err != nil {
+			// As the edge does when it reads: a refused event is skipped,
+			// so even a stray writer cannot revive a terminal task.
+			f.log.Debug("skipping refused task event", "task", p.id, "stream_seq", m.seq, "err", err)
+		}
+	}
+	return tx.err
+}
+
+// lineageFold folds the capability lineage carried by decision events.
+type lineageFold struct{ log *slog.Logger }
+
+func (lineageFold) stream() string { return schemas.EventsStream }
+
+func (f lineageFold) prepare(m *streamMsg) any {
+	if m.subject != schemas.SubjectDecision {
+		return nil // outcomes and timeouts carry no lineage
+	}
+	var d schemas.DecisionEvent
+	err := json.Unmarshal(m.data, &d)
+	if err == nil {
+		err = d.Validate()
+	}
+	if err != nil {
+		f.log.Warn("skipping malformed decision event", "stream_seq", m.seq, "err", err)
+		return nil
+	}
+	if len(d.CapabilityLineage) == 0 {
+		return nil
+	}
+	recs := make([][]byte, len(d.CapabilityLineage))
+	for i := range d.CapabilityLineage {
+		if recs[i], err = json.Marshal(&d.CapabilityLineage[i]); err != nil {
+			f.log.Warn("skipping a decision event whose lineage does not encode", "stream_seq", m.seq, "err", err)
+			return nil
+		}
+	}
+	return &preparedLineage{recs: d.CapabilityLineage, raw: recs}
+}
+
+type preparedLineage struct {
+	recs []schemas.CapabilityLineage
+	raw  [][]byte
+}
+
+func (f lineageFold) apply(tx *txn, m *streamMsg, prepared any) error {
+	p, _ := prepared.(*preparedLineage)
+	if p == nil {
+		return nil
+	}
+	for i, rec := range p.recs {
+		key := append([]byte{prefixLineage}, rec.CapabilityID...)
+		old, err := tx.get(key)
+		switch {
+		case errors.Is(err, errNotFound):
+		case err != nil:
+			return err
+		default:
+			// A record is a fact of a signed token: the first one stands,
+			// except that one stored without its grants (they were left
+			// out of a long chain's event) gains them from a later event
+			// of the same scope. Both are decided by stream order alone.
+			var prev schemas.CapabilityLineage
+			if json.Unmarshal(old, &prev) != nil || !prev.GrantsOmitted || rec.GrantsOmitted || rec.ScopeHash != prev.ScopeHash {
+				continue
+			}
+		}
+		tx.set(key, p.raw[i])
+	}
+	return tx.err
+}
+
+// receiptFold folds the signed receipts the ledger publishes.
+type receiptFold struct {
+	log       *slog.Logger
+	kernelKey string // trusted kernel key, wire form
+}
+
+func (receiptFold) stream() string { return schemas.ReceiptsStream }
+
+// Flags of a stored receipt record.
+const (
+	receiptVerified = 1 << iota // signature, structure and kernel key check out
+	receiptParsed               // the bytes parse strictly as a receipt
+)
+
+// preparedReceipt is a receipt message checked and ready to index.
+type preparedReceipt struct {
+	id           string
+	leaf         uint64
+	capabilityID string // "" when the receipt names no usable capability id
+	record       []byte
+	// governed is what a report takes from the receipt (authz.Examine),
+	// encoded; nil when it is not governed.
+	governed []byte
+}
+
+func (f receiptFold) prepare(m *streamMsg) any {
+	var (
+		flags  byte
+		reason string
+		rec    *schemas.Receipt
+	)
+	r, err := schemas.ParseReceipt(m.data)
+	if err == nil {
+		flags |= receiptParsed
+		rec = r
+	} else {
+		reason = err.Error()
+		// Read what it says anyway, to index it where a report would look
+		// for it: the report fails closed on it instead of missing it.
+		var loose schemas.Receipt
+		if json.Unmarshal(m.data, &loose) == nil {
+			rec = &loose
+		}
+	}
+	msgID := m.header.Get(jetstream.MsgIDHeader)
+	p := &preparedReceipt{leaf: math.MaxUint64}
+	switch {
+	case rec != nil && schemas.ValidID(rec.ID):
+		p.id = rec.ID
+	case schemas.ValidID(msgID):
+		p.id = msgID
+	default:
+		// Still kept, under a name no receipt id can have, so the stream
+		// position moves on without dropping it silently.
+		p.id = "unidentified@" + strconv.FormatUint(m.seq, 10)
+	}
+	if rec != nil && schemas.ValidName(rec.CapabilityID) && len(rec.CapabilityID) <= maxKeyPart {
+		p.capabilityID = rec.CapabilityID
+	}
+	leaf, lerr := strconv.ParseUint(m.header.Get(schemas.HeaderLeafIndex), 10, 64)
+	if lerr == nil {
+		p.leaf = leaf
+	}
+	if flags&receiptParsed != 0 {
+		switch err := r.Verify(); {
+		case err != nil:
+			reason = err.Error()
+		case r.KernelKey != f.kernelKey:
+			reason = fmt.Sprintf("kernel_key %s is not the trusted kernel key", r.KernelKey)
+		case lerr != nil:
+			reason = "the message carries no valid " + schemas.HeaderLeafIndex + " header"
+		default:
+			flags |= receiptVerified
+		}
+	}
+	if flags&receiptVerified == 0 {
+		f.log.Warn("receipt failed verification; kept as unverified", "receipt", p.id, "stream_seq", m.seq, "reason", reason)
+	}
+	if msgID != "" && msgID != p.id {
+		f.log.Warn("receipt message id differs from the receipt id", "receipt", p.id, "msg_id", msgID, "stream_seq", m.seq)
+	}
+	p.record = encodeReceiptRecord(flags, reason, m.data)
+	// Decided here, once, so a report reads a small record per governed
+	// receipt instead of parsing every receipt again.
+	var g *authz.Governed
+	if rec != nil {
+		g, _ = authz.Examine(authz.Input{Receipt: rec, Verified: flags&receiptVerified != 0}) // rec is not nil
+	} else {
+		g = &authz.Governed{ReceiptID: p.id, Authorized: true, Unprojectable: "the published receipt is not readable: " + reason}
+	}
+	if g != nil {
+		if p.governed, err = json.Marshal(g); err != nil {
+			p.governed = nil
+			f.log.Error("encode the report facts of a receipt", "receipt", p.id, "err", err)
+		}
+	}
+	return p
+}
+
+func (f receiptFold) apply(tx *txn, m *streamMsg, prepared any) error {
+	p := prepared.(*preparedReceipt)
+	idKey := append([]byte{prefixReceiptID}, p.id...)
+	seen, err := tx.has(idKey)
+	if err != nil {
+		return err
+	}
+	if seen {
+		// The ledger republishes a tail it cannot prove the stream holds
+		// (after a crash): same receipt, same id. The first one stands.
+		f.log.Debug("skipping a receipt already folded", "receipt", p.id, "stream_seq", m.seq)
+		return nil
+	}
+	tx.set(idKey, encodeU64(p.leaf))
+	tx.set(receiptLeafKey(p.leaf, p.id), p.record)
+	if p.governed != nil {
+		tx.set(governedKey(p.leaf, p.id), p.governed)
+	}
+	if p.capabilityID != "" {
+		tx.set(receiptByCapKey(p.capabilityID, p.leaf, p.id), nil)
+	} else {
+		tx.set(unattributedKey(p.leaf, p.id), nil)
+	}
+	return tx.err
+}
+
+func receiptLeafKey(leaf uint64, id string) []byte {
+	return append(appendU64([]byte{prefixReceiptLeaf}, leaf), id...)
+}
+
+func governedKey(leaf uint64, id string) []byte {
+	return append(appendU64([]byte{prefixGoverned}, leaf), id...)
+}
+
+func receiptByCapKey(capabilityID string, leaf uint64, id string) []byte {
+	return append(appendU64(appendStr([]byte{prefixReceiptByCap}, capabilityID), leaf), id...)
+}
+
+func unattributedKey(leaf uint64, id string) []byte {
+	return append(appendU64([]byte{prefixUnattributed}, leaf), id...)
+}
+
+// encodeReceiptRecord lays out a stored receipt: flags, the reason it did
+// not verify (u16 length, text) and the bytes as published.
+func encodeReceiptRecord(flags byte, reason string, raw []byte) []byte {
+	if len(reason) > 1024 {
+		reason = reason[:1024]
+	}
+	b := make([]byte, 0, 3+len(reason)+len(raw))
+	b = append(b, flags)
+	b = appendStr(b, reason)
+	return append(b, raw...)
+}

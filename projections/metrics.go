@@ -1,0 +1,87 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// WithMetrics registers the service's Prometheus series on reg: events
+// folded per projection, and each projection's lag behind its stream.
+func WithMetrics(reg prometheus.Registerer) Option { return func(c *config) { c.registry = reg } }
+
+// metrics are the service's Prometheus series. Without a registry they
+// are kept but not exported, so the fold never branches on them.
+type metrics struct {
+	folded *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, s *Service) *metrics {
+	m := &metrics{
+		folded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chio_projection_events_folded_total",
+			Help: "Stream messages folded into the projection store, by projection (tasks, events, receipts)."}, []string{"projection"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.folded, &lagCollector{svc: s, desc: prometheus.NewDesc("chio_projection_lag",
+			"Messages of the projection's stream not folded yet: the stream's last sequence minus the folded position, read at scrape time.",
+			[]string{"projection"}, nil)})
+	}
+	return m
+}
+
+// projectionOf is the projection label of a stream: its consumer suffix.
+func projectionOf(stream string) string {
+	for _, s := range streams() {
+		if s.name == stream {
+			return s.suffix
+		}
+	}
+	return stream
+}
+
+// lagTimeout bounds the stream lookups of one scrape.
+const lagTimeout = time.Second
+
+// lagCollector reports each projection's lag when scraped: the folded
+// position is in memory, the stream's end is asked of JetStream.
+type lagCollector struct {
+	svc  *Service
+	desc *prometheus.Desc
+}
+
+func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+	select {
+	case <-c.svc.running:
+	default:
+		return // not consuming yet: no stream to measure against
+	}
+	c.svc.mu.Lock()
+	js := c.svc.js
+	c.svc.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), lagTimeout)
+	defer cancel()
+	for _, str := range streams() {
+		last, err := lastSeq(ctx, js, str.name)
+		if err != nil {
+			// A scrape must not fail because NATS is away: the series is
+			// absent for this scrape, and /readyz names the cause.
+			c.svc.log.Debug("projection lag", "stream", str.name, "err", err)
+			continue
+		}
+		pos := c.svc.position(str.name)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(last-min(pos, last)), str.suffix)
+	}
+}
+
+// CheckStorage reads from the projection store: nil while it is open and
+// answering. It is the storage readiness check of the service.
+func (s *Service) CheckStorage() error {
+	if _, err := s.store.get(metaKey(metaKernelKey)); err != nil {
+		return fmt.Errorf("read projection store: %w", err)
+	}
+	return nil
+}

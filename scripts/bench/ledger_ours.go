@@ -1,0 +1,391 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/ledger"
+	"github.com/chio-ledger/chio/ledger/logstore"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// ourConns is how many client connections publish events: a few edges.
+const ourConns = 4
+
+// eventMsg is one pre-encoded event, so that producers spend no time on JSON.
+type eventMsg struct {
+	subject, id string
+	data        []byte
+}
+
+// receiptEvents are the events of one call; the last one completes the receipt.
+type receiptEvents struct {
+	id   string
+	msgs []eventMsg
+}
+
+// buildEvents returns n calls' events, as scripts/ledgerbench makes them:
+// odd calls a deny decision (one event), even calls an allow decision and
+// its completed outcome (two events), 1.5 events per receipt on average.
+func buildEvents(n int) ([]receiptEvents, error) {
+	ts := uint64(time.Now().Unix())
+	out := make([]receiptEvents, n)
+	for i := range out {
+		id := uuid.Must(uuid.NewV7()).String()
+		d := schemas.DecisionEvent{Schema: schemas.DecisionEventSchema, EventID: schemas.DecisionEventID(id), ReceiptID: id,
+			Timestamp: ts, CapabilityID: "cap-" + strconv.Itoa(i%64), ToolServer: "hello", ToolName: "hello_task",
+			Parameters: json.RawMessage(fmt.Sprintf(`{"message":{"role":"user","parts":[{"text":"hello %d"}]}}`, i)),
+			Decision:   schemas.Decision{Verdict: schemas.VerdictAllow}, PolicyHash: schemas.SHA256Hex([]byte("policy")),
+			Evidence: []schemas.GuardEvidence{{GuardName: "CapabilityGuard", Verdict: true}}}
+		if i%2 == 1 {
+			d.Decision = schemas.Decision{Verdict: schemas.VerdictDeny, Reason: "tool not granted", Guard: "grant"}
+		}
+		db, err := json.Marshal(d)
+		if err != nil {
+			return nil, fmt.Errorf("encode decision: %w", err)
+		}
+		out[i] = receiptEvents{id: id, msgs: []eventMsg{{schemas.SubjectDecision, d.EventID, db}}}
+		if i%2 == 1 {
+			continue
+		}
+		o := schemas.OutcomeEvent{Schema: schemas.OutcomeEventSchema, EventID: schemas.OutcomeEventID(id), ReceiptID: id,
+			Timestamp: ts, Outcome: schemas.OutcomeCompleted, ContentHash: schemas.SHA256Hex([]byte(strconv.Itoa(i)))}
+		ob, err := json.Marshal(o)
+		if err != nil {
+			return nil, fmt.Errorf("encode outcome: %w", err)
+		}
+		out[i].msgs = append(out[i].msgs, eventMsg{schemas.SubjectOutcome, o.EventID, ob})
+	}
+	return out, nil
+}
+
+// ourConfig is how our ledger is run: only its existing options.
+type ourConfig struct {
+	batch     int
+	batchWait time.Duration
+}
+
+// ourRun holds one run of our ledger.
+type ourRun struct {
+	ns    *natsembed.Server
+	conns []*nats.Conn
+	js    []jetstream.JetStream
+	store *logstore.Store
+	keys  ledger.Keys
+
+	pubErrs atomic.Int64
+	pubErr  atomic.Value // first asynchronous publish error
+}
+
+func (o *ourRun) close() {
+	for _, nc := range o.conns {
+		nc.Close()
+	}
+	if o.store != nil {
+		o.store.Close()
+	}
+	o.ns.Stop()
+}
+
+// openOurRun starts NATS (SyncAlways when syncEvery is zero) and opens the
+// log store, both under dir (reopened if they exist).
+func openOurRun(ctx context.Context, dir string, syncEvery time.Duration) (*ourRun, error) {
+	ns, err := natsembed.Start(natsembed.Config{StoreDir: filepath.Join(dir, "nats"), DontListen: true, SyncInterval: syncEvery})
+	if err != nil {
+		return nil, err
+	}
+	o := &ourRun{ns: ns}
+	// One connection for the ledger, ourConns for the producers.
+	for k := range ourConns + 1 {
+		nc, err := ns.Connect()
+		if err != nil {
+			o.close()
+			return nil, err
+		}
+		o.conns = append(o.conns, nc)
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096),
+			jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+				o.pubErrs.Add(1)
+				o.pubErr.CompareAndSwap(nil, err)
+			}))
+		if err != nil {
+			o.close()
+			return nil, fmt.Errorf("jetstream: %w", err)
+		}
+		if k > 0 {
+			o.js = append(o.js, js)
+		}
+	}
+	skey, vkey, err := note.GenerateKey(rand.Reader, "bench.local/ledger")
+	if err != nil {
+		o.close()
+		return nil, fmt.Errorf("checkpoint key: %w", err)
+	}
+	signer, _ := note.NewSigner(skey)
+	verifier, _ := note.NewVerifier(vkey)
+	_, kernel, _ := ed25519.GenerateKey(rand.Reader)
+	o.keys = ledger.Keys{Kernel: kernel, Checkpoint: signer, CheckpointVerifier: verifier}
+	if o.store, err = logstore.Open(filepath.Join(dir, "log"), logstore.WithLogger(slog.New(slog.DiscardHandler))); err != nil {
+		o.close()
+		return nil, fmt.Errorf("open log store: %w", err)
+	}
+	if err := ledger.EnsureStreams(ctx, o.js[0], 1); err != nil {
+		o.close()
+		return nil, err
+	}
+	return o, nil
+}
+
+// runOurs runs our ledger in dir while producers publish evs (their first
+// n) under shape. With keepLeaves it also returns the signed receipts in
+// log order (Tessera appends the same bytes).
+func runOurs(ctx context.Context, dir string, evs []receiptEvents, n int, shape loadShape, cfg ourConfig, keepLeaves bool) (runResult, [][]byte, error) {
+	o, err := openOurRun(ctx, dir, 0)
+	if err != nil {
+		return runResult{}, nil, err
+	}
+	defer o.close()
+
+	win := make(window, shape.window)
+	var (
+		cps      []covered // written by the ledger goroutine only, read after it stops
+		batches  int
+		finished bool
+		done     = make(chan struct{})
+	)
+	l, err := ledger.New(o.js[0], o.store, o.keys, ledger.WithLogger(slog.New(slog.DiscardHandler)),
+		ledger.WithBatch(cfg.batch, cfg.batchWait),
+		ledger.WithOnCommit(func(c ledger.Commit) {
+			if c.Receipts == 0 {
+				return
+			}
+			batches++
+			cps = append(cps, covered{size: c.TreeSize, at: c.Committed})
+			win.release(c.Receipts)
+			if c.TreeSize >= uint64(n) && !finished {
+				finished = true
+				close(done)
+			}
+		}))
+	if err != nil {
+		return runResult{}, nil, fmt.Errorf("ledger: %w", err)
+	}
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	stopped := make(chan error, 1)
+	go func() { stopped <- l.Run(lctx) }()
+
+	t0 := make([]time.Time, n)
+	submit := func(i int, due time.Time) error {
+		js := o.js[i%len(o.js)] // a call's events leave in order on one connection
+		r := &evs[i]
+		for j, m := range r.msgs {
+			if j == len(r.msgs)-1 {
+				t0[i] = submitTime(due)
+			}
+			if _, err := js.PublishAsync(m.subject, m.data, jetstream.WithMsgID(m.id), jetstream.WithStallWait(time.Minute)); err != nil {
+				return fmt.Errorf("publish: %w", err)
+			}
+		}
+		return nil
+	}
+	if err := drive(ctx, n, shape, win, submit); err != nil {
+		return runResult{}, nil, err
+	}
+	select {
+	case <-done:
+	case err := <-stopped:
+		return runResult{}, nil, fmt.Errorf("ledger stopped early: %w", err)
+	case <-ctx.Done():
+		return runResult{}, nil, ctx.Err()
+	}
+	stop()
+	if err := <-stopped; err != nil {
+		return runResult{}, nil, fmt.Errorf("ledger: %w", err)
+	}
+	if k := o.pubErrs.Load(); k > 0 {
+		return runResult{}, nil, fmt.Errorf("%d publishes failed: %v", k, o.pubErr.Load())
+	}
+	if err := checkOurLog(o.store, o.keys.CheckpointVerifier, n); err != nil {
+		return runResult{}, nil, err
+	}
+
+	ids := make(map[string]int, n)
+	for i := range n {
+		ids[evs[i].id] = i
+	}
+	res := runResult{n: n, first: t0[0], last: cps[len(cps)-1].at, lat: make(Latencies, 0, n), checkpoints: batches}
+	var leaves [][]byte
+	seen := make([]bool, n)
+	err = o.store.Entries(0, uint64(n), func(idx uint64, leaf []byte) error {
+		var r struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(leaf, &r); err != nil {
+			return fmt.Errorf("receipt %d: %w", idx, err)
+		}
+		i, ok := ids[r.ID]
+		if !ok || seen[i] {
+			return fmt.Errorf("receipt %d: id %q not submitted or twice in the log", idx, r.ID)
+		}
+		seen[i] = true
+		at, ok := coveredAt(cps, idx)
+		if !ok {
+			return fmt.Errorf("receipt %d: no commit covers it", idx)
+		}
+		res.lat = append(res.lat, at.Sub(t0[i]))
+		if t0[i].Before(res.first) {
+			res.first = t0[i]
+		}
+		if keepLeaves {
+			leaves = append(leaves, bytes.Clone(leaf))
+		}
+		return nil
+	})
+	if err != nil {
+		return runResult{}, nil, fmt.Errorf("read back the log: %w", err)
+	}
+	events := 0
+	for i := range n {
+		events += len(evs[i].msgs)
+	}
+	res.note = fmt.Sprintf("%.0f receipts per batch; %s events stored (each fsynced)", float64(n)/float64(max(batches, 1)),
+		fmtRate(float64(events)/res.last.Sub(res.first).Seconds()))
+	return res, leaves, nil
+}
+
+// checkOurLog checks that the log holds exactly n receipts under a valid
+// signed checkpoint of size n.
+func checkOurLog(store *logstore.Store, v note.Verifier, n int) error {
+	size, cp := store.Head()
+	if size != uint64(n) {
+		return fmt.Errorf("our log holds %d receipts, want %d", size, n)
+	}
+	got, err := checkpointSize(cp, v)
+	if err != nil {
+		return fmt.Errorf("our checkpoint: %w", err)
+	}
+	if got != uint64(n) {
+		return fmt.Errorf("our checkpoint commits to %d entries, want %d", got, n)
+	}
+	return nil
+}
+
+// checkpointSize verifies a C2SP checkpoint note and returns its size.
+func checkpointSize(raw []byte, v note.Verifier) (uint64, error) {
+	nt, err := note.Open(raw, note.VerifierList(v))
+	if err != nil {
+		return 0, fmt.Errorf("verify checkpoint: %w", err)
+	}
+	return parseCheckpointSize([]byte(nt.Text))
+}
+
+// parseCheckpointSize reads the size line (the second) of a checkpoint
+// without verifying it: the watcher polls it every millisecond.
+func parseCheckpointSize(raw []byte) (uint64, error) {
+	_, rest, ok := bytes.Cut(raw, []byte{'\n'})
+	if !ok {
+		return 0, errors.New("checkpoint without a size line")
+	}
+	line, _, _ := bytes.Cut(rest, []byte{'\n'})
+	size, err := strconv.ParseUint(string(line), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint size: %w", err)
+	}
+	return size, nil
+}
+
+// runOursBacklog measures our ledger alone: n receipts' events are
+// published first (into a server that fsyncs once a minute, so publishing
+// is quick), the server is restarted with SyncAlways, and the time runs
+// from the ledger's start to its commit of the n-th receipt.
+func runOursBacklog(ctx context.Context, dir string, evs []receiptEvents, n int, cfg ourConfig) (runResult, error) {
+	o, err := openOurRun(ctx, dir, time.Minute)
+	if err != nil {
+		return runResult{}, err
+	}
+	for i := range n {
+		js := o.js[i%len(o.js)]
+		for _, m := range evs[i].msgs {
+			if _, err := js.PublishAsync(m.subject, m.data, jetstream.WithMsgID(m.id), jetstream.WithStallWait(time.Minute)); err != nil {
+				o.close()
+				return runResult{}, fmt.Errorf("publish: %w", err)
+			}
+		}
+	}
+	for _, js := range o.js {
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			o.close()
+			return runResult{}, ctx.Err()
+		}
+	}
+	failed := o.pubErrs.Load()
+	o.close() // Stop flushes the stream to disk
+	if failed > 0 {
+		return runResult{}, fmt.Errorf("%d publishes failed: %v", failed, o.pubErr.Load())
+	}
+
+	if o, err = openOurRun(ctx, dir, 0); err != nil {
+		return runResult{}, err
+	}
+	defer o.close()
+	var (
+		batches  int
+		finished bool
+		last     time.Time
+		done     = make(chan struct{})
+	)
+	l, err := ledger.New(o.js[0], o.store, o.keys, ledger.WithLogger(slog.New(slog.DiscardHandler)),
+		ledger.WithBatch(cfg.batch, cfg.batchWait),
+		ledger.WithOnCommit(func(c ledger.Commit) {
+			if c.Receipts > 0 {
+				batches++
+			}
+			if c.TreeSize >= uint64(n) && !finished {
+				finished, last = true, c.Committed
+				close(done)
+			}
+		}))
+	if err != nil {
+		return runResult{}, fmt.Errorf("ledger: %w", err)
+	}
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	stopped := make(chan error, 1)
+	first := time.Now()
+	go func() { stopped <- l.Run(lctx) }()
+	select {
+	case <-done:
+	case err := <-stopped:
+		return runResult{}, fmt.Errorf("ledger stopped early: %w", err)
+	case <-ctx.Done():
+		return runResult{}, ctx.Err()
+	}
+	stop()
+	if err := <-stopped; err != nil {
+		return runResult{}, fmt.Errorf("ledger: %w", err)
+	}
+	if err := checkOurLog(o.store, o.keys.CheckpointVerifier, n); err != nil {
+		return runResult{}, err
+	}
+	return runResult{n: n, first: first, last: last, checkpoints: batches,
+		note: fmt.Sprintf("%.0f receipts per batch", float64(n)/float64(max(batches, 1)))}, nil
+}

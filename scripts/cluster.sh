@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# The distributed topology of docker-compose.yml as local processes on
+# loopback, for machines without a container engine:
+#   3 NATS JetStream nodes (a cluster; streams and KV with 3 replicas),
+#   ledger-1 and ledger-2 (active/standby behind the JetStream KV writer lease),
+#   projections, edge-1 and edge-2, and Caddy in front of the edges.
+#
+#   scripts/cluster.sh up        build, generate keys once, start everything, wait until ready
+#   scripts/cluster.sh status    one line per process: pid, alive, ready; the lease holder
+#   scripts/cluster.sh down      stop everything (SIGTERM, then SIGKILL after 10 s)
+#   scripts/cluster.sh kill NAME / start NAME   stop one process hard / start it again
+#
+# State lives in $CHIO_CLUSTER_DIR (default .artifacts/cluster-local): bin/,
+# keys/, data/NAME/, logs/NAME.log, pids/NAME.pid. Ports (loopback) are the
+# compose file's: proxy 18080, ledgers 18081/18082, projections 18083,
+# NATS clients 14222-14224; edges 18091/18092.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=${CHIO_CLUSTER_DIR:-$root/.artifacts/cluster-local}
+token=${CHIO_SERVICE_TOKEN:-cluster-dev-token}
+nats_urls=nats://127.0.0.1:14222,nats://127.0.0.1:14223,nats://127.0.0.1:14224
+names=(nats-1 nats-2 nats-3 ledger-1 ledger-2 projections edge-1 edge-2 proxy)
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+
+build() {
+	mkdir -p "$dir/bin"
+	echo "cluster.sh: building chio, nats-server and caddy into $dir/bin"
+	# The flags of scripts/images.sh: the same build cache serves both.
+	local -a gobuild=(env CGO_ENABLED=0 GOWORK=off go build -trimpath -buildvcs=false -ldflags='-s -w')
+	(cd "$root" && "${gobuild[@]}" -o "$dir/bin/chio" ./cmd/chio)
+	(cd "$root" && "${gobuild[@]}" -o "$dir/bin/nats-server" github.com/nats-io/nats-server/v2)
+	(cd "$root/deploy/caddy" && "${gobuild[@]}" -o "$dir/bin/caddy" .)
+}
+
+# cmdline NAME prints the process's command line, one argument per line.
+cmdline() {
+	local bin=$dir/bin
+	case $1 in
+	nats-[123])
+		printf '%s\n' "$bin/nats-server" -c "$dir/conf/$1.conf" ;;
+	ledger-[12])
+		local n=${1#ledger-}
+		printf '%s\n' "$bin/chio" ledger --nats "$nats_urls" --data-dir "$dir/data/$1" --keys "$dir/keys" \
+			--listen "127.0.0.1:1808$n" --standby --instance "$1" --lease-ttl 10s --replicas 3 ;;
+	projections)
+		printf '%s\n' "$bin/chio" projections --nats "$nats_urls" --data-dir "$dir/data/projections" \
+			--listen 127.0.0.1:18083 --kernel-key "$dir/keys/kernel.pub" --replicas 3 ;;
+	edge-[12])
+		local n=${1#edge-}
+		printf '%s\n' "$bin/chio" edge a2a --nats "$nats_urls" --listen "127.0.0.1:1809$n" \
+			--issuer-pub "$dir/keys/issuer.pub" --edge-id "$1" --replicas 3 --public-url http://127.0.0.1:18080 ;;
+	proxy)
+		printf '%s\n' "$bin/caddy" run --config "$dir/conf/Caddyfile" --adapter caddyfile ;;
+	*) die "unknown process $1 (one of: ${names[*]})" ;;
+	esac
+}
+
+configs() {
+	mkdir -p "$dir/conf"
+	for n in 1 2 3; do
+		cat >"$dir/conf/nats-$n.conf" <<EOF
+server_name: nats-$n
+listen: 127.0.0.1:1422$((n + 1))
+http: 127.0.0.1:1822$((n + 1))
+jetstream { store_dir: "$dir/data/nats-$n" }
+cluster {
+  name: chio
+  listen: 127.0.0.1:1622$((n + 1))
+  routes: [nats-route://127.0.0.1:16222, nats-route://127.0.0.1:16223, nats-route://127.0.0.1:16224]
+}
+EOF
+	done
+	cat >"$dir/conf/Caddyfile" <<'EOF'
+{
+	admin off
+	auto_https off
+}
+http://127.0.0.1:18080 {
+	reverse_proxy 127.0.0.1:18091 127.0.0.1:18092 {
+		lb_policy round_robin
+		lb_try_duration 5s
+		lb_try_interval 100ms
+		fail_duration 5s
+		health_uri /readyz
+		health_interval 1s
+		flush_interval -1
+		header_down X-Chio-Upstream {http.reverse_proxy.upstream.hostport}
+		transport http {
+			dial_timeout 500ms
+		}
+	}
+}
+EOF
+}
+
+pid_of() { [[ -f $dir/pids/$1.pid ]] && cat "$dir/pids/$1.pid"; }
+alive() { local p; p=$(pid_of "$1") && kill -0 "$p" 2>/dev/null; }
+
+start() {
+	local name=$1
+	alive "$name" && { echo "cluster.sh: $name already runs (pid $(pid_of "$name"))"; return; }
+	mkdir -p "$dir/pids" "$dir/logs" "$dir/data/$name"
+	local -a argv
+	mapfile -t argv < <(cmdline "$name")
+	CHIO_SERVICE_TOKEN=$token HOME=$dir/data/$name XDG_DATA_HOME=$dir/data/$name XDG_CONFIG_HOME=$dir/data/$name \
+		nohup "${argv[@]}" >>"$dir/logs/$name.log" 2>&1 &
+	echo $! >"$dir/pids/$name.pid"
+	echo "cluster.sh: started $name (pid $!, log $dir/logs/$name.log)"
+}
+
+url_of() {
+	case $1 in
+	ledger-[12]) echo "http://127.0.0.1:1808${1#ledger-}" ;;
+	projections) echo http://127.0.0.1:18083 ;;
+	edge-[12]) echo "http://127.0.0.1:1809${1#edge-}" ;;
+	proxy) echo http://127.0.0.1:18080 ;;
+	nats-[123]) echo "http://127.0.0.1:1822$((${1#nats-} + 1))" ;;
+	esac
+}
+
+ready_path() { case $1 in nats-*) echo /healthz ;; *) echo /readyz ;; esac; }
+
+is_ready() { curl -fsS -o /dev/null --max-time 2 "$(url_of "$1")$(ready_path "$1")"; }
+
+# wait_ready NAME: until its readiness probe answers. A process that exits
+# while the cluster is still electing JetStream leaders is restarted (as
+# compose's restart: on-failure does), a few times at most.
+wait_ready() {
+	local deadline=$((SECONDS + ${2:-120})) restarts=0
+	until is_ready "$1"; do
+		if ! alive "$1"; then
+			((restarts < 5)) || die "$1 exited $restarts times; see $dir/logs/$1.log: $(tail -5 "$dir/logs/$1.log")"
+			restarts=$((restarts + 1))
+			echo "cluster.sh: $1 exited while starting ($(tail -1 "$dir/logs/$1.log")); restarting"
+			rm -f "$dir/pids/$1.pid"
+			sleep 1
+			start "$1"
+		fi
+		((SECONDS < deadline)) || die "$1 not ready after ${2:-120}s; see $dir/logs/$1.log"
+		sleep 0.3
+	done
+}
+
+up() {
+	command -v curl >/dev/null || die "curl is required"
+	build
+	configs
+	"$dir/bin/chio" keygen --out "$dir/keys" --keep
+	for n in nats-1 nats-2 nats-3; do start "$n"; done
+	for n in nats-1 nats-2 nats-3; do wait_ready "$n"; done
+	for n in ledger-1 ledger-2 projections edge-1 edge-2 proxy; do start "$n"; done
+	for n in ledger-1 ledger-2 projections edge-1 edge-2 proxy; do wait_ready "$n"; done
+	status
+	echo "cluster.sh: up. Agent card: http://127.0.0.1:18080/.well-known/agent-card.json; callers need a capability from"
+	echo "  $dir/bin/chio capability issue --issuer-key $dir/keys/issuer.key --subject HEX --grant hello-a2a-srv/hello_task --output header"
+}
+
+status() {
+	local n
+	for n in "${names[@]}"; do
+		local state=stopped ready=-
+		if alive "$n"; then
+			state="pid $(pid_of "$n")"
+			if is_ready "$n"; then ready=ready; else ready="not ready"; fi
+		fi
+		printf '%-12s %-12s %-10s %s\n' "$n" "$state" "$ready" "$(url_of "$n")"
+	done
+	if alive ledger-1 || alive ledger-2; then
+		for n in ledger-1 ledger-2; do
+			if curl -fsS --max-time 2 "$(url_of $n)/metrics" 2>/dev/null | grep -q '^chio_ledger_writer 1'; then
+				echo "writer lease: $n"
+			fi
+		done
+	fi
+}
+
+stop() {
+	local n p
+	for n in "$@"; do
+		p=$(pid_of "$n") || continue
+		kill -TERM "$p" 2>/dev/null || true
+	done
+	for n in "$@"; do
+		p=$(pid_of "$n") || continue
+		for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$p" 2>/dev/null || true
+		rm -f "$dir/pids/$n.pid"
+	done
+}
+
+case ${1:-} in
+up) up ;;
+down)
+	stop proxy edge-1 edge-2 projections ledger-1 ledger-2
+	stop nats-1 nats-2 nats-3
+	echo "cluster.sh: down (state kept in $dir; remove it to start afresh)" ;;
+status) status ;;
+kill)
+	[[ -n ${2:-} ]] || die "kill NAME"
+	p=$(pid_of "$2") || die "$2 is not running"
+	kill -KILL "$p"; rm -f "$dir/pids/$2.pid"; echo "cluster.sh: killed $2 (pid $p)" ;;
+start)
+	[[ -n ${2:-} ]] || die "start NAME"
+	start "$2"; wait_ready "$2" ;;
+*) die "usage: scripts/cluster.sh up|down|status|kill NAME|start NAME" ;;
+esac
