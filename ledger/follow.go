@@ -56,7 +56,7 @@ func (l *Ledger) Follow(ctx context.Context) error {
 		case msgs <- m:
 		case <-ctx.Done():
 		}
-	}, jetstream.PullMaxMessages(2*l.cfg.maxBatch))
+	}, jetstream.PullMaxMessages(2*l.cfg.maxBatch), jetstream.PullExpiry(schemas.PullExpiry))
 	if err != nil {
 		return fmt.Errorf("follow: consume: %w", err)
 	}

@@ -215,7 +215,7 @@ func (l *Ledger) Run(ctx context.Context) error {
 		case msgs <- m:
 		case <-ctx.Done():
 		}
-	}, jetstream.PullMaxMessages(2*l.cfg.maxBatch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, jetstream.PullMaxMessages(2*l.cfg.maxBatch), jetstream.PullExpiry(schemas.PullExpiry), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 			cancelCause(fmt.Errorf("ledger: consumer %s lost: %w", l.cfg.consumer, err))
 			return

@@ -107,7 +107,7 @@ func (c *consumer) session(ctx context.Context, js jetstream.JetStream) error {
 		case msgs <- m:
 		case <-ctx.Done():
 		}
-	}, jetstream.PullMaxMessages(2*batch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, jetstream.PullMaxMessages(2*batch), jetstream.PullExpiry(schemas.PullExpiry), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 			cancel(fmt.Errorf("consumer %s lost: %w", c.durable, err))
 			return

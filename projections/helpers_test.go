@@ -13,7 +13,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +52,39 @@ func quiet() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// lockedBuffer is a log sink safe for the service's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// captured is a debug logger whose output the test prints only if it
+// fails, so a failure that happens once in CI explains itself.
+func captured(t testing.TB) *slog.Logger {
+	if os.Getenv("PROJECTIONS_TEST_LOG") != "" {
+		return quiet()
+	}
+	var buf lockedBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("service log:\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
 // harness is a real embedded JetStream with the three streams.
 type harness struct {
 	t   testing.TB
@@ -58,12 +93,13 @@ type harness struct {
 	js  jetstream.JetStream
 	dir string
 	ctx context.Context
+	log *slog.Logger // captured, printed if the test fails
 }
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	ns, nc, js := natstest.Start(t)
-	h := &harness{t: t, ns: ns, nc: nc, js: js, dir: t.TempDir(), ctx: context.Background()}
+	h := &harness{t: t, ns: ns, nc: nc, js: js, dir: t.TempDir(), ctx: context.Background(), log: captured(t)}
 	for _, cfg := range []jetstream.StreamConfig{schemas.EventsStreamConfig(1), schemas.ReceiptsStreamConfig(1),
 		tasksStreamConfig(1, nc.MaxPayload())} {
 		if _, err := js.CreateOrUpdateStream(h.ctx, cfg); err != nil {
@@ -82,7 +118,7 @@ type running struct {
 
 func (h *harness) start(dir string, opts ...Option) *running {
 	h.t.Helper()
-	svc, err := Open(filepath.Join(h.dir, dir), append([]Option{WithLogger(quiet()), WithKernelKey(kernelPriv.Public().(ed25519.PublicKey))}, opts...)...)
+	svc, err := Open(filepath.Join(h.dir, dir), append([]Option{WithLogger(h.log), WithKernelKey(kernelPriv.Public().(ed25519.PublicKey))}, opts...)...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -116,8 +152,10 @@ func (r *running) crashed(t testing.TB) error {
 	case err := <-r.done:
 		r.done <- err // for stop
 		return errors.Join(err, r.stop())
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not stop")
+	case <-time.After(time.Minute):
+		var stacks strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+		t.Fatalf("Run did not stop within a minute; positions %+v; goroutines:\n%s", r.Positions(), stacks.String())
 		return nil
 	}
 }
@@ -135,7 +173,7 @@ func (h *harness) caughtUpWithin(r *running, d time.Duration) {
 
 func (h *harness) rebuild(dir string, opts ...Option) *RebuildResult {
 	h.t.Helper()
-	res, err := Rebuild(h.ctx, h.js, filepath.Join(h.dir, dir), append([]Option{WithLogger(quiet()), WithKernelKey(kernelPriv.Public().(ed25519.PublicKey))}, opts...)...)
+	res, err := Rebuild(h.ctx, h.js, filepath.Join(h.dir, dir), append([]Option{WithLogger(h.log), WithKernelKey(kernelPriv.Public().(ed25519.PublicKey))}, opts...)...)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -30,6 +30,14 @@ const (
 
 	// DuplicateWindow is the publish dedup window of both streams.
 	DuplicateWindow = 2 * time.Minute
+
+	// PullExpiry is the expiry of the pull requests of the ledger's and
+	// the projections' long-running consumers. nats.go sets the idle
+	// heartbeat to half of it and re-pulls after two missed heartbeats,
+	// so it bounds how long a pull request lost or left unserved can stall
+	// a consumer that has work waiting: 5 s instead of the default 30 s
+	// (seen once in CI as a 30 s stall of a projection consumer).
+	PullExpiry = 5 * time.Second
 )
 
 // ReceiptSubject is the subject a signed receipt is published on:
