@@ -84,6 +84,7 @@ type Edge struct {
 	// Shutdown (Drain): the calls running here, a channel closed when the
 	// drain begins, and a context cancelled when it runs out of time.
 	inflight  inflight
+	executing executing
 	draining  chan struct{}
 	drainOnce sync.Once
 	aborted   context.Context

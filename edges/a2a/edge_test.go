@@ -708,6 +708,35 @@ func TestLiveTaskIsNotTakenOver(t *testing.T) {
 	<-cl.slow.cancelled
 }
 
+// A run whose lease lapsed on a stalled machine is still this replica's
+// own: its sweeper must not claim the task and start the tool a second
+// time beside it (the run's renewal wins the lease back instead).
+func TestOwnRunIsNotSweptAgain(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	e := cl.raw[0]
+	tok := token(t, agentKey, "cap-own-run")
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go e.Sweep(sctx, 20*time.Millisecond)
+	m := rpc(t, cl.edges[0].URL, tok, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m1","parts":[{"text":"x"}]},"configuration":{"returnImmediately":true},"metadata":{"chio":{"targetSkillId":"slow_task"}}}}`)
+	id := m["result"].(map[string]any)["task"].(map[string]any)["id"].(string)
+	<-cl.slow.started
+	// The lease as stored lapsed a minute ago, still naming this replica.
+	owner := e.sendOwner(caller{token: tok}, "")
+	if _, err := e.tasks.Transition(context.Background(), id, owner, func(*taskstore.Task) ([]taskstore.Event, error) {
+		return []taskstore.Event{taskstore.ClaimEvent(e.cfg.EdgeID, time.Now().Add(-time.Minute).UTC())}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cl.slow.started:
+		t.Fatal("the sweeper started a second run of a task running on its own replica")
+	case <-time.After(time.Second):
+	}
+	rpc(t, cl.edges[0].URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"CancelTask","params":{"id":%q}}`, id))
+	<-cl.slow.cancelled
+}
+
 func TestStdioSurvivesAnOversizeLine(t *testing.T) {
 	cl := startCluster(t, 1, token(t, agentKey, "cap-stdio-big"))
 	in := strings.Repeat("x", wire.MaxRequestBytes+10) + "\n" +

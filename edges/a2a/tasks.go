@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -167,6 +168,10 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(e.aborted, stop)()
+	// While it runs, this replica's sweeper leaves the task alone even if
+	// its lease lapses: the renewal below wins it back.
+	e.executing.add(t.ID)
+	defer e.executing.remove(t.ID)
 	// Renew the execution lease while the tool runs, so no sweeper takes
 	// a live task over; a lease that cannot be renewed stops the run. A
 	// streaming tool's own commits renew it in-band (out.commit), so the
@@ -514,6 +519,9 @@ func (e *Edge) Sweep(ctx context.Context, every time.Duration) {
 			}
 		}
 		for _, ref := range refs {
+			if e.executing.has(ref.ID) {
+				continue // lapsed on a stalled machine, but running here
+			}
 			task, err := e.tasks.Load(ctx, ref.ID, ref.Owner)
 			if err != nil {
 				continue
@@ -547,6 +555,35 @@ func (e *Edge) Sweep(ctx context.Context, every time.Duration) {
 			rec.release()
 		}
 	}
+}
+
+// executing is the set of tasks whose tool runs on this replica.
+type executing struct {
+	mu  sync.Mutex
+	ids map[string]int // a count: a turn's run may overlap the previous one's tail
+}
+
+func (x *executing) add(id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.ids == nil {
+		x.ids = make(map[string]int)
+	}
+	x.ids[id]++
+}
+
+func (x *executing) remove(id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.ids[id]--; x.ids[id] <= 0 {
+		delete(x.ids, id)
+	}
+}
+
+func (x *executing) has(id string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.ids[id] > 0
 }
 
 // abandon fails a task whose executing replica is gone and that no other
