@@ -40,7 +40,7 @@ func benchHarness(b *testing.B) *harness {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := &harness{t: b, ns: ns, nc: nc, js: js, dir: b.TempDir(), ctx: context.Background()}
+	h := &harness{t: b, ns: ns, nc: nc, js: js, dir: b.TempDir(), ctx: context.Background(), log: quiet()}
 	for _, cfg := range []jetstream.StreamConfig{schemas.EventsStreamConfig(1), schemas.ReceiptsStreamConfig(1), tasksStreamConfig(1, nc.MaxPayload())} {
 		if _, err := js.CreateOrUpdateStream(h.ctx, cfg); err != nil {
 			b.Fatal(err)
