@@ -157,6 +157,11 @@ func runEdgeVsA2AGo(ctx context.Context, env *Env) (*Section, error) {
 	}
 	defer up.stop()
 	pid := up.cmd.Process.Pid
+	// Ready is not signed: the ledger's first checkpoint can follow
+	// /readyz by a moment (seen in CI as a 404 here).
+	if err := waitHTTP(ctx, up.base+"/log/checkpoint", 60*time.Second); err != nil {
+		return nil, err
+	}
 	logged, err := logSize(ctx, up.base)
 	if err != nil {
 		return nil, err

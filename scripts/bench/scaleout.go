@@ -226,6 +226,10 @@ func runScaleOut(ctx context.Context, env *Env) (sec *Section, err error) {
 		return nil, err
 	}
 	hdr := http.Header{"Authorization": {tok}, "A2A-Version": {"1.0"}}
+	// The writer signs its first checkpoint a moment after it is up.
+	if _, err := c.waitLog(ctx, 0, time.Minute); err != nil {
+		return nil, err
+	}
 	logged, err := c.logSize(ctx)
 	if err != nil {
 		return nil, err
