@@ -239,7 +239,7 @@ func TestCleanRestartReusesTheDurable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(60 * time.Second)
 		for {
 			info, err := cons.Info(h.ctx)
 			if err != nil {
@@ -284,7 +284,7 @@ func TestCleanRestartReusesTheDurable(t *testing.T) {
 	}
 	third := h.start("reuse")
 	var recreated time.Time
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		cons, err := h.js.Consumer(h.ctx, schemas.ReceiptsStream, DefaultName+"-receipts")
 		if err == nil {
 			recreated = cons.CachedInfo().Created

@@ -76,7 +76,7 @@ type signedReceipt struct {
 // awaitReceipt polls the log API until the receipt is in the log.
 func awaitLogReceipt(t *testing.T, base, id string) signedReceipt {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		code, body := httpGet(t, base+"/v1/receipts/"+id)
 		if code == http.StatusOK {
@@ -256,7 +256,7 @@ func TestThreeHopDelegatedCall(t *testing.T) {
 	// row per hop, the chains extend one another, and only observed hops
 	// are bound to the delegated chain.
 	var report schemas.AuthorizationContextReport
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		code, body := httpGet(t, up.httpURL+"/v1/reports/authorization-context?authorizationLimit=10")
 		if code == http.StatusOK {

@@ -45,7 +45,7 @@ func TestUpServesA2AWithVerifiableReceipts(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(up.dir, "dev-capability.token")); err != nil {
 		t.Fatalf("dev capability not written: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	var receipt []byte
 	for {
 		code, body := httpGet(t, up.httpURL+"/v1/receipts/"+rid)

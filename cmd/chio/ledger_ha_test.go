@@ -42,7 +42,7 @@ func TestStandbyLedgersFailOver(t *testing.T) {
 	listening := regexp.MustCompile(`log API on (http://\S+) `)
 	start := func(name string) (string, func() error) {
 		out, stop := startCommand(t, listening, "ledger", "--nats", ns.ClientURL(), "--data-dir", t.TempDir(), "--keys", keys,
-			"--listen", "127.0.0.1:0", "--standby", "--instance", name, "--lease-ttl", "600ms", "--batch-wait", "1ms")
+			"--listen", "127.0.0.1:0", "--standby", "--instance", name, "--lease-ttl", "3s", "--batch-wait", "1ms")
 		return listening.FindStringSubmatch(out)[1], stop
 	}
 	urlA, stopA := start("ledger-a")

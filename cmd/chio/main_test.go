@@ -249,11 +249,13 @@ func TestUpVerifyAndRebuild(t *testing.T) {
 	}
 
 	// Rebuild from the same stream with the same keys: same size, same root.
-	for {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if st, body := httpGet(t, up.httpURL+"/v1/receipts/query?limit=1"); st == 200 && strings.Contains(string(body), fmt.Sprintf(`"totalCount":%d`, len(ids))) {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("the receipt index never counted %d receipts", len(ids))
+		}
 	}
 	_, checkpoint = httpGet(t, up.httpURL+"/log/checkpoint")
 	cp, _, _, _ = tlog.ParseCheckpoint(checkpoint, keys.Origin, mustVerifier(t, keys.CheckpointVKey))

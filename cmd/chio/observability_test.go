@@ -221,7 +221,7 @@ func TestStopDrainsAnInFlightCall(t *testing.T) {
 			go func() { stopped <- stop() }()
 			// The listener closes at once: new connections are refused
 			// while the call in flight is drained.
-			deadline := time.Now().Add(3 * time.Second)
+			deadline := time.Now().Add(20 * time.Second)
 			for {
 				resp, err := http.Get(base + health.LivePath)
 				if err != nil {

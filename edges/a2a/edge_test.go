@@ -114,7 +114,7 @@ func startCluster(t testing.TB, n int, devToken string, configure ...func(*Confi
 	t.Helper()
 	ns, _, _ := natstest.Start(t)
 	cl := &cluster{tool: &countingHello{Server: hello.New()}, slow: newSlow(), step: newStep(), tick: newTick(),
-		conf: conformance.New(conformance.WithResubscribeHold(time.Second))}
+		conf: conformance.New(conformance.WithResubscribeHold(3 * time.Second))}
 	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{pub(issuerKey)}})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,9 @@ func sdkClientOver(t *testing.T, url, tok string, binding a2apb.TransportProtoco
 	if err != nil {
 		t.Fatalf("resolve card: %v", err)
 	}
-	hc := &http.Client{Transport: bearer{token: tok}, Timeout: 20 * time.Second}
+	// The timeout bounds a whole SSE stream too: generous, the tests'
+	// contexts are the real limits.
+	hc := &http.Client{Transport: bearer{token: tok}, Timeout: 2 * time.Minute}
 	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc),
 		a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2apb.TransportProtocol{binding}}))
 	if err != nil {
@@ -577,7 +579,7 @@ func TestCancelMidFlightAcrossReplicas(t *testing.T) {
 	}
 	select {
 	case <-cl.slow.started:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the background tool never started")
 	}
 	id := task["id"].(string)
@@ -587,10 +589,10 @@ func TestCancelMidFlightAcrossReplicas(t *testing.T) {
 	}
 	select {
 	case <-cl.slow.cancelled:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the running tool was not cancelled")
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		g := rpc(t, cl.edges[0].URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"GetTask","params":{"id":%q}}`, id))
 		r := g["result"].(map[string]any)
@@ -631,7 +633,7 @@ func TestBackgroundTaskTakenOver(t *testing.T) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go e.Sweep(sctx, 100*time.Millisecond)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		cur, err := e.tasks.Load(ctx, task.ID, owner)
 		if err != nil {
@@ -692,12 +694,12 @@ func TestDelegatedSubjectIsNotTheOwner(t *testing.T) {
 func TestLiveTaskIsNotTakenOver(t *testing.T) {
 	cl := startCluster(t, 2, "")
 	tok := token(t, agentKey, "cap-live")
-	sctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go cl.raw[1].Sweep(sctx, 100*time.Millisecond)
 	m := rpc(t, cl.edges[0].URL, tok, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m1","parts":[{"text":"x"}]},"configuration":{"returnImmediately":true},"metadata":{"chio":{"targetSkillId":"slow_task"}}}}`)
 	id := m["result"].(map[string]any)["task"].(map[string]any)["id"].(string)
 	<-cl.slow.started
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go cl.raw[1].Sweep(sctx, 100*time.Millisecond)
 	// Twice the lease (2 s in startCluster): a lapsed lease would be taken over.
 	select {
 	case <-cl.slow.started:
@@ -715,12 +717,14 @@ func TestOwnRunIsNotSweptAgain(t *testing.T) {
 	cl := startCluster(t, 1, "")
 	e := cl.raw[0]
 	tok := token(t, agentKey, "cap-own-run")
-	sctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go e.Sweep(sctx, 20*time.Millisecond)
 	m := rpc(t, cl.edges[0].URL, tok, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m1","parts":[{"text":"x"}]},"configuration":{"returnImmediately":true},"metadata":{"chio":{"targetSkillId":"slow_task"}}}}`)
 	id := m["result"].(map[string]any)["task"].(map[string]any)["id"].(string)
 	<-cl.slow.started
+	// Only now: a sweep this eager could otherwise claim the task between
+	// its creation and the send's own claim on a slow machine.
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go e.Sweep(sctx, 20*time.Millisecond)
 	// The lease as stored lapsed a minute ago, still naming this replica.
 	owner := e.sendOwner(caller{token: tok}, "")
 	if _, err := e.tasks.Transition(context.Background(), id, owner, func(*taskstore.Task) ([]taskstore.Event, error) {

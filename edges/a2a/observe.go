@@ -331,8 +331,10 @@ func (e *Edge) spawn(ctx context.Context, f func()) {
 }
 
 // abortGrace is how long Drain waits, once its deadline has passed, for
-// the calls it cancelled to publish their outcome events.
-const abortGrace = 2 * time.Second
+// the calls it cancelled to publish their outcome events: a few synced
+// writes each, which a loaded machine can take seconds over, and worth
+// waiting for (an outcome missing is a receipt cut off).
+const abortGrace = 5 * time.Second
 
 // Drain stops the replica taking part in new work and waits until the
 // calls running on it have finished and published their events, so the

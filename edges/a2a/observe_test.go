@@ -254,7 +254,7 @@ func sendBackground(t *testing.T, url, tok, skill string, started <-chan struct{
 	if started != nil {
 		select {
 		case <-started:
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatal("the tool never started")
 		}
 	}

@@ -44,7 +44,7 @@ func TestLiveAgreesWithTheScan(t *testing.T) {
 	agree := func(step string, grace time.Duration, want ...string) {
 		t.Helper()
 		var refs []TaskRef
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for {
 			var ok bool
 			if refs, ok = live.Claimable(grace); ok {
