@@ -80,9 +80,37 @@ func (s *Store) readCommits(ctx context.Context, subject string, fn func(seq uin
 	}
 }
 
+// leaderAttempt bounds one request to the stream leader, so that a
+// request lost to a leader election or a dropped node is asked again
+// within the caller's deadline instead of using all of it.
+const leaderAttempt = time.Second
+
 // leaderLast asks the stream leader (the non-direct message get) for the
-// last sequence on subject, 0 if it has none.
+// last sequence on subject, 0 if it has none. While the stream has no
+// reachable leader (an election after a node died, or this client's node
+// cut off) the request goes unanswered or is refused with a 503; it is
+// retried until ctx ends, since a read is safe to repeat.
 func (s *Store) leaderLast(ctx context.Context, subject string) (uint64, error) {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, leaderAttempt)
+		seq, err := s.leaderLastOnce(actx, subject)
+		cancel()
+		if err == nil || !errors.Is(err, errLeaderUnavailable) || ctx.Err() != nil {
+			return seq, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(min(time.Duration(attempt)*50*time.Millisecond, 250*time.Millisecond)):
+		}
+	}
+}
+
+// errLeaderUnavailable marks a leader request that may succeed if asked
+// again.
+var errLeaderUnavailable = errors.New("stream leader unavailable")
+
+func (s *Store) leaderLastOnce(ctx context.Context, subject string) (uint64, error) {
 	req, err := json.Marshal(struct {
 		LastFor string `json:"last_by_subj"`
 	}{subject})
@@ -90,6 +118,9 @@ func (s *Store) leaderLast(ctx context.Context, subject string) (uint64, error) 
 		return 0, fmt.Errorf("read %s: %w", subject, err)
 	}
 	m, err := s.nc.RequestWithContext(ctx, s.apiPrefix+"STREAM.MSG.GET."+StreamName, req)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) {
+		return 0, fmt.Errorf("read %s: last sequence from the leader: %w: %w", subject, errLeaderUnavailable, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("read %s: last sequence from the leader: %w", subject, err)
 	}
@@ -109,6 +140,8 @@ func (s *Store) leaderLast(ctx context.Context, subject string) (uint64, error) 
 	switch {
 	case resp.Error != nil && resp.Error.ErrCode == 10037: // JSNoMessageFoundErr: nothing on the subject
 		return 0, nil
+	case resp.Error != nil && resp.Error.Code == 503: // no leader, or JetStream unavailable for now
+		return 0, fmt.Errorf("read %s: last sequence from the leader: %w: %s (%d)", subject, errLeaderUnavailable, resp.Error.Desc, resp.Error.ErrCode)
 	case resp.Error != nil:
 		return 0, fmt.Errorf("read %s: last sequence from the leader: %s (%d)", subject, resp.Error.Desc, resp.Error.ErrCode)
 	case resp.Message == nil:
