@@ -38,7 +38,7 @@ type directGet struct {
 // read-your-writes across replicas at the cost of one leader round trip.
 func (s *Store) readCommits(ctx context.Context, subject string, fn func(seq uint64, msgID string, data []byte) error) error {
 	if s.opts.replicas <= 1 {
-		_, err := s.readDirect(ctx, subject, fn)
+		_, err := s.readDirect(ctx, subject, 0, fn)
 		return err
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -57,10 +57,16 @@ func (s *Store) readCommits(ctx context.Context, subject string, fn func(seq uin
 	}
 	for attempt := 1; ; attempt++ {
 		var msgs []message
-		last, err := s.readDirect(ctx, subject, func(seq uint64, msgID string, data []byte) error {
+		last, err := s.readDirect(ctx, subject, leaderAttempt, func(seq uint64, msgID string, data []byte) error {
 			msgs = append(msgs, message{seq, msgID, data})
 			return nil
 		})
+		if (errors.Is(err, errUnanswered) || errors.Is(err, nats.ErrNoResponders)) && ctx.Err() == nil {
+			// A replica that died or was cut off with the request: another
+			// one answers the next.
+			sleepCtx(ctx, min(time.Duration(attempt)*50*time.Millisecond, 250*time.Millisecond))
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -80,10 +86,24 @@ func (s *Store) readCommits(ctx context.Context, subject string, fn func(seq uin
 	}
 }
 
-// leaderAttempt bounds one request to the stream leader, so that a
-// request lost to a leader election or a dropped node is asked again
-// within the caller's deadline instead of using all of it.
+// leaderAttempt bounds one request to the stream leader or one batch of a
+// replicated direct read, so that a request lost to a leader election or
+// a dropped node is asked again within the caller's deadline instead of
+// using all of it.
 const leaderAttempt = time.Second
+
+// errUnanswered marks a direct get batch nobody answered in time.
+var errUnanswered = errors.New("no replica answered")
+
+// sleepCtx pauses for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
 
 // leaderLast asks the stream leader (the non-direct message get) for the
 // last sequence on subject, 0 if it has none. While the stream has no
@@ -152,8 +172,9 @@ func (s *Store) leaderLastOnce(ctx context.Context, subject string) (uint64, err
 
 // readDirect calls fn with every message on subject using batched direct
 // gets, one request per s.readBatch messages, and returns the last
-// sequence read (0 if none).
-func (s *Store) readDirect(ctx context.Context, subject string, fn func(seq uint64, msgID string, data []byte) error) (uint64, error) {
+// sequence read (0 if none). With perBatch set, a batch not answered
+// within it fails with errUnanswered.
+func (s *Store) readDirect(ctx context.Context, subject string, perBatch time.Duration, fn func(seq uint64, msgID string, data []byte) error) (uint64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.js.Options().DefaultTimeout)
@@ -179,7 +200,15 @@ func (s *Store) readDirect(ctx context.Context, subject string, fn func(seq uint
 		if err := s.nc.PublishRequest(apiSubject, inbox, req); err != nil {
 			return 0, fmt.Errorf("read %s: request: %w", subject, err)
 		}
-		more, last, err := s.readReplies(ctx, ch, subject, fn)
+		bctx, cancel := ctx, context.CancelFunc(func() {})
+		if perBatch > 0 {
+			bctx, cancel = context.WithTimeout(ctx, perBatch)
+		}
+		more, last, err := s.readReplies(bctx, ch, subject, fn)
+		cancel()
+		if err != nil && ctx.Err() == nil && bctx.Err() != nil {
+			return 0, fmt.Errorf("read %s: %w within %s", subject, errUnanswered, perBatch)
+		}
 		if err != nil {
 			return 0, err
 		}
