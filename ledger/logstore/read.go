@@ -170,7 +170,7 @@ func (s *Store) EntryBundle(index uint64, width int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.get(bundleKey(index))
+	b, err := s.bundleAt(index)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func (s *Store) Entry(index uint64) ([]byte, error) {
 	if index >= s.State().Size {
 		return nil, ErrNotFound
 	}
-	b, err := s.get(bundleKey(index / TileWidth))
+	b, err := s.bundleAt(index / TileWidth)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +284,7 @@ func (s *Store) Entries(from, to uint64, f func(index uint64, leaf []byte) error
 		return fmt.Errorf("entries up to %d: %w", to, ErrNotFound)
 	}
 	for bi := from / TileWidth; from < to; bi++ {
-		b, err := s.get(bundleKey(bi))
+		b, err := s.bundleAt(bi)
 		if err != nil {
 			return fmt.Errorf("entry bundle %d: %w", bi, err)
 		}

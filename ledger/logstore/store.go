@@ -32,7 +32,8 @@ import (
 const (
 	prefixState      = 's' // single state record
 	prefixTile       = 't' // t | u8 level | u64 index → tile hashes (partial tiles grow in place)
-	prefixBundle     = 'e' // e | u64 index → entry bundle (uint16-length-prefixed leaves)
+	prefixBundle     = 'e' // e | u64 index → complete entry bundle (uint16-length-prefixed leaves)
+	prefixEdgeLeaf   = 'l' // l | u64 leaf index → a leaf of the incomplete right-edge bundle
 	prefixCheckpoint = 'c' // c | u64 size → signed checkpoint note
 	prefixStatement  = 'k' // k | u64 checkpoint_seq → chio.checkpoint_statement.v1 JSON
 	prefixDedup      = 'd' // d | event id → u64 leaf index of its receipt; empty while the call has none
@@ -77,7 +78,7 @@ type Store struct {
 	state  State
 	rng    *compact.Range  // frontier of [0, state.Size)
 	edge   map[uint][]byte // right-edge tile per tile level (its index follows from the size)
-	bundle []byte          // right-edge entry bundle
+	bundle []byte          // right-edge entry bundle, held only here and as its leaves (prefixEdgeLeaf)
 	latest []byte          // latest checkpoint note
 	rf     *compact.RangeFactory
 	nodes  nodeCache // recomputed upper-level subtree hashes, for proofs
@@ -195,7 +196,7 @@ func (s *Store) load(verify CheckpointVerifier) error {
 		s.edge[level] = t
 	}
 	if s.state.Size%TileWidth != 0 {
-		if s.bundle, err = s.get(bundleKey(s.state.Size / TileWidth)); err != nil {
+		if s.bundle, err = s.loadEdgeBundle(); err != nil {
 			return fmt.Errorf("load right-edge bundle: %w", err)
 		}
 	}
@@ -393,6 +394,7 @@ func tileKey(level uint, index uint64) []byte {
 }
 
 func bundleKey(index uint64) []byte       { return u64Key(prefixBundle, index) }
+func edgeLeafKey(index uint64) []byte     { return u64Key(prefixEdgeLeaf, index) }
 func checkpointKey(size uint64) []byte    { return u64Key(prefixCheckpoint, size) }
 func strKey(prefix byte, s string) []byte { return append([]byte{prefix}, s...) }
 
@@ -424,4 +426,46 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
 	panic(fmt.Sprintf(format, args...))
+}
+
+// loadEdgeBundle assembles the incomplete right-edge bundle from its
+// leaves. A store written before leaves were kept one by one holds the
+// first part of it as a partial bundle record; leaves past that follow.
+func (s *Store) loadEdgeBundle() ([]byte, error) {
+	index := s.state.Size / TileWidth
+	b, err := s.get(bundleKey(index))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	have := 0
+	for off := 0; off < len(b); have++ {
+		if off+2 > len(b) {
+			return nil, fmt.Errorf("partial bundle %d is truncated", index)
+		}
+		off += 2 + int(binary.BigEndian.Uint16(b[off:]))
+	}
+	for i := index*TileWidth + uint64(have); i < s.state.Size; i++ {
+		leaf, err := s.get(edgeLeafKey(i))
+		if err != nil {
+			return nil, fmt.Errorf("leaf %d of the right-edge bundle: %w", i, err)
+		}
+		b = binary.BigEndian.AppendUint16(b, uint16(len(leaf)))
+		b = append(b, leaf...)
+	}
+	return b, nil
+}
+
+// bundleAt returns the bytes of entry bundle index: the stored record of
+// a complete one, a copy of the in-memory right edge otherwise. The
+// choice and the copy are made under one lock, so a bundle completed
+// meanwhile is already in Pebble when it is no longer the right edge.
+func (s *Store) bundleAt(index uint64) ([]byte, error) {
+	s.mu.RLock()
+	if s.state.Size%TileWidth != 0 && index == s.state.Size/TileWidth {
+		b := bytes.Clone(s.bundle)
+		s.mu.RUnlock()
+		return b, nil
+	}
+	s.mu.RUnlock()
+	return s.get(bundleKey(index))
 }

@@ -38,7 +38,9 @@ func (s *Store) Begin() *Txn {
 	t := &Txn{
 		s: s, b: s.db.NewBatch(), state: s.state, start: s.state.Size,
 		edge: make(map[uint][]byte, len(s.edge)), dirty: map[uint]bool{},
-		bundle: bytes.Clone(s.bundle),
+		// Shared, not copied: the batch only appends past what readers
+		// see (len(s.bundle)), and starts a new array for a new bundle.
+		bundle: s.bundle[:len(s.bundle):cap(s.bundle)],
 	}
 	for l, e := range s.edge {
 		t.edge[l] = bytes.Clone(e)
@@ -107,8 +109,16 @@ func (t *Txn) Append(leaf []byte, sum Summary) (uint64, error) {
 	t.bundle = binary.BigEndian.AppendUint16(t.bundle, uint16(len(leaf)))
 	t.bundle = append(t.bundle, leaf...)
 	if idx%TileWidth == TileWidth-1 {
+		// Complete: one record, and its leaves kept one by one go.
+		first := idx - (TileWidth - 1)
 		t.setErr(t.b.Set(bundleKey(idx/TileWidth), t.bundle, nil))
-		t.bundle = t.bundle[:0]
+		t.setErr(t.b.DeleteRange(edgeLeafKey(first), edgeLeafKey(idx+1), nil))
+		t.bundle = nil
+	} else {
+		// Incomplete: each leaf once under its own key, rather than the
+		// whole partial bundle again in every batch (up to 255 leaves,
+		// some 200 KB, per synced commit at low load).
+		t.setErr(t.b.Set(edgeLeafKey(idx), leaf, nil))
 	}
 	sumJSON, err := json.Marshal(sum)
 	if err != nil {
@@ -184,9 +194,6 @@ func (t *Txn) Commit(sign CheckpointFunc) error {
 	for tl := range t.dirty {
 		idx := (size >> (TileHeight * tl)) / TileWidth
 		t.setErr(t.b.Set(tileKey(tl, idx), t.edge[tl], nil))
-	}
-	if size%TileWidth != 0 && size > t.start {
-		t.setErr(t.b.Set(bundleKey(size/TileWidth), t.bundle, nil))
 	}
 	stateJSON, err := json.Marshal(t.state)
 	if err != nil {
