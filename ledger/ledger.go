@@ -26,6 +26,7 @@ import (
 	"github.com/transparency-dev/formats/log"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/internal/msgbatch"
 	"github.com/chio-ledger/chio/ledger/logstore"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -314,32 +315,7 @@ func (l *Ledger) consumer(ctx context.Context) (jetstream.Consumer, error) {
 // collect waits for one message, then takes more until the batch is full or
 // maxWait has passed with nothing more ready.
 func (l *Ledger) collect(ctx context.Context, msgs <-chan jetstream.Msg) ([]jetstream.Msg, bool) {
-	var batch []jetstream.Msg
-	select {
-	case m := <-msgs:
-		batch = append(batch, m)
-	case <-ctx.Done():
-		return nil, false
-	}
-	timer := time.NewTimer(l.cfg.maxWait)
-	defer timer.Stop()
-	for len(batch) < l.cfg.maxBatch {
-		select {
-		case m := <-msgs:
-			batch = append(batch, m)
-			continue
-		default:
-		}
-		select {
-		case m := <-msgs:
-			batch = append(batch, m)
-		case <-timer.C:
-			return batch, true
-		case <-ctx.Done():
-			return batch, true
-		}
-	}
-	return batch, true
+	return msgbatch.Collect(ctx, msgs, l.cfg.maxBatch, l.cfg.maxWait)
 }
 
 // event is one stream message to fold.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/msgbatch"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -124,7 +125,7 @@ func (c *consumer) session(ctx context.Context, js jetstream.JetStream) error {
 	defer cc.Stop()
 	c.log.Info("consuming", "stream", c.f.stream(), "consumer", c.durable, "position", pos, "stream_last_seq", info.State.LastSeq)
 	for {
-		ms, ok := collect(ctx, msgs, batch)
+		ms, ok := msgbatch.Collect(ctx, msgs, batch, collectWait)
 		if !ok {
 			return context.Cause(ctx)
 		}
@@ -178,37 +179,6 @@ func (c *consumer) durableAt(ctx context.Context, js jetstream.JetStream, pos ui
 // collectWait is how long a batch waits for more messages once it has
 // one: long enough to batch a burst, short enough not to delay a read.
 const collectWait = 2 * time.Millisecond
-
-// collect waits for one message, then takes whatever else arrives within
-// collectWait, up to max.
-func collect(ctx context.Context, msgs <-chan jetstream.Msg, max int) ([]jetstream.Msg, bool) {
-	var batch []jetstream.Msg
-	select {
-	case m := <-msgs:
-		batch = append(batch, m)
-	case <-ctx.Done():
-		return nil, false
-	}
-	timer := time.NewTimer(collectWait)
-	defer timer.Stop()
-	for len(batch) < max {
-		select {
-		case m := <-msgs:
-			batch = append(batch, m)
-			continue
-		default:
-		}
-		select {
-		case m := <-msgs:
-			batch = append(batch, m)
-		case <-timer.C:
-			return batch, true
-		case <-ctx.Done():
-			return batch, true
-		}
-	}
-	return batch, true
-}
 
 // process folds a delivered batch in stream order and acks it. Messages at
 // or below the stored position are redeliveries and are skipped; a gap (a

@@ -12,6 +12,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+
+	"github.com/chio-ledger/chio/internal/pebblelog"
 )
 
 // Key layout. Every variable-length part that is followed by another part
@@ -58,7 +60,7 @@ type store struct {
 // kernel key in wire form; a store that was folded trusting another key is
 // refused, because its verified flags would be wrong.
 func openStore(dir string, kernelKey string, log *slog.Logger) (*store, error) {
-	opts := &pebble.Options{Logger: pebbleLogger{log}, CacheSize: 128 << 20, MemTableSize: 32 << 20}
+	opts := &pebble.Options{Logger: pebblelog.Logger{L: log}, CacheSize: 128 << 20, MemTableSize: 32 << 20}
 	for i := range opts.Levels {
 		// Most point reads during a fold are for keys that do not exist yet
 		// (a new receipt id, a new capability id).
@@ -219,20 +221,6 @@ func prefixEnd(p []byte) []byte {
 
 // maxKeyPart bounds an id that becomes a length-prefixed key part.
 const maxKeyPart = 1<<16 - 1
-
-// pebbleLogger routes Pebble's own logging into slog.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-}
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-	panic(fmt.Sprintf(format, args...))
-}
 
 // iterSource opens iterators: the DB, a snapshot or an indexed batch.
 type iterSource interface {

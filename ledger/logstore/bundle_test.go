@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/chio-ledger/chio/internal/pebblelog"
 )
 
 // wantBundle is the reference encoding of leaves [from, to).
@@ -134,7 +136,7 @@ func TestOldPartialBundleRecordOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Rewrite the edge as the old layout had it.
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.Logger{L: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}

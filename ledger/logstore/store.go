@@ -25,6 +25,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/rfc6962"
+
+	"github.com/chio-ledger/chio/internal/pebblelog"
 )
 
 // Key prefixes. Every numeric part is fixed-width big-endian so keys sort in
@@ -129,7 +131,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 // pending), so every level gets a bloom filter, and the block cache holds
 // the right edge of the tree and recent bundles.
 func pebbleOptions(l *slog.Logger) *pebble.Options {
-	opts := &pebble.Options{Logger: pebbleLogger{l}, CacheSize: 512 << 20, MemTableSize: 64 << 20}
+	opts := &pebble.Options{Logger: pebblelog.Logger{L: l}, CacheSize: 512 << 20, MemTableSize: 64 << 20}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		opts.Levels[i].FilterType = pebble.TableFilter
@@ -412,20 +414,6 @@ func decodeU64(v []byte) (uint64, error) {
 		return 0, fmt.Errorf("corrupt index value of %d bytes", len(v))
 	}
 	return binary.BigEndian.Uint64(v), nil
-}
-
-// pebbleLogger routes Pebble's own logging into slog.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-}
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-	panic(fmt.Sprintf(format, args...))
 }
 
 // loadEdgeBundle assembles the incomplete right-edge bundle from its

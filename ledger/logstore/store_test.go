@@ -12,6 +12,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
+
+	"github.com/chio-ledger/chio/internal/pebblelog"
 )
 
 // mth is the recursive RFC 6962 Merkle Tree Hash, the reference the stored
@@ -192,7 +194,7 @@ func TestOpenRefusesTamperedTiles(t *testing.T) {
 
 func flipByte(t *testing.T, dir string, k []byte, off int) {
 	t.Helper()
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.Logger{L: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}
