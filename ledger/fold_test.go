@@ -163,15 +163,8 @@ func foldInto(t *testing.T, keys Keys, events []event, next func() int, r *mrand
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir) // each store preallocates its WAL: do not keep hundreds
-	store, err := logstore.Open(dir, logstore.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, l := offlineLedger(t, dir, keys)
 	defer store.Close()
-	l, err := New(nil, store, keys, WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := 0; i < len(events); {
 		j := min(len(events), i+next())
 		if _, _, _, err := l.apply(events[i:j], nil); err != nil {

@@ -121,15 +121,8 @@ func TestCallChainEvidence(t *testing.T) {
 func chainEvidenceOf(t *testing.T, keys Keys, events []event, n int, id string) string {
 	t.Helper()
 	dir := t.TempDir()
-	store, err := logstore.Open(dir, logstore.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, l := offlineLedger(t, dir, keys)
 	defer store.Close()
-	l, err := New(nil, store, keys, WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := 0; i < len(events); i += n {
 		if _, _, _, err := l.apply(events[i:min(len(events), i+n)], nil); err != nil {
 			t.Fatal(err)
@@ -137,7 +130,7 @@ func chainEvidenceOf(t *testing.T, keys Keys, events []event, n int, id string) 
 		l.pending = newPendingCache()
 	}
 	class := ""
-	err = store.Entries(0, store.State().Size, func(_ uint64, leaf []byte) error {
+	err := store.Entries(0, store.State().Size, func(_ uint64, leaf []byte) error {
 		r, err := schemas.ParseReceipt(leaf)
 		if err != nil || r.ID != id {
 			return err

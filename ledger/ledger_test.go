@@ -82,6 +82,23 @@ func (h *harness) openStore(name string) *logstore.Store {
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
+// offlineLedger opens a store in dir and a ledger over it with no
+// JetStream, for tests that fold events directly. The caller closes the
+// store.
+func offlineLedger(t *testing.T, dir string, keys Keys) (*logstore.Store, *Ledger) {
+	t.Helper()
+	store, err := logstore.Open(dir, logstore.WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(nil, store, keys, WithLogger(quiet()))
+	if err != nil {
+		_ = store.Close()
+		t.Fatal(err)
+	}
+	return store, l
+}
+
 type running struct {
 	cancel context.CancelFunc
 	done   chan error
