@@ -64,7 +64,7 @@ func (s *Store) readCommits(ctx context.Context, subject string, fn func(seq uin
 		if (errors.Is(err, errUnanswered) || errors.Is(err, nats.ErrNoResponders)) && ctx.Err() == nil {
 			// A replica that died or was cut off with the request: another
 			// one answers the next.
-			sleepCtx(ctx, min(time.Duration(attempt)*50*time.Millisecond, 250*time.Millisecond))
+			sleepCtx(ctx, retryPause(attempt))
 			continue
 		}
 		if err != nil {
@@ -95,6 +95,12 @@ const leaderAttempt = time.Second
 // errUnanswered marks a direct get batch nobody answered in time.
 var errUnanswered = errors.New("no replica answered")
 
+// retryPause is the pause before asking a replicated stream again: short
+// at first (an election takes a moment), never long.
+func retryPause(attempt int) time.Duration {
+	return min(time.Duration(attempt)*50*time.Millisecond, 250*time.Millisecond)
+}
+
 // sleepCtx pauses for d or until ctx ends.
 func sleepCtx(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
@@ -118,11 +124,7 @@ func (s *Store) leaderLast(ctx context.Context, subject string) (uint64, error) 
 		if err == nil || !errors.Is(err, errLeaderUnavailable) || ctx.Err() != nil {
 			return seq, err
 		}
-		select {
-		case <-ctx.Done():
-			return 0, err
-		case <-time.After(min(time.Duration(attempt)*50*time.Millisecond, 250*time.Millisecond)):
-		}
+		sleepCtx(ctx, retryPause(attempt)) // an ended ctx ends the next attempt at once
 	}
 }
 
