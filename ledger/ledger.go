@@ -396,7 +396,9 @@ func (l *Ledger) committed(events int, completed []time.Time, leaves []pubLeaf, 
 // apply folds events (contiguous, in stream order) into one committed batch.
 // It returns the allow decisions now waiting for an outcome and, for each
 // new receipt, when the event that completed it was stored in the stream.
-func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.DecisionEvent, []time.Time, []pubLeaf, error) {
+func (l *Ledger) apply(msgs []event, beforeCommit func() error) ([]*schemas.DecisionEvent, []time.Time, []pubLeaf, error) {
+	lastSeq := msgs[len(msgs)-1].seq
+	events := expand(l.log, msgs)
 	tx := l.store.Begin()
 	defer tx.Discard()
 	f := &folder{tx: tx, produced: map[string]bool{}, marked: map[string]bool{}, next: tx.Size(), log: l.log, changes: map[string]*pending{}}
@@ -426,7 +428,7 @@ func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.De
 			completed = append(completed, e.stored)
 		}
 	}
-	tx.SetStreamSeq(events[len(events)-1].seq)
+	tx.SetStreamSeq(lastSeq)
 	leaves, err := signAll(l.keys.Kernel, bodies)
 	if err != nil {
 		return nil, nil, nil, err
@@ -458,6 +460,38 @@ func (l *Ledger) apply(events []event, beforeCommit func() error) ([]*schemas.De
 		}
 	}
 	return open, completed, pub, nil
+}
+
+// expand turns stream messages into the events they carry: an envelope
+// becomes its events, in order, each with the envelope's stream position.
+// A malformed envelope is a fact in the stream, skipped identically on
+// every replay.
+func expand(log *slog.Logger, msgs []event) []event {
+	n := 0
+	for _, m := range msgs {
+		if m.subject == schemas.SubjectEnvelope {
+			n++
+		}
+	}
+	if n == 0 {
+		return msgs
+	}
+	out := make([]event, 0, len(msgs)+8*n)
+	for _, m := range msgs {
+		if m.subject != schemas.SubjectEnvelope {
+			out = append(out, m)
+			continue
+		}
+		evs, err := schemas.UnpackEvents(m.subject, m.data)
+		if err != nil {
+			log.Warn("skipping malformed envelope", "stream_seq", m.seq, "err", err)
+			continue
+		}
+		for _, e := range evs {
+			out = append(out, event{seq: m.seq, subject: e.Subject, data: e.Data, stored: m.stored})
+		}
+	}
+	return out
 }
 
 // signAll signs receipts and encodes their leaves on every core; the order

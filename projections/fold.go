@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -203,29 +204,44 @@ type lineageFold struct{ log *slog.Logger }
 func (lineageFold) stream() string { return schemas.EventsStream }
 
 func (f lineageFold) prepare(m *streamMsg) any {
-	if m.subject != schemas.SubjectDecision {
-		return nil // outcomes and timeouts carry no lineage
+	if m.subject == schemas.SubjectEnvelope && !strings.Contains(m.header.Get(schemas.HeaderEventKinds), schemas.SubjectDecision) {
+		return nil // routed on the header alone: no decision inside
 	}
-	var d schemas.DecisionEvent
-	err := json.Unmarshal(m.data, &d)
-	if err == nil {
-		err = d.Validate()
-	}
+	events, err := schemas.UnpackEvents(m.subject, m.data)
 	if err != nil {
-		f.log.Warn("skipping malformed decision event", "stream_seq", m.seq, "err", err)
+		f.log.Warn("skipping malformed envelope", "stream_seq", m.seq, "err", err)
 		return nil
 	}
-	if len(d.CapabilityLineage) == 0 {
-		return nil
-	}
-	recs := make([][]byte, len(d.CapabilityLineage))
-	for i := range d.CapabilityLineage {
-		if recs[i], err = json.Marshal(&d.CapabilityLineage[i]); err != nil {
-			f.log.Warn("skipping a decision event whose lineage does not encode", "stream_seq", m.seq, "err", err)
-			return nil
+	p := &preparedLineage{}
+	for _, e := range events {
+		if e.Subject != schemas.SubjectDecision {
+			continue // outcomes and timeouts carry no lineage
 		}
+		var d schemas.DecisionEvent
+		err := json.Unmarshal(e.Data, &d)
+		if err == nil {
+			err = d.Validate()
+		}
+		if err != nil {
+			f.log.Warn("skipping malformed decision event", "stream_seq", m.seq, "err", err)
+			continue
+		}
+		recs := make([][]byte, len(d.CapabilityLineage))
+		for i := range d.CapabilityLineage {
+			if recs[i], err = json.Marshal(&d.CapabilityLineage[i]); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			f.log.Warn("skipping a decision event whose lineage does not encode", "stream_seq", m.seq, "err", err)
+			continue
+		}
+		p.recs, p.raw = append(p.recs, d.CapabilityLineage...), append(p.raw, recs...)
 	}
-	return &preparedLineage{recs: d.CapabilityLineage, raw: recs}
+	if len(p.recs) == 0 {
+		return nil
+	}
+	return p
 }
 
 type preparedLineage struct {

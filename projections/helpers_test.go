@@ -211,6 +211,26 @@ func (h *harness) decision(receiptID string, lineage ...schemas.CapabilityLineag
 	return h.publish(schemas.SubjectDecision, raw, nats.Header{jetstream.MsgIDHeader: {d.EventID}})
 }
 
+// envelope publishes events as one envelope, as an edge's writer does
+// under load.
+func (h *harness) envelope(events ...any) uint64 {
+	h.t.Helper()
+	var evs []schemas.StreamEvent
+	for _, e := range events {
+		raw, _ := json.Marshal(e)
+		subject := schemas.SubjectDecision
+		if _, ok := e.(*schemas.OutcomeEvent); ok {
+			subject = schemas.SubjectOutcome
+		}
+		evs = append(evs, schemas.StreamEvent{Subject: subject, Data: raw})
+	}
+	body, err := schemas.PackEvents(evs)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return h.publish(schemas.SubjectEnvelope, body, nats.Header{schemas.HeaderEventKinds: {schemas.EnvelopeKinds(evs)}})
+}
+
 func decisionEvent(receiptID string, lineage ...schemas.CapabilityLineage) *schemas.DecisionEvent {
 	capID := "cap-none"
 	if len(lineage) > 0 {

@@ -550,13 +550,16 @@ func TestLineageChain(t *testing.T) {
 			bare[i].ParentCapabilityID = bare[i-1].CapabilityID
 		}
 	}
-	h.decision("r3", bare...)
 	full := chain("root", "mid", "leaf")
 	for i := range full {
 		full[i].CapabilityID, full[i].ScopeHash = bare[i].CapabilityID, bare[i].ScopeHash
 		full[i].ParentCapabilityID = bare[i].ParentCapabilityID
 	}
-	h.decision("r4", full[:2]...)
+	// r3 and r4 arrive in one envelope, as an edge under load writes
+	// them, with an outcome between: folded in order, as if alone.
+	h.envelope(decisionEvent("r3", bare...), &schemas.OutcomeEvent{Schema: schemas.OutcomeEventSchema,
+		EventID: schemas.OutcomeEventID("r1"), ReceiptID: "r1", Timestamp: 1760000001, Outcome: schemas.OutcomeCompleted,
+		ContentHash: schemas.EmptyContentHash}, decisionEvent("r4", full[:2]...))
 	r := h.start("lineage")
 	h.caughtUp(r)
 	// Lost state: a record whose parent the projection does not hold.

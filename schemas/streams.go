@@ -71,7 +71,7 @@ func EventsStreamConfig(replicas int) jetstream.StreamConfig {
 		Replicas:    max(replicas, 1),
 		Duplicates:  DuplicateWindow,
 		Discard:     jetstream.DiscardNew,
-		MaxMsgSize:  MaxEventBytes,
+		MaxMsgSize:  MaxEnvelopeBytes,
 	}
 }
 

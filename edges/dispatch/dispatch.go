@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/edges/kernel"
@@ -44,6 +43,7 @@ type Dispatcher struct {
 	edgeID   string
 	now      func() time.Time
 	metrics  *metrics
+	w        *writer
 }
 
 // Option configures a Dispatcher.
@@ -63,6 +63,7 @@ func New(ctx context.Context, js jetstream.JetStream, k *kernel.Kernel, reg *too
 	for _, o := range opts {
 		o(d)
 	}
+	d.w = &writer{js: js, metrics: d.metrics}
 	return d, nil
 }
 
@@ -89,6 +90,18 @@ type Call struct {
 	GovernedIntent *schemas.GovernedIntent
 	// Emit, if set, receives each chunk of a streamed call as it comes.
 	Emit func(tools.Chunk) error
+	// Record, if set, is the edge's own durable write of the call's first
+	// round (the A2A edge: the task's creation, claim and working state).
+	// It runs concurrently with the decision event's write; the tool runs
+	// only if both succeed. If Record fails after the decision is durable,
+	// the call ends with a cancelled outcome, the tool not run.
+	Record func(ctx context.Context, dec *kernel.Decision) error
+	// Finish, if set, is the edge's own durable write of the call's
+	// second round (the A2A edge: the task's result and terminal state).
+	// It runs concurrently with the outcome event's write, or after the
+	// decision of a denied call. It is not called when Do returns an
+	// error or Record failed.
+	Finish func(ctx context.Context, res *Result) error
 }
 
 // Result is what happened.
@@ -106,10 +119,21 @@ type Result struct {
 	// OutcomeDurable reports that the outcome event was acknowledged; if
 	// not, the ledger will record the call as incomplete.
 	OutcomeDurable bool
+	// RecordErr is Call.Record's error; the tool did not run.
+	RecordErr error
+	// FinishErr is Call.Finish's error.
+	FinishErr error
 }
 
 // Do runs the call. It returns an error only when no receipt will exist
 // for the call: bad arguments, or a decision event that is not durable.
+//
+// A call makes at most two rounds of durable writes: the decision event
+// with the edge's own record of the call (Call.Record), concurrently,
+// before the tool runs; then the outcome event with the edge's record of
+// the result (Call.Finish), concurrently, after it. Each event goes through
+// the process's one coalescing writer (writer.go), so concurrent calls
+// share their writes.
 func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	if err := checkArguments(c.Arguments); err != nil {
 		return nil, err
@@ -125,14 +149,35 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 		RequestID: c.RequestID, GovernedIntent: c.GovernedIntent,
 	})
 	res := &Result{ReceiptID: c.ReceiptID, Decision: dec}
-	ev, err := d.decisionEvent(c, dec)
+	ev, raw, err := d.decisionEvent(c, dec)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.publish(ctx, "decision", schemas.SubjectDecision, ev.EventID, ev); err != nil {
-		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, err)
+	recorded := make(chan error, 1)
+	if c.Record != nil {
+		go func() { recorded <- c.Record(ctx, dec) }()
+	} else {
+		recorded <- nil
+	}
+	perr := d.w.write(ctx, "decision", ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw})
+	res.RecordErr = <-recorded
+	if perr != nil {
+		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, perr)
+	}
+	if res.RecordErr != nil {
+		if dec.Allow {
+			// The decision is durable but the edge could not record the
+			// call, so the tool does not run; the outcome says so now
+			// instead of the ledger's timeout saying "incomplete" later.
+			out := d.outcomeEvent(c.ReceiptID, schemas.OutcomeCancelled, "not run: the edge could not record the call")
+			res.OutcomeDurable = d.writeOutcome(ctx, out, nil, res) == nil
+		}
+		return res, nil
 	}
 	if !dec.Allow {
+		if c.Finish != nil {
+			res.FinishErr = c.Finish(ctx, res)
+		}
 		return res, nil
 	}
 	res.Ran = true
@@ -143,23 +188,45 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	if contentHash == "" {
 		contentHash = schemas.EmptyContentHash
 	}
-	out := &schemas.OutcomeEvent{
-		Schema: schemas.OutcomeEventSchema, EventID: schemas.OutcomeEventID(c.ReceiptID), ReceiptID: c.ReceiptID,
-		Timestamp: d.stamp(), Outcome: schemas.OutcomeCompleted, ContentHash: contentHash,
-	}
+	outcome, reason := schemas.OutcomeCompleted, ""
 	switch {
 	case res.ToolErr == nil:
 	case errors.Is(res.ToolErr, context.Canceled) || errors.Is(res.ToolErr, tools.ErrCanceled):
-		out.Outcome, out.Reason = schemas.OutcomeCancelled, "cancelled while running"
+		outcome, reason = schemas.OutcomeCancelled, "cancelled while running"
 	default:
-		out.Outcome, out.Reason = schemas.OutcomeFailed, schemas.TruncateText(res.ToolErr.Error())
+		outcome, reason = schemas.OutcomeFailed, schemas.TruncateText(res.ToolErr.Error())
 	}
+	out := d.outcomeEvent(c.ReceiptID, outcome, reason)
+	out.ContentHash = contentHash
 	res.Outcome = out.Outcome
-	// The outcome must be recorded even if the caller has gone away.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	res.OutcomeDurable = d.publish(pctx, "outcome", schemas.SubjectOutcome, out.EventID, out) == nil
+	res.OutcomeDurable = d.writeOutcome(ctx, out, c.Finish, res) == nil
 	return res, nil
+}
+
+func (d *Dispatcher) outcomeEvent(receiptID string, outcome schemas.Outcome, reason string) *schemas.OutcomeEvent {
+	return &schemas.OutcomeEvent{
+		Schema: schemas.OutcomeEventSchema, EventID: schemas.OutcomeEventID(receiptID), ReceiptID: receiptID,
+		Timestamp: d.stamp(), Outcome: outcome, Reason: reason, ContentHash: schemas.EmptyContentHash,
+	}
+}
+
+// writeOutcome makes the outcome durable and, concurrently, runs finish
+// (the edge's own record of the result), whose error goes to
+// res.FinishErr. The outcome is recorded even if the caller has gone away.
+func (d *Dispatcher) writeOutcome(ctx context.Context, out *schemas.OutcomeEvent, finish func(context.Context, *Result) error, res *Result) error {
+	ctx = context.WithoutCancel(ctx)
+	finished := make(chan error, 1)
+	if finish != nil {
+		go func() { finished <- finish(ctx, res) }()
+	} else {
+		finished <- nil
+	}
+	raw, err := json.Marshal(out)
+	if err == nil {
+		err = d.w.write(ctx, "outcome", out.EventID, schemas.StreamEvent{Subject: schemas.SubjectOutcome, Data: raw})
+	}
+	res.FinishErr = <-finished
+	return err
 }
 
 // run invokes the tool and returns the content hash of its output. A tool
@@ -212,7 +279,8 @@ func (d *Dispatcher) run(ctx context.Context, c Call, inv tools.Invocation, serv
 
 func (d *Dispatcher) stamp() uint64 { return uint64(d.now().Unix()) }
 
-func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.DecisionEvent, error) {
+// decisionEvent builds the call's decision event and its JSON.
+func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.DecisionEvent, []byte, error) {
 	meta := map[string]any{}
 	for k, v := range c.Metadata {
 		meta[k] = v
@@ -227,13 +295,13 @@ func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.Decis
 	if len(meta) > 0 {
 		b, err := schemas.Canonical(meta)
 		if err != nil {
-			return nil, fmt.Errorf("decision metadata: %w", err)
+			return nil, nil, fmt.Errorf("decision metadata: %w", err)
 		}
 		rawMeta = b
 	}
 	params, err := schemas.CanonicalizeJSON(c.Arguments)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
+		return nil, nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
 	}
 	evidence := dec.Evidence
 	if len(evidence) > schemas.MaxEvidence {
@@ -247,26 +315,28 @@ func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.Decis
 		GovernedIntent: c.GovernedIntent, CapabilityLineage: dec.CapabilityLineage,
 	}
 	if err := ev.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
+		return nil, nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
 	}
-	if err := fitEvent(ev); err != nil {
-		return nil, err
+	raw, err := fitEvent(ev)
+	if err != nil {
+		return nil, nil, err
 	}
-	return ev, nil
+	return ev, raw, nil
 }
 
 // fitEvent keeps a decision event within the stream's message size. Each
 // part is bounded, but a long delegation chain's lineage can tip the sum
 // over; the lineage then goes without grants (a report on the receipt
-// fails closed on them), and if that is not enough, without lineage.
-func fitEvent(ev *schemas.DecisionEvent) error {
+// fails closed on them), and if that is not enough, without lineage. It
+// returns the event's JSON, the bytes that are published.
+func fitEvent(ev *schemas.DecisionEvent) ([]byte, error) {
 	for step := 0; ; step++ {
 		raw, err := json.Marshal(ev)
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrBadArguments, err)
+			return nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
 		}
 		if len(raw) <= schemas.MaxEventBytes {
-			return nil
+			return raw, nil
 		}
 		switch step {
 		case 0:
@@ -278,63 +348,9 @@ func fitEvent(ev *schemas.DecisionEvent) error {
 		case 1:
 			ev.CapabilityLineage = nil
 		default:
-			return fmt.Errorf("%w: the decision event would be %d bytes, over %d", ErrBadArguments, len(raw), schemas.MaxEventBytes)
+			return nil, fmt.Errorf("%w: the decision event would be %d bytes, over %d", ErrBadArguments, len(raw), schemas.MaxEventBytes)
 		}
 	}
-}
-
-// publish publishes one event and waits for its PubAck; kind ("decision"
-// or "outcome") labels its latency.
-func (d *Dispatcher) publish(ctx context.Context, kind, subject, id string, v any) error {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	// A cluster that lost a node answers nothing while it elects a stream
-	// leader (seconds). The event id makes a retry idempotent (JetStream
-	// drops a duplicate within the stream's window), so a publish is tried
-	// again until it is acknowledged or publishWithin has passed; giving up
-	// on the first "no responders" would leave a call that ran without its
-	// outcome, to be logged as incomplete.
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, publishWithin)
-		defer cancel()
-	}
-	backoff := 25 * time.Millisecond
-	for {
-		started := time.Now()
-		actx, cancel := context.WithTimeout(ctx, publishAttempt)
-		_, err = d.js.Publish(actx, subject, raw, jetstream.WithMsgID(id))
-		cancel()
-		d.metrics.observePublish(kind, started, err)
-		if err == nil {
-			return nil
-		}
-		if !retryablePublish(err) || ctx.Err() != nil {
-			return fmt.Errorf("publish %s: %w", id, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("publish %s: %w", id, err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
-	}
-}
-
-// Bounds of publishing one event: each attempt, and all of them.
-const (
-	publishAttempt = 2 * time.Second
-	publishWithin  = 10 * time.Second
-)
-
-// retryablePublish reports whether a publish failed because JetStream did
-// not answer (no leader yet, a node gone), not because it refused the event.
-func retryablePublish(err error) bool {
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
 }
 
 func checkArguments(args json.RawMessage) error {

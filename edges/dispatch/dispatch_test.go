@@ -108,7 +108,13 @@ func (f *fixture) events(t *testing.T) map[string][][]byte {
 		t.Fatal(err)
 	}
 	for m := range batch.Messages() {
-		out[m.Subject()] = append(out[m.Subject()], m.Data())
+		evs, err := schemas.UnpackEvents(m.Subject(), m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			out[e.Subject] = append(out[e.Subject], e.Data)
+		}
 	}
 	return out
 }
@@ -249,10 +255,13 @@ func TestDecisionEventFitsTheStream(t *testing.T) {
 				CapabilityID: "c", ToolServer: "s", ToolName: "t", Parameters: json.RawMessage(`{"p":"` + big + `"}`),
 				Decision: schemas.Decision{Verdict: schemas.VerdictAllow}, PolicyHash: "p", Metadata: json.RawMessage(`{"m":"` + strings.Repeat("m", 7000) + `"}`),
 				CapabilityLineage: tc.lineage}
-			if err := fitEvent(ev); err != nil {
+			raw, err := fitEvent(ev)
+			if err != nil {
 				t.Fatal(err)
 			}
-			raw, _ := json.Marshal(ev)
+			if again, _ := json.Marshal(ev); !bytes.Equal(raw, again) {
+				t.Fatal("fitEvent's bytes are not the event's")
+			}
 			if len(raw) > schemas.MaxEventBytes || ev.Validate() != nil {
 				t.Fatalf("event of %d bytes, %v", len(raw), ev.Validate())
 			}

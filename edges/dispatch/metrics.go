@@ -17,6 +17,8 @@ func WithMetrics(reg prometheus.Registerer) Option {
 // but not exported, so the call path never branches on them.
 type metrics struct {
 	publish *prometheus.HistogramVec
+	// events counts the events per write: above 1, calls shared a write.
+	events prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -24,9 +26,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		publish: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "chio_edge_publish_duration_seconds",
 			Help:    "Time to publish an event to CHIO_EVENTS and receive its PubAck, by event (decision, outcome) and result (ok, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"event", "result"}),
+		events: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chio_edge_publish_events_per_write",
+			Help:    "Events carried by one write to CHIO_EVENTS (group commit: concurrent calls share a write).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.publish)
+		reg.MustRegister(m.publish, m.events)
 	}
 	return m
 }
@@ -38,3 +43,5 @@ func (m *metrics) observePublish(event string, started time.Time, err error) {
 	}
 	m.publish.WithLabelValues(event, result).Observe(time.Since(started).Seconds())
 }
+
+func (m *metrics) observeWrite(events int) { m.events.Observe(float64(events)) }

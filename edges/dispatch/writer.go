@@ -1,0 +1,173 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// writer is the one writer of CHIO_EVENTS in a process: group commit.
+// Whatever events concurrent calls queue while a write is being synced go
+// out together in the next write, as one envelope (schemas.PackEvents), so
+// one fsync on a single node, or one replicated proposal in a cluster,
+// makes them all durable. A lone event goes out as a message of its own,
+// exactly as before envelopes, so one client waits no longer than it did.
+//
+// There is no long-lived goroutine to start or stop: the call that queues
+// into an idle writer starts a flusher, which writes until the queue is
+// empty and then ends.
+type writer struct {
+	js      jetstream.JetStream
+	metrics *metrics
+
+	mu      sync.Mutex
+	queue   []*queued
+	running bool
+}
+
+// queued is one event waiting for its write.
+type queued struct {
+	ctx   context.Context // the caller's: an event whose caller left before its write is dropped
+	kind  string          // "decision" or "outcome", for the metrics
+	id    string          // event id, the message id of a lone write
+	event schemas.StreamEvent
+	done  chan error // buffered: the flusher never blocks on a caller that left
+}
+
+// write queues one event and waits until the write carrying it was
+// acknowledged (nil) or failed. An error means the event may or may not
+// be durable: a caller must treat it as not durable, and a later write
+// of the same event id is deduplicated by the ledger.
+func (w *writer) write(ctx context.Context, kind, id string, ev schemas.StreamEvent) error {
+	q := &queued{ctx: ctx, kind: kind, id: id, event: ev, done: make(chan error, 1)}
+	w.mu.Lock()
+	w.queue = append(w.queue, q)
+	if !w.running {
+		w.running = true
+		go w.flush()
+	}
+	w.mu.Unlock()
+	select {
+	case err := <-q.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("publish %s: %w", id, ctx.Err())
+	}
+}
+
+// flush writes what is queued, one write at a time, until nothing is.
+func (w *writer) flush() {
+	for {
+		batch := w.take()
+		if batch == nil {
+			return
+		}
+		err := w.publish(batch)
+		for _, q := range batch {
+			q.done <- err
+		}
+	}
+}
+
+// take removes the next write's events from the queue: as many as fit in
+// one envelope, skipping those whose caller has already gone (nobody waits
+// for them, and a decision nobody acts on should not be written). It
+// returns nil, and marks the writer idle, when the queue is empty.
+func (w *writer) take() []*queued {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var batch []*queued
+	size := 0
+	n := 0
+	for ; n < len(w.queue) && len(batch) < schemas.MaxEnvelopeEvents; n++ {
+		q := w.queue[n]
+		if err := q.ctx.Err(); err != nil {
+			q.done <- fmt.Errorf("publish %s: %w", q.id, err)
+			continue
+		}
+		s := schemas.EnvelopeSize([]schemas.StreamEvent{q.event})
+		if len(batch) > 0 && size+s > schemas.MaxEnvelopeBytes {
+			break
+		}
+		batch = append(batch, q)
+		size += s
+	}
+	w.queue = w.queue[n:]
+	if len(w.queue) == 0 {
+		w.queue = nil // let the backing array go
+	}
+	if len(batch) == 0 {
+		w.running = false
+		return nil
+	}
+	return batch
+}
+
+// publish writes one batch: a lone event as itself, several as an
+// envelope. It tries again while JetStream does not answer (a cluster
+// electing a leader answers nothing for seconds): the message id makes a
+// retry idempotent within the stream's duplicate window.
+func (w *writer) publish(batch []*queued) error {
+	msg := &nats.Msg{Header: nats.Header{}}
+	var id string
+	if len(batch) == 1 {
+		msg.Subject, msg.Data, id = batch[0].event.Subject, batch[0].event.Data, batch[0].id
+	} else {
+		events := make([]schemas.StreamEvent, len(batch))
+		for i, q := range batch {
+			events[i] = q.event
+		}
+		body, err := schemas.PackEvents(events)
+		if err != nil {
+			return fmt.Errorf("publish %d events: %w", len(batch), err)
+		}
+		msg.Subject, msg.Data, id = schemas.SubjectEnvelope, body, schemas.EnvelopeMsgID(body)
+		msg.Header.Set(schemas.HeaderEventKinds, schemas.EnvelopeKinds(events))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), publishWithin)
+	defer cancel()
+	w.metrics.observeWrite(len(batch))
+	backoff := 25 * time.Millisecond
+	for {
+		attempt := time.Now()
+		actx, acancel := context.WithTimeout(ctx, publishAttempt)
+		_, err := w.js.PublishMsg(actx, msg, jetstream.WithMsgID(id))
+		acancel()
+		for _, q := range batch {
+			w.metrics.observePublish(q.kind, attempt, err)
+		}
+		if err == nil {
+			return nil
+		}
+		if !retryablePublish(err) || ctx.Err() != nil {
+			return fmt.Errorf("publish %s: %w", id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("publish %s: %w", id, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// Bounds of publishing one write: each attempt, and all of them.
+const (
+	publishAttempt = 2 * time.Second
+	publishWithin  = 10 * time.Second
+)
+
+// retryablePublish reports whether a publish failed because JetStream did
+// not answer (no leader yet, a node gone), not because it refused the write.
+func retryablePublish(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
+}
