@@ -114,9 +114,17 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, v wire.Version, p *wire.Sen
 	case p.Configuration.ReturnImmediately:
 		mode = modeBackground
 	}
-	t, werr := e.accept(ctx, rc, v, p, mode)
+	t, start, werr := e.accept(ctx, rc, v, p, mode)
 	if werr != nil {
 		return nil, werr
+	}
+	if start != nil {
+		// Not stored yet: its first commit goes with the call's decision.
+		done, err := e.run(background(ctx), rc.caller, t, start)
+		if err != nil {
+			return nil, wire.InternalError(err.Error())
+		}
+		return e.encodeTask(v, done, p.Configuration.HistoryLength)
 	}
 	if mode == modeDeferred {
 		return e.encodeTask(v, t, p.Configuration.HistoryLength)
@@ -146,40 +154,43 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, v wire.Version, p *wire.Sen
 }
 
 // accept validates a send, creates its task and, unless it is deferred,
-// takes the task's execution lease.
-func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.SendParams, mode string) (*taskstore.Task, *wire.Error) {
+// takes the task's execution lease. A blocking send of a new task to a
+// tool that is not A2A-native is not stored here: accept returns the task
+// it will be and start, its first commit, for run to write together with
+// the call's decision event.
+func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.SendParams, mode string) (t *taskstore.Task, start *taskstore.NewTask, werr *wire.Error) {
 	if werr := checkParts(&p.Message); werr != nil {
-		return nil, werr
+		return nil, nil, werr
 	}
 	var prior *taskstore.Task // the task a follow-up message continues
 	forced := ""
 	if p.Message.TaskID != "" {
 		owner, werr := e.owner(rc.caller, p.Tenant)
 		if werr != nil {
-			return nil, werr
+			return nil, nil, werr
 		}
 		t, err := e.tasks.Load(ctx, p.Message.TaskID, owner)
 		if err != nil {
-			return nil, storeError(p.Message.TaskID, err)
+			return nil, nil, storeError(p.Message.TaskID, err)
 		}
 		switch {
 		case t.State.Terminal():
-			return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; a terminal task takes no more messages", t.ID, t.State))
+			return nil, nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; a terminal task takes no more messages", t.ID, t.State))
 		case !t.State.Interrupted():
-			return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; it takes another message only when it asks for one (input-required, auth-required)", t.ID, t.State))
+			return nil, nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; it takes another message only when it asks for one (input-required, auth-required)", t.ID, t.State))
 		case p.Message.ContextID != "" && p.Message.ContextID != t.ContextID:
-			return nil, wire.InvalidParams(fmt.Sprintf("message.contextId %q is not the context of task %s", p.Message.ContextID, t.ID),
+			return nil, nil, wire.InvalidParams(fmt.Sprintf("message.contextId %q is not the context of task %s", p.Message.ContextID, t.ID),
 				wire.FieldViolation{Field: "message.contextId", Description: "does not match the task's context"})
 		}
 		var prev execRequest
 		if err := json.Unmarshal(t.Request, &prev); err != nil {
-			return nil, wire.InternalError(fmt.Sprintf("task %s: stored request: %v", t.ID, err))
+			return nil, nil, wire.InternalError(fmt.Sprintf("task %s: stored request: %v", t.ID, err))
 		}
 		prior, forced = t, prev.ToolName // the next turn goes to the same skill
 	}
 	en, args, werr := e.resolveSkill(p, forced)
 	if werr != nil {
-		return nil, werr
+		return nil, nil, werr
 	}
 	// A client that streams, or that will subscribe, gets a streaming
 	// tool's chunks as they come; a blocking send its one result.
@@ -192,12 +203,12 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 	req.RequestID = p.Message.MessageID
 	callFrom(ctx).setRequest(req.RequestID)
 	if req.Intent, werr = governedIntent(p); werr != nil {
-		return nil, werr
+		return nil, nil, werr
 	}
 	if isNative(en) {
 		msg, err := wire.EncodeMessage(wire.V10, &p.Message)
 		if err != nil {
-			return nil, wire.InvalidParams("message: " + err.Error())
+			return nil, nil, wire.InvalidParams("message: " + err.Error())
 		}
 		req.Native, req.Arguments = true, mustJSON(map[string]json.RawMessage{"message": msg})
 	}
@@ -206,52 +217,59 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 	}
 	pc, werr := e.inlinePush(ctx, v, p)
 	if werr != nil {
-		return nil, werr
+		return nil, nil, werr
 	}
 	if pc != nil {
 		// A caller the kernel does not recognise still gets its deny
 		// receipt, but never makes the edge call out on its behalf.
 		if _, d := e.kernel.Identify(rc.caller.token); d != nil {
-			return nil, wire.Unauthenticated(fmt.Sprintf("push notifications need a valid capability; refused at %s: %s", d.Guard, d.Reason))
+			return nil, nil, wire.Unauthenticated(fmt.Sprintf("push notifications need a valid capability; refused at %s: %s", d.Guard, d.Reason))
 		}
 	}
 	// From here the request is accepted: a client going away must not leave
 	// a task created but never claimed.
 	ctx = background(ctx)
 	owner := e.sendOwner(rc.caller, p.Tenant)
-	var t *taskstore.Task
+	meta := chioMeta(nil, mode, true, "")
+	if prior == nil && mode == modeBlocking && !req.Native && pc == nil {
+		nt, err := e.newTask(owner, p, req, meta, true)
+		if err == nil && e.tasks.Admits(nt) {
+			callFrom(ctx).setTask(nt.ID)
+			return provisional(&nt), &nt, nil
+		}
+	}
 	var held bool
 	var err error
 	if prior != nil {
 		owner = prior.Owner
-		t, err = e.continueTask(ctx, prior, p, req, chioMeta(nil, mode, true, ""))
+		t, err = e.continueTask(ctx, prior, p, req, meta)
 	} else {
-		t, held, err = e.createTask(ctx, owner, p, req, chioMeta(nil, mode, true, ""), mode != modeDeferred)
+		t, held, err = e.createTask(ctx, owner, p, req, meta, mode != modeDeferred)
 	}
 	if err != nil {
 		switch {
 		case errors.Is(err, taskstore.ErrInvalidArgument), errors.Is(err, taskstore.ErrTooLarge):
-			return nil, wire.InvalidParams(err.Error())
+			return nil, nil, wire.InvalidParams(err.Error())
 		case errors.Is(err, errTurnTaken):
-			return nil, wire.UnsupportedOperation(err.Error())
+			return nil, nil, wire.UnsupportedOperation(err.Error())
 		}
-		return nil, wire.InternalError(err.Error())
+		return nil, nil, wire.InternalError(err.Error())
 	}
 	callFrom(ctx).setTask(t.ID)
 	if pc != nil {
 		pc.TaskID, pc.Owner = t.ID, pushOwner(owner)
 		if _, err := e.cfg.Push.Store.Put(ctx, *pc); err != nil {
-			return nil, pushError(err)
+			return nil, nil, pushError(err)
 		}
 	}
 	if mode == modeDeferred || held {
-		return t, nil
+		return t, nil, nil
 	}
 	claimed, won, err := e.claimFree(ctx, t.ID, owner)
 	if err != nil || !won {
-		return nil, wire.InternalError(fmt.Sprintf("claim new task %s: won=%v err=%v", t.ID, won, err))
+		return nil, nil, wire.InternalError(fmt.Sprintf("claim new task %s: won=%v err=%v", t.ID, won, err))
 	}
-	return claimed, nil
+	return claimed, nil, nil
 }
 
 // directReply is the message an A2A-native tool answered with instead of

@@ -80,10 +80,11 @@ func post(t *testing.T, url, tok, contentType, xrid, body string) (string, []byt
 	return resp.Header.Get(HeaderRequestID), b
 }
 
-// decisionEvents reads every decision event on CHIO_EVENTS by receipt id.
-func decisionEvents(t *testing.T, js jetstream.JetStream) map[string]schemas.DecisionEvent {
+// streamEvents reads every event of one kind on CHIO_EVENTS, alone or in
+// envelopes.
+func streamEvents(t *testing.T, js jetstream.JetStream, subject string) [][]byte {
 	t.Helper()
-	c, err := js.OrderedConsumer(context.Background(), schemas.EventsStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{schemas.SubjectDecision}})
+	c, err := js.OrderedConsumer(context.Background(), schemas.EventsStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject, schemas.SubjectEnvelope}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,13 +92,31 @@ func decisionEvents(t *testing.T, js jetstream.JetStream) map[string]schemas.Dec
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]schemas.DecisionEvent{}
+	var out [][]byte
 	for m := range batch.Messages() {
-		if bytes.Contains(m.Data(), []byte("xr-")) {
-			t.Fatalf("a caller's X-Request-Id reached an event: %s", m.Data())
+		evs, err := schemas.UnpackEvents(m.Subject(), m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Subject == subject {
+				out = append(out, e.Data)
+			}
+		}
+	}
+	return out
+}
+
+// decisionEvents reads every decision event on CHIO_EVENTS by receipt id.
+func decisionEvents(t *testing.T, js jetstream.JetStream) map[string]schemas.DecisionEvent {
+	t.Helper()
+	out := map[string]schemas.DecisionEvent{}
+	for _, raw := range streamEvents(t, js, schemas.SubjectDecision) {
+		if bytes.Contains(raw, []byte("xr-")) {
+			t.Fatalf("a caller's X-Request-Id reached an event: %s", raw)
 		}
 		var d schemas.DecisionEvent
-		if err := json.Unmarshal(m.Data(), &d); err != nil {
+		if err := json.Unmarshal(raw, &d); err != nil {
 			t.Fatal(err)
 		}
 		out[d.ReceiptID] = d
@@ -108,19 +127,11 @@ func decisionEvents(t *testing.T, js jetstream.JetStream) map[string]schemas.Dec
 // outcomeOf reads the outcome event of a receipt, if one was published.
 func outcomeOf(t *testing.T, js jetstream.JetStream, receiptID string) (schemas.OutcomeEvent, bool) {
 	t.Helper()
-	c, err := js.OrderedConsumer(context.Background(), schemas.EventsStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{schemas.SubjectOutcome}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := c.FetchNoWait(1000)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var found schemas.OutcomeEvent
 	ok := false
-	for m := range batch.Messages() {
+	for _, raw := range streamEvents(t, js, schemas.SubjectOutcome) {
 		var o schemas.OutcomeEvent
-		if json.Unmarshal(m.Data(), &o) == nil && o.ReceiptID == receiptID {
+		if json.Unmarshal(raw, &o) == nil && o.ReceiptID == receiptID {
 			found, ok = o, true
 		}
 	}

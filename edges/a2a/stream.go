@@ -57,7 +57,7 @@ func (e *Edge) openStream(ctx context.Context, rc rpcCall, v wire.Version, op wi
 // sendStream creates the task, starts watching it and runs the tool in the
 // background: the client going away stops its stream, never the task.
 func (e *Edge) sendStream(ctx context.Context, rc rpcCall, v wire.Version, p *wire.SendParams) (*stream, *wire.Error) {
-	t, werr := e.accept(ctx, rc, v, p, modeStreaming)
+	t, _, werr := e.accept(ctx, rc, v, p, modeStreaming) // streaming: always stored
 	if werr != nil {
 		return nil, werr
 	}

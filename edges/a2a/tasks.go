@@ -14,6 +14,7 @@ import (
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -94,40 +95,58 @@ func encodeStored(m *wire.Message) (json.RawMessage, error) { return wire.Encode
 
 // createTask stores a new task for a send, in state working; a native
 // tool's task stays submitted until the tool's own first event. With claim,
-// the commit that makes it working also claims its execution for this
-// replica (held reports whether it did): one synced stream write fewer on
-// every blocking call, which pays one per write.
+// the same commit claims its execution for this replica (held reports
+// whether it did): created, working and claimed are one synced write.
 func (e *Edge) createTask(ctx context.Context, owner taskstore.Owner, p *wire.SendParams, req execRequest, meta map[string]any, claim bool) (t *taskstore.Task, held bool, err error) {
+	nt, err := e.newTask(owner, p, req, meta, claim)
+	if err != nil {
+		return nil, false, err
+	}
+	if t, err = e.tasks.Start(ctx, nt); err != nil {
+		return nil, false, fmt.Errorf("create task: %w", err)
+	}
+	return t, claim && !req.Native, nil
+}
+
+// newTask is the first commit of a new task for a send: created, and
+// unless the tool is A2A-native, working and (with claim) claimed by this
+// replica under a fresh execution id, the receipt id of its call.
+func (e *Edge) newTask(owner taskstore.Owner, p *wire.SendParams, req execRequest, meta map[string]any, claim bool) (taskstore.NewTask, error) {
 	msg := p.Message
 	if msg.MessageID == "" {
 		msg.MessageID = uuid.Must(uuid.NewV7()).String()
 	}
 	first, err := encodeStored(&msg)
 	if err != nil {
-		return nil, false, fmt.Errorf("store message: %w", err)
+		return taskstore.NewTask{}, fmt.Errorf("store message: %w", err)
 	}
-	t, err = e.tasks.Create(ctx, owner, msg.ContextID, first, mustJSON(req), mustJSON(meta))
-	if err != nil {
-		return nil, false, fmt.Errorf("create task: %w", err)
+	nt := taskstore.NewTask{ID: uuid.Must(uuid.NewV7()).String(), Owner: owner, ContextID: msg.ContextID,
+		Message: first, Request: mustJSON(req), Metadata: mustJSON(meta)}
+	if nt.ContextID == "" {
+		nt.ContextID = uuid.Must(uuid.NewV7()).String()
 	}
 	if req.Native {
-		return t, false, nil
+		return nt, nil
 	}
-	t, err = e.tasks.Transition(ctx, t.ID, owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
-		now := time.Now()
-		evs := []taskstore.Event{taskstore.StatusEvent(taskstore.StateWorking, nil)}
-		// Nobody else can hold a task this new (sweepers wait a grace
-		// period), but a retried commit re-reads it: claim only if free.
-		held = claim && !cur.State.Terminal() && (!cur.Claimed(now) || cur.ClaimedBy == e.cfg.EdgeID)
-		if held {
-			evs = append(evs, taskstore.ClaimEvent(e.cfg.EdgeID, now.Add(e.cfg.ClaimLease).UTC()))
+	nt.Then = []taskstore.Event{taskstore.StatusEvent(taskstore.StateWorking, nil)}
+	if claim {
+		c := taskstore.ClaimEvent(e.cfg.EdgeID, time.Now().Add(e.cfg.ClaimLease).UTC())
+		c.ExecutionID = uuid.Must(uuid.NewV7()).String()
+		nt.Then = append(nt.Then, c)
+	}
+	return nt, nil
+}
+
+// provisional is the task nt will store, as run needs it before the
+// write: ids, owner, context and request.
+func provisional(nt *taskstore.NewTask) *taskstore.Task {
+	t := &taskstore.Task{ID: nt.ID, Owner: nt.Owner, ContextID: nt.ContextID, Request: nt.Request}
+	for _, ev := range nt.Then {
+		if ev.Type == taskstore.EventClaimed {
+			t.ExecutionID = ev.ExecutionID
 		}
-		return evs, nil
-	})
-	if err != nil {
-		return nil, false, err
 	}
-	return t, held, nil
+	return t
 }
 
 // errTurnTaken: another message started the task's next turn first.
@@ -159,6 +178,16 @@ func (e *Edge) continueTask(ctx context.Context, prior *taskstore.Task, p *wire.
 // task with the result. A cancel that landed meanwhile wins: the result is
 // discarded (the receipt id is still linked, the call having happened).
 func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*taskstore.Task, error) {
+	return e.run(ctx, c, t, nil)
+}
+
+// run is execute. With start, the task is not stored yet: start is its
+// first commit (created, working, claimed by this replica), written
+// concurrently with the call's decision event, and the task's result is
+// written concurrently with the outcome event: a blocking send makes two
+// rounds of durable writes, each shared with whatever other calls write
+// at the same time.
+func (e *Edge) run(ctx context.Context, c caller, t *taskstore.Task, start *taskstore.NewTask) (*taskstore.Task, error) {
 	var req execRequest
 	if err := json.Unmarshal(t.Request, &req); err != nil {
 		return nil, fmt.Errorf("task %s: stored request: %w", t.ID, err)
@@ -172,15 +201,70 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 	// its lease lapses: the renewal below wins it back.
 	e.executing.add(t.ID)
 	defer e.executing.remove(t.ID)
-	// Renew the execution lease while the tool runs, so no sweeper takes
-	// a live task over; a lease that cannot be renewed stops the run. A
-	// streaming tool's own commits renew it in-band (out.commit), so the
-	// ticker only renews for a tool that is quiet, and a renewal that lost
-	// the race to those commits is tried again while the lease has time.
 	every := max(e.cfg.ClaimLease/3, 10*time.Millisecond)
 	var renewed atomic.Int64
 	renewed.Store(time.Now().UnixNano())
 	out := &outputs{edge: e, task: t, native: req.Native, renewed: &renewed, renewEvery: every}
+	stored := t // the task as stored: after start's commit, for the fast path
+	if start == nil {
+		e.guard(ctx, stop, t, every, &renewed)
+	}
+	var (
+		done   *taskstore.Task
+		finErr error
+		call   = dispatch.Call{
+			ReceiptID: t.ExecutionID, Token: c.token, ServerID: req.ServerID, ToolName: req.ToolName,
+			Arguments: req.Arguments, Exposure: &e.cfg.Exposure, Stream: req.Stream || req.Native, TaskID: t.ID,
+			RequestID: req.RequestID, GovernedIntent: req.Intent,
+			Metadata: map[string]any{"protocol": "a2a", "a2a": map[string]any{"taskId": t.ID, "contextId": t.ContextID}},
+			Emit:     func(ch tools.Chunk) error { return out.emit(ctx, ch) },
+		}
+		started = time.Now().Add(-time.Second) // margin for clock steps
+	)
+	if start != nil {
+		call.Record = func(rctx context.Context, _ *kernel.Decision) error {
+			created, err := e.tasks.Start(rctx, *start)
+			if err != nil {
+				return err
+			}
+			stored, out.task = created, created
+			e.guard(ctx, stop, created, every, &renewed)
+			return nil
+		}
+		call.Finish = func(fctx context.Context, res *dispatch.Result) error {
+			done, finErr = e.finish(fctx, stored, req, out, res, nil, started)
+			return finErr
+		}
+	}
+	res, err := e.dispatch.Do(ctx, call)
+	callFrom(ctx).executed(t.ID, req.RequestID, res, err)
+	switch {
+	case start == nil:
+	case err == nil && res.RecordErr != nil:
+		return nil, fmt.Errorf("record task %s: %w", t.ID, res.RecordErr)
+	case err == nil || stored == t:
+		// Finished in the call's second round, or nothing was stored
+		// (the decision was not durable and neither was the task).
+		if err != nil {
+			return nil, err
+		}
+		return done, finErr
+	}
+	return e.finish(ctx, stored, req, out, res, err, started)
+}
+
+// guard watches a running task: it renews the execution lease while the
+// tool runs, so no sweeper takes a live task over (a lease that cannot be
+// renewed stops the run), and stops the run when the task is canceled on
+// any replica. A short call never needs the cancel watch, which costs a
+// consumer, so it starts only once the call has run for cancelWatchAfter;
+// it replays the task from its first event, so a cancel that landed
+// before is seen at once.
+func (e *Edge) guard(ctx context.Context, stop context.CancelFunc, t *taskstore.Task, every time.Duration, renewed *atomic.Int64) {
+	// A streaming tool's own commits renew the lease in-band
+	// (out.commit), so the ticker only renews for a tool that is quiet,
+	// and a renewal that lost the race to those commits is tried again
+	// while the lease has time.
 	go func() {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
@@ -221,26 +305,31 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 			return
 		}
 	}()
-	// The same feed as the task's streams on this replica: one consumer.
-	if events, err := e.hub.watch(ctx, t.ID, t.Owner); err == nil {
-		go func() {
-			for ev := range events {
-				if ev.Type == taskstore.EventCanceled {
-					stop()
-					return
+	time.AfterFunc(cancelWatchAfter, func() {
+		if ctx.Err() != nil {
+			return
+		}
+		// The same feed as the task's streams on this replica: one consumer.
+		if events, err := e.hub.watch(ctx, t.ID, t.Owner); err == nil {
+			go func() {
+				for ev := range events {
+					if ev.Type == taskstore.EventCanceled {
+						stop()
+						return
+					}
 				}
-			}
-		}()
-	}
-	started := time.Now().Add(-time.Second) // margin for clock steps
-	res, err := e.dispatch.Do(ctx, dispatch.Call{
-		ReceiptID: t.ExecutionID, Token: c.token, ServerID: req.ServerID, ToolName: req.ToolName,
-		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, Stream: req.Stream || req.Native, TaskID: t.ID,
-		RequestID: req.RequestID, GovernedIntent: req.Intent,
-		Metadata: map[string]any{"protocol": "a2a", "a2a": map[string]any{"taskId": t.ID, "contextId": t.ContextID}},
-		Emit:     func(ch tools.Chunk) error { return out.emit(ctx, ch) },
+			}()
+		}
 	})
-	callFrom(ctx).executed(t.ID, req.RequestID, res, err)
+}
+
+// cancelWatchAfter is how long a call runs before its task is watched for
+// a cancel from another replica (see guard).
+const cancelWatchAfter = 50 * time.Millisecond
+
+// finish ends the task with the call's result (err: the call was refused
+// before any receipt). t is the task as last stored by this run.
+func (e *Edge) finish(ctx context.Context, t *taskstore.Task, req execRequest, out *outputs, res *dispatch.Result, err error, started time.Time) (*taskstore.Task, error) {
 	var (
 		state     = taskstore.StateFailed
 		parts     []wire.Part
@@ -305,7 +394,13 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 		}
 	}
 	meta := mustJSON(m)
-	done, err := e.tasks.Transition(background(ctx), t.ID, t.Owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+	// From the task as this run last wrote it: no re-read unless another
+	// writer (a cancel, a renewal) got in between.
+	from := t
+	if out.cur != nil {
+		from = out.cur
+	}
+	done, err := e.tasks.TransitionFrom(background(ctx), from, func(cur *taskstore.Task) ([]taskstore.Event, error) {
 		var evs []taskstore.Event
 		for _, r := range receipts {
 			evs = append(evs, taskstore.ReceiptEvent(r))

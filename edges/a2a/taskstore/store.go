@@ -231,16 +231,64 @@ const maxContextID = 256
 // message as history, and the deferred request to execute later (nil for
 // none). Payloads are opaque JSON and may be nil.
 func (s *Store) Create(ctx context.Context, owner Owner, contextID string, firstMessage, request, metadata json.RawMessage) (*Task, error) {
-	if err := validateOwner(owner); err != nil {
+	return s.Start(ctx, NewTask{Owner: owner, ContextID: contextID, Message: firstMessage, Request: request, Metadata: metadata})
+}
+
+// NewTask is a task for Store.Start.
+type NewTask struct {
+	// ID is a UUIDv7 the caller generated, so that it can name the task
+	// (in a decision event written at the same time) before it is stored;
+	// empty means the store generates one.
+	ID        string
+	Owner     Owner
+	ContextID string // a UUIDv7 when empty
+	Message   json.RawMessage
+	Request   json.RawMessage
+	Metadata  json.RawMessage
+	// Then are further events of the task's first commit, typically its
+	// working status and its claim: one write where Create and a
+	// Transition take two. A claim may carry the ExecutionID to use.
+	Then []Event
+}
+
+// Admits reports whether Start will take nt as far as can be told without
+// encoding it: owner and context id valid, and its payloads, with room to
+// spare for the commit around them, within the message limit. A task it
+// refuses may still fit (Start says exactly); one it admits does, so a
+// caller may announce the task before writing it.
+func (s *Store) Admits(nt NewTask) bool {
+	if validateOwner(nt.Owner) != nil || len(nt.ContextID) > maxContextID || (nt.ID != "" && !validID(nt.ID)) {
+		return false
+	}
+	n := len(nt.Message) + len(nt.Request) + len(nt.Metadata) + len(nt.Owner.Subject) + len(nt.Owner.Tenant) + len(nt.ContextID)
+	for _, e := range nt.Then {
+		n += len(e.Message) + len(e.Request) + len(e.Metadata) + len(e.Artifact) + 512
+	}
+	// JSON escaping can at most double a string; the commit's own fields
+	// and headers (summary, ids, times) take well under 4 KiB.
+	return 2*n+4<<10 <= s.opts.maxMessageBytes && 2*n+4<<10 <= s.opts.maxTaskBytes
+}
+
+// Start stores a new task as one commit: created, then nt.Then. It is
+// Create with more in the first write.
+func (s *Store) Start(ctx context.Context, nt NewTask) (*Task, error) {
+	if err := validateOwner(nt.Owner); err != nil {
 		return nil, fmt.Errorf("create task: %w", err)
 	}
-	if len(contextID) > maxContextID {
+	if len(nt.ContextID) > maxContextID {
 		return nil, fmt.Errorf("create task: %w: context id longer than %d bytes", ErrInvalidArgument, maxContextID)
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return nil, fmt.Errorf("create task: generate id: %w", err)
+	id := nt.ID
+	if id == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("create task: generate id: %w", err)
+		}
+		id = u.String()
+	} else if !validID(id) {
+		return nil, fmt.Errorf("create task: %w: id %q is not a UUID", ErrInvalidArgument, id)
 	}
+	contextID := nt.ContextID
 	if contextID == "" {
 		cid, err := uuid.NewV7()
 		if err != nil {
@@ -248,11 +296,12 @@ func (s *Store) Create(ctx context.Context, owner Owner, contextID string, first
 		}
 		contextID = cid.String()
 	}
-	ev := Event{Type: EventCreated, Owner: &owner, ContextID: contextID, Message: firstMessage, Request: request, Metadata: metadata}
+	owner := nt.Owner
+	events := append([]Event{{Type: EventCreated, Owner: &owner, ContextID: contextID, Message: nt.Message, Request: nt.Request, Metadata: nt.Metadata}}, nt.Then...)
 	var mine []string
 	for attempt := range s.opts.maxAttempts {
 		if attempt > 0 { // the outcome of the last append is unknown: read it back
-			got, err := s.fold(ctx, id.String())
+			got, err := s.fold(ctx, id)
 			switch {
 			case err == nil && landed(got, mine):
 				return got, nil
@@ -264,7 +313,7 @@ func (s *Store) Create(ctx context.Context, owner Owner, contextID string, first
 		}
 		cid := uuid.NewString()
 		mine = append(mine, cid)
-		next, err := s.commit(ctx, &Task{ID: id.String()}, []Event{ev}, cid)
+		next, err := s.commit(ctx, &Task{ID: id}, events, cid)
 		var unknown *unknownOutcomeError
 		switch {
 		case err == nil:
@@ -567,7 +616,9 @@ func (s *Store) commit(ctx context.Context, t *Task, events []Event, commitID st
 
 // stampClaim fills in the attempt and execution id of a claim on t: a
 // renewal by the holder of a live lease keeps the attempt, anyone else
-// starts the next one; the execution id is kept once set.
+// starts the next one; the execution id is kept once set. The first claim
+// may bring its own (the receipt id of a call whose decision is written
+// with the claim), else one is generated.
 func (s *Store) stampClaim(t *Task, e *Event) error {
 	if e.ReplicaID == "" {
 		return fmt.Errorf("%w: claim without a replica id", ErrInvalidEvent)
@@ -581,7 +632,11 @@ func (s *Store) stampClaim(t *Task, e *Event) error {
 	default:
 		e.Attempt = t.Attempt + 1
 	}
-	e.ExecutionID = t.ExecutionID
+	if t.ExecutionID != "" {
+		e.ExecutionID = t.ExecutionID
+	} else if e.ExecutionID != "" && !validID(e.ExecutionID) {
+		return fmt.Errorf("%w: execution id %q is not a UUID", ErrInvalidEvent, e.ExecutionID)
+	}
 	if e.ExecutionID == "" {
 		id, err := uuid.NewV7()
 		if err != nil {
