@@ -5,10 +5,11 @@
 // It meets the edges and the ledger only through streams whose contracts
 // are in schemas:
 //   - CHIO_TASKS: every message is a schemas.TaskCommit on
-//     chio.tasks.<task id>, folded with the A2A edge's own rules (an event
-//     the rules refuse is skipped, and after a terminal state only receipt
-//     links are accepted);
-//   - CHIO_EVENTS: decision events carry the presented token's capability
+//     chio.tasks.<task id>, folded by schemas.TaskHead.Apply, the fold the
+//     A2A edge reads its tasks with (an event it refuses is skipped, and
+//     after a terminal state only receipt links are accepted);
+//   - CHIO_EVENTS: decision events, alone or in envelopes
+//     (schemas.UnpackEvents), carry the presented token's capability
 //     lineage, root first; each record is kept under its capability id,
 //     the first one standing;
 //   - CHIO_RECEIPTS: every signed receipt the ledger committed, with its

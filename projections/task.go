@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -38,113 +37,77 @@ type taskHead struct {
 
 // taskState is a task as a fold batch sees it.
 type taskState struct {
-	id      string
-	head    *taskHead         // nil until a created event is folded
+	id   string
+	head *taskHead // as stored; nil until a created event is folded
+	// fold is head as the task fold sees it, decoded at the batch's first
+	// event of the task and encoded into head by flush. The request and
+	// the lease it holds are not stored (the request may hold a
+	// capability): they change nothing served (schemas.TaskHead).
+	fold    *schemas.TaskHead
 	indexed schemas.TaskState // the state the list indexes hold ("" for none)
 	dirty   bool
 }
 
-// Owner fields are bounded like the edge bounds them (taskstore's
-// validateOwner), so a created event the edge would refuse is refused here.
-const maxOwnerField = 1024
+// The fold bounds a context id far below what a key part holds.
+const _ = uint(maxKeyPart - schemas.MaxTaskContextID)
 
-// errRefused marks an event the fold rules refuse; it is skipped.
-var errRefused = errors.New("event refused")
-
-func refused(e *schemas.TaskEvent, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", errRefused, e.Type, fmt.Sprintf(format, args...))
-}
-
-// apply folds one event into t, mirroring the A2A edge's own fold
-// (edges/a2a/taskstore Task.apply): an event it refuses leaves t exactly as
-// it was. Only what the projection serves is kept: the deferred request
-// and the execution lease are not (the request may hold a capability).
+// apply folds one event into t by the one task fold (schemas.TaskHead.Apply),
+// writing the history message or artifact event it adds under the task's
+// h or a keys. An event the fold refuses leaves t exactly as it was.
 func (t *taskState) apply(tx *txn, e *schemas.TaskEvent, seq uint64) error {
+	if t.fold == nil {
+		fold, err := t.head.decode()
+		if err != nil {
+			// The store is damaged, not the event: fail the batch.
+			err = fmt.Errorf("task %s: decode stored head: %w", t.id, err)
+			tx.fail(err)
+			return err
+		}
+		t.fold = fold
+	}
+	eff, err := t.fold.Apply(e)
+	if err != nil {
+		return err
+	}
 	if e.Type == schemas.TaskEventCreated {
-		if t.head != nil {
-			return refused(e, "task already exists")
-		}
-		o := e.Owner
-		if o == nil || o.Subject == "" || len(o.Subject) > maxOwnerField || len(o.Tenant) > maxOwnerField || e.ContextID == "" {
-			return refused(e, "missing owner or context id")
-		}
-		if len(e.ContextID) > maxKeyPart {
-			return refused(e, "context id longer than %d bytes", maxKeyPart)
-		}
-		t.head = &taskHead{ContextID: e.ContextID, Owner: *o, State: schemas.TaskSubmitted,
-			StatusTime: formatTime(e.Time), Metadata: e.Metadata, CreatedSeq: seq}
-		if len(e.Message) > 0 {
-			t.appendHistory(tx, e.Message)
-		}
-		t.dirty = true
-		return nil
+		t.head = &taskHead{CreatedSeq: seq}
 	}
-	h := t.head
-	if h == nil {
-		return refused(e, "task has no created event")
+	if eff.Message != nil {
+		tx.set(appendU32(appendStr([]byte{prefixHistory}, t.id), uint32(t.fold.History-1)), eff.Message)
 	}
-	if h.State.Terminal() && e.Type != schemas.TaskEventReceipt {
-		return refused(e, "task is already %s", h.State)
-	}
-	switch e.Type {
-	case schemas.TaskEventStatus:
-		if !e.State.Valid() || e.State.Terminal() {
-			return refused(e, "state %q is not a non-terminal state", e.State)
-		}
-		h.State, h.StatusMessage, h.StatusTime = e.State, e.Message, formatTime(e.Time)
-	case schemas.TaskEventMessage:
-		if len(e.Message) == 0 {
-			return refused(e, "empty message")
-		}
-		t.appendHistory(tx, e.Message)
-	case schemas.TaskEventArtifact:
-		if len(e.Artifact) == 0 {
-			return refused(e, "empty artifact")
-		}
-		if _, err := artifactID(e.Artifact); err != nil {
-			return refused(e, "%v", err)
-		}
+	if a := eff.Artifact; a != nil {
 		flag := byte(0)
-		if e.Append {
+		if a.Append {
 			flag = 1
 		}
-		k := appendU32(appendStr([]byte{prefixArtifact}, t.id), h.Artifacts)
-		tx.set(k, append([]byte{flag}, e.Artifact...))
-		h.Artifacts++
-	case schemas.TaskEventMetadata:
-		h.Metadata = e.Metadata
-	case schemas.TaskEventRequest, schemas.TaskEventClaimed, schemas.TaskEventReleased:
-		// They change who executes the task and with what, never what is
-		// served: nothing to keep.
-		return nil
-	case schemas.TaskEventReceipt:
-		if e.ReceiptID == "" {
-			return refused(e, "empty receipt id")
-		}
-		if slices.Contains(h.ReceiptIDs, e.ReceiptID) {
-			return nil
-		}
-		h.ReceiptIDs = append(h.ReceiptIDs, e.ReceiptID)
-	case schemas.TaskEventCanceled:
-		h.State, h.StatusMessage, h.StatusTime = schemas.TaskCanceled, e.Message, formatTime(e.Time)
-	case schemas.TaskEventFinished:
-		switch e.State {
-		case schemas.TaskCompleted, schemas.TaskFailed, schemas.TaskRejected:
-		default:
-			return refused(e, "state %q is not completed, failed or rejected", e.State)
-		}
-		h.State, h.StatusMessage, h.StatusTime = e.State, e.Message, formatTime(e.Time)
-	default:
-		return refused(e, "unknown event type")
+		tx.set(appendU32(appendStr([]byte{prefixArtifact}, t.id), uint32(t.fold.Artifacts-1)), append([]byte{flag}, a.Data...))
 	}
-	t.dirty = true
+	t.dirty = t.dirty || eff.Served
 	return nil
 }
 
-func (t *taskState) appendHistory(tx *txn, msg json.RawMessage) {
-	k := appendU32(appendStr([]byte{prefixHistory}, t.id), t.head.History)
-	tx.set(k, msg)
-	t.head.History++
+// decode is h as the task fold sees it; a nil h is a task not created.
+func (h *taskHead) decode() (*schemas.TaskHead, error) {
+	if h == nil {
+		return new(schemas.TaskHead), nil
+	}
+	f := &schemas.TaskHead{Owner: h.Owner, ContextID: h.ContextID, State: h.State, StatusMessage: h.StatusMessage,
+		Metadata: h.Metadata, ReceiptIDs: h.ReceiptIDs, History: int(h.History), Artifacts: int(h.Artifacts)}
+	if h.StatusTime != "" {
+		st, err := time.Parse(time.RFC3339Nano, h.StatusTime)
+		if err != nil {
+			return nil, fmt.Errorf("stored status time: %w", err)
+		}
+		f.StatusTime = st
+	}
+	return f, nil
+}
+
+// encode stores f's served fields in h.
+func (h *taskHead) encode(f *schemas.TaskHead) {
+	h.ContextID, h.Owner, h.State, h.StatusMessage = f.ContextID, f.Owner, f.State, f.StatusMessage
+	h.StatusTime, h.Metadata, h.ReceiptIDs = formatTime(f.StatusTime), f.Metadata, f.ReceiptIDs
+	h.History, h.Artifacts = uint32(f.History), uint32(f.Artifacts)
 }
 
 // flush writes the head and, when the state changed, the list indexes.
@@ -152,6 +115,7 @@ func (t *taskState) flush(tx *txn) {
 	if !t.dirty {
 		return
 	}
+	t.head.encode(t.fold)
 	raw, err := json.Marshal(t.head)
 	if err != nil {
 		tx.fail(fmt.Errorf("encode task %s: %w", t.id, err))
@@ -182,26 +146,6 @@ func formatTime(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339Nano)
-}
-
-// artifactID checks that an artifact is an A2A artifact object (a string
-// artifactId; parts, if present, an array) and returns its id: the edge
-// would fail to read a task holding anything else.
-func artifactID(raw json.RawMessage) (string, error) {
-	var a struct {
-		ArtifactID *string          `json:"artifactId"`
-		Parts      *json.RawMessage `json:"parts"`
-	}
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return "", fmt.Errorf("artifact is not an object: %w", err)
-	}
-	if a.ArtifactID == nil {
-		return "", errors.New("artifact has no artifactId")
-	}
-	if a.Parts != nil && !strings.HasPrefix(strings.TrimSpace(string(*a.Parts)), "[") {
-		return "", errors.New("artifact parts are not an array")
-	}
-	return *a.ArtifactID, nil
 }
 
 // taskIDFromSubject returns the task id of a subject on the task stream.
@@ -254,95 +198,28 @@ func loadTask(v view, id string) (*Task, error) {
 	if t.Artifacts, err = mergeArtifacts(v, id); err != nil {
 		return nil, fmt.Errorf("task %s: artifacts: %w", id, err)
 	}
-	if t.Metadata, err = linkReceipts(h.Metadata, t.ReceiptIDs); err != nil {
+	if t.Metadata, err = schemas.LinkTaskReceipts(h.Metadata, t.ReceiptIDs); err != nil {
 		return nil, fmt.Errorf("task %s: metadata: %w", id, err)
 	}
 	return t, nil
 }
 
-// mergeArtifacts folds a task's artifact events as the edge does
-// (edges/a2a mergeArtifacts): a chunk that appends extends the parts of the
-// artifact of its id, any other replaces it or adds one.
+// mergeArtifacts reads a task's artifact events and merges them as the
+// edge does (schemas.MergeTaskArtifacts).
 func mergeArtifacts(v view, id string) ([]json.RawMessage, error) {
-	var out []map[string]json.RawMessage
-	index := map[string]int{}
+	var events []schemas.TaskArtifact
 	err := scan(v, appendStr([]byte{prefixArtifact}, id), func(_, rec []byte) error {
 		if len(rec) < 1 {
 			return errors.New("corrupt artifact record")
 		}
-		appends, raw := rec[0] == 1, rec[1:]
-		var a map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &a); err != nil {
-			return err
-		}
-		aid, err := artifactID(raw)
-		if err != nil {
-			return err
-		}
-		i, seen := index[aid]
-		switch {
-		case seen && appends:
-			var have, more []json.RawMessage
-			if p := out[i]["parts"]; len(p) > 0 {
-				if err := json.Unmarshal(p, &have); err != nil {
-					return err
-				}
-			}
-			if p := a["parts"]; len(p) > 0 {
-				if err := json.Unmarshal(p, &more); err != nil {
-					return err
-				}
-			}
-			parts, err := json.Marshal(append(have, more...))
-			if err != nil {
-				return err
-			}
-			out[i]["parts"] = parts
-		case seen:
-			out[i] = a
-		default:
-			index[aid] = len(out)
-			out = append(out, a)
-		}
+		// rec is only valid during the call.
+		events = append(events, schemas.TaskArtifact{Append: rec[0] == 1, Data: bytes.Clone(rec[1:])})
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	arts := make([]json.RawMessage, len(out))
-	for i, a := range out {
-		if arts[i], err = json.Marshal(a); err != nil {
-			return nil, err
-		}
-	}
-	return arts, nil
-}
-
-// linkReceipts sets metadata.chio.receiptIds, creating metadata and
-// metadata.chio when absent. Metadata or metadata.chio that is not an
-// object is served as it is.
-func linkReceipts(meta json.RawMessage, receipts []string) (json.RawMessage, error) {
-	m := map[string]json.RawMessage{}
-	if len(meta) > 0 && string(meta) != "null" {
-		if err := json.Unmarshal(meta, &m); err != nil {
-			return meta, nil
-		}
-	}
-	c := map[string]json.RawMessage{}
-	if raw := m["chio"]; len(raw) > 0 && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return meta, nil
-		}
-	}
-	ids, err := json.Marshal(receipts)
-	if err != nil {
-		return nil, err
-	}
-	c["receiptIds"] = ids
-	if m["chio"], err = json.Marshal(c); err != nil {
-		return nil, err
-	}
-	return json.Marshal(m)
+	return schemas.MergeTaskArtifacts(events)
 }
 
 // parseTaskState accepts a state as the projection stores it

@@ -9,6 +9,7 @@ import (
 // the projections, which fold them into task state. Every message on a
 // task's subject is one TaskCommit: the events of one transition, written
 // atomically. Messages and artifacts inside events are A2A 1.0 JSON.
+// TaskHead.Apply (taskfold.go) is what the events mean.
 const (
 	// TasksStream holds every task's commits.
 	TasksStream = "CHIO_TASKS"

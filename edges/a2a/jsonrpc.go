@@ -275,11 +275,10 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 // directReply is the message an A2A-native tool answered with instead of
 // a task, or nil.
 func directReply(t *taskstore.Task) *wire.Message {
-	var meta map[string]any
-	if json.Unmarshal(t.Metadata, &meta) != nil {
+	meta, err := linkedMetadata(t.Metadata, t.ReceiptIDs)
+	if err != nil {
 		return nil
 	}
-	linkReceipts(meta, t.ReceiptIDs)
 	return replyMessage(t.State, meta, t.StatusMessage)
 }
 

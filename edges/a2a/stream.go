@@ -211,7 +211,7 @@ func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 // it: the task's context and its latest metadata and receipts.
 type tracker struct {
 	taskID, contextID string
-	metadata          map[string]any
+	metadata          json.RawMessage
 	receipts          []string
 }
 
@@ -254,17 +254,16 @@ func (tr *tracker) next(ev taskstore.Event) *wire.StreamEvent {
 }
 
 func (tr *tracker) setMetadata(raw json.RawMessage) {
-	var m map[string]any
-	if len(raw) > 0 && json.Unmarshal(raw, &m) == nil {
-		tr.metadata = m
+	if len(raw) > 0 && json.Valid(raw) {
+		tr.metadata = raw
 	}
 }
 
 // chioMetadata is the task metadata with the receipts linked so far, as
 // toWire shows it.
 func (tr *tracker) chioMetadata() map[string]any {
-	linkReceipts(tr.metadata, tr.receipts)
-	return tr.metadata
+	m, _ := linkedMetadata(tr.metadata, tr.receipts)
+	return m
 }
 
 // directReply is the lone message that replaces the task in a stream

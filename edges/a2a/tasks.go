@@ -759,27 +759,27 @@ func toWire(t *taskstore.Task, historyLength *int, includeArtifacts bool) (*wire
 		}
 		w.Artifacts = arts
 	}
-	if len(t.Metadata) > 0 {
-		if err := json.Unmarshal(t.Metadata, &w.Metadata); err != nil {
-			return nil, fmt.Errorf("task %s: metadata: %w", t.ID, err)
-		}
+	meta, err := linkedMetadata(t.Metadata, t.ReceiptIDs)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: metadata: %w", t.ID, err)
 	}
-	linkReceipts(w.Metadata, t.ReceiptIDs)
+	w.Metadata = meta
 	return w, nil
 }
 
-// linkReceipts adds the receipts linked to a task to its metadata.chio.
-func linkReceipts(meta map[string]any, receipts []string) {
-	c, ok := meta["chio"].(map[string]any)
-	if !ok || len(receipts) == 0 {
-		return
+// linkedMetadata is a task's metadata as served: as stored, with the
+// receipts linked to the task under metadata.chio by the one rule the
+// projections serve too (schemas.LinkTaskReceipts).
+func linkedMetadata(raw json.RawMessage, receipts []string) (map[string]any, error) {
+	linked, err := schemas.LinkTaskReceipts(raw, receipts)
+	if err != nil {
+		return nil, err
 	}
-	c["receiptIds"] = receipts
-	if c["receiptId"] == nil {
-		// Canceled while it ran: the cancel kept the task's metadata, but
-		// the call happened and bears a receipt (its verdict is in it).
-		c["receiptId"], c["receiptPending"], c["receiptBearing"] = receipts[len(receipts)-1], false, true
+	var m map[string]any
+	if err := json.Unmarshal(linked, &m); err != nil {
+		return nil, err
 	}
+	return m, nil
 }
 
 // replyMessage is the message an A2A-native tool answered with instead of
@@ -799,26 +799,20 @@ func replyMessage(state taskstore.State, meta map[string]any, status json.RawMes
 	return m
 }
 
-// mergeArtifacts folds a task's artifact events: a chunk that appends
-// extends the artifact of its id, any other replaces it or adds one.
+// mergeArtifacts is a task's artifacts as served, merged by the one rule
+// the projections serve too (schemas.MergeTaskArtifacts).
 func mergeArtifacts(t *taskstore.Task) ([]wire.Artifact, error) {
-	var out []wire.Artifact
-	index := map[string]int{}
-	for _, a := range t.Artifacts {
-		w, werr := wire.DecodeArtifact(a.Data)
+	merged, err := schemas.MergeTaskArtifacts(t.Artifacts)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: artifacts: %w", t.ID, err)
+	}
+	out := make([]wire.Artifact, 0, len(merged))
+	for _, raw := range merged {
+		w, werr := wire.DecodeArtifact(raw)
 		if werr != nil {
 			return nil, fmt.Errorf("task %s: artifact: %w", t.ID, werr)
 		}
-		i, seen := index[w.ArtifactID]
-		switch {
-		case seen && a.Append:
-			out[i].Parts = append(out[i].Parts, w.Parts...)
-		case seen:
-			out[i] = *w
-		default:
-			index[w.ArtifactID] = len(out)
-			out = append(out, *w)
-		}
+		out = append(out, *w)
 	}
 	return out, nil
 }

@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/chio-ledger/chio/schemas"
 	"slices"
 	"time"
+
+	"github.com/chio-ledger/chio/schemas"
 )
 
 // Errors returned by the store. They are wrapped with the operation that
@@ -22,14 +23,15 @@ var (
 	ErrNotCancelable = errors.New("task is not cancelable")
 	// ErrAlreadyTerminal means an event would change a task that is
 	// already terminal (completed, failed, canceled or rejected); nothing
-	// was written.
-	ErrAlreadyTerminal = errors.New("task is already terminal")
+	// was written. It is the fold's own error, schemas.ErrTaskTerminal.
+	ErrAlreadyTerminal = schemas.ErrTaskTerminal
 	// ErrTooLarge means a payload, a commit or the task as a whole would
 	// exceed a configured size limit; nothing was written.
 	ErrTooLarge = errors.New("task payload too large")
 	// ErrInvalidEvent means an event is malformed or not allowed in the
-	// task's current state; nothing was written.
-	ErrInvalidEvent = errors.New("invalid task event")
+	// task's current state; nothing was written. It is the fold's own
+	// error, schemas.ErrTaskEvent.
+	ErrInvalidEvent = schemas.ErrTaskEvent
 	// ErrInvalidArgument means a caller-supplied argument is malformed.
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrInvalidPageToken means a List page token was not issued by List.
@@ -41,8 +43,11 @@ var (
 type Owner = schemas.TaskOwner
 
 // maxOwnerField bounds each Owner field, so that the summary header every
-// commit carries stays small.
-const maxOwnerField = 1024
+// commit carries stays small; the fold refuses a created event beyond it.
+const maxOwnerField = schemas.MaxTaskOwnerField
+
+// Create must not accept a context id the fold would refuse.
+const _ = uint(schemas.MaxTaskContextID - maxContextID)
 
 func validateOwner(o Owner) error {
 	if o.Subject == "" {
@@ -69,8 +74,9 @@ const (
 	StateAuthRequired  = schemas.TaskAuthRequired
 )
 
-// Task is the fold of a task's events. Payloads are opaque JSON: the edge
-// decides their shape.
+// Task is the fold of a task's events: the head schemas.TaskHead.Apply
+// keeps, with the history and artifacts it hands over. Payloads are opaque
+// JSON: the edge decides their shape.
 type Task struct {
 	ID            string
 	ContextID     string
@@ -119,14 +125,10 @@ func (t *Task) clone() *Task {
 	return &c
 }
 
-// Artifact is one artifact event as folded: an opaque artifact, or a chunk
-// of one that Append says extends the artifact of the same id (the edge
-// decides what the id is and merges).
-type Artifact struct {
-	Data      json.RawMessage
-	Append    bool
-	LastChunk bool
-}
+// Artifact is one artifact event as folded (schemas.TaskArtifact): an
+// opaque artifact, or a chunk of one that Append says extends the artifact
+// of the same id; schemas.MergeTaskArtifacts merges them.
+type Artifact = schemas.TaskArtifact
 
 // EventType discriminates events (schemas.TaskEventType).
 type EventType = schemas.TaskEventType
@@ -205,97 +207,35 @@ func ClaimEvent(replicaID string, expires time.Time) Event {
 	return Event{Type: EventClaimed, ReplicaID: replicaID, LeaseExpires: expires}
 }
 
-// validJSON reports whether an optional opaque payload is well formed.
-func validJSON(b json.RawMessage) bool { return len(b) == 0 || json.Valid(b) }
-
-// apply folds e into t. It refuses (and leaves t unchanged) any event
-// that is malformed or not allowed in t's state; the store uses it
-// strictly before writing and leniently (skipping refused events) when
-// reading, so that even a stray writer cannot revive a terminal task.
+// apply folds e into t by the one task fold (schemas.TaskHead.Apply). It
+// refuses (and leaves t unchanged) any event that is malformed or not
+// allowed in t's state; the store uses it strictly before writing and
+// leniently (skipping refused events) when reading, so that even a stray
+// writer cannot revive a terminal task.
 func (t *Task) apply(e *Event) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", ErrInvalidEvent, e.Type, fmt.Sprintf(format, args...))
+	h := t.head()
+	eff, err := h.Apply(e)
+	if err != nil {
+		return err
 	}
-	for _, p := range []json.RawMessage{e.Message, e.Request, e.Metadata, e.Artifact} {
-		if !validJSON(p) {
-			return bad("payload is not valid JSON")
-		}
+	t.Owner, t.ContextID, t.State = h.Owner, h.ContextID, h.State
+	t.StatusMessage, t.StatusTime, t.Created = h.StatusMessage, h.StatusTime, h.Created
+	t.Metadata, t.Request, t.ReceiptIDs = h.Metadata, h.Request, h.ReceiptIDs
+	t.ClaimedBy, t.ClaimExpires, t.Attempt, t.ExecutionID = h.ClaimedBy, h.ClaimExpires, h.Attempt, h.ExecutionID
+	if eff.Message != nil {
+		t.History = append(t.History, eff.Message)
 	}
-	if e.Type == EventCreated {
-		if t.State != "" {
-			return bad("task already exists")
-		}
-		if e.Owner == nil || validateOwner(*e.Owner) != nil || e.ContextID == "" {
-			return bad("missing owner or context id")
-		}
-		t.Owner, t.ContextID = *e.Owner, e.ContextID
-		t.State, t.StatusTime, t.Created = StateSubmitted, e.Time, e.Time
-		if len(e.Message) > 0 {
-			t.History = append(t.History, e.Message)
-		}
-		t.Request, t.Metadata = e.Request, e.Metadata
-		return nil
-	}
-	if t.State == "" {
-		return bad("task has no created event")
-	}
-	if t.State.Terminal() && e.Type != EventReceipt {
-		return fmt.Errorf("%w (%s): %s refused", ErrAlreadyTerminal, t.State, e.Type)
-	}
-	switch e.Type {
-	case EventStatus:
-		if !e.State.Valid() || e.State.Terminal() {
-			return bad("state %q is not a non-terminal state", e.State)
-		}
-		t.State, t.StatusMessage, t.StatusTime = e.State, e.Message, e.Time
-	case EventMessage:
-		if len(e.Message) == 0 {
-			return bad("empty message")
-		}
-		t.History = append(t.History, e.Message)
-	case EventArtifact:
-		if len(e.Artifact) == 0 {
-			return bad("empty artifact")
-		}
-		t.Artifacts = append(t.Artifacts, Artifact{Data: e.Artifact, Append: e.Append, LastChunk: e.LastChunk})
-	case EventMetadata:
-		t.Metadata = e.Metadata
-	case EventRequest:
-		t.Request = e.Request
-		t.ClaimedBy, t.ClaimExpires, t.Attempt, t.ExecutionID = "", time.Time{}, 0, ""
-	case EventClaimed:
-		if e.ReplicaID == "" || e.LeaseExpires.IsZero() || e.Attempt < 1 || e.ExecutionID == "" {
-			return bad("missing replica, lease, attempt or execution id")
-		}
-		if t.ExecutionID != "" && e.ExecutionID != t.ExecutionID {
-			return bad("execution id changed")
-		}
-		t.ClaimedBy, t.ClaimExpires, t.Attempt, t.ExecutionID = e.ReplicaID, e.LeaseExpires, e.Attempt, e.ExecutionID
-	case EventReleased:
-		if e.ReplicaID == "" || e.ReplicaID != t.ClaimedBy {
-			return bad("replica %q does not hold the claim", e.ReplicaID)
-		}
-		t.ClaimedBy, t.ClaimExpires = "", time.Time{}
-	case EventReceipt:
-		if e.ReceiptID == "" {
-			return bad("empty receipt id")
-		}
-		if !slices.Contains(t.ReceiptIDs, e.ReceiptID) {
-			t.ReceiptIDs = append(t.ReceiptIDs, e.ReceiptID)
-		}
-	case EventCanceled:
-		t.State, t.StatusMessage, t.StatusTime = StateCanceled, e.Message, e.Time
-		t.ClaimedBy, t.ClaimExpires = "", time.Time{}
-	case EventFinished:
-		switch e.State {
-		case StateCompleted, StateFailed, StateRejected:
-		default:
-			return bad("state %q is not completed, failed or rejected", e.State)
-		}
-		t.State, t.StatusMessage, t.StatusTime = e.State, e.Message, e.Time
-		t.ClaimedBy, t.ClaimExpires = "", time.Time{}
-	default:
-		return bad("unknown event type")
+	if eff.Artifact != nil {
+		t.Artifacts = append(t.Artifacts, *eff.Artifact)
 	}
 	return nil
+}
+
+// head is t's state as the fold sees it.
+func (t *Task) head() schemas.TaskHead {
+	return schemas.TaskHead{Owner: t.Owner, ContextID: t.ContextID, State: t.State,
+		StatusMessage: t.StatusMessage, StatusTime: t.StatusTime, Created: t.Created,
+		Metadata: t.Metadata, Request: t.Request, ReceiptIDs: t.ReceiptIDs,
+		ClaimedBy: t.ClaimedBy, ClaimExpires: t.ClaimExpires, Attempt: t.Attempt, ExecutionID: t.ExecutionID,
+		History: len(t.History), Artifacts: len(t.Artifacts)}
 }
