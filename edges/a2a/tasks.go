@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 	"github.com/chio-ledger/chio/edges/dispatch"
-	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -181,12 +181,13 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 	return e.run(ctx, c, t, nil)
 }
 
-// run is execute. With start, the task is not stored yet: start is its
-// first commit (created, working, claimed by this replica), written
-// concurrently with the call's decision event, and the task's result is
-// written concurrently with the outcome event: a blocking send makes two
-// rounds of durable writes, each shared with whatever other calls write
-// at the same time.
+// run is execute. With start, the task is a blocking send's that is not
+// stored yet (see pendingTask): its call's decision event is the durable
+// record of its acceptance (it names the task, this replica and the
+// execution), and the task is written once, with its result, concurrently
+// with the outcome event; only a call still running after
+// storeRunningAfter is stored while it runs, so that it can be listed,
+// canceled and leased like any other.
 func (e *Edge) run(ctx context.Context, c caller, t *taskstore.Task, start *taskstore.NewTask) (*taskstore.Task, error) {
 	var req execRequest
 	if err := json.Unmarshal(t.Request, &req); err != nil {
@@ -205,9 +206,17 @@ func (e *Edge) run(ctx context.Context, c caller, t *taskstore.Task, start *task
 	var renewed atomic.Int64
 	renewed.Store(time.Now().UnixNano())
 	out := &outputs{edge: e, task: t, native: req.Native, renewed: &renewed, renewEvery: every}
-	stored := t // the task as stored: after start's commit, for the fast path
+	var pt *pendingTask
 	if start == nil {
 		e.guard(ctx, stop, t, every, &renewed)
+	} else {
+		pt = &pendingTask{e: e, nt: *start}
+		defer time.AfterFunc(storeRunningAfter, func() {
+			if stored := pt.storeRunning(ctx); stored != nil {
+				out.setTask(stored)
+				e.guard(ctx, stop, stored, every, &renewed)
+			}
+		}).Stop()
 	}
 	var (
 		done   *taskstore.Task
@@ -221,36 +230,85 @@ func (e *Edge) run(ctx context.Context, c caller, t *taskstore.Task, start *task
 		}
 		started = time.Now().Add(-time.Second) // margin for clock steps
 	)
-	if start != nil {
-		call.Record = func(rctx context.Context, _ *kernel.Decision) error {
-			created, err := e.tasks.Start(rctx, *start)
-			if err != nil {
-				return err
-			}
-			stored, out.task = created, created
-			e.guard(ctx, stop, created, every, &renewed)
-			return nil
-		}
+	if pt != nil {
 		call.Finish = func(fctx context.Context, res *dispatch.Result) error {
-			done, finErr = e.finish(fctx, stored, req, out, res, nil, started)
+			done, finErr = e.finish(fctx, t, req, out, res, nil, started, pt)
 			return finErr
 		}
 	}
 	res, err := e.dispatch.Do(ctx, call)
 	callFrom(ctx).executed(t.ID, req.RequestID, res, err)
-	switch {
-	case start == nil:
-	case err == nil && res.RecordErr != nil:
-		return nil, fmt.Errorf("record task %s: %w", t.ID, res.RecordErr)
-	case err == nil || stored == t:
-		// Finished in the call's second round, or nothing was stored
-		// (the decision was not durable and neither was the task).
-		if err != nil {
-			return nil, err
-		}
-		return done, finErr
+	if pt != nil && err == nil {
+		return done, finErr // finished in the call's second round
 	}
-	return e.finish(ctx, stored, req, out, res, err, started)
+	if pt != nil && !pt.close() {
+		return nil, err // refused before any receipt, and nothing stored
+	}
+	return e.finish(ctx, t, req, out, res, err, started, pt)
+}
+
+// storeRunningAfter is how long a blocking send's call runs before its
+// task is stored while it runs (see run).
+const storeRunningAfter = 50 * time.Millisecond
+
+// pendingTask is a blocking send's task while its call runs: stored at
+// most twice (while running, if the call outlasts storeRunningAfter; and
+// with its result), and most often once, with everything.
+type pendingTask struct {
+	e  *Edge
+	nt taskstore.NewTask
+
+	mu       sync.Mutex
+	stored   *taskstore.Task // after storeRunning
+	finished bool            // the result is being written: store nothing early
+}
+
+// storeRunning writes the task's first commit (created, working, claimed)
+// unless its result is being written already; it returns the stored task,
+// or nil.
+func (p *pendingTask) storeRunning(ctx context.Context) *taskstore.Task {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.finished || ctx.Err() != nil {
+		return nil
+	}
+	t, err := p.e.tasks.Start(background(ctx), p.nt)
+	if err != nil {
+		p.e.log.Warn("a2a: could not store a running task; it is stored with its result", "task", p.nt.ID, "err", err)
+		return nil
+	}
+	p.stored = t
+	return t
+}
+
+// close stops any early store and reports whether the task was stored.
+func (p *pendingTask) close() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.finished = true
+	return p.stored != nil
+}
+
+// commit writes the events fn decides: onto the task as stored while it
+// ran, or with the task's first commit as one write.
+func (p *pendingTask) commit(ctx context.Context, from *taskstore.Task, fn func(cur *taskstore.Task) ([]taskstore.Event, error)) (*taskstore.Task, error) {
+	p.mu.Lock()
+	p.finished = true
+	stored := p.stored
+	p.mu.Unlock()
+	if stored != nil {
+		if from == nil || from.Seq < stored.Seq {
+			from = stored
+		}
+		return p.e.tasks.TransitionFrom(ctx, from, fn)
+	}
+	evs, err := fn(&taskstore.Task{ID: p.nt.ID, Owner: p.nt.Owner, ContextID: p.nt.ContextID, State: taskstore.StateWorking, ClaimedBy: p.e.cfg.EdgeID})
+	if err != nil {
+		return nil, err
+	}
+	nt := p.nt
+	nt.Then = append(slices.Clip(nt.Then), evs...)
+	return p.e.tasks.Start(ctx, nt)
 }
 
 // guard watches a running task: it renews the execution lease while the
@@ -328,8 +386,9 @@ func (e *Edge) guard(ctx context.Context, stop context.CancelFunc, t *taskstore.
 const cancelWatchAfter = 50 * time.Millisecond
 
 // finish ends the task with the call's result (err: the call was refused
-// before any receipt). t is the task as last stored by this run.
-func (e *Edge) finish(ctx context.Context, t *taskstore.Task, req execRequest, out *outputs, res *dispatch.Result, err error, started time.Time) (*taskstore.Task, error) {
+// before any receipt). t is the task the run started from; pt, if set,
+// holds a blocking send's task not stored before its result.
+func (e *Edge) finish(ctx context.Context, t *taskstore.Task, req execRequest, out *outputs, res *dispatch.Result, err error, started time.Time, pt *pendingTask) (*taskstore.Task, error) {
 	var (
 		state     = taskstore.StateFailed
 		parts     []wire.Part
@@ -396,11 +455,14 @@ func (e *Edge) finish(ctx context.Context, t *taskstore.Task, req execRequest, o
 	meta := mustJSON(m)
 	// From the task as this run last wrote it: no re-read unless another
 	// writer (a cancel, a renewal) got in between.
-	from := t
-	if out.cur != nil {
-		from = out.cur
+	from := out.current()
+	commit := func(fn func(cur *taskstore.Task) ([]taskstore.Event, error)) (*taskstore.Task, error) {
+		if pt != nil {
+			return pt.commit(background(ctx), from, fn)
+		}
+		return e.tasks.TransitionFrom(background(ctx), from, fn)
 	}
-	done, err := e.tasks.TransitionFrom(background(ctx), from, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+	done, err := commit(func(cur *taskstore.Task) ([]taskstore.Event, error) {
 		var evs []taskstore.Event
 		for _, r := range receipts {
 			evs = append(evs, taskstore.ReceiptEvent(r))
@@ -424,7 +486,7 @@ func (e *Edge) finish(ctx context.Context, t *taskstore.Task, req execRequest, o
 		// streams would wait forever.
 		e.log.Warn("a2a: result too large to record; failing the task", "task", t.ID, "err", err)
 		msg, _ := encodeStored(agentMessage(t, []wire.Part{wire.TextPart("the result was too large to record")}))
-		done, err = e.tasks.Transition(background(ctx), t.ID, t.Owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+		done, err = commit(func(cur *taskstore.Task) ([]taskstore.Event, error) {
 			evs := []taskstore.Event{}
 			for _, r := range receipts {
 				evs = append(evs, taskstore.ReceiptEvent(r))
@@ -446,7 +508,8 @@ func (e *Edge) finish(ctx context.Context, t *taskstore.Task, req execRequest, o
 type outputs struct {
 	edge *Edge
 	task *taskstore.Task
-	cur  *taskstore.Task // the task as this run last wrote it
+	mu   sync.Mutex
+	cur  *taskstore.Task // the task as this run last wrote it (mu)
 	// renewed is when the run's lease was last renewed (unix ns), shared
 	// with the renewal ticker; a commit older than renewEvery renews it.
 	renewed    *atomic.Int64
@@ -551,15 +614,31 @@ func (o *outputs) final() (taskstore.State, *wire.Message) {
 	return taskstore.StateCompleted, nil
 }
 
-func (o *outputs) commit(ctx context.Context, ev taskstore.Event) error {
-	if o.cur == nil {
-		o.cur = o.task
+// current is the task as this run last stored it.
+func (o *outputs) current() *taskstore.Task {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cur != nil {
+		return o.cur
 	}
+	return o.task
+}
+
+// setTask records t as stored, unless a later commit is known already.
+func (o *outputs) setTask(t *taskstore.Task) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cur == nil || o.cur.Seq < t.Seq {
+		o.cur = t
+	}
+}
+
+func (o *outputs) commit(ctx context.Context, ev taskstore.Event) error {
 	// From the task as last written: no re-read per chunk unless another
 	// writer (a lease renewal, a cancel) got in between.
 	now := time.Now()
 	renew := o.renewed != nil && now.Sub(time.Unix(0, o.renewed.Load())) >= o.renewEvery
-	next, err := o.edge.tasks.TransitionFrom(ctx, o.cur, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+	next, err := o.edge.tasks.TransitionFrom(ctx, o.current(), func(cur *taskstore.Task) ([]taskstore.Event, error) {
 		if cur.State.Terminal() {
 			return nil, taskstore.ErrAlreadyTerminal
 		}
@@ -575,7 +654,7 @@ func (o *outputs) commit(ctx context.Context, ev taskstore.Event) error {
 	if renew && next.ClaimedBy == o.edge.cfg.EdgeID {
 		o.renewed.Store(now.UnixNano())
 	}
-	o.cur = next
+	o.setTask(next)
 	return nil
 }
 

@@ -2,9 +2,11 @@ package a2a
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,11 +48,11 @@ func TestCreateClaimsInTheWorkingCommit(t *testing.T) {
 	}
 }
 
-// A blocking send makes two rounds of durable writes: the task's first
-// commit (created, working, claimed) with the decision event, and its
-// terminal commit with the outcome event (none for a denied call). Every
-// stored fact is still there: the task reads back completed (or failed)
-// with its receipt linked, from another replica.
+// A blocking send makes two rounds of durable writes: its decision event,
+// which names the task, this replica and the execution (the durable
+// record of the task's acceptance); then its outcome event with the task,
+// written once with its result (no outcome for a denied call). The task
+// reads back completed (or failed) with its receipt, from another replica.
 func TestBlockingSendWritesTwoRounds(t *testing.T) {
 	cl := startCluster(t, 2, "")
 	ctx := context.Background()
@@ -74,19 +76,12 @@ func TestBlockingSendWritesTwoRounds(t *testing.T) {
 			if task.Status.State != tc.state || rid == "" {
 				t.Fatalf("state %s, receipt %q", task.Status.State, rid)
 			}
-			stream, err := cl.js.Stream(ctx, taskstore.StreamName)
-			if err != nil {
-				t.Fatal(err)
+			if n := commits(t, cl, string(task.ID)); n != 1 {
+				t.Fatalf("%d commits for the task, want 1 (created, working, claimed, receipt, result, finished)", n)
 			}
-			info, err := stream.Info(ctx, jetstream.WithSubjectFilter(taskstore.Subject(string(task.ID))))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := info.State.Subjects[taskstore.Subject(string(task.ID))]; n != 2 {
-				t.Fatalf("%d commits for the task, want 2 (created+working+claimed, finished)", n)
-			}
-			if _, ok := decisionEvents(t, cl.js)[rid]; !ok {
-				t.Fatalf("no decision event for %s", rid)
+			dec, ok := decisionEvents(t, cl.js)[rid]
+			if !ok || dec.TaskID != string(task.ID) || dec.EdgeID == "" {
+				t.Fatalf("decision event of %s: %+v", rid, dec)
 			}
 			if _, ok := outcomeOf(t, cl.js, rid); ok != (tc.outcomes == 1) {
 				t.Fatalf("outcome event present: %v, want %d", ok, tc.outcomes)
@@ -97,9 +92,95 @@ func TestBlockingSendWritesTwoRounds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(got.State) != strings.ToLower(strings.TrimPrefix(string(tc.state), "TASK_STATE_")) || !slices.Contains(got.ReceiptIDs, rid) {
-				t.Fatalf("read back %s %v", got.State, got.ReceiptIDs)
+			if string(got.State) != strings.ToLower(strings.TrimPrefix(string(tc.state), "TASK_STATE_")) || !slices.Contains(got.ReceiptIDs, rid) ||
+				got.ExecutionID != rid || got.ClaimedBy != "" {
+				t.Fatalf("read back %s, receipts %v, execution %s, claimed by %q", got.State, got.ReceiptIDs, got.ExecutionID, got.ClaimedBy)
 			}
 		})
+	}
+}
+
+// commits counts a task's commits on the task stream.
+func commits(t *testing.T, cl *cluster, id string) uint64 {
+	t.Helper()
+	stream, err := cl.js.Stream(context.Background(), taskstore.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(context.Background(), jetstream.WithSubjectFilter(taskstore.Subject(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects[taskstore.Subject(id)]
+}
+
+// A blocking send whose tool outlasts storeRunningAfter is stored while it
+// runs, claimed by its replica: another replica lists it as working, and a
+// cancel there stops the tool; the call then answers with the canceled
+// task, its receipt linked.
+func TestLongBlockingSendIsStoredWhileItRuns(t *testing.T) {
+	cl := startCluster(t, 2, "")
+	ctx := context.Background()
+	tok := token(t, agentKey, "cap-long")
+	type answer struct {
+		m   map[string]any
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				answered <- answer{err: fmt.Errorf("%v", r)}
+			}
+		}()
+		answered <- answer{m: rpc(t, cl.edges[0].URL, tok, "1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"long-1","parts":[{"text":"x"}]},"metadata":{"chio":{"targetSkillId":"slow_task"}}}}`)}
+	}()
+	select {
+	case <-cl.slow.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the tool never started")
+	}
+	other := cl.raw[1]
+	owner := other.sendOwner(caller{token: tok}, "")
+	var id string
+	for deadline := time.Now().Add(30 * time.Second); id == ""; time.Sleep(10 * time.Millisecond) {
+		tasks, _, _, err := other.tasks.List(ctx, owner, taskstore.ListFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range tasks {
+			if tk.State == taskstore.StateWorking && tk.ClaimedBy == cl.raw[0].cfg.EdgeID {
+				id = tk.ID
+			}
+		}
+		if id == "" && time.Now().After(deadline) {
+			t.Fatal("the running task was never listed")
+		}
+	}
+	c := rpc(t, cl.edges[1].URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"CancelTask","params":{"id":%q}}`, id))
+	if c["result"].(map[string]any)["status"].(map[string]any)["state"] != "TASK_STATE_CANCELED" {
+		t.Fatalf("cancel: %v", c)
+	}
+	select {
+	case <-cl.slow.cancelled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the running tool was not cancelled")
+	}
+	var a answer
+	select {
+	case a = <-answered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the blocking call never answered")
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	task := a.m["result"].(map[string]any)["task"].(map[string]any)
+	chio := task["metadata"].(map[string]any)["chio"].(map[string]any)
+	if task["id"] != id || task["status"].(map[string]any)["state"] != "TASK_STATE_CANCELED" || !hasReceipts(chio) {
+		t.Fatalf("answer: %v", a.m)
+	}
+	if n := commits(t, cl, id); n < 3 {
+		t.Fatalf("%d commits, want the running task's, the cancel and the receipt link", n)
 	}
 }

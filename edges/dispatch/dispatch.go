@@ -21,7 +21,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chio-ledger/chio/edges/eventwriter"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
@@ -42,12 +44,20 @@ type Dispatcher struct {
 	registry *tools.Registry
 	edgeID   string
 	now      func() time.Time
-	metrics  *metrics
-	w        *writer
+	w        *eventwriter.Writer
+	wopts    []eventwriter.Option
 }
 
 // Option configures a Dispatcher.
 type Option func(*Dispatcher)
+
+// WithMetrics registers the Prometheus series of the dispatcher's event
+// writer on reg: how long publishing a decision or outcome event to
+// JetStream took (until its PubAck, which every call waits for), and how
+// many events each write carried.
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(d *Dispatcher) { d.wopts = append(d.wopts, eventwriter.WithMetrics(reg)) }
+}
 
 // WithClock sets the clock that stamps events (tests).
 func WithClock(now func() time.Time) Option { return func(d *Dispatcher) { d.now = now } }
@@ -59,11 +69,11 @@ func New(ctx context.Context, js jetstream.JetStream, k *kernel.Kernel, reg *too
 	if _, err := js.CreateOrUpdateStream(ctx, schemas.EventsStreamConfig(replicas)); err != nil {
 		return nil, fmt.Errorf("dispatch: events stream: %w", err)
 	}
-	d := &Dispatcher{js: js, kernel: k, registry: reg, edgeID: edgeID, now: time.Now, metrics: newMetrics(nil)}
+	d := &Dispatcher{js: js, kernel: k, registry: reg, edgeID: edgeID, now: time.Now}
 	for _, o := range opts {
 		o(d)
 	}
-	d.w = &writer{js: js, metrics: d.metrics}
+	d.w = eventwriter.New(js, d.wopts...)
 	return d, nil
 }
 
@@ -159,7 +169,7 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	} else {
 		recorded <- nil
 	}
-	perr := d.w.write(ctx, "decision", ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw})
+	perr := d.w.Write(ctx, ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw})
 	res.RecordErr = <-recorded
 	if perr != nil {
 		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, perr)
@@ -223,7 +233,7 @@ func (d *Dispatcher) writeOutcome(ctx context.Context, out *schemas.OutcomeEvent
 	}
 	raw, err := json.Marshal(out)
 	if err == nil {
-		err = d.w.write(ctx, "outcome", out.EventID, schemas.StreamEvent{Subject: schemas.SubjectOutcome, Data: raw})
+		err = d.w.Write(ctx, out.EventID, schemas.StreamEvent{Subject: schemas.SubjectOutcome, Data: raw})
 	}
 	res.FinishErr = <-finished
 	return err

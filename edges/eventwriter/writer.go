@@ -1,19 +1,24 @@
-package dispatch
+// Package eventwriter writes events to CHIO_EVENTS with group commit: one
+// Writer per process, shared by every call, so that concurrent calls share
+// their durable writes (schemas/envelope.go gives the layout and why).
+package eventwriter
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chio-ledger/chio/schemas"
 )
 
-// writer is the one writer of CHIO_EVENTS in a process: group commit.
+// Writer is the one writer of CHIO_EVENTS in a process: group commit.
 // Whatever events concurrent calls queue while a write is being synced go
 // out together in the next write, as one envelope (schemas.PackEvents), so
 // one fsync on a single node, or one replicated proposal in a cluster,
@@ -23,7 +28,7 @@ import (
 // There is no long-lived goroutine to start or stop: the call that queues
 // into an idle writer starts a flusher, which writes until the queue is
 // empty and then ends.
-type writer struct {
+type Writer struct {
 	js      jetstream.JetStream
 	metrics *metrics
 
@@ -35,17 +40,40 @@ type writer struct {
 // queued is one event waiting for its write.
 type queued struct {
 	ctx   context.Context // the caller's: an event whose caller left before its write is dropped
-	kind  string          // "decision" or "outcome", for the metrics
+	kind  string          // "decision", "outcome", …: the metrics' label
 	id    string          // event id, the message id of a lone write
 	event schemas.StreamEvent
 	done  chan error // buffered: the flusher never blocks on a caller that left
 }
 
-// write queues one event and waits until the write carrying it was
-// acknowledged (nil) or failed. An error means the event may or may not
-// be durable: a caller must treat it as not durable, and a later write
-// of the same event id is deduplicated by the ledger.
-func (w *writer) write(ctx context.Context, kind, id string, ev schemas.StreamEvent) error {
+// Option configures a Writer.
+type Option func(*Writer)
+
+// WithMetrics registers the writer's Prometheus series on reg: how long
+// a write took until its PubAck, by event, and how many events each
+// write carried.
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(w *Writer) { w.metrics = newMetrics(reg) }
+}
+
+// New returns a Writer publishing on js. It starts nothing: a flusher runs
+// only while events are queued.
+func New(js jetstream.JetStream, opts ...Option) *Writer {
+	w := &Writer{js: js, metrics: newMetrics(nil)}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
+}
+
+// Write queues one event (its subject names its kind; id is its event id)
+// and waits until the write carrying it was acknowledged (nil) or failed.
+// An error means the event may or may not be durable: a caller must treat
+// it as not durable, and a later write of the same event id is
+// deduplicated by the ledger. An event whose ctx ends before its write
+// starts is not written.
+func (w *Writer) Write(ctx context.Context, id string, ev schemas.StreamEvent) error {
+	kind := strings.TrimPrefix(ev.Subject, "chio.events.")
 	q := &queued{ctx: ctx, kind: kind, id: id, event: ev, done: make(chan error, 1)}
 	w.mu.Lock()
 	w.queue = append(w.queue, q)
@@ -63,7 +91,7 @@ func (w *writer) write(ctx context.Context, kind, id string, ev schemas.StreamEv
 }
 
 // flush writes what is queued, one write at a time, until nothing is.
-func (w *writer) flush() {
+func (w *Writer) flush() {
 	for {
 		batch := w.take()
 		if batch == nil {
@@ -80,7 +108,7 @@ func (w *writer) flush() {
 // one envelope, skipping those whose caller has already gone (nobody waits
 // for them, and a decision nobody acts on should not be written). It
 // returns nil, and marks the writer idle, when the queue is empty.
-func (w *writer) take() []*queued {
+func (w *Writer) take() []*queued {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var batch []*queued
@@ -114,7 +142,7 @@ func (w *writer) take() []*queued {
 // envelope. It tries again while JetStream does not answer (a cluster
 // electing a leader answers nothing for seconds): the message id makes a
 // retry idempotent within the stream's duplicate window.
-func (w *writer) publish(batch []*queued) error {
+func (w *Writer) publish(batch []*queued) error {
 	msg := &nats.Msg{Header: nats.Header{}}
 	var id string
 	if len(batch) == 1 {

@@ -1,4 +1,4 @@
-package dispatch
+package eventwriter
 
 import (
 	"time"
@@ -6,14 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// WithMetrics registers the dispatcher's Prometheus series on reg: how
-// long publishing a decision or outcome event to JetStream took (until
-// its PubAck, which every call waits for).
-func WithMetrics(reg prometheus.Registerer) Option {
-	return func(d *Dispatcher) { d.metrics = newMetrics(reg) }
-}
-
-// metrics are the dispatcher's series. Without a registry they are kept
+// metrics are the writer's series. Without a registry they are kept
 // but not exported, so the call path never branches on them.
 type metrics struct {
 	publish *prometheus.HistogramVec

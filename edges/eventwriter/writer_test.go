@@ -1,0 +1,132 @@
+package eventwriter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/internal/natstest"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+func setup(t *testing.T) (jetstream.JetStream, *Writer) {
+	t.Helper()
+	_, _, js := natstest.Start(t)
+	if _, err := js.CreateOrUpdateStream(context.Background(), schemas.EventsStreamConfig(1)); err != nil {
+		t.Fatal(err)
+	}
+	return js, New(js)
+}
+
+// stored reads the stream: its messages by subject and every event id,
+// unpacked from envelopes.
+func stored(t *testing.T, js jetstream.JetStream) (msgs map[string]int, ids []string) {
+	t.Helper()
+	c, err := js.OrderedConsumer(context.Background(), schemas.EventsStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.FetchNoWait(10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs = map[string]int{}
+	for m := range batch.Messages() {
+		msgs[m.Subject()]++
+		evs, err := schemas.UnpackEvents(m.Subject(), m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			ids = append(ids, string(e.Data))
+		}
+	}
+	return msgs, ids
+}
+
+func event(id string, pad int) schemas.StreamEvent {
+	return schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: fmt.Appendf(nil, `{"event_id":%q,"pad":%q}`, id, strings.Repeat("x", pad))}
+}
+
+func TestWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		writers int
+		pad     int
+		// wantShared: at least one write carried several events.
+		wantShared bool
+	}{
+		{"one event is its own message", 1, 0, false},
+		{"concurrent events share writes", 200, 0, true},
+		// 40 KiB events: at most 12 fit in one envelope.
+		{"envelopes stay within the size bound", 64, 40 << 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js, w := setup(t)
+			var wg sync.WaitGroup
+			errs := make(chan error, tc.writers)
+			for i := range tc.writers {
+				wg.Go(func() {
+					id := fmt.Sprintf("e%d", i)
+					if err := w.Write(context.Background(), id, event(id, tc.pad)); err != nil {
+						errs <- err
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			msgs, ids := stored(t, js)
+			seen := map[string]bool{}
+			for _, raw := range ids {
+				if seen[raw] {
+					t.Fatalf("event written twice: %.40s", raw)
+				}
+				seen[raw] = true
+			}
+			if len(seen) != tc.writers {
+				t.Fatalf("%d events stored, want %d", len(seen), tc.writers)
+			}
+			if shared := msgs[schemas.SubjectEnvelope] > 0; shared != tc.wantShared {
+				t.Fatalf("messages %v: shared %v, want %v", msgs, shared, tc.wantShared)
+			}
+			t.Logf("%d events in %v", tc.writers, msgs)
+		})
+	}
+}
+
+// An event whose caller left before its write is not written, and the
+// caller hears why.
+func TestWriterDropsLeftEvents(t *testing.T) {
+	js, w := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Write(ctx, "gone", event("gone", 0)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("write of a cancelled call: %v", err)
+	}
+	if err := w.Write(context.Background(), "kept", event("kept", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ids := stored(t, js); len(ids) != 1 || !strings.Contains(ids[0], "kept") {
+		t.Fatalf("stored %v", ids)
+	}
+}
+
+// A write the stream refuses fails every event it carried.
+func TestWriterReportsRefusal(t *testing.T) {
+	_, _, js := natstest.Start(t) // no events stream: nobody answers
+	w := New(js)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := w.Write(ctx, "x", event("x", 0)); err == nil {
+		t.Fatal("a write with no stream succeeded")
+	}
+}
