@@ -150,11 +150,12 @@ func decode(log *slog.Logger, e *event) decoded {
 	case d.decision != nil:
 		d.eventID, d.receiptID = d.decision.EventID, d.decision.ReceiptID
 		if d.decision.Decision.Verdict == schemas.VerdictAllow {
+			// The record is {"decision": <the event as it came>}: the
+			// bytes decoded just now are valid JSON of the same event, so
+			// nothing is encoded again.
 			d.openRecord = &pending{Decision: d.decision}
-			if d.openRecordJSON, err = json.Marshal(d.openRecord); err != nil {
-				log.Warn("skipping an event that does not re-encode", "stream_seq", e.seq, "err", err)
-				return decoded{}
-			}
+			d.openRecordJSON = make([]byte, 0, len(e.data)+14)
+			d.openRecordJSON = append(append(append(d.openRecordJSON, `{"decision":`...), e.data...), '}')
 		}
 	case d.outcome != nil:
 		d.eventID, d.receiptID = d.outcome.EventID, d.outcome.ReceiptID

@@ -158,7 +158,7 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, v wire.Version, p *wire.Sen
 // tool that is not A2A-native is not stored here: accept returns the task
 // it will be and start, its first commit, for run to write together with
 // the call's decision event.
-func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.SendParams, mode string) (t *taskstore.Task, start *taskstore.NewTask, werr *wire.Error) {
+func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.SendParams, mode string) (t *taskstore.Task, start *newSend, werr *wire.Error) {
 	if werr := checkParts(&p.Message); werr != nil {
 		return nil, nil, werr
 	}
@@ -235,7 +235,7 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 		nt, err := e.newTask(owner, p, req, meta, true)
 		if err == nil && e.tasks.Admits(nt) {
 			callFrom(ctx).setTask(nt.ID)
-			return provisional(&nt), &nt, nil
+			return provisional(&nt), &newSend{nt: nt, req: req}, nil
 		}
 	}
 	var held bool

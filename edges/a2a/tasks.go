@@ -138,9 +138,9 @@ func (e *Edge) newTask(owner taskstore.Owner, p *wire.SendParams, req execReques
 }
 
 // provisional is the task nt will store, as run needs it before the
-// write: ids, owner, context and request.
+// write: ids, owner and context.
 func provisional(nt *taskstore.NewTask) *taskstore.Task {
-	t := &taskstore.Task{ID: nt.ID, Owner: nt.Owner, ContextID: nt.ContextID, Request: nt.Request}
+	t := &taskstore.Task{ID: nt.ID, Owner: nt.Owner, ContextID: nt.ContextID}
 	for _, ev := range nt.Then {
 		if ev.Type == taskstore.EventClaimed {
 			t.ExecutionID = ev.ExecutionID
@@ -181,6 +181,13 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 	return e.run(ctx, c, t, nil)
 }
 
+// newSend is a blocking send whose task is not stored yet: the task's
+// first commit and the request it carries, decoded.
+type newSend struct {
+	nt  taskstore.NewTask
+	req execRequest
+}
+
 // run is execute. With start, the task is a blocking send's that is not
 // stored yet (see pendingTask): its call's decision event is the durable
 // record of its acceptance (it names the task, this replica and the
@@ -188,9 +195,11 @@ func (e *Edge) execute(ctx context.Context, c caller, t *taskstore.Task) (*tasks
 // with the outcome event; only a call still running after
 // storeRunningAfter is stored while it runs, so that it can be listed,
 // canceled and leased like any other.
-func (e *Edge) run(ctx context.Context, c caller, t *taskstore.Task, start *taskstore.NewTask) (*taskstore.Task, error) {
+func (e *Edge) run(ctx context.Context, c caller, t *taskstore.Task, start *newSend) (*taskstore.Task, error) {
 	var req execRequest
-	if err := json.Unmarshal(t.Request, &req); err != nil {
+	if start != nil {
+		req = start.req // as accepted: not decoded again from the task
+	} else if err := json.Unmarshal(t.Request, &req); err != nil {
 		return nil, fmt.Errorf("task %s: stored request: %w", t.ID, err)
 	}
 	// A cancel landing on any replica while the tool runs stops it here,
@@ -210,7 +219,7 @@ func (e *Edge) run(ctx context.Context, c caller, t *taskstore.Task, start *task
 	if start == nil {
 		e.guard(ctx, stop, t, every, &renewed)
 	} else {
-		pt = &pendingTask{e: e, nt: *start}
+		pt = &pendingTask{e: e, nt: start.nt}
 		defer time.AfterFunc(storeRunningAfter, func() {
 			if stored := pt.storeRunning(ctx); stored != nil {
 				out.setTask(stored)
