@@ -254,7 +254,7 @@ func runEdgeVsA2AGo(ctx context.Context, env *Env) (*Section, error) {
 	if err := up.alive(); err != nil {
 		return nil, err
 	}
-	pubDecision, pubOutcome := publishMeans(ctx, up.base)
+	pubDecision, pubOutcome, perWrite := publishMeans(ctx, up.base)
 
 	sec := &Section{
 		Settings: []string{
@@ -339,7 +339,7 @@ func runEdgeVsA2AGo(ctx context.Context, env *Env) (*Section, error) {
 		}
 	}
 	if pubDecision > 0 {
-		sec.Findings = append(sec.Findings, fmt.Sprintf("Each of our calls waits for two JetStream publishes acknowledged after an fsync (SyncAlways): the decision event took %s and the outcome event %s on average over the section (from chio's /metrics).", fmtDur(pubDecision), fmtDur(pubOutcome)))
+		sec.Findings = append(sec.Findings, fmt.Sprintf("Each of our calls waits for two rounds of JetStream writes acknowledged after an fsync (SyncAlways): its decision event, then its outcome event with its task's one commit beside it. Over the section the write carrying a decision took %s and the one carrying an outcome %s on average, and concurrent calls shared writes: %.1f events per write (from chio's /metrics).", fmtDur(pubDecision), fmtDur(pubOutcome), perWrite))
 	}
 	bestCores := 0.0
 	for i := range levels {
@@ -352,7 +352,7 @@ func runEdgeVsA2AGo(ctx context.Context, env *Env) (*Section, error) {
 		fmt.Sprintf("Receipts kept up: after each of our runs the ledger had signed every receipt within %s.", maxDrain.Round(time.Millisecond)),
 	)
 	sec.Findings = append(sec.Findings,
-		fmt.Sprintf("What bounds our edge: fsyncs and CPU. Every SendMessage commits, one after another, its task (created; working with its claim; completed: event-sourced on the CHIO_TASKS stream) and its decision and outcome events (CHIO_EVENTS), each a JetStream SyncAlways write that fsyncs before it is acknowledged, and the stream orders them across calls; section 1 gives this disk's fsync cost per write. At its best rate (%s, concurrency %d) chio up, which also runs NATS, the ledger and the projections, used %.2f of the %d cores. Where to cut next: the created and working commits as one for blocking sends, and the decision publish overlapped with the task commit.", fmtRate(best), bestConc, bestCores, runtime.NumCPU()),
+		fmt.Sprintf("What bounds our edge: fsyncs and CPU. A blocking SendMessage waits for its decision event (CHIO_EVENTS, written by a coalescing writer that shares one synced write among the calls queued behind it), then for its outcome event and, concurrently, its task's one commit (CHIO_TASKS: one subject per task with a compare-and-set per commit); section 1 gives this disk's fsync cost per write, and every stream, the ledger's Pebble WAL and the consumers' state files share the one disk. At its best rate (%s, concurrency %d) chio up, which also runs NATS, the ledger and the projections, used %.2f of the %d cores.", fmtRate(best), bestConc, bestCores, runtime.NumCPU()),
 		"The a2a-go server keeps its tasks in memory and writes nothing to disk: the comparison prices durability and governance together, not the HTTP/JSON-RPC layer alone.",
 		fmt.Sprintf("The machine has %d logical CPUs for the generator, the server and anything else running; the CPU/req columns are the figures that travel to a bigger machine, the rates are not.", runtime.NumCPU()),
 	)
@@ -361,19 +361,19 @@ func runEdgeVsA2AGo(ctx context.Context, env *Env) (*Section, error) {
 
 // publishMeans reads the mean decision and outcome publish latencies from
 // chio's /metrics; zero when they cannot be read.
-func publishMeans(ctx context.Context, base string) (decision, outcome time.Duration) {
+func publishMeans(ctx context.Context, base string) (decision, outcome time.Duration, eventsPerWrite float64) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	text := string(b)
 	mean := func(event string) time.Duration {
@@ -384,7 +384,10 @@ func publishMeans(ctx context.Context, base string) (decision, outcome time.Dura
 		}
 		return time.Duration(sum / n * float64(time.Second))
 	}
-	return mean("decision"), mean("outcome")
+	if n := metricValue(text, "chio_edge_publish_events_per_write_count"); n > 0 {
+		eventsPerWrite = metricValue(text, "chio_edge_publish_events_per_write_sum") / n
+	}
+	return mean("decision"), mean("outcome"), eventsPerWrite
 }
 
 // metricValue finds "name value" in a Prometheus text exposition.
