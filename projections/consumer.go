@@ -275,23 +275,13 @@ func (s *Service) ensureStream(ctx context.Context, js jetstream.JetStream, name
 }
 
 // tasksStreamConfig is the A2A edge's task stream configuration
-// (edges/a2a/taskstore.StreamConfig with its defaults): one subject per
-// task, kept until purged, refusing writes rather than dropping history.
+// (edges/a2a/taskstore.StreamConfig with its defaults: the one
+// schemas.TasksStreamConfig): one subject per task, kept until purged,
+// refusing writes rather than dropping history.
 func tasksStreamConfig(replicas int, maxPayload int64) jetstream.StreamConfig {
 	maxMsg := int64(1 << 20) // taskstore.DefaultMaxMessageBytes
 	if maxPayload > 0 && maxPayload < maxMsg {
 		maxMsg = maxPayload
 	}
-	return jetstream.StreamConfig{
-		Name:        schemas.TasksStream,
-		Description: "Chio A2A task events, one subject per task",
-		Subjects:    []string{schemas.TasksSubjects},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		Replicas:    max(replicas, 1),
-		Duplicates:  2 * time.Minute, // taskstore.DefaultDuplicateWindow
-		Discard:     jetstream.DiscardNew,
-		MaxMsgSize:  int32(maxMsg),
-		AllowDirect: true,
-	}
+	return schemas.TasksStreamConfig(replicas, int32(maxMsg), 2*time.Minute) // taskstore.DefaultDuplicateWindow
 }

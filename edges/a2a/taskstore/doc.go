@@ -32,6 +32,38 @@
 // commit carries a message id, and a reload that finds it counts as
 // success instead of deciding again.
 //
+// # Group commit
+//
+// On a single node (one stream replica, the server syncing every write)
+// the server fsyncs each message on its own, one after the other, so n
+// concurrent commits on n tasks wait for n fsyncs in series. A Store
+// therefore hands every commit to its committer (batch.go), which writes
+// the commits that wait at the same time as one JetStream atomic batch:
+// one fsync for all of them, each still checked against its own expected
+// subject sequence, all stored or none. A batch has a fixed cost on one
+// node (the server stages it in a store of its own), so it is used only
+// when at least WithBatchThreshold commits on as many distinct tasks
+// wait (default 16); below that every commit goes out as a message of its
+// own, concurrently, as without group commit. One batch is in flight at a
+// time (the server serialises them anyway); what arrives meanwhile waits
+// for the next one; two commits on one task never share a batch. A caller
+// whose context ends while its commit waits is dropped: nothing written.
+//
+// A batch the server refuses (a stale expected sequence, a message id it
+// already holds, any other error) stored nothing, and the server does not
+// say which commit caused it: every commit of it is then published alone,
+// so that each gets exactly the answer it would have got without group
+// commit (the stale one a conflict, the others success). A batch whose
+// commit gets no answer (a timeout, a lost connection) leaves every
+// commit's outcome unknown, and each caller reads its task back as for a
+// lost acknowledgement: the batch landed whole or not at all.
+//
+// With more than one replica the stream's Raft log already writes
+// concurrent proposals together, so group commit is off there, and the
+// stream does not allow atomic batches (schemas.TasksStreamConfig decides
+// that from the replica count alone, so the edge and the projections give
+// it the same configuration).
+//
 // # Leases
 //
 // Store.Claim gives one replica the execution lease of a deferred task

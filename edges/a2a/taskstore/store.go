@@ -35,6 +35,11 @@ const (
 	// DefaultMaxAttempts bounds how often Transition loads and appends
 	// when other writers keep winning.
 	DefaultMaxAttempts = 10
+	// DefaultBatchThreshold is how many concurrent commits on distinct
+	// tasks make group commit write them as one atomic batch: below it,
+	// a batch's fixed cost on a single node (the server stages it in a
+	// store of its own) exceeds the fsyncs it saves.
+	DefaultBatchThreshold = 16
 
 	summaryHeader = "Chio-Task-Summary"
 	commitVersion = schemas.TaskCommitVersion
@@ -44,24 +49,15 @@ const (
 func Subject(id string) string { return schemas.TaskSubject(id) }
 
 // StreamConfig is the configuration of StreamName, created or updated by
-// Open. Task events are kept until the stream is purged (a task's fold
-// needs all of them, so there is no age limit that would cut a task in
-// half); DiscardNew refuses writes rather than drop history when a limit
-// set by an operator is reached. AllowDirect serves Load from any
-// replica with one batched direct get.
+// Open: schemas.TasksStreamConfig, the one the projections also give it.
+// Task events are kept until the stream is purged (a task's fold needs
+// all of them, so there is no age limit that would cut a task in half);
+// DiscardNew refuses writes rather than drop history when a limit set by
+// an operator is reached. AllowDirect serves Load from any replica with
+// one batched direct get. AllowAtomicPublish, on a single replica only,
+// allows group commit (see the package doc).
 func StreamConfig(replicas int, maxMessageBytes int32, duplicates time.Duration) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:        StreamName,
-		Description: "Chio A2A task events, one subject per task",
-		Subjects:    []string{StreamSubjects},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		Replicas:    max(replicas, 1),
-		Duplicates:  duplicates,
-		Discard:     jetstream.DiscardNew,
-		MaxMsgSize:  maxMessageBytes,
-		AllowDirect: true,
-	}
+	return schemas.TasksStreamConfig(replicas, maxMessageBytes, duplicates)
 }
 
 // Option configures a Store.
@@ -73,6 +69,7 @@ type options struct {
 	maxTaskBytes    int
 	duplicates      time.Duration
 	maxAttempts     int
+	batchThreshold  int
 	now             func() time.Time
 	log             *slog.Logger
 }
@@ -136,6 +133,21 @@ func WithMaxAttempts(n int) Option {
 	}
 }
 
+// WithBatchThreshold sets how many commits must be waiting at once, on
+// as many distinct tasks, before they are written as one atomic batch
+// instead of one message each (default DefaultBatchThreshold; 0 never
+// batches). It applies on a single-replica stream only: a replicated one
+// already groups concurrent writes.
+func WithBatchThreshold(n int) Option {
+	return func(o *options) error {
+		if n < 0 || n > maxBatchMessages {
+			return fmt.Errorf("%w: batch threshold %d not in 0..%d", ErrInvalidArgument, n, maxBatchMessages)
+		}
+		o.batchThreshold = n
+		return nil
+	}
+}
+
 // WithClock sets the clock used for event times and lease checks.
 func WithClock(now func() time.Time) Option {
 	return func(o *options) error {
@@ -169,7 +181,8 @@ type Store struct {
 	stream    jetstream.Stream
 	apiPrefix string
 	opts      options
-	readBatch int // messages per direct get request
+	readBatch int        // messages per direct get request
+	batch     *committer // group commit; nil: one publish per commit
 }
 
 // Open creates or updates the task stream and returns a Store on it.
@@ -180,6 +193,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Store, 
 		maxTaskBytes:    DefaultMaxTaskBytes,
 		duplicates:      DefaultDuplicateWindow,
 		maxAttempts:     DefaultMaxAttempts,
+		batchThreshold:  DefaultBatchThreshold,
 		now:             time.Now,
 		log:             slog.Default(),
 	}
@@ -212,7 +226,13 @@ func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Store, 
 			prefix += "."
 		}
 	}
-	return &Store{js: js, nc: nc, stream: stream, apiPrefix: prefix, opts: o, readBatch: defaultReadBatch}, nil
+	s := &Store{js: js, nc: nc, stream: stream, apiPrefix: prefix, opts: o, readBatch: defaultReadBatch}
+	// Group commit only where the stream is what it pays off on: one
+	// replica (whatever created it) that accepts atomic batches.
+	if sc := stream.CachedInfo().Config; o.batchThreshold > 0 && sc.Replicas <= 1 && sc.AllowAtomicPublish {
+		s.batch = newCommitter(js, o.batchThreshold, o.log)
+	}
+	return s, nil
 }
 
 // validID reports whether id is a canonical UUID string, the only form
@@ -594,21 +614,11 @@ func (s *Store) commit(ctx context.Context, t *Task, events []Event, commitID st
 	if t.size+len(body) > s.opts.maxTaskBytes {
 		return nil, fmt.Errorf("%w: task would grow to %d bytes, limit %d", ErrTooLarge, t.size+len(body), s.opts.maxTaskBytes)
 	}
-	ack, err := s.js.PublishMsg(ctx, msg,
-		jetstream.WithMsgID(commitID),
-		jetstream.WithExpectLastSequencePerSubject(t.Seq))
+	seq, err := s.append(ctx, msg, commitID, t.Seq, size)
 	if err != nil {
-		var apiErr *jetstream.APIError
-		switch {
-		case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
-			return nil, ErrConflict
-		case apiErr != nil, errors.Is(err, jetstream.ErrNoStreamResponse):
-			return nil, fmt.Errorf("append to %s: %w", msg.Subject, err) // refused: nothing written
-		}
-		return nil, fmt.Errorf("append to %s: %w", msg.Subject, &unknownOutcomeError{err})
+		return nil, err
 	}
-	next.Seq = ack.Sequence
+	next.Seq = seq
 	next.size += len(body)
 	next.commitIDs = append(next.commitIDs, commitID)
 	return next, nil
