@@ -44,10 +44,16 @@ const (
 	// HeaderEventKinds lists the subjects of an envelope's events, in
 	// order, comma-separated.
 	HeaderEventKinds = "Chio-Events"
-	// MaxEnvelopeBytes bounds one envelope; the events stream accepts
-	// messages up to this size. Any single event (at most MaxEventBytes)
-	// fits in one.
+	// MaxEnvelopeBytes bounds one envelope message, body and headers (the
+	// events stream accepts messages up to this size); EnvelopeOverhead
+	// of it is kept for the headers, so an envelope's body and its kinds
+	// header together stay within MaxEnvelopeBytes - EnvelopeOverhead.
+	// Any single event (at most MaxEventBytes) fits in one.
 	MaxEnvelopeBytes = 512 << 10
+	// EnvelopeOverhead is the room kept in an envelope message for the
+	// headers other than HeaderEventKinds (message id, and what the
+	// client adds).
+	EnvelopeOverhead = 1 << 10
 	// MaxEnvelopeEvents bounds the events of one envelope.
 	MaxEnvelopeEvents = 1024
 )
@@ -67,11 +73,13 @@ func eventSubject(s string) bool {
 	return s == SubjectDecision || s == SubjectOutcome || s == SubjectTimeout
 }
 
-// EnvelopeSize is the size of an envelope body holding events.
+// EnvelopeSize is what events add to an envelope message: their lines in
+// the body and their entries in the HeaderEventKinds header.
 func EnvelopeSize(events []StreamEvent) int {
 	n := 0
 	for _, e := range events {
-		n += len(e.Subject) + 1 + len(e.Data) + 1
+		n += len(e.Subject) + 1 + len(e.Data) + 1 // body line
+		n += len(e.Subject) + 1                   // kinds header entry
 	}
 	return n
 }
@@ -96,8 +104,8 @@ func PackEvents(events []StreamEvent) ([]byte, error) {
 		body = append(body, e.Data...)
 		body = append(body, '\n')
 	}
-	if len(body) > MaxEnvelopeBytes {
-		return nil, fmt.Errorf("%w: %d bytes, over %d", ErrBadEnvelope, len(body), MaxEnvelopeBytes)
+	if n := EnvelopeSize(events); n > MaxEnvelopeBytes-EnvelopeOverhead {
+		return nil, fmt.Errorf("%w: %d bytes with its kinds header, over %d", ErrBadEnvelope, n, MaxEnvelopeBytes-EnvelopeOverhead)
 	}
 	return body, nil
 }

@@ -17,8 +17,8 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(body) != EnvelopeSize(events) {
-		t.Fatalf("size %d, EnvelopeSize %d", len(body), EnvelopeSize(events))
+	if len(body)+len(EnvelopeKinds(events))+1 != EnvelopeSize(events) {
+		t.Fatalf("body %d and kinds %d bytes, EnvelopeSize %d", len(body), len(EnvelopeKinds(events)), EnvelopeSize(events))
 	}
 	got, err := UnpackEvents(SubjectEnvelope, body)
 	if err != nil || !reflect.DeepEqual(got, events) {

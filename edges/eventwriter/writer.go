@@ -98,6 +98,15 @@ func (w *Writer) flush() {
 			return
 		}
 		err := w.publish(batch)
+		var refused *jetstream.APIError
+		if len(batch) > 1 && errors.As(err, &refused) {
+			// Refused, so nothing of it was stored: each event alone gets
+			// its own answer, and one bad event fails no other.
+			for _, q := range batch {
+				q.done <- w.publish([]*queued{q})
+			}
+			continue
+		}
 		for _, q := range batch {
 			q.done <- err
 		}
@@ -121,7 +130,7 @@ func (w *Writer) take() []*queued {
 			continue
 		}
 		s := schemas.EnvelopeSize([]schemas.StreamEvent{q.event})
-		if len(batch) > 0 && size+s > schemas.MaxEnvelopeBytes {
+		if len(batch) > 0 && size+s > schemas.MaxEnvelopeBytes-schemas.EnvelopeOverhead {
 			break
 		}
 		batch = append(batch, q)

@@ -66,6 +66,9 @@ func TestWriter(t *testing.T) {
 		{"concurrent events share writes", 200, 0, true},
 		// 40 KiB events: at most 12 fit in one envelope.
 		{"envelopes stay within the size bound", 64, 40 << 10, true},
+		// Many small events: the kinds header counts against the bound
+		// too (1,024 such events fill the body alone).
+		{"the kinds header counts", 1500, 440, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			js, w := setup(t)
@@ -98,6 +101,11 @@ func TestWriter(t *testing.T) {
 			if shared := msgs[schemas.SubjectEnvelope] > 0; shared != tc.wantShared {
 				t.Fatalf("messages %v: shared %v, want %v", msgs, shared, tc.wantShared)
 			}
+			// The first event goes alone (nothing else was queued yet); many
+			// more alone means envelopes were refused and split up.
+			if lone := msgs[schemas.SubjectDecision]; tc.wantShared && lone > tc.writers/10+1 {
+				t.Fatalf("%d events written alone of %d: envelopes refused? %v", lone, tc.writers, msgs)
+			}
 			t.Logf("%d events in %v", tc.writers, msgs)
 		})
 	}
@@ -128,5 +136,26 @@ func TestWriterReportsRefusal(t *testing.T) {
 	defer cancel()
 	if err := w.Write(ctx, "x", event("x", 0)); err == nil {
 		t.Fatal("a write with no stream succeeded")
+	}
+}
+
+// The fullest envelope the writer makes, in events and bytes with its
+// kinds header, is one the stream accepts.
+func TestFullEnvelopeIsAccepted(t *testing.T) {
+	for _, pad := range []int{440, 100, 40 << 10} {
+		t.Run(fmt.Sprint(pad), func(t *testing.T) {
+			_, w := setup(t)
+			for i := range 2 * schemas.MaxEnvelopeEvents {
+				id := fmt.Sprintf("e%d", i)
+				w.queue = append(w.queue, &queued{ctx: context.Background(), kind: "decision", id: id, event: event(id, pad), done: make(chan error, 1)})
+			}
+			batch := w.take()
+			if len(batch) < 2 {
+				t.Fatalf("took %d events", len(batch))
+			}
+			if err := w.publish(batch); err != nil {
+				t.Fatalf("an envelope of %d events refused: %v", len(batch), err)
+			}
+		})
 	}
 }

@@ -91,8 +91,10 @@ type ourRun struct {
 	store *logstore.Store
 	keys  ledger.Keys
 
-	pubErrs atomic.Int64
-	pubErr  atomic.Value // first asynchronous publish error
+	pubErrs  atomic.Int64
+	pubErr   atomic.Value  // first asynchronous publish error
+	failed   chan struct{} // closed on the first failed write
+	failOnce sync.Once
 }
 
 func (o *ourRun) close() {
@@ -112,7 +114,7 @@ func openOurRun(ctx context.Context, dir string, syncEvery time.Duration) (*ourR
 	if err != nil {
 		return nil, err
 	}
-	o := &ourRun{ns: ns}
+	o := &ourRun{ns: ns, failed: make(chan struct{})}
 	// One connection for the ledger, ourConns for the producers.
 	for k := range ourConns + 1 {
 		nc, err := ns.Connect()
@@ -209,6 +211,8 @@ func runOurs(ctx context.Context, dir string, evs []receiptEvents, n int, shape 
 	}
 	select {
 	case <-done:
+	case <-o.failed:
+		return runResult{}, nil, fmt.Errorf("a write failed: %v", o.pubErr.Load())
 	case err := <-stopped:
 		return runResult{}, nil, fmt.Errorf("ledger stopped early: %w", err)
 	case <-ctx.Done():
@@ -295,6 +299,7 @@ func (o *ourRun) writeCall(ctx context.Context, w *eventwriter.Writer, r *receip
 		if err := w.Write(ctx, m.id, schemas.StreamEvent{Subject: m.subject, Data: m.data}); err != nil {
 			o.pubErrs.Add(1)
 			o.pubErr.CompareAndSwap(nil, err)
+			o.failOnce.Do(func() { close(o.failed) })
 			return
 		}
 	}

@@ -488,3 +488,36 @@ func TestGroupCommitOff(t *testing.T) {
 		})
 	}
 }
+
+// A stream created by the previous layout (no atomic publish) is updated
+// when a store opens on it: its tasks read on, and commits are batched
+// from then on.
+func TestGroupCommitOnAnOlderStream(t *testing.T) {
+	ns := startNATS(t)
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := StreamConfig(1, DefaultMaxMessageBytes, DefaultDuplicateWindow)
+	old.AllowAtomicPublish = false
+	if _, err := js.CreateStream(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	before, err := js.Publish(t.Context(), Subject("00000000-0000-7000-8000-000000000000"), []byte(`{"v":1,"events":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, ns, WithBatchThreshold(2))
+	if s.batch == nil {
+		t.Fatal("no group commit on an updated single-replica stream")
+	}
+	info, err := s.stream.Info(t.Context())
+	if err != nil || !info.Config.AllowAtomicPublish || info.State.LastSeq != before.Sequence {
+		t.Fatalf("stream after open: %+v (%v)", info, err)
+	}
+}
