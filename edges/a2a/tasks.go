@@ -140,7 +140,7 @@ func (e *Edge) newTask(owner taskstore.Owner, p *wire.SendParams, req execReques
 // provisional is the task nt will store, as run needs it before the
 // write: ids, owner and context.
 func provisional(nt *taskstore.NewTask) *taskstore.Task {
-	t := &taskstore.Task{ID: nt.ID, Owner: nt.Owner, ContextID: nt.ContextID}
+	t := &taskstore.Task{ID: nt.ID, TaskHead: schemas.TaskHead{Owner: nt.Owner, ContextID: nt.ContextID}}
 	for _, ev := range nt.Then {
 		if ev.Type == taskstore.EventClaimed {
 			t.ExecutionID = ev.ExecutionID
@@ -311,7 +311,8 @@ func (p *pendingTask) commit(ctx context.Context, from *taskstore.Task, fn func(
 		}
 		return p.e.tasks.TransitionFrom(ctx, from, fn)
 	}
-	evs, err := fn(&taskstore.Task{ID: p.nt.ID, Owner: p.nt.Owner, ContextID: p.nt.ContextID, State: taskstore.StateWorking, ClaimedBy: p.e.cfg.EdgeID})
+	evs, err := fn(&taskstore.Task{ID: p.nt.ID, TaskHead: schemas.TaskHead{Owner: p.nt.Owner, ContextID: p.nt.ContextID,
+		State: taskstore.StateWorking, ClaimedBy: p.e.cfg.EdgeID}})
 	if err != nil {
 		return nil, err
 	}

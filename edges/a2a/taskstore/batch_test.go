@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/internal/natstest"
 )
 
 // hold counts n fake commits as published alone and in flight, so that
@@ -494,15 +496,7 @@ func TestGroupCommitOff(t *testing.T) {
 // from then on.
 func TestGroupCommitOnAnOlderStream(t *testing.T) {
 	ns := startNATS(t)
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, ns.Server)
 	old := StreamConfig(1, DefaultMaxMessageBytes, DefaultDuplicateWindow)
 	old.AllowAtomicPublish = false
 	if _, err := js.CreateStream(t.Context(), old); err != nil {

@@ -33,8 +33,7 @@ func TestFoldContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := got.head()
-	view, err := h.View(got.History, got.Artifacts)
+	view, err := got.View(got.History, got.Artifacts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/internal/natstest"
 )
 
 // server is an embedded NATS server with its store directory, so a test
@@ -37,15 +37,7 @@ func startNATS(t testing.TB) *server {
 
 func openStore(t testing.TB, ns *server, opts ...Option) *Store {
 	t.Helper()
-	nc, err := ns.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, ns.Server)
 	s, err := Open(t.Context(), js, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -75,37 +75,18 @@ const (
 )
 
 // Task is the fold of a task's events: the head schemas.TaskHead.Apply
-// keeps, with the history and artifacts it hands over. Payloads are opaque
-// JSON: the edge decides their shape.
+// keeps (state, status, owner, context, metadata, request, receipts and
+// the execution lease, as promoted fields), with the history and
+// artifacts it hands over. Payloads are opaque JSON: the edge decides
+// their shape.
 type Task struct {
-	ID            string
-	ContextID     string
-	Owner         Owner
-	State         State
-	StatusMessage json.RawMessage // opaque message JSON, nil if none
-	StatusTime    time.Time
-	History       []json.RawMessage // opaque messages, oldest first
-	Artifacts     []Artifact        // in append order
-	Metadata      json.RawMessage
-	// Request is the deferred execution request, opaque.
-	Request    json.RawMessage
-	ReceiptIDs []string
-	// ClaimedBy is the replica holding the execution lease, "" if none.
-	ClaimedBy    string
-	ClaimExpires time.Time
-	// Attempt counts the replicas that took the current Request (1 for
-	// the first claim, 2 after a takeover of an expired lease, …); a
-	// renewal by the holder keeps it.
-	Attempt int
-	// ExecutionID identifies the execution of the current Request. It is
-	// fixed by the first claim and kept across takeovers, so the edge uses
-	// it as the idempotency key of the tool call: a replica taking over an
-	// expired lease re-issues the same execution, not a new one.
-	ExecutionID string
-	// Seq is the stream sequence of the task's last commit; Created is
-	// the time of its first.
-	Seq     uint64
-	Created time.Time
+	ID string
+	schemas.TaskHead
+	// History and Artifacts are what the head only counts.
+	History   []json.RawMessage // opaque messages, oldest first
+	Artifacts []Artifact        // in append order
+	// Seq is the stream sequence of the task's last commit.
+	Seq uint64
 
 	size      int      // bytes of all commits folded so far
 	commitIDs []string // message ids of the commits folded, in order
@@ -213,15 +194,10 @@ func ClaimEvent(replicaID string, expires time.Time) Event {
 // leniently (skipping refused events) when reading, so that even a stray
 // writer cannot revive a terminal task.
 func (t *Task) apply(e *Event) error {
-	h := t.head()
-	eff, err := h.Apply(e)
+	eff, err := t.TaskHead.Apply(e)
 	if err != nil {
 		return err
 	}
-	t.Owner, t.ContextID, t.State = h.Owner, h.ContextID, h.State
-	t.StatusMessage, t.StatusTime, t.Created = h.StatusMessage, h.StatusTime, h.Created
-	t.Metadata, t.Request, t.ReceiptIDs = h.Metadata, h.Request, h.ReceiptIDs
-	t.ClaimedBy, t.ClaimExpires, t.Attempt, t.ExecutionID = h.ClaimedBy, h.ClaimExpires, h.Attempt, h.ExecutionID
 	if eff.Message != nil {
 		t.History = append(t.History, eff.Message)
 	}
@@ -229,13 +205,4 @@ func (t *Task) apply(e *Event) error {
 		t.Artifacts = append(t.Artifacts, *eff.Artifact)
 	}
 	return nil
-}
-
-// head is t's state as the fold sees it.
-func (t *Task) head() schemas.TaskHead {
-	return schemas.TaskHead{Owner: t.Owner, ContextID: t.ContextID, State: t.State,
-		StatusMessage: t.StatusMessage, StatusTime: t.StatusTime, Created: t.Created,
-		Metadata: t.Metadata, Request: t.Request, ReceiptIDs: t.ReceiptIDs,
-		ClaimedBy: t.ClaimedBy, ClaimExpires: t.ClaimExpires, Attempt: t.Attempt, ExecutionID: t.ExecutionID,
-		History: len(t.History), Artifacts: len(t.Artifacts)}
 }
