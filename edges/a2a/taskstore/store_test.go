@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/internal/natstest"
 )
