@@ -314,8 +314,12 @@ func (l *Ledger) consumer(ctx context.Context) (jetstream.Consumer, error) {
 
 // collect waits for one message, then takes more until the batch is full or
 // maxWait has passed with nothing more ready.
+// A batch is bounded in events, so envelopes do not multiply what one
+// commit holds.
 func (l *Ledger) collect(ctx context.Context, msgs <-chan jetstream.Msg) ([]jetstream.Msg, bool) {
-	return msgbatch.Collect(ctx, msgs, l.cfg.maxBatch, l.cfg.maxWait)
+	return msgbatch.CollectWeighed(ctx, msgs, l.cfg.maxBatch, l.cfg.maxWait, func(m jetstream.Msg) int {
+		return schemas.EventCount(m.Subject(), m.Headers().Get(schemas.HeaderEventKinds))
+	})
 }
 
 // event is one stream message to fold.

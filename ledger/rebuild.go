@@ -45,6 +45,7 @@ func (l *Ledger) Rebuild(ctx context.Context) (logstore.State, error) {
 	}
 	defer it.Stop()
 	events := make([]event, 0, l.cfg.maxBatch)
+	weight := 0 // events in the batch: an envelope counts as its events
 	for done := false; !done; {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -56,7 +57,9 @@ func (l *Ledger) Rebuild(ctx context.Context) (logstore.State, error) {
 		}
 		done = meta.Sequence.Stream >= last
 		events = append(events, event{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data()})
-		if len(events) == l.cfg.maxBatch || done {
+		weight += schemas.EventCount(m.Subject(), m.Headers().Get(schemas.HeaderEventKinds))
+		if weight >= l.cfg.maxBatch || done {
+			weight = 0
 			if _, _, _, err := l.apply(events, nil); err != nil {
 				return logstore.State{}, err
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // # Event envelopes: group commit on CHIO_EVENTS
@@ -120,6 +121,16 @@ func EnvelopeKinds(events []StreamEvent) string {
 		b = append(b, e.Subject...)
 	}
 	return string(b)
+}
+
+// EventCount is how many events a message of the events stream carries,
+// from its subject and HeaderEventKinds alone (no body read): a consumer
+// bounds its batches in events, not messages.
+func EventCount(subject, kinds string) int {
+	if subject != SubjectEnvelope || kinds == "" {
+		return 1
+	}
+	return strings.Count(kinds, ",") + 1
 }
 
 // EnvelopeMsgID is the Nats-Msg-Id of an envelope body: a digest of it,

@@ -29,8 +29,9 @@ import (
 // into an idle writer starts a flusher, which writes until the queue is
 // empty and then ends.
 type Writer struct {
-	js      jetstream.JetStream
-	metrics *metrics
+	js       jetstream.JetStream
+	metrics  *metrics
+	maxBytes int // an envelope's events, body and kinds header
 
 	mu      sync.Mutex
 	queue   []*queued
@@ -44,6 +45,7 @@ type queued struct {
 	id    string          // event id, the message id of a lone write
 	event schemas.StreamEvent
 	done  chan error // buffered: the flusher never blocks on a caller that left
+	taken bool       // in a write (w.mu)
 }
 
 // Option configures a Writer.
@@ -59,7 +61,10 @@ func WithMetrics(reg prometheus.Registerer) Option {
 // New returns a Writer publishing on js. It starts nothing: a flusher runs
 // only while events are queued.
 func New(js jetstream.JetStream, opts ...Option) *Writer {
-	w := &Writer{js: js, metrics: newMetrics(nil)}
+	w := &Writer{js: js, metrics: newMetrics(nil), maxBytes: schemas.MaxEnvelopeBytes - schemas.EnvelopeOverhead}
+	if mp := int(js.Conn().MaxPayload()); mp > 0 && mp-schemas.EnvelopeOverhead < w.maxBytes {
+		w.maxBytes = mp - schemas.EnvelopeOverhead // a server configured below the envelope bound
+	}
 	for _, o := range opts {
 		o(w)
 	}
@@ -86,8 +91,17 @@ func (w *Writer) Write(ctx context.Context, id string, ev schemas.StreamEvent) e
 	case err := <-q.done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("publish %s: %w", id, ctx.Err())
 	}
+	// Taken into a write already: it may land, so wait for the write's
+	// answer (bounded by publishWithin) rather than report it not durable.
+	// Not taken: take skips it (its ctx has ended), so it never lands.
+	w.mu.Lock()
+	taken := q.taken
+	w.mu.Unlock()
+	if taken {
+		return <-q.done
+	}
+	return fmt.Errorf("publish %s: %w", id, ctx.Err())
 }
 
 // flush writes what is queued, one write at a time, until nothing is.
@@ -99,7 +113,7 @@ func (w *Writer) flush() {
 		}
 		err := w.publish(batch)
 		var refused *jetstream.APIError
-		if len(batch) > 1 && errors.As(err, &refused) {
+		if len(batch) > 1 && (errors.As(err, &refused) || errors.Is(err, nats.ErrMaxPayload)) {
 			// Refused, so nothing of it was stored: each event alone gets
 			// its own answer, and one bad event fails no other.
 			for _, q := range batch {
@@ -130,9 +144,10 @@ func (w *Writer) take() []*queued {
 			continue
 		}
 		s := schemas.EnvelopeSize([]schemas.StreamEvent{q.event})
-		if len(batch) > 0 && size+s > schemas.MaxEnvelopeBytes-schemas.EnvelopeOverhead {
+		if len(batch) > 0 && size+s > w.maxBytes {
 			break
 		}
+		q.taken = true
 		batch = append(batch, q)
 		size += s
 	}

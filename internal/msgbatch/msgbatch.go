@@ -12,24 +12,36 @@ import (
 // false only when ctx ended before the first item; a batch cut short by
 // ctx is returned with ok true.
 func Collect[T any](ctx context.Context, ch <-chan T, max int, wait time.Duration) (batch []T, ok bool) {
+	return CollectWeighed(ctx, ch, max, wait, func(T) int { return 1 })
+}
+
+// CollectWeighed is Collect with items of different weights (a message
+// carrying several events): the batch closes once their weights reach max,
+// so it holds at most max plus one item's weight.
+func CollectWeighed[T any](ctx context.Context, ch <-chan T, max int, wait time.Duration, weight func(T) int) (batch []T, ok bool) {
+	total := 0
+	add := func(m T) {
+		batch = append(batch, m)
+		total += max1(weight(m))
+	}
 	select {
 	case m := <-ch:
-		batch = append(batch, m)
+		add(m)
 	case <-ctx.Done():
 		return nil, false
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	for len(batch) < max {
+	for total < max {
 		select {
 		case m := <-ch:
-			batch = append(batch, m)
+			add(m)
 			continue
 		default:
 		}
 		select {
 		case m := <-ch:
-			batch = append(batch, m)
+			add(m)
 		case <-timer.C:
 			return batch, true
 		case <-ctx.Done():
@@ -38,3 +50,5 @@ func Collect[T any](ctx context.Context, ch <-chan T, max int, wait time.Duratio
 	}
 	return batch, true
 }
+
+func max1(n int) int { return max(n, 1) }

@@ -39,3 +39,18 @@ func TestCollect(t *testing.T) {
 		t.Fatalf("ended context: %v %v", got, ok)
 	}
 }
+
+func TestCollectWeighed(t *testing.T) {
+	ch := make(chan int, 10)
+	for _, w := range []int{3, 3, 3, 1} {
+		ch <- w
+	}
+	got, ok := CollectWeighed(context.Background(), ch, 5, 10*time.Millisecond, func(w int) int { return w })
+	if !ok || len(got) != 2 {
+		t.Fatalf("got %v (ok %v), want the two items that reach weight 5", got, ok)
+	}
+	got, _ = CollectWeighed(context.Background(), ch, 5, 10*time.Millisecond, func(w int) int { return w })
+	if len(got) != 2 || got[0] != 3 || got[1] != 1 {
+		t.Fatalf("rest %v", got)
+	}
+}
