@@ -318,7 +318,15 @@ func (p *pendingTask) commit(ctx context.Context, from *taskstore.Task, fn func(
 	}
 	nt := p.nt
 	nt.Then = append(slices.Clip(nt.Then), evs...)
-	return p.e.tasks.Start(ctx, nt)
+	t, err := p.e.tasks.Start(ctx, nt)
+	if errors.Is(err, taskstore.ErrConflict) {
+		// The id is taken: only this run writes it, so the early store
+		// landed although its answer was lost. Commit onto it instead.
+		if cur, lerr := p.e.tasks.Load(ctx, p.nt.ID, p.nt.Owner); lerr == nil {
+			return p.e.tasks.TransitionFrom(ctx, cur, fn)
+		}
+	}
+	return t, err
 }
 
 // guard watches a running task: it renews the execution lease while the

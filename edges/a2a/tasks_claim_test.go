@@ -184,3 +184,30 @@ func TestLongBlockingSendIsStoredWhileItRuns(t *testing.T) {
 		t.Fatalf("%d commits, want the running task's, the cancel and the receipt link", n)
 	}
 }
+
+// A blocking send's early store that landed although its answer was lost
+// does not make the result unwritable: the result commits onto it.
+func TestPendingTaskCommitsOntoAnUnseenEarlyStore(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	e := cl.raw[0]
+	ctx := context.Background()
+	owner := taskstore.Owner{Subject: "agent-under-test"}
+	p := &wire.SendParams{Message: wire.Message{Role: wire.RoleUser, Parts: []wire.Part{wire.TextPart("hi")}}}
+	nt, err := e.newTask(owner, p, execRequest{ServerID: "hello-a2a-srv", ToolName: "hello_task", Mode: modeBlocking}, map[string]any{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.tasks.Start(ctx, nt); err != nil { // landed; the run never heard
+		t.Fatal(err)
+	}
+	pt := &pendingTask{e: e, nt: nt}
+	done, err := pt.commit(ctx, nil, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+		return []taskstore.Event{taskstore.FinishEvent(taskstore.StateCompleted, nil)}, nil
+	})
+	if err != nil || done.State != taskstore.StateCompleted || done.ExecutionID == "" {
+		t.Fatalf("result after an unseen early store: %v, %+v", err, done)
+	}
+	if n := commits(t, cl, nt.ID); n != 2 {
+		t.Fatalf("%d commits, want the early store and the result", n)
+	}
+}
