@@ -101,17 +101,11 @@ type Call struct {
 	GovernedIntent *schemas.GovernedIntent
 	// Emit, if set, receives each chunk of a streamed call as it comes.
 	Emit func(tools.Chunk) error
-	// Record, if set, is the edge's own durable write of the call's first
-	// round (the A2A edge: the task's creation, claim and working state).
-	// It runs concurrently with the decision event's write; the tool runs
-	// only if both succeed. If Record fails after the decision is durable,
-	// the call ends with a cancelled outcome, the tool not run.
-	Record func(ctx context.Context, dec *kernel.Decision) error
 	// Finish, if set, is the edge's own durable write of the call's
-	// second round (the A2A edge: the task's result and terminal state).
-	// It runs concurrently with the outcome event's write, or after the
-	// decision of a denied call. It is not called when Do returns an
-	// error or Record failed.
+	// second round (the A2A edge: the task, with its result and terminal
+	// state). It runs concurrently with the outcome event's write, or after
+	// the decision of a denied call. It is not called when Do returns an
+	// error.
 	Finish func(ctx context.Context, res *Result) error
 }
 
@@ -130,8 +124,6 @@ type Result struct {
 	// OutcomeDurable reports that the outcome event was acknowledged; if
 	// not, the ledger will record the call as incomplete.
 	OutcomeDurable bool
-	// RecordErr is Call.Record's error; the tool did not run.
-	RecordErr error
 	// FinishErr is Call.Finish's error.
 	FinishErr error
 }
@@ -140,11 +132,10 @@ type Result struct {
 // for the call: bad arguments, or a decision event that is not durable.
 //
 // A call makes at most two rounds of durable writes: the decision event
-// with the edge's own record of the call (Call.Record), concurrently,
-// before the tool runs; then the outcome event with the edge's record of
-// the result (Call.Finish), concurrently, after it. Each event goes through
-// the process's one coalescing writer (writer.go), so concurrent calls
-// share their writes.
+// before the tool runs; then the outcome event with, concurrently, the
+// edge's own record of the result (Call.Finish). Each event goes through
+// the process's one coalescing writer (edges/eventwriter), so concurrent
+// calls share their writes.
 func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	if err := checkArguments(c.Arguments); err != nil {
 		return nil, err
@@ -164,26 +155,8 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	recorded := make(chan error, 1)
-	if c.Record != nil {
-		go func() { recorded <- c.Record(ctx, dec) }()
-	} else {
-		recorded <- nil
-	}
-	perr := d.w.Write(ctx, ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw})
-	res.RecordErr = <-recorded
-	if perr != nil {
-		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, perr)
-	}
-	if res.RecordErr != nil {
-		if dec.Allow {
-			// The decision is durable but the edge could not record the
-			// call, so the tool does not run; the outcome says so now
-			// instead of the ledger's timeout saying "incomplete" later.
-			out := d.outcomeEvent(c.ReceiptID, schemas.OutcomeCancelled, "not run: the edge could not record the call")
-			res.OutcomeDurable = d.writeOutcome(ctx, out, nil, res) == nil
-		}
-		return res, nil
+	if err := d.w.Write(ctx, ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw}); err != nil {
+		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, err)
 	}
 	if !dec.Allow {
 		if c.Finish != nil {
@@ -207,18 +180,13 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	default:
 		outcome, reason = schemas.OutcomeFailed, schemas.TruncateText(res.ToolErr.Error())
 	}
-	out := d.outcomeEvent(c.ReceiptID, outcome, reason)
-	out.ContentHash = contentHash
+	out := &schemas.OutcomeEvent{
+		Schema: schemas.OutcomeEventSchema, EventID: schemas.OutcomeEventID(c.ReceiptID), ReceiptID: c.ReceiptID,
+		Timestamp: d.stamp(), Outcome: outcome, Reason: reason, ContentHash: contentHash,
+	}
 	res.Outcome = out.Outcome
 	res.OutcomeDurable = d.writeOutcome(ctx, out, c.Finish, res) == nil
 	return res, nil
-}
-
-func (d *Dispatcher) outcomeEvent(receiptID string, outcome schemas.Outcome, reason string) *schemas.OutcomeEvent {
-	return &schemas.OutcomeEvent{
-		Schema: schemas.OutcomeEventSchema, EventID: schemas.OutcomeEventID(receiptID), ReceiptID: receiptID,
-		Timestamp: d.stamp(), Outcome: outcome, Reason: reason, ContentHash: schemas.EmptyContentHash,
-	}
 }
 
 // writeOutcome makes the outcome durable and, concurrently, runs finish

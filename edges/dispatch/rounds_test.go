@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -91,58 +90,31 @@ func TestConcurrentCallsShareWrites(t *testing.T) {
 	t.Logf("%d events in %d messages (%v)", 2*calls, total, msgs)
 }
 
-// The edge's own writes run concurrently with the events' writes: Record
-// sees the decision land while it is itself still running, and Finish the
-// outcome; the tool runs between the two rounds.
-func TestRecordAndFinishShareTheirRounds(t *testing.T) {
+// The edge's own write of the result runs concurrently with the outcome
+// event's write: Finish sees the outcome land while it is itself still
+// running, after the tool ran.
+func TestFinishSharesItsRound(t *testing.T) {
 	f := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	waitFor := func(subject string) error {
-		for ctx.Err() == nil {
-			if len(f.events(t)[subject]) > 0 {
-				return nil
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		return fmt.Errorf("%s never landed while the edge's write waited", subject)
-	}
 	var order []string
 	res, err := f.d.Do(ctx, Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{"text":"x"}`),
-		Record: func(ctx context.Context, dec *kernel.Decision) error {
-			order = append(order, fmt.Sprintf("record runs=%d", f.server.runs.Load()))
-			return waitFor(schemas.SubjectDecision)
-		},
-		Finish: func(ctx context.Context, res *Result) error {
+		Finish: func(context.Context, *Result) error { // bounded by the test's ctx, not the write's
+
 			order = append(order, fmt.Sprintf("finish runs=%d", f.server.runs.Load()))
-			return waitFor(schemas.SubjectOutcome)
+			for ctx.Err() == nil {
+				if len(f.events(t)[schemas.SubjectOutcome]) > 0 {
+					return nil
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			return errors.New("the outcome never landed while the edge's write waited")
 		},
 	})
-	if err != nil || res.RecordErr != nil || res.FinishErr != nil || !res.OutcomeDurable {
+	if err != nil || res.FinishErr != nil || !res.OutcomeDurable {
 		t.Fatalf("err %v, result %+v", err, res)
 	}
-	if fmt.Sprint(order) != "[record runs=0 finish runs=1]" {
+	if fmt.Sprint(order) != "[finish runs=1]" {
 		t.Fatalf("order %v", order)
-	}
-}
-
-// A call the edge cannot record does not run, and its receipt says so.
-func TestRecordFailureRunsNoTool(t *testing.T) {
-	f := setup(t)
-	finished := false
-	res, err := f.d.Do(context.Background(), Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{"text":"x"}`),
-		Record: func(context.Context, *kernel.Decision) error { return errors.New("task stream full") },
-		Finish: func(context.Context, *Result) error { finished = true; return nil },
-	})
-	if err != nil || res.RecordErr == nil || res.Ran || finished || f.server.runs.Load() != 0 {
-		t.Fatalf("err %v, ran %v, finished %v, runs %d, record err %v", err, res.Ran, finished, f.server.runs.Load(), res.RecordErr)
-	}
-	ev := f.events(t)
-	if len(ev[schemas.SubjectDecision]) != 1 || len(ev[schemas.SubjectOutcome]) != 1 {
-		t.Fatalf("events %v", ev)
-	}
-	var out schemas.OutcomeEvent
-	if err := json.Unmarshal(ev[schemas.SubjectOutcome][0], &out); err != nil || out.Outcome != schemas.OutcomeCancelled || out.Validate() != nil {
-		t.Fatalf("outcome %+v (%v)", out, err)
 	}
 }

@@ -393,16 +393,7 @@ func TestGroupCommitUnanswered(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ns := startNATS(t)
-			nc, err := ns.Connect()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			nc, js := natstest.Connect(t, startNATS(t).Server)
 			if tt.subscribe {
 				sub, err := nc.SubscribeSync("void.*")
 				if err != nil {
