@@ -583,15 +583,7 @@ func TestCancelMidFlightAcrossReplicas(t *testing.T) {
 		t.Fatal("the background tool never started")
 	}
 	id := task["id"].(string)
-	c := rpc(t, cl.edges[1].URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"CancelTask","params":{"id":%q}}`, id))
-	if c["result"].(map[string]any)["status"].(map[string]any)["state"] != "TASK_STATE_CANCELED" {
-		t.Fatalf("cancel: %v", c)
-	}
-	select {
-	case <-cl.slow.cancelled:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the running tool was not cancelled")
-	}
+	cancelRunning(t, cl, cl.edges[1].URL, tok, id)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		g := rpc(t, cl.edges[0].URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"GetTask","params":{"id":%q}}`, id))
@@ -808,4 +800,19 @@ func TestJSONRPCPaths(t *testing.T) {
 func hasReceipts(chio map[string]any) bool {
 	ids, _ := chio["receiptIds"].([]any)
 	return len(ids) > 0
+}
+
+// cancelRunning cancels task id, running the slow tool, through the edge
+// at url, and waits until the tool saw the cancel.
+func cancelRunning(t *testing.T, cl *cluster, url, tok, id string) {
+	t.Helper()
+	c := rpc(t, url, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"CancelTask","params":{"id":%q}}`, id))
+	if c["result"].(map[string]any)["status"].(map[string]any)["state"] != "TASK_STATE_CANCELED" {
+		t.Fatalf("cancel: %v", c)
+	}
+	select {
+	case <-cl.slow.cancelled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the running tool was not cancelled")
+	}
 }

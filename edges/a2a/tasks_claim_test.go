@@ -157,15 +157,7 @@ func TestLongBlockingSendIsStoredWhileItRuns(t *testing.T) {
 			t.Fatal("the running task was never listed")
 		}
 	}
-	c := rpc(t, cl.edges[1].URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"CancelTask","params":{"id":%q}}`, id))
-	if c["result"].(map[string]any)["status"].(map[string]any)["state"] != "TASK_STATE_CANCELED" {
-		t.Fatalf("cancel: %v", c)
-	}
-	select {
-	case <-cl.slow.cancelled:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the running tool was not cancelled")
-	}
+	cancelRunning(t, cl, cl.edges[1].URL, tok, id)
 	var a answer
 	select {
 	case a = <-answered:

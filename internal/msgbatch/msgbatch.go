@@ -22,7 +22,7 @@ func CollectWeighed[T any](ctx context.Context, ch <-chan T, max int, wait time.
 	total := 0
 	add := func(m T) {
 		batch = append(batch, m)
-		total += max1(weight(m))
+		total += max(weight(m), 1)
 	}
 	select {
 	case m := <-ch:
@@ -50,5 +50,3 @@ func CollectWeighed[T any](ctx context.Context, ch <-chan T, max int, wait time.
 	}
 	return batch, true
 }
-
-func max1(n int) int { return max(n, 1) }
