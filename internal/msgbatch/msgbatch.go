@@ -16,9 +16,9 @@ func Collect[T any](ctx context.Context, ch <-chan T, max int, wait time.Duratio
 }
 
 // CollectWeighed is Collect with items of different weights (a message
-// carrying several events): the batch closes once their weights reach max,
-// so it holds at most max plus one item's weight.
-func CollectWeighed[T any](ctx context.Context, ch <-chan T, max int, wait time.Duration, weight func(T) int) (batch []T, ok bool) {
+// carrying several events, each item at least 1): the batch closes once
+// their weights reach limit, so it holds at most limit plus one item's.
+func CollectWeighed[T any](ctx context.Context, ch <-chan T, limit int, wait time.Duration, weight func(T) int) (batch []T, ok bool) {
 	total := 0
 	add := func(m T) {
 		batch = append(batch, m)
@@ -32,7 +32,7 @@ func CollectWeighed[T any](ctx context.Context, ch <-chan T, max int, wait time.
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	for total < max {
+	for total < limit {
 		select {
 		case m := <-ch:
 			add(m)
