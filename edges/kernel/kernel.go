@@ -25,6 +25,7 @@ import (
 
 	"github.com/chio-ledger/chio/edges/guards"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/internal/revocation"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -66,7 +67,7 @@ type Kernel struct {
 	policy   *LoadedPolicy
 	js       jetstream.JetStream
 	pipeline []guards.Guard
-	revs     *revocations
+	revs     *revocation.Watcher
 	budgets  *budgets
 	tokens   *tokenCache
 	metrics  *metrics
@@ -100,7 +101,7 @@ func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts
 		}
 		pipeline = append(pipeline, &velocityGuard{kv: velKV, max: v.MaxCalls, window: window, now: cfg.now})
 	}
-	revs, err := watchRevocations(ctx, revKV, cfg.log)
+	revs, err := revocation.Watch(ctx, revKV, cfg.log)
 	if err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
@@ -112,7 +113,7 @@ func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts
 }
 
 // Close stops the revocation watch.
-func (k *Kernel) Close() { k.revs.stop() }
+func (k *Kernel) Close() { k.revs.Stop() }
 
 // Policy is the kernel's policy.
 func (k *Kernel) Policy() *LoadedPolicy { return k.policy }
@@ -231,10 +232,10 @@ func (k *Kernel) decide(ctx context.Context, req *Request) *Decision {
 		return k.deny(d, StepTime, msg)
 	}
 
-	if !k.js.Conn().IsConnected() || !k.revs.live.Load() {
+	if !k.js.Conn().IsConnected() || !k.revs.Live() {
 		return k.deny(d, StepRevocation, "governance state unavailable: NATS is not connected or the revocation watch has ended (fail closed)")
 	}
-	if id := k.revs.firstRevoked(v.lineage); id != "" {
+	if id := k.revs.FirstRevoked(v.lineage); id != "" {
 		if id == tok.ID {
 			return k.deny(d, StepRevocation, fmt.Sprintf("capability %s is revoked", id))
 		}
@@ -456,17 +457,12 @@ func (k *Kernel) Identify(token string) (*Identity, *Decision) {
 	if msg := k.outsideWindow(v.tok); msg != "" {
 		return nil, k.deny(d, StepTime, msg)
 	}
-	if !k.js.Conn().IsConnected() || !k.revs.live.Load() {
+	if !k.js.Conn().IsConnected() || !k.revs.Live() {
 		return nil, k.deny(d, StepRevocation, "governance state unavailable: NATS is not connected or the revocation watch has ended (fail closed)")
 	}
-	if id := k.revs.firstRevoked(v.lineage); id != "" {
+	if id := k.revs.FirstRevoked(v.lineage); id != "" {
 		return nil, k.deny(d, StepRevocation, fmt.Sprintf("capability %s is revoked", id))
 	}
-	path := v.rootIssuer
-	for _, a := range v.ancestors {
-		path += ">" + a.Subject
-	}
-	path += ">" + v.tok.Subject
 	return &Identity{CapabilityID: v.tok.ID, Subject: v.tok.Subject, RootSubject: v.rootSubject, Lineage: v.lineage,
-		Principal: "p:" + schemas.SHA256Hex([]byte(path))}, nil
+		Principal: v.principals[len(v.principals)-1]}, nil
 }

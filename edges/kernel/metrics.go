@@ -88,7 +88,7 @@ func (k *Kernel) Decide(ctx context.Context, req *Request) *Decision {
 // live. While it is not, every call is denied (fail closed), so an edge
 // replica in that state should take no traffic.
 func (k *Kernel) Ready() error {
-	if !k.revs.live.Load() {
+	if !k.revs.Live() {
 		return errors.New("revocation watch is not live (NATS unreachable or the watch is being rebuilt): every call is denied")
 	}
 	return nil

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,6 +33,9 @@ type verified struct {
 	constraintErr []error
 	// intentRequired[i] says grant i carries governed_intent_required.
 	intentRequired []bool
+	// principals names each prefix of the authority path, root first
+	// (schemas.PathPrincipals); the last is the caller's principal.
+	principals []string
 	// records is the chain as capability lineage records, root first,
 	// for decision events; computed once per verified token.
 	records []schemas.CapabilityLineage
@@ -98,52 +102,19 @@ func verify(p *LoadedPolicy, text string) (*verified, *stepError) {
 }
 
 func (v *verified) verifyChain(p *LoadedPolicy) *stepError {
+	chain, err := schemas.VerifyChain(v.tok, p.Trusted)
+	if err != nil {
+		var ce *schemas.ChainError
+		if errors.As(err, &ce) {
+			return &stepError{step: ce.Step, err: ce.Err}
+		}
+		return fail(StepDelegation, "%v", err)
+	}
+	v.ancestors = chain.Tokens[:len(chain.Tokens)-1]
+	v.lineage = chain.IDs()
+	v.cover = chain.Cover
+	v.principals = chain.Principals()
 	tok := v.tok
-	if !p.Trusted(v.rootIssuer) {
-		return fail(StepIssuer, "capability %s: root issuer %s is not trusted", tok.ID, v.rootIssuer)
-	}
-	if err := tok.VerifySignature(); err != nil {
-		return fail(StepSignature, "%v", err)
-	}
-	for i := range tok.DelegationChain {
-		a := tok.Ancestor(i)
-		l := &tok.DelegationChain[i]
-		if h, err := schemas.ScopeHash(l.Scope); err != nil || h != l.ScopeHash {
-			return fail(StepDelegation, "delegation_chain[%d] (%s): scope_hash does not match its scope", i, l.CapabilityID)
-		}
-		if err := a.VerifySignature(); err != nil {
-			return fail(StepDelegation, "delegation_chain[%d]: %v", i, err)
-		}
-		v.ancestors = append(v.ancestors, a)
-		v.lineage = append(v.lineage, a.ID)
-	}
-	v.lineage = append(v.lineage, tok.ID)
-	// Connectivity and attenuation: each step is issued by the previous
-	// step's subject and only narrows it.
-	chain := append(append([]*schemas.CapabilityToken(nil), v.ancestors...), tok)
-	v.cover = make([][]int, len(chain))
-	seen := map[string]bool{}
-	for i, t := range chain {
-		if seen[t.ID] {
-			return fail(StepDelegation, "capability id %s appears twice in its own chain", t.ID)
-		}
-		seen[t.ID] = true
-		if i == 0 {
-			continue
-		}
-		parent := chain[i-1]
-		if t.Issuer != parent.Subject {
-			return fail(StepDelegation, "%s is issued by %s, not by the subject of its parent %s", t.ID, t.Issuer, parent.ID)
-		}
-		if err := schemas.CheckAttenuation(&parent.CapabilityBody, &t.CapabilityBody); err != nil {
-			return fail(StepDelegation, "%s: %v", t.ID, err)
-		}
-		cover := make([]int, len(t.Scope.Grants))
-		for j := range t.Scope.Grants {
-			cover[j], _ = schemas.CoveringGrant(&t.Scope.Grants[j], parent.Scope.Grants) // cannot fail after CheckAttenuation
-		}
-		v.cover[i] = cover
-	}
 	v.constraints = make([]*guards.ConstraintSet, len(tok.Scope.Grants))
 	v.constraintErr = make([]error, len(tok.Scope.Grants))
 	v.intentRequired = make([]bool, len(tok.Scope.Grants))
