@@ -28,9 +28,12 @@ type pending struct {
 type folder struct {
 	tx       *logstore.Txn
 	produced map[string]bool // receipt ids produced earlier in this batch
-	marked   map[string]bool // event ids marked earlier in this batch
-	next     uint64          // leaf index of the next receipt produced
-	log      *slog.Logger
+	// principals are the authority-path principals of the receipts
+	// produced in this batch (schemas.LineagePrincipals of their decision).
+	principals map[string][]string
+	marked     map[string]bool // event ids marked earlier in this batch
+	next       uint64          // leaf index of the next receipt produced
+	log        *slog.Logger
 	// changes are this batch's pending records, nil meaning deleted; they
 	// go into the pendingCache once the batch commits.
 	changes map[string]*pending
@@ -221,8 +224,11 @@ func (f *folder) deletePending(receiptID string) {
 
 // produce records that b becomes the next leaf, and points the dedup
 // entries of the event that completed it and of its decision at that leaf.
-func (f *folder) produce(b *schemas.ReceiptBody, completing string) *schemas.ReceiptBody {
+func (f *folder) produce(b *schemas.ReceiptBody, completing string, decision *schemas.DecisionEvent) *schemas.ReceiptBody {
 	f.produced[b.ID] = true
+	if p := schemas.LineagePrincipals(decision.CapabilityLineage); p != nil {
+		f.principals[b.ID] = p
+	}
 	idx := f.next
 	f.next++
 	f.tx.LinkEvent(completing, idx)
@@ -247,12 +253,12 @@ func (f *folder) decision(d *decoded) (*schemas.ReceiptBody, error) {
 		if p != nil { // a stray outcome was held for this id; the deny closes it
 			f.deletePending(e.ReceiptID)
 		}
-		return f.produce(bodyFromDecision(e, schemas.EvidenceAsserted, e.Decision, e.Timestamp, schemas.EmptyContentHash), e.EventID), nil
+		return f.produce(bodyFromDecision(e, schemas.EvidenceAsserted, e.Decision, e.Timestamp, schemas.EmptyContentHash), e.EventID, e), nil
 	}
 	class := f.chainEvidence(d)
 	if p != nil && p.Outcome != nil {
 		f.deletePending(e.ReceiptID)
-		return f.produce(bodyFromOutcome(e, class, p.Outcome), p.Outcome.EventID), nil
+		return f.produce(bodyFromOutcome(e, class, p.Outcome), p.Outcome.EventID, e), nil
 	}
 	if p != nil && p.Decision != nil {
 		f.log.Warn("second decision for a pending receipt id; skipped", "receipt_id", e.ReceiptID)
@@ -285,7 +291,7 @@ func (f *folder) outcome(d *decoded) (*schemas.ReceiptBody, error) {
 		return nil, f.putPending(e.ReceiptID, &pending{Outcome: e}, nil)
 	}
 	f.deletePending(e.ReceiptID)
-	return f.produce(bodyFromOutcome(p.Decision, chainClass(p), e), e.EventID), nil
+	return f.produce(bodyFromOutcome(p.Decision, chainClass(p), e), e.EventID, p.Decision), nil
 }
 
 func (f *folder) timeout(d *decoded) (*schemas.ReceiptBody, error) {
@@ -305,7 +311,7 @@ func (f *folder) timeout(d *decoded) (*schemas.ReceiptBody, error) {
 	}
 	f.deletePending(e.ReceiptID)
 	dec := schemas.Decision{Verdict: schemas.VerdictIncomplete, Reason: e.Reason}
-	return f.produce(bodyFromDecision(p.Decision, chainClass(p), dec, e.Timestamp, schemas.EmptyContentHash), e.EventID), nil
+	return f.produce(bodyFromDecision(p.Decision, chainClass(p), dec, e.Timestamp, schemas.EmptyContentHash), e.EventID, p.Decision), nil
 }
 
 // bodyFromDecision builds the unsigned receipt body of a call; the

@@ -405,7 +405,7 @@ func (l *Ledger) apply(msgs []event, beforeCommit func() error) ([]*schemas.Deci
 	events := expand(l.log, msgs)
 	tx := l.store.Begin()
 	defer tx.Discard()
-	f := &folder{tx: tx, produced: map[string]bool{}, marked: map[string]bool{}, next: tx.Size(), log: l.log, changes: map[string]*pending{}}
+	f := &folder{tx: tx, produced: map[string]bool{}, principals: map[string][]string{}, marked: map[string]bool{}, next: tx.Size(), log: l.log, changes: map[string]*pending{}}
 	dec := make([]decoded, len(events))
 	err := parallelWith(len(events), func() (func(int) error, func()) {
 		look := l.store.NewLookup()
@@ -440,7 +440,7 @@ func (l *Ledger) apply(msgs []event, beforeCommit func() error) ([]*schemas.Deci
 	pub := make([]pubLeaf, len(bodies))
 	for i, b := range bodies {
 		sum := logstore.Summary{ReceiptID: b.ID, Timestamp: b.Timestamp, CapabilityID: b.CapabilityID,
-			ToolServer: b.ToolServer, ToolName: b.ToolName, Verdict: string(b.Decision.Verdict)}
+			ToolServer: b.ToolServer, ToolName: b.ToolName, Verdict: string(b.Decision.Verdict), Principals: f.principals[b.ID]}
 		idx, err := tx.Append(leaves[i], sum)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("ledger: %w", err)

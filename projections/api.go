@@ -3,8 +3,6 @@ package projections
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -23,6 +21,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/projections/authz"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -56,18 +55,48 @@ const (
 	CodeInternal         = "internal"
 )
 
-// Register mounts the projection routes on e, each behind the service
-// token check when a token is configured. The handlers write their own
-// JSON errors, so they answer the same whichever HTTPErrorHandler e has
-// (in chio up, the ledger's).
+// Register mounts the projection routes on e. Every route needs a
+// credential the authenticator accepts (WithAuthenticator,
+// WithServiceToken): none is 401, a refused one 401 (or 503 when the
+// revocation state is unavailable), before any input is read. Each
+// caller then reads only what its credential covers (see scope): an
+// operator everything, anyone else the tasks, lineage and report rows of
+// its own authority path and of the principals its read grants name.
+// What a caller may not see answers exactly as what does not exist. The
+// handlers write their own JSON errors, so they answer the same whichever
+// HTTPErrorHandler e has (in chio up, the ledger's).
 func (s *Service) Register(e *echo.Echo) {
-	auth := s.authenticate
-	e.GET("/v1/tasks", s.listTasks, auth)
-	e.GET("/v1/tasks/:id", s.getTask, auth)
-	e.GET("/v1/lineage/:capability_id", s.getLineage, auth)
-	e.GET("/v1/lineage/:capability_id/chain", s.getChain, auth)
-	e.GET("/v1/reports/authorization-context", s.authorizationContext, auth)
+	mw := []echo.MiddlewareFunc{readauth.Middleware(s.cfg.auth, deny), requireReader}
+	e.GET("/v1/tasks", s.listTasks, mw...)
+	e.GET("/v1/tasks/:id", s.getTask, mw...)
+	e.GET("/v1/lineage/:capability_id", s.getLineage, mw...)
+	e.GET("/v1/lineage/:capability_id/chain", s.getChain, mw...)
+	e.GET("/v1/reports/authorization-context", s.authorizationContext, mw...)
 }
+
+// deny answers a refused credential in the projections' JSON form.
+func deny(c echo.Context, e *readauth.Error) error {
+	if e.Status == http.StatusServiceUnavailable {
+		c.Response().Header().Set("Retry-After", "1")
+	}
+	return reply(c, e.Status, Error{Error: e.Message, Code: e.Code})
+}
+
+// requireReader refuses an anonymous request: no projection route is
+// public.
+func requireReader(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if readauth.From(c) == nil {
+			e := readauth.Required("the projection API")
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="chio"`)
+			return reply(c, http.StatusUnauthorized, Error{Error: e.Message, Code: CodeUnauthorized})
+		}
+		return next(c)
+	}
+}
+
+// readerScope is the scope of the request's reader over v.
+func readerScope(c echo.Context, v view) *scope { return newScope(readauth.From(c), v) }
 
 // NewServer returns an Echo server with a JSON error handler, panic
 // recovery and the projection routes: what `chio projections` serves.
@@ -110,25 +139,6 @@ func badParam(c echo.Context, param, format string, args ...any) error {
 func (s *Service) internal(c echo.Context, err error) error {
 	s.log.Error("projection request failed", "path", c.Request().URL.Path, "err", err)
 	return reply(c, http.StatusInternalServerError, Error{Error: "internal error", Code: CodeInternal})
-}
-
-// authenticate requires Authorization: Bearer <service token> when a
-// token is configured. The comparison is of SHA-256 digests in constant
-// time, so neither the token's bytes nor its length leak through timing.
-func (s *Service) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
-	if s.cfg.token == "" {
-		return next
-	}
-	want := sha256.Sum256([]byte(s.cfg.token))
-	return func(c echo.Context) error {
-		scheme, token, _ := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
-		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="chio-projections"`)
-			return reply(c, http.StatusUnauthorized, Error{Error: "a valid service token is required (Authorization: Bearer <token>)", Code: CodeUnauthorized})
-		}
-		return next(c)
-	}
 }
 
 // query checks the query string: only the allowed parameters, each at
@@ -228,10 +238,20 @@ func (s *Service) getTask(c echo.Context) error {
 	}
 	snap := s.store.db.NewSnapshot()
 	defer snap.Close()
-	t, err := loadTask(snap, id)
-	if errors.Is(err, errNotFound) {
-		return reply(c, http.StatusNotFound, Error{Error: fmt.Sprintf("task %s is not known", id), Code: CodeTaskNotFound})
+	h, err := loadHead(snap, id)
+	visible := err == nil
+	if visible {
+		visible, err = readerScope(c, snap).task(h.Owner.Subject)
 	}
+	switch {
+	case errors.Is(err, errNotFound) || (err == nil && !visible):
+		// A task the reader may not see is answered as one that does not
+		// exist: its existence is not the reader's to learn.
+		return reply(c, http.StatusNotFound, Error{Error: fmt.Sprintf("task %s is not known", id), Code: CodeTaskNotFound})
+	case err != nil:
+		return s.internal(c, err)
+	}
+	t, err := buildTask(snap, id, h)
 	if err != nil {
 		return s.internal(c, err)
 	}
@@ -239,8 +259,9 @@ func (s *Service) getTask(c echo.Context) error {
 }
 
 // TaskList is the body of GET /v1/tasks. Tasks are in creation order
-// (the stream order of their created commits); NextCursor, present when
-// more tasks match, continues after the page's last task.
+// (the stream order of their created commits), only those the reader may
+// see; NextCursor, present when more such tasks match, continues after
+// the page's last task.
 type TaskList struct {
 	Tasks      []*Task `json:"tasks"`
 	NextCursor *string `json:"nextCursor"`
@@ -276,7 +297,17 @@ func (s *Service) listTasks(c echo.Context) error {
 	}
 	snap := s.store.db.NewSnapshot()
 	defer snap.Close()
-	page, more, err := listTaskIDs(snap, contextID, state, after, int(limit))
+	var keep func(id string) (bool, error)
+	if sc := readerScope(c, snap); !sc.all() {
+		keep = func(id string) (bool, error) {
+			h, err := loadHead(snap, id)
+			if err != nil {
+				return false, err
+			}
+			return sc.task(h.Owner.Subject)
+		}
+	}
+	page, more, err := listTaskIDs(snap, contextID, state, after, int(limit), keep)
 	if err != nil {
 		return s.internal(c, err)
 	}
@@ -302,8 +333,11 @@ type taskRef struct {
 
 // listTaskIDs returns up to limit tasks created after sequence after, in
 // creation order, from the context index when a context is given; the
-// indexes hold each task's state, so a state filter reads no task.
-func listTaskIDs(v view, contextID string, state schemas.TaskState, after uint64, limit int) ([]taskRef, bool, error) {
+// indexes hold each task's state, so a state filter reads no task. keep,
+// when set, decides which of the matching tasks count (the others are
+// skipped as if absent, so the page, its cursor and "more" are those of
+// the kept tasks).
+func listTaskIDs(v view, contextID string, state schemas.TaskState, after uint64, limit int, keep func(id string) (bool, error)) ([]taskRef, bool, error) {
 	prefix := []byte{prefixTaskOrder}
 	if contextID != "" {
 		prefix = appendStr([]byte{prefixTaskByCtx}, contextID)
@@ -331,10 +365,20 @@ func listTaskIDs(v view, contextID string, state schemas.TaskState, after uint64
 				continue
 			}
 		}
+		id := string(k[8:])
+		if keep != nil {
+			ok, err := keep(id)
+			if err != nil {
+				return nil, false, fmt.Errorf("list tasks: %w", err)
+			}
+			if !ok {
+				continue
+			}
+		}
 		if len(out) == limit {
 			return out, true, nil
 		}
-		out = append(out, taskRef{seq: binary.BigEndian.Uint64(k), id: string(k[8:])})
+		out = append(out, taskRef{seq: binary.BigEndian.Uint64(k), id: id})
 	}
 	return out, false, it.Error()
 }
@@ -348,15 +392,27 @@ func (s *Service) getLineage(c echo.Context) error {
 	if !ok {
 		return err
 	}
-	raw, err := s.store.get(append([]byte{prefixLineage}, id...))
-	if errors.Is(err, errNotFound) {
-		return reply(c, http.StatusNotFound, Error{Error: fmt.Sprintf("no lineage record for capability %s", id),
-			Code: CodeLineageNotFound, CapabilityID: id})
+	snap := s.store.db.NewSnapshot()
+	defer snap.Close()
+	raw, err := getFrom(snap, append([]byte{prefixLineage}, id...))
+	visible := err == nil
+	if visible {
+		visible, err = readerScope(c, snap).lineage(id)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, errNotFound) || (err == nil && !visible):
+		return lineageNotFound(c, id)
+	case err != nil:
 		return s.internal(c, err)
 	}
 	return c.JSONBlob(http.StatusOK, raw)
+}
+
+// lineageNotFound answers a capability the projection holds no lineage
+// of, or whose lineage the reader may not see: the same answer.
+func lineageNotFound(c echo.Context, id string) error {
+	return reply(c, http.StatusNotFound, Error{Error: fmt.Sprintf("no lineage record for capability %s", id),
+		Code: CodeLineageNotFound, CapabilityID: id})
 }
 
 // LineageChain is the body of GET /v1/lineage/{capability_id}/chain.
@@ -381,14 +437,23 @@ func (s *Service) getChain(c echo.Context) error {
 	}
 	snap := s.store.db.NewSnapshot()
 	defer snap.Close()
+	// Visibility first: a broken chain is named only to a reader who may
+	// see it (one whose own chain it is, or an operator); to anyone else a
+	// chain whose path cannot be told is not there.
+	visible, err := readerScope(c, snap).lineage(id)
+	if err != nil {
+		return s.internal(c, err)
+	}
+	if !visible {
+		return lineageNotFound(c, id)
+	}
 	var chain []json.RawMessage
 	seen := map[string]bool{}
 	for cur := id; cur != ""; {
 		raw, err := getFrom(snap, append([]byte{prefixLineage}, cur...))
 		switch {
 		case errors.Is(err, errNotFound) && cur == id:
-			return reply(c, http.StatusNotFound, Error{Error: fmt.Sprintf("no lineage record for capability %s", id),
-				Code: CodeLineageNotFound, CapabilityID: id})
+			return lineageNotFound(c, id)
 		case errors.Is(err, errNotFound):
 			return reply(c, http.StatusInternalServerError, Error{
 				Error: fmt.Sprintf("the lineage of %s names parent capability %s, which the projection does not hold", id, cur),
@@ -449,7 +514,23 @@ func (s *Service) authorizationContext(c echo.Context) error {
 	// one moment of the projection.
 	snap := s.store.db.NewSnapshot()
 	defer snap.Close()
-	rep, err := authz.BuildGoverned(f, governedOf(c.Request().Context(), snap, f.CapabilityID), lineageOf(snap))
+	receipts := governedOf(c.Request().Context(), snap, f.CapabilityID)
+	if sc := readerScope(c, snap); !sc.all() {
+		// Only the reader's subtree's receipts, chosen before the report
+		// sees them: another's receipt can neither fail the report nor be
+		// counted in it. A capability outside the subtree has no receipts
+		// for this reader.
+		ok, err := sc.subtree(f.CapabilityID)
+		if err != nil {
+			return s.internal(c, err)
+		}
+		if f.CapabilityID != "" && !ok {
+			receipts = func(func(*authz.Governed, error) bool) {}
+		} else {
+			receipts = visibleGoverned(receipts, sc)
+		}
+	}
+	rep, err := authz.BuildGoverned(f, receipts, lineageOf(snap))
 	var ue *authz.UnprojectableError
 	switch {
 	case errors.As(err, &ue) && s.eventsBehind(c.Request().Context()):
@@ -465,6 +546,26 @@ func (s *Service) authorizationContext(c echo.Context) error {
 		return s.internal(c, err)
 	}
 	return c.JSON(http.StatusOK, rep)
+}
+
+// visibleGoverned is the receipts of in that are in sc's subtree: whose
+// capability has a stored chain under one of the reader's principals.
+// A receipt that names no usable capability, or one without lineage yet,
+// is nobody's but an operator's.
+func visibleGoverned(in iter.Seq2[*authz.Governed, error], sc *scope) iter.Seq2[*authz.Governed, error] {
+	return func(yield func(*authz.Governed, error) bool) {
+		for g, err := range in {
+			if err == nil && g != nil {
+				var ok bool
+				if ok, err = sc.subtree(g.CapabilityID); err == nil && !ok {
+					continue
+				}
+			}
+			if !yield(g, err) || err != nil {
+				return
+			}
+		}
+	}
 }
 
 // lineageOf reads lineage records from v.

@@ -168,7 +168,7 @@ func BenchmarkReport(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			var want float64
 			for b.Loop() {
-				code, body, raw := get(b, srv.URL, "/v1/reports/authorization-context"+c.query, "")
+				code, body, raw := get(b, srv.URL, "/v1/reports/authorization-context"+c.query, opToken)
 				if code != http.StatusOK {
 					b.Fatalf("%d %s", code, raw)
 				}

@@ -241,7 +241,22 @@ func (f lineageFold) prepare(m *streamMsg) any {
 			f.log.Warn("skipping a decision event whose lineage does not encode", "stream_seq", m.seq, "err", err)
 			continue
 		}
+		// The authority path of every prefix of the chain: what lets a
+		// reader's principal be matched against a task owner's ancestors.
+		principals := schemas.LineagePrincipals(d.CapabilityLineage)
+		anc := make([]ancestry, len(principals))
+		for i, pr := range principals {
+			if anc[i].raw, err = json.Marshal(principals[:i+1]); err != nil {
+				break
+			}
+			anc[i].principal = pr
+		}
+		if err != nil {
+			f.log.Warn("skipping a decision event whose principals do not encode", "stream_seq", m.seq, "err", err)
+			continue
+		}
 		p.recs, p.raw = append(p.recs, d.CapabilityLineage...), append(p.raw, recs...)
+		p.ancestry = append(p.ancestry, anc...)
 	}
 	if len(p.recs) == 0 {
 		return nil
@@ -252,6 +267,15 @@ func (f lineageFold) prepare(m *streamMsg) any {
 type preparedLineage struct {
 	recs []schemas.CapabilityLineage
 	raw  [][]byte
+	// ancestry is, for each prefix of each chain, its principal and the
+	// principals of its prefixes, encoded.
+	ancestry []ancestry
+}
+
+// ancestry is one principal and its stored ancestry record.
+type ancestry struct {
+	principal string
+	raw       []byte
 }
 
 func (f lineageFold) apply(tx *txn, m *streamMsg, prepared any) error {
@@ -278,8 +302,22 @@ func (f lineageFold) apply(tx *txn, m *streamMsg, prepared any) error {
 		}
 		tx.set(key, p.raw[i])
 	}
+	for _, a := range p.ancestry {
+		// A principal names its path, so its ancestry never changes: the
+		// first record stands and a repeat costs no write.
+		key := ancestryKey(a.principal)
+		seen, err := tx.has(key)
+		if err != nil {
+			return err
+		}
+		if !seen {
+			tx.set(key, a.raw)
+		}
+	}
 	return tx.err
 }
+
+func ancestryKey(principal string) []byte { return append([]byte{prefixAncestry}, principal...) }
 
 // receiptFold folds the signed receipts the ledger publishes.
 type receiptFold struct {

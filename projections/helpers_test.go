@@ -116,9 +116,14 @@ type running struct {
 	stop func() error // cancels Run, waits for it, closes the store
 }
 
+// opToken is the service token of the services start starts, unless
+// their options say otherwise: an operator, who reads everything.
+const opToken = "op"
+
 func (h *harness) start(dir string, opts ...Option) *running {
 	h.t.Helper()
-	svc, err := Open(filepath.Join(h.dir, dir), append([]Option{WithLogger(h.log), WithKernelKey(kernelPriv.Public().(ed25519.PublicKey))}, opts...)...)
+	svc, err := Open(filepath.Join(h.dir, dir), append([]Option{WithLogger(h.log), WithKernelKey(kernelPriv.Public().(ed25519.PublicKey)),
+		WithServiceToken(opToken)}, opts...)...)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func TestRestartResumesWithoutLossOrDoubleCount(t *testing.T) {
 	}
 	// Each receipt once, each task's receipt once.
 	srv := server(t, second.Service)
-	status, body, _ := get(t, srv.URL, "/v1/tasks/task-0007", "")
+	status, body, _ := get(t, srv.URL, "/v1/tasks/task-0007", opToken)
 	if status != http.StatusOK || !reflect.DeepEqual(body["receiptIds"], []any{"rcpt-0007"}) {
 		t.Fatalf("task-0007: %d %v", status, body)
 	}
@@ -415,7 +415,7 @@ func TestFoldRules(t *testing.T) {
 	srv := server(t, r.Service)
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, _, raw := get(t, srv.URL, fmt.Sprintf("/v1/tasks/rule-%d", i), "")
+			code, _, raw := get(t, srv.URL, fmt.Sprintf("/v1/tasks/rule-%d", i), opToken)
 			if code != http.StatusOK {
 				t.Fatalf("status %d: %s", code, raw)
 			}
@@ -516,7 +516,7 @@ func TestTaskList(t *testing.T) {
 				if cursor != "" {
 					q += "&cursor=" + cursor
 				}
-				code, body, raw := get(t, srv.URL, "/v1/tasks?"+q, "")
+				code, body, raw := get(t, srv.URL, "/v1/tasks?"+q, opToken)
 				if code != http.StatusOK {
 					t.Fatalf("%d %s", code, raw)
 				}
@@ -569,17 +569,17 @@ func TestLineageChain(t *testing.T) {
 	}
 	srv := server(t, r.Service)
 
-	code, body, _ := get(t, srv.URL, "/v1/lineage/mid", "")
+	code, body, _ := get(t, srv.URL, "/v1/lineage/mid", opToken)
 	if code != http.StatusOK || body["scope_hash"] != schemas.SHA256Hex([]byte("mid")) || body["parent_capability_id"] != "root" {
 		t.Fatalf("lineage of mid: %d %v", code, body)
 	}
 	for id, want := range map[string]bool{"bare-mid": true, "bare-leaf": false} {
-		code, body, _ = get(t, srv.URL, "/v1/lineage/"+id, "")
+		code, body, _ = get(t, srv.URL, "/v1/lineage/"+id, opToken)
 		if code != http.StatusOK || (body["grants"] != nil) != want || (body["grants_omitted"] == true) == want {
 			t.Fatalf("lineage of %s (grants expected: %v): %d %v", id, want, code, body)
 		}
 	}
-	code, body, _ = get(t, srv.URL, "/v1/lineage/leaf/chain", "")
+	code, body, _ = get(t, srv.URL, "/v1/lineage/leaf/chain", opToken)
 	if code != http.StatusOK || body["capabilityId"] != "leaf" {
 		t.Fatalf("chain of leaf: %d %v", code, body)
 	}
@@ -590,17 +590,17 @@ func TestLineageChain(t *testing.T) {
 	if !reflect.DeepEqual(got, []string{"root", "mid", "leaf"}) {
 		t.Fatalf("chain %v, want root first", got)
 	}
-	code, body, _ = get(t, srv.URL, "/v1/lineage/root/chain", "")
+	code, body, _ = get(t, srv.URL, "/v1/lineage/root/chain", opToken)
 	if code != http.StatusOK || len(body["chain"].([]any)) != 1 {
 		t.Fatalf("chain of the root: %d %v", code, body)
 	}
-	code, body, _ = get(t, srv.URL, "/v1/lineage/orphan/chain", "")
+	code, body, _ = get(t, srv.URL, "/v1/lineage/orphan/chain", opToken)
 	if code != http.StatusInternalServerError || body["code"] != CodeLineageBroken || body["capabilityId"] != "gone" ||
 		!strings.Contains(body["error"].(string), "gone") {
 		t.Fatalf("chain with a missing parent: %d %v", code, body)
 	}
 	for _, path := range []string{"/v1/lineage/unknown", "/v1/lineage/unknown/chain"} {
-		if code, body, _ := get(t, srv.URL, path, ""); code != http.StatusNotFound || body["code"] != CodeLineageNotFound {
+		if code, body, _ := get(t, srv.URL, path, opToken); code != http.StatusNotFound || body["code"] != CodeLineageNotFound {
 			t.Fatalf("%s: %d %v", path, code, body)
 		}
 	}
@@ -719,7 +719,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {
-			code, body, raw := get(t, srv.URL, c.path, "")
+			code, body, raw := get(t, srv.URL, c.path, opToken)
 			if code != http.StatusBadRequest || body["code"] != CodeInvalidParameter || body["param"] != c.param || body["error"] == "" {
 				t.Fatalf("%d %s, want 400 invalid_parameter naming %s", code, raw, c.param)
 			}
@@ -728,11 +728,11 @@ func TestBadInput(t *testing.T) {
 	// And the good forms of the same parameters pass.
 	for _, p := range []string{"/v1/tasks?limit=1&state=TASK_STATE_WORKING&contextId=c", "/v1/tasks?state=input-required",
 		"/v1/reports/authorization-context?since=5&until=5&authorizationLimit=200"} {
-		if code, _, raw := get(t, srv.URL, p, ""); code != http.StatusOK {
+		if code, _, raw := get(t, srv.URL, p, opToken); code != http.StatusOK {
 			t.Errorf("%s: %d %s", p, code, raw)
 		}
 	}
-	if code, body, _ := get(t, srv.URL, "/v1/tasks/nope", ""); code != http.StatusNotFound || body["code"] != CodeTaskNotFound {
+	if code, body, _ := get(t, srv.URL, "/v1/tasks/nope", opToken); code != http.StatusNotFound || body["code"] != CodeTaskNotFound {
 		t.Errorf("unknown task: %d %v", code, body)
 	}
 }
@@ -766,7 +766,7 @@ func TestServiceToken(t *testing.T) {
 			if c.token == "right-token " {
 				want = http.StatusOK
 			}
-			if resp.StatusCode != want || (want == http.StatusUnauthorized && (body.Code != CodeUnauthorized || resp.Header.Get("WWW-Authenticate") == "")) {
+			if resp.StatusCode != want || (want == http.StatusUnauthorized && (body.Code != CodeUnauthorized || resp.Header.Get("WWW-Authenticate") != `Bearer realm="chio"`)) {
 				t.Errorf("%s with token %q: %d %+v, want %d", p, c.token, resp.StatusCode, body, want)
 			}
 		}
@@ -775,11 +775,17 @@ func TestServiceToken(t *testing.T) {
 	if code, _, _ := get(t, srv.URL, "/v1/tasks?limit=abc", ""); code != http.StatusUnauthorized {
 		t.Errorf("bad input without a token: %d, want 401", code)
 	}
-	// Without a configured token (dev mode) the routes are open.
-	open := h.start("open", WithName("open"))
-	h.caughtUp(open)
-	if code, _, raw := get(t, server(t, open.Service).URL, "/v1/tasks/t1", ""); code != http.StatusOK {
-		t.Errorf("open service: %d %s", code, raw)
+	// Without a token or an authenticator there is no open mode: every
+	// route refuses every request.
+	closed := h.start("closed", WithName("closed"), WithServiceToken(""))
+	h.caughtUp(closed)
+	closedURL := server(t, closed.Service).URL
+	for _, p := range paths {
+		for _, tok := range []string{"", "right-token", opToken} {
+			if code, body, raw := get(t, closedURL, p, tok); code != http.StatusUnauthorized || body["code"] != CodeUnauthorized {
+				t.Errorf("%s with token %q on a service without credentials: %d %s, want 401", p, tok, code, raw)
+			}
+		}
 	}
 }
 

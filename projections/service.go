@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -38,6 +39,7 @@ type config struct {
 	name      string
 	kernelKey ed25519.PublicKey
 	token     string
+	auth      *readauth.Authenticator
 	replicas  int
 	batch     int
 	registry  prometheus.Registerer
@@ -61,9 +63,16 @@ func WithName(name string) Option { return func(c *config) { c.name = name } }
 // verified only if it is signed by it.
 func WithKernelKey(k ed25519.PublicKey) Option { return func(c *config) { c.kernelKey = k } }
 
-// WithServiceToken requires every request to the projection routes to
-// carry Authorization: Bearer <token>. Without it (dev mode only) the
-// routes are open.
+// WithAuthenticator sets who may read what through the projection routes
+// (see Register). It wins over WithServiceToken: a caller that wants a
+// service token as well passes readauth.WithServiceToken to readauth.New
+// itself.
+func WithAuthenticator(a *readauth.Authenticator) Option { return func(c *config) { c.auth = a } }
+
+// WithServiceToken is a shorthand for an authenticator that accepts only
+// token, as an operator credential (Authorization: Bearer <token>), and no
+// capability. WithAuthenticator, when also given, wins. With neither,
+// every projection route answers 401: there is no open mode.
 func WithServiceToken(token string) Option { return func(c *config) { c.token = token } }
 
 // WithReplicas sets the replica count of the streams and consumers the
@@ -91,6 +100,11 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("projections: batch %d not in 1..100000", c.batch)
 	}
 	c.log = c.log.With("component", "projections")
+	if c.auth == nil {
+		// Without a token this authenticator refuses every credential, and
+		// the routes refuse anonymous readers: every request is 401.
+		c.auth = readauth.New(readauth.WithServiceToken(c.token))
+	}
 	return c, nil
 }
 

@@ -34,7 +34,8 @@ const (
 	prefixTaskByCtx = 'x' // x | str(context id) | u64 created seq | task id → state
 
 	// CHIO_EVENTS
-	prefixLineage = 'l' // l | capability id → CapabilityLineage JSON
+	prefixLineage  = 'l' // l | capability id → CapabilityLineage JSON
+	prefixAncestry = 'P' // P | principal → JSON array of the principals of its path's prefixes, root first, ending with it
 
 	// CHIO_RECEIPTS
 	prefixReceiptID    = 'r' // r | receipt id → u64 leaf index

@@ -173,8 +173,17 @@ type TaskStatus struct {
 	Timestamp string          `json:"timestamp,omitempty"`
 }
 
-// loadTask reads task id from r; errNotFound when there is none.
+// loadTask reads task id from v; errNotFound when there is none.
 func loadTask(v view, id string) (*Task, error) {
+	h, err := loadHead(v, id)
+	if err != nil {
+		return nil, err
+	}
+	return buildTask(v, id, h)
+}
+
+// loadHead reads the stored head of task id; errNotFound when there is none.
+func loadHead(v view, id string) (*taskHead, error) {
 	raw, err := getFrom(v, append([]byte{prefixTask}, id...))
 	if err != nil {
 		return nil, err
@@ -183,12 +192,17 @@ func loadTask(v view, id string) (*Task, error) {
 	if err := json.Unmarshal(raw, &h); err != nil {
 		return nil, fmt.Errorf("task %s: decode: %w", id, err)
 	}
+	return &h, nil
+}
+
+// buildTask reads the rest of task id, whose head is h, from v.
+func buildTask(v view, id string, h *taskHead) (*Task, error) {
 	t := &Task{ID: id, ContextID: h.ContextID, ReceiptIDs: h.ReceiptIDs,
 		Status: TaskStatus{State: h.State.A2A(), Message: h.StatusMessage, Timestamp: h.StatusTime}}
 	if t.ReceiptIDs == nil {
 		t.ReceiptIDs = []string{}
 	}
-	err = scan(v, appendStr([]byte{prefixHistory}, id), func(_, v []byte) error {
+	err := scan(v, appendStr([]byte{prefixHistory}, id), func(_, v []byte) error {
 		t.History = append(t.History, json.RawMessage(bytes.Clone(v))) // v is only valid during the call
 		return nil
 	})

@@ -36,7 +36,7 @@ func TestTaskFoldContract(t *testing.T) {
 	want, _ := json.Marshal(f.Want)
 	check := func(t *testing.T, svc *Service) {
 		t.Helper()
-		code, _, raw := get(t, server(t, svc).URL, "/v1/tasks/"+f.ID, "")
+		code, _, raw := get(t, server(t, svc).URL, "/v1/tasks/"+f.ID, opToken)
 		if code != http.StatusOK {
 			t.Fatalf("status %d: %s", code, raw)
 		}

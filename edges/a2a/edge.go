@@ -208,7 +208,7 @@ type caller struct {
 
 // callerFrom reads the capability from HTTP headers.
 func (e *Edge) callerFrom(h http.Header) (caller, *wire.Error) {
-	tok, err := kernel.TokenFromHeaders(h)
+	tok, err := schemas.CapabilityFromHeaders(h)
 	if err != nil {
 		if h.Get("Authorization") == "" && h.Get("X-Chio-Capability") == "" && e.cfg.DevToken != "" {
 			return caller{token: e.cfg.DevToken}, nil

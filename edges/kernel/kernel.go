@@ -16,8 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -401,29 +399,6 @@ func matchGrant(gs []schemas.ToolGrant, server, tool string, op schemas.Operatio
 	return -1
 }
 
-// TokenFromHeaders reads a capability from Authorization: Bearer or
-// X-Chio-Capability. Both present and different is an error: which one
-// counts would otherwise depend on the reader.
-func TokenFromHeaders(h http.Header) (string, error) {
-	var bearer string
-	if a := h.Get("Authorization"); a != "" {
-		scheme, rest, ok := strings.Cut(a, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(rest) == "" {
-			return "", errors.New("Authorization header is not \"Bearer <capability>\"")
-		}
-		bearer = strings.TrimSpace(rest)
-	}
-	x := strings.TrimSpace(h.Get("X-Chio-Capability"))
-	switch {
-	case bearer != "" && x != "" && bearer != x:
-		return "", errors.New("Authorization and X-Chio-Capability carry different capabilities")
-	case bearer != "":
-		return bearer, nil
-	case x != "":
-		return x, nil
-	}
-	return "", errors.New("no capability: send Authorization: Bearer <token> or X-Chio-Capability")
-}
 
 // Identity is an authenticated caller: a token that passes every check that
 // does not depend on a tool (parse, issuer, signature, time, delegation,

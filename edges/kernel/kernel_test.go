@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -548,28 +547,6 @@ func TestNATSDownDenies(t *testing.T) {
 	}
 }
 
-func TestTokenFromHeaders(t *testing.T) {
-	cases := []struct {
-		h       http.Header
-		want    string
-		wantErr bool
-	}{
-		{http.Header{"Authorization": {"Bearer abc"}}, "abc", false},
-		{http.Header{"Authorization": {"bearer  abc "}}, "abc", false},
-		{http.Header{"X-Chio-Capability": {"abc"}}, "abc", false},
-		{http.Header{"Authorization": {"Bearer abc"}, "X-Chio-Capability": {"abc"}}, "abc", false},
-		{http.Header{"Authorization": {"Bearer abc"}, "X-Chio-Capability": {"xyz"}}, "", true},
-		{http.Header{"Authorization": {"Basic abc"}}, "", true},
-		{http.Header{"Authorization": {"Bearer"}}, "", true},
-		{http.Header{}, "", true},
-	}
-	for i, c := range cases {
-		got, err := TokenFromHeaders(c.h)
-		if (err != nil) != c.wantErr || got != c.want {
-			t.Errorf("case %d: got %q, %v", i, got, err)
-		}
-	}
-}
 
 // A small cache evicts and re-verifies; it never answers for another token.
 func TestTokenCacheBound(t *testing.T) {

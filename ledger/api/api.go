@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/ledger/logstore"
 	"github.com/chio-ledger/chio/ledger/tlogproof"
 	"github.com/chio-ledger/chio/schemas"
@@ -32,28 +33,62 @@ type Handler struct {
 	store *logstore.Store
 	keys  Keys
 	log   *slog.Logger
+	auth  *readauth.Authenticator
 }
 
+// Option configures New.
+type Option func(*Handler)
+
+// WithAuthenticator sets who may read receipts. Without one, every
+// private path answers 401: only the public half of the log is served.
+func WithAuthenticator(a *readauth.Authenticator) Option { return func(h *Handler) { h.auth = a } }
+
 // New returns a handler.
-func New(store *logstore.Store, keys Keys, logger *slog.Logger) *Handler {
+func New(store *logstore.Store, keys Keys, logger *slog.Logger, opts ...Option) *Handler {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Handler{store: store, keys: keys, log: logger}
+	h := &Handler{store: store, keys: keys, log: logger, auth: readauth.New()}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 // Register adds the routes to e.
+//
+// Public, for witnesses and monitors: the checkpoint, hash tiles,
+// consistency proofs, the checkpoint statement and the keys. They commit
+// to the receipts without revealing them: a leaf hash covers a receipt's
+// Ed25519 signature and random id bits, which no outsider can predict, so
+// it confirms no guess about the receipt's content.
+//
+// Private: receipts, their proofs and queries, to readers whose scope
+// covers them (readauth); entry bundles, which hold every tenant's
+// receipts, to readers of every receipt.
 func (h *Handler) Register(e *echo.Echo) {
 	e.GET("/log/checkpoint", h.checkpoint)
-	e.GET("/log/tile/entries/*", h.entries, middleware.Gzip())
 	e.GET("/log/tile/:level/*", h.tile)
 	e.GET("/v1/log/keys", h.logKeys)
 	e.GET("/v1/log/consistency-proof", h.consistency)
 	e.GET("/v1/checkpoints/latest", h.latestStatement)
-	e.GET("/v1/receipts/query", h.query)
-	e.GET("/v1/receipts/:id", h.receipt)
-	e.GET("/v1/receipts/:id/inclusion-proof", h.inclusion)
-	e.GET("/v1/receipts/:id/tlog-proof", h.tlogProof)
+	auth := readauth.Middleware(h.auth, func(_ echo.Context, e *readauth.Error) error { return fail(e.Status, e.Code, "%s", e.Message) })
+	e.GET("/log/tile/entries/*", h.entries, auth, middleware.Gzip())
+	e.GET("/v1/receipts/query", h.query, auth)
+	e.GET("/v1/receipts/:id", h.receipt, auth)
+	e.GET("/v1/receipts/:id/inclusion-proof", h.inclusion, auth)
+	e.GET("/v1/receipts/:id/tlog-proof", h.tlogProof, auth)
+}
+
+// reader returns the request's reader, or the 401 for an anonymous one.
+func reader(c echo.Context, what string) (*readauth.Reader, error) {
+	r := readauth.From(c)
+	if r == nil {
+		e := readauth.Required(what)
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="chio"`)
+		return nil, fail(e.Status, e.Code, "%s", e.Message)
+	}
+	return r, nil
 }
 
 // NewServer returns an Echo server with the JSON error handler, panic
@@ -133,37 +168,68 @@ func (h *Handler) tile(c echo.Context) error {
 }
 
 func (h *Handler) entries(c echo.Context) error {
+	r, err := reader(c, "reading entry bundles")
+	if err != nil {
+		return err
+	}
+	if !r.AllReceipts() {
+		e := readauth.Forbidden("an entry bundle holds every tenant's receipts: reading it")
+		return fail(e.Status, e.Code, "%s", e.Message)
+	}
 	index, width, err := logstore.ParseTileIndex(strings.Split(c.Param("*"), "/"))
 	if err != nil {
 		return fail(http.StatusBadRequest, "bad_tile_path", "%v", err)
 	}
 	b, err := h.store.EntryBundle(index, width)
-	return h.serveTile(c, b, err)
+	// Private: a shared cache must not serve it to the next caller.
+	return h.serveTileCached(c, b, err, "private, max-age=31536000, immutable")
 }
 
 func (h *Handler) serveTile(c echo.Context, b []byte, err error) error {
+	return h.serveTileCached(c, b, err, immutable)
+}
+
+func (h *Handler) serveTileCached(c echo.Context, b []byte, err error, cache string) error {
 	switch {
 	case errors.Is(err, logstore.ErrBeyondCheckpoint), errors.Is(err, logstore.ErrNotFound):
 		return fail(http.StatusNotFound, "tile_not_found", "no such tile in the checkpointed tree")
 	case err != nil:
 		return err
 	}
-	c.Response().Header().Set(echo.HeaderCacheControl, immutable)
+	c.Response().Header().Set(echo.HeaderCacheControl, cache)
 	return c.Blob(http.StatusOK, echo.MIMEOctetStream, b)
 }
 
 func (h *Handler) logKeys(c echo.Context) error { return c.JSON(http.StatusOK, h.keys) }
 
+// leafOf finds the receipt the path names, if the reader may read it. A
+// receipt outside the reader's scope is answered exactly as one that is
+// not in the log, so a scoped reader learns nothing of others' ids.
 func (h *Handler) leafOf(c echo.Context) (string, uint64, error) {
+	r, err := reader(c, "reading receipts")
+	if err != nil {
+		return "", 0, err
+	}
 	id := c.Param("id")
 	if !schemas.ValidID(id) {
 		return "", 0, fail(http.StatusBadRequest, "bad_receipt_id", "malformed receipt id")
 	}
+	notFound := fail(http.StatusNotFound, "receipt_not_found", "receipt %s is not in the log", id)
 	idx, err := h.store.LeafIndex(id)
 	if errors.Is(err, logstore.ErrNotFound) {
-		return "", 0, fail(http.StatusNotFound, "receipt_not_found", "receipt %s is not in the log", id)
+		return "", 0, notFound
 	}
-	return id, idx, err
+	if err != nil || r.AllReceipts() {
+		return id, idx, err
+	}
+	sum, err := h.store.Summary(idx)
+	if err != nil {
+		return "", 0, err
+	}
+	if !r.Sees(sum.Principals) {
+		return "", 0, notFound
+	}
+	return id, idx, nil
 }
 
 func (h *Handler) receipt(c echo.Context) error {

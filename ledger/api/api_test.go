@@ -29,7 +29,11 @@ type fixture struct {
 	store    *logstore.Store
 	verifier note.Verifier
 	ids      []string
+	tenants  *tenants
 }
+
+// operatorToken is the fixture's bootstrap service token.
+const operatorToken = "operator-token"
 
 // newFixture fills a real store with n signed receipts in batches of 7,
 // checkpointing each batch as the ledger does.
@@ -58,14 +62,14 @@ func newFixture(t *testing.T, n int) *fixture {
 		raw, err := json.Marshal(st)
 		return signed, raw, err
 	}
-	f := &fixture{store: store, verifier: verifier}
+	f := &fixture{store: store, verifier: verifier, tenants: newTenants(t)}
 	if err := store.Begin().Commit(sign); err != nil { // size-0 checkpoint
 		t.Fatal(err)
 	}
 	for i := 0; i < n; {
 		tx := store.Begin()
 		for j := 0; j < 7 && i < n; j, i = j+1, i+1 {
-			params := json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+			params := json.RawMessage(fmt.Sprintf(`{"i":%d,"text":"secret-%03d"}`, i, i))
 			ph, _ := schemas.ParameterHash(params)
 			verdict := schemas.Decision{Verdict: schemas.VerdictAllow}
 			if i%2 == 1 {
@@ -80,7 +84,8 @@ func newFixture(t *testing.T, n int) *fixture {
 			}
 			leaf, _ := schemas.CanonicalReceipt(r)
 			if _, err := tx.Append(leaf, logstore.Summary{ReceiptID: id, Timestamp: r.Timestamp, CapabilityID: r.CapabilityID,
-				ToolServer: r.ToolServer, ToolName: r.ToolName, Verdict: string(r.Decision.Verdict)}); err != nil {
+				ToolServer: r.ToolServer, ToolName: r.ToolName, Verdict: string(r.Decision.Verdict),
+				Principals: f.tenants.paths[i%3]}); err != nil {
 				t.Fatal(err)
 			}
 			f.ids = append(f.ids, id)
@@ -90,15 +95,29 @@ func newFixture(t *testing.T, n int) *fixture {
 		}
 	}
 	h := New(store, Keys{Origin: origin, CheckpointVKey: vkey, KernelKey: schemas.EncodePublicKey(kernel.Public().(ed25519.PublicKey))},
-		slog.New(slog.DiscardHandler))
+		slog.New(slog.DiscardHandler), WithAuthenticator(f.tenants.auth))
 	f.srv = httptest.NewServer(NewServer(h))
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
+// get reads path as the operator.
 func (f *fixture) get(t *testing.T, path string) (int, http.Header, []byte) {
 	t.Helper()
-	resp, err := http.Get(f.srv.URL + path)
+	return f.getAs(t, operatorToken, path)
+}
+
+// getAs reads path with token as bearer credential ("" = anonymous).
+func (f *fixture) getAs(t *testing.T, token, path string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, f.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,10 @@ type QueryResponse struct {
 }
 
 func (h *Handler) query(c echo.Context) error {
+	r, err := reader(c, "querying receipts")
+	if err != nil {
+		return err
+	}
 	q := c.QueryParams()
 	for k := range q {
 		switch k {
@@ -46,7 +50,9 @@ func (h *Handler) query(c echo.Context) error {
 	default:
 		return fail(http.StatusBadRequest, "bad_parameter", "outcome must be allow, deny, cancelled or incomplete")
 	}
-	var err error
+	if !r.AllReceipts() {
+		f.Principals = r.Principals // only what was done under the reader's authority paths
+	}
 	opt := func(name string, dst *uint64) {
 		if v := q.Get(name); v != "" && err == nil {
 			*dst, err = parseSize(name, v)

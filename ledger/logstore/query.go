@@ -3,8 +3,8 @@ package logstore
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -17,9 +17,20 @@ type Filter struct {
 	ToolName     string
 	Verdict      string
 	Since, Until uint64
+	// Principals, when set, keeps receipts made under any of these
+	// authority paths (Summary.Principals): a scoped reader's receipts.
+	Principals []string
 }
 
-func (f Filter) match(s *Summary) bool {
+func (f *Filter) empty() bool {
+	return f.CapabilityID == "" && f.ToolServer == "" && f.ToolName == "" && f.Verdict == "" &&
+		f.Since == 0 && f.Until == 0 && len(f.Principals) == 0
+}
+
+func (f *Filter) match(s *Summary) bool {
+	if len(f.Principals) > 0 && !slices.ContainsFunc(s.Principals, func(p string) bool { return slices.Contains(f.Principals, p) }) {
+		return false
+	}
 	return (f.CapabilityID == "" || s.CapabilityID == f.CapabilityID) &&
 		(f.ToolServer == "" || s.ToolServer == f.ToolServer) &&
 		(f.ToolName == "" || s.ToolName == f.ToolName) &&
@@ -49,6 +60,9 @@ func (s *Store) Query(f Filter, from uint64, limit int) (Page, error) {
 	case f.CapabilityID != "":
 		prefix = append(append([]byte{prefixByCap}, f.CapabilityID...), 0)
 		rest.CapabilityID = ""
+	case len(f.Principals) == 1:
+		prefix = append(append([]byte{prefixByOwner}, f.Principals[0]...), 0)
+		rest.Principals = nil
 	case f.ToolServer != "" && f.ToolName != "":
 		prefix = append(append(append(append([]byte{prefixByTool}, f.ToolServer...), 0), f.ToolName...), 0)
 		rest.ToolServer, rest.ToolName = "", ""
@@ -72,7 +86,7 @@ func (s *Store) Query(f Filter, from uint64, limit int) (Page, error) {
 		return Page{}, err
 	}
 	page.More = len(page.Indexes) == limit
-	if rest == (Filter{}) && prefix[0] == prefixSummary {
+	if rest.empty() && prefix[0] == prefixSummary {
 		page.Total = size
 		return page, nil
 	}
@@ -113,16 +127,12 @@ func (s *Store) scan(prefix []byte, from uint64, f func(idx uint64) (bool, error
 }
 
 func (s *Store) matches(f Filter, idx uint64) (bool, error) {
-	if f == (Filter{}) {
+	if f.empty() {
 		return true, nil
 	}
-	v, err := s.get(u64Key(prefixSummary, idx))
+	sum, err := s.Summary(idx)
 	if err != nil {
-		return false, fmt.Errorf("query: summary of leaf %d: %w", idx, err)
-	}
-	var sum Summary
-	if err := json.Unmarshal(v, &sum); err != nil {
-		return false, fmt.Errorf("query: summary of leaf %d: %w", idx, err)
+		return false, fmt.Errorf("query: %w", err)
 	}
 	return f.match(&sum), nil
 }

@@ -45,7 +45,18 @@ const (
 	prefixByCap      = 'C' // C | capability id | 0 | u64 index
 	prefixByServer   = 'S' // S | tool server | 0 | u64 index
 	prefixByTool     = 'T' // T | tool server | 0 | tool name | 0 | u64 index
+	prefixByOwner    = 'P' // P | principal | 0 | u64 index: every prefix of the call's authority path
 )
+
+// Layout is the version of the key layout this package writes, recorded
+// in the state record. Layout 2 added the per-principal receipt index
+// (prefixByOwner) that scopes reads to tenants; a store of an older layout
+// is refused on Open, since that index cannot be derived from the leaves
+// (a receipt does not carry its delegation chain).
+const Layout = 2
+
+// ErrOldLayout is returned by Open for a store written by an older layout.
+var ErrOldLayout = errors.New("store layout is older than this release")
 
 // ErrNotFound is returned when a requested record does not exist.
 var ErrNotFound = errors.New("not found")
@@ -58,6 +69,9 @@ type State struct {
 	StreamSeq uint64 `json:"stream_seq"`
 	// CheckpointSeq numbers chio.checkpoint_statement.v1 records.
 	CheckpointSeq uint64 `json:"checkpoint_seq"`
+	// Layout is the key layout the store was written with (see Layout);
+	// absent (0) in stores from before layouts were numbered.
+	Layout int `json:"layout,omitempty"`
 }
 
 // Summary is the per-leaf record queries filter on.
@@ -68,6 +82,10 @@ type Summary struct {
 	ToolServer   string `json:"s"`
 	ToolName     string `json:"n"`
 	Verdict      string `json:"v"`
+	// Principals names every prefix of the authority path of the
+	// capability the call was made with (schemas.PathPrincipals), root
+	// first; empty when no capability verified. Reads are scoped by it.
+	Principals []string `json:"p,omitempty"`
 }
 
 // Store is an open log.
@@ -155,12 +173,22 @@ func (s *Store) load(verify CheckpointVerifier) error {
 	case errors.Is(err, ErrNotFound):
 		s.rng = s.rf.NewEmptyRange(0)
 		s.state.Root = rfc6962.DefaultHasher.EmptyRoot()
+		s.state.Layout = Layout
 		return nil
 	case err != nil:
 		return err
 	}
 	if err := json.Unmarshal(raw, &s.state); err != nil {
 		return fmt.Errorf("decode state record: %w", err)
+	}
+	if s.state.Layout < Layout {
+		return fmt.Errorf("%w: it has layout %d (size %d), this release reads and writes layout %d, which indexes receipts by "+
+			"authority path so that reads are scoped to tenants; rebuild it from the event stream into a new directory "+
+			"(chio ledger rebuild --data-dir NEW: the same leaves, root and checkpoints' roots) and start the ledger on that directory",
+			ErrOldLayout, s.state.Layout, s.state.Size, Layout)
+	}
+	if s.state.Layout > Layout {
+		return fmt.Errorf("store has layout %d, newer than this release's %d: run a newer release", s.state.Layout, Layout)
 	}
 	// Rebuild the frontier from stored tiles and recompute the root: corrupt
 	// or missing tiles fail here, before anything new is appended.
@@ -270,6 +298,19 @@ func (s *Store) latestCheckpoint() ([]byte, error) {
 
 // Statement returns the checkpoint statement with the given sequence number.
 func (s *Store) Statement(seq uint64) ([]byte, error) { return s.get(u64Key(prefixStatement, seq)) }
+
+// Summary returns the query summary of leaf idx.
+func (s *Store) Summary(idx uint64) (Summary, error) {
+	var sum Summary
+	v, err := s.get(u64Key(prefixSummary, idx))
+	if err != nil {
+		return sum, fmt.Errorf("summary of leaf %d: %w", idx, err)
+	}
+	if err := json.Unmarshal(v, &sum); err != nil {
+		return sum, fmt.Errorf("summary of leaf %d: %w", idx, err)
+	}
+	return sum, nil
+}
 
 // LeafIndex returns the leaf index of a receipt id in the committed log.
 func (s *Store) LeafIndex(receiptID string) (uint64, error) {

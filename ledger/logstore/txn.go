@@ -129,6 +129,9 @@ func (t *Txn) Append(leaf []byte, sum Summary) (uint64, error) {
 	t.setErr(t.b.Set(capIndexKey(sum.CapabilityID, idx), nil, nil))
 	t.setErr(t.b.Set(serverIndexKey(sum.ToolServer, idx), nil, nil))
 	t.setErr(t.b.Set(toolIndexKey(sum.ToolServer, sum.ToolName, idx), nil, nil))
+	for _, p := range sum.Principals {
+		t.setErr(t.b.Set(ownerIndexKey(p, idx), nil, nil))
+	}
 	return idx, t.err
 }
 
@@ -229,6 +232,12 @@ func (t *Txn) setErr(err error) {
 
 func capIndexKey(capID string, idx uint64) []byte {
 	k := append([]byte{prefixByCap}, capID...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, idx)
+}
+
+func ownerIndexKey(principal string, idx uint64) []byte {
+	k := append([]byte{prefixByOwner}, principal...)
 	k = append(k, 0)
 	return binary.BigEndian.AppendUint64(k, idx)
 }
