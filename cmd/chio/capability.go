@@ -63,7 +63,7 @@ func newCapabilityKeygenCmd() *cobra.Command {
 
 func newCapabilityIssueCmd() *cobra.Command {
 	var keyFile, subject, delegateFrom, id, output string
-	var grantSpecs []string
+	var grantSpecs, readTargets []string
 	var ttl time.Duration
 	var maxInv uint32
 	cmd := &cobra.Command{
@@ -76,8 +76,8 @@ func newCapabilityIssueCmd() *cobra.Command {
 			"Prints the token's JSON on the first line and its header form on the second (--output json|header|both).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if keyFile == "" || subject == "" || len(grantSpecs) == 0 {
-				return usageError(errors.New("--issuer-key, --subject and at least one --grant are required"))
+			if keyFile == "" || subject == "" || len(grantSpecs)+len(readTargets) == 0 {
+				return usageError(errors.New("--issuer-key, --subject and at least one --grant or --read are required"))
 			}
 			if ttl <= 0 {
 				return usageError(errors.New("--ttl must be positive"))
@@ -104,6 +104,13 @@ func newCapabilityIssueCmd() *cobra.Command {
 				}
 				if cmd.Flags().Changed("max-invocations") {
 					g.MaxInvocations = &maxInv
+				}
+				grants = append(grants, g)
+			}
+			for _, t := range readTargets {
+				g, err := schemas.ReadGrant(t)
+				if err != nil {
+					return usageError(fmt.Errorf("--read %q: %w", t, err))
 				}
 				grants = append(grants, g)
 			}
@@ -153,6 +160,7 @@ func newCapabilityIssueCmd() *cobra.Command {
 	cmd.Flags().StringVar(&keyFile, "issuer-key", "", "file holding the signing key (hex Ed25519 seed, e.g. .chio/keys/issuer.key)")
 	cmd.Flags().StringVar(&subject, "subject", "", "the holder's public key (64 lowercase hex)")
 	cmd.Flags().StringArrayVar(&grantSpecs, "grant", nil, "SERVER/TOOL[:op,op] (repeatable; TOOL may be *)")
+	cmd.Flags().StringArrayVar(&readTargets, "read", nil, "read grant: * (every receipt and operator view), receipts (every receipt: an auditor) or a principal p:HEX (what was done under it: a tenant); repeatable")
 	cmd.Flags().DurationVar(&ttl, "ttl", time.Hour, "validity from now")
 	cmd.Flags().Uint32Var(&maxInv, "max-invocations", 0, "invocation budget of each grant")
 	cmd.Flags().StringVar(&delegateFrom, "delegate-from", "", "parent token to delegate from (JSON, header form, @FILE or -)")
@@ -232,6 +240,8 @@ func newCapabilityInspectCmd() *cobra.Command {
 			window := fmt.Sprintf("%s .. %s", time.Unix(int64(tok.IssuedAt), 0).UTC().Format(time.RFC3339), time.Unix(int64(tok.ExpiresAt), 0).UTC().Format(time.RFC3339))
 			fmt.Fprintf(out, "id %s, subject %s, valid %s, %d grant(s), delegation depth %d\n",
 				tok.ID, tok.Subject, window, len(tok.Scope.Grants), len(tok.DelegationChain))
+			principals := tokenPrincipals(tok)
+			fmt.Fprintf(out, "principal %s (tenant %s)\n", principals[len(principals)-1], principals[0])
 			failed := false
 			check := func(what string, err error) {
 				if err != nil {
@@ -304,4 +314,20 @@ func newCapabilityRevokeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the revocation)")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the revocations bucket if it must be created")
 	return cmd
+}
+
+// tokenPrincipals is schemas.PathPrincipals of a token's authority path:
+// its root issuer, then each delegatee down to its own subject. Element 0
+// is the tenant (the root grant's holder), the last the token's principal,
+// what its calls' receipts and tasks are scoped to.
+func tokenPrincipals(t *schemas.CapabilityToken) []string {
+	root := t.Issuer
+	subjects := make([]string, 0, len(t.DelegationChain)+1)
+	for i, l := range t.DelegationChain {
+		if i == 0 {
+			root = l.Delegator
+		}
+		subjects = append(subjects, l.Delegatee)
+	}
+	return schemas.PathPrincipals(root, append(subjects, t.Subject))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/internal/health"
+	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/ledger/logstore"
 	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
@@ -24,7 +25,12 @@ type runConfig struct {
 	drains       []func(context.Context) error
 	drainTimeout time.Duration
 	ha           *haFlags // set: one of several active/standby instances
+	auth         *readauth.Authenticator
 }
+
+// withReadAuth sets who may read the log's private half; without it only
+// the public half (checkpoints, hash tiles, consistency proofs) is served.
+func withReadAuth(a *readauth.Authenticator) runOption { return func(c *runConfig) { c.auth = a } }
 
 // runOption configures runLedger.
 type runOption func(*runConfig)

@@ -54,6 +54,7 @@ func newLedgerCmd() *cobra.Command {
 	var natsURL, dataDir, listen string
 	var lf ledgerFlags
 	var ha haFlags
+	var rf readFlags
 	cmd := &cobra.Command{
 		Use:   "ledger --nats URL --data-dir DIR --listen ADDR",
 		Short: "Run the ledger: consume events, sign receipts into the Merkle log, serve the log API",
@@ -73,6 +74,16 @@ func newLedgerCmd() *cobra.Command {
 			if ha.enabled {
 				opts = append(opts, withStandby(&ha))
 			}
+			if rf.any() {
+				auth, stop, err := rf.authenticator(cmd.Context(), js, lf.replicas)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				opts = append(opts, withReadAuth(auth))
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), "chio ledger: no --reader-issuer or --service-token: serving only the public half of the log (checkpoints, hash tiles, consistency proofs)")
+			}
 			return runLedger(cmd.Context(), cmd.OutOrStdout(), js, store, keys, listen, &lf, nil, opts...)
 		},
 	}
@@ -81,6 +92,7 @@ func newLedgerCmd() *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address of the log's HTTP read API")
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
 	ha.register(cmd)
+	rf.register(cmd)
 	cmd.AddCommand(newRebuildCmd())
 	return cmd
 }
@@ -236,7 +248,11 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 			return standby(ctx, js, l, writerFence, rc.ha, lf.replicas, writer, slog.Default())
 		}
 	}
-	h := api.New(store, api.Keys{Origin: keys.Origin(), CheckpointVKey: keys.VKey, KernelKey: keys.KernelPub}, slog.Default())
+	var apiOpts []api.Option
+	if rc.auth != nil {
+		apiOpts = append(apiOpts, api.WithAuthenticator(rc.auth))
+	}
+	h := api.New(store, api.Keys{Origin: keys.Origin(), CheckpointVKey: keys.VKey, KernelKey: keys.KernelPub}, slog.Default(), apiOpts...)
 	e := api.NewServer(h)
 	serveMetrics(e, rc.reg)
 	health.Register(e, append([]health.Check{health.NATS(js), logStorageCheck(store)}, rc.checks...)...)

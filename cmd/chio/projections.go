@@ -30,46 +30,53 @@ const serviceTokenEnv = "CHIO_SERVICE_TOKEN"
 func projectionsDir(dataDir string) string { return filepath.Join(dataDir, "projections") }
 
 func newProjectionsCmd() *cobra.Command {
-	var natsURL, dataDir, listen, token, kernelKey, name string
+	var natsURL, dataDir, listen, kernelKey, name string
 	var replicas int
+	var rf readFlags
 	cmd := &cobra.Command{
-		Use:   "projections --nats URL --data-dir DIR --listen ADDR --service-token TOKEN --kernel-key HEX|FILE",
+		Use:   "projections --nats URL --data-dir DIR --listen ADDR --kernel-key HEX|FILE --reader-issuer HEX|FILE [--service-token TOKEN]",
 		Short: "Run the projections: fold tasks, capability lineage and receipts into queryable state and serve it",
 		Long: "Consumes CHIO_TASKS, CHIO_EVENTS and CHIO_RECEIPTS with durable consumers NAME-tasks, NAME-events and\n" +
 			"NAME-receipts into a Pebble store under DIR/projections, and serves /v1/tasks, /v1/lineage and\n" +
-			"/v1/reports/authorization-context, every route behind the service token (Authorization: Bearer).\n" +
+			"/v1/reports/authorization-context. Every route needs a credential (Authorization: Bearer): a capability\n" +
+			"from a --reader-issuer reads what was done under its own authority path and what its read grants\n" +
+			"(chio.read/…) name; the service token reads everything.\n" +
 			"Receipts are verified against --kernel-key, the ledger's kernel public key; a report that reaches one\n" +
 			"that does not verify fails closed. The token may come from $" + serviceTokenEnv + " instead of the flag.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			token = orDefault(token, os.Getenv(serviceTokenEnv))
-			if token == "" {
-				return usageError(errors.New("--service-token (or $" + serviceTokenEnv + ") is required: the projection API is served open only by chio up"))
+			if !rf.any() {
+				return usageError(errNoReaders)
 			}
 			key, err := readKernelKey(kernelKey)
 			if err != nil {
 				return err
 			}
-			metrics := newMetricsRegistry()
-			svc, err := projections.Open(projectionsDir(dataDir), projections.WithLogger(slog.Default()), projections.WithName(name),
-				projections.WithKernelKey(key), projections.WithServiceToken(token), projections.WithReplicas(replicas),
-				projections.WithMetrics(metrics))
-			if err != nil {
-				return err
-			}
-			defer svc.Close()
 			nc, js, err := connectNATS(natsURL, name)
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
+			auth, stop, err := rf.authenticator(cmd.Context(), js, replicas)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			metrics := newMetricsRegistry()
+			svc, err := projections.Open(projectionsDir(dataDir), projections.WithLogger(slog.Default()), projections.WithName(name),
+				projections.WithKernelKey(key), projections.WithAuthenticator(auth), projections.WithReplicas(replicas),
+				projections.WithMetrics(metrics))
+			if err != nil {
+				return err
+			}
+			defer svc.Close()
 			return runProjections(cmd.Context(), cmd.OutOrStdout(), js, svc, metrics, listen)
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated")
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "directory of the projection store (DIR/projections)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8082", "address of the projection HTTP API")
-	cmd.Flags().StringVar(&token, "service-token", "", "bearer token every API request must carry (default $"+serviceTokenEnv+")")
+	rf.register(cmd)
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the trusted kernel public key (64 hex), or a file holding it (the ledger's keys/kernel.pub)")
 	cmd.Flags().StringVar(&name, "name", projections.DefaultName, "instance name: the stem of the durable consumer names")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the streams and consumers the service creates (3 on a cluster)")
@@ -124,20 +131,26 @@ func newProjectionsRebuildCmd() *cobra.Command {
 
 // readKernelKey reads --kernel-key: the key itself or a file holding it.
 func readKernelKey(v string) (ed25519.PublicKey, error) {
-	v = strings.TrimSpace(v)
-	if v == "" {
+	if strings.TrimSpace(v) == "" {
 		return nil, usageError(errors.New("--kernel-key is required: receipts are trusted only if this kernel signed them"))
 	}
+	return readPublicKey("--kernel-key", v)
+}
+
+// readPublicKey reads the value of flag: an Ed25519 public key as 64 hex,
+// or a file holding one.
+func readPublicKey(flag, v string) (ed25519.PublicKey, error) {
+	v = strings.TrimSpace(v)
 	if k, err := schemas.ParsePublicKey(v); err == nil {
 		return k, nil
 	}
 	b, err := os.ReadFile(v)
 	if err != nil {
-		return nil, usageError(fmt.Errorf("--kernel-key: neither a 64-hex Ed25519 key nor a readable file: %w", err))
+		return nil, usageError(fmt.Errorf("%s: neither a 64-hex Ed25519 key nor a readable file: %w", flag, err))
 	}
 	k, err := schemas.ParsePublicKey(strings.TrimSpace(string(b)))
 	if err != nil {
-		return nil, usageError(fmt.Errorf("--kernel-key %s: %w", v, err))
+		return nil, usageError(fmt.Errorf("%s %s: %w", flag, v, err))
 	}
 	return k, nil
 }

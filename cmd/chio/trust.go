@@ -33,16 +33,18 @@ func newTrustCmd() *cobra.Command {
 }
 
 func newAuthorizationContextListCmd() *cobra.Command {
-	var base, token, capability, toolServer, toolName string
+	var base, token, credential, capability, toolServer, toolName string
 	var limit int
 	var since, until uint64
 	cmd := &cobra.Command{
-		Use:   "list [--capability ID] [--limit N] [--url URL] [--service-token T]",
+		Use:   "list [--capability ID] [--limit N] [--url URL] [--token TOKEN|@FILE]",
 		Short: "Print the authorization-context report of the governed receipts matching the filters",
 		Long: "Calls GET /v1/reports/authorization-context on a projections service (chio up or chio projections)\n" +
 			"and prints the report as indented JSON. The report is all or nothing: when a matching receipt cannot\n" +
 			"be projected truthfully the service refuses it (422, naming the receipt) and this command exits 1 with\n" +
-			"the service's message. The token may come from $" + serviceTokenEnv + " instead of the flag.",
+			"the service's message. --token is the reader's credential: a capability (its own calls and what its read\n" +
+			"grants name; chio up writes an operator one to .chio/operator.token) or the service token, which may\n" +
+			"also come from $" + serviceTokenEnv + ".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 {
@@ -74,7 +76,14 @@ func newAuthorizationContextListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if token = orDefault(token, os.Getenv(serviceTokenEnv)); token != "" {
+			if rest, ok := strings.CutPrefix(credential, "@"); ok {
+				b, err := os.ReadFile(rest)
+				if err != nil {
+					return usageError(fmt.Errorf("--token: %w", err))
+				}
+				credential = strings.TrimSpace(string(b))
+			}
+			if token = orDefault(credential, orDefault(token, os.Getenv(serviceTokenEnv))); token != "" {
 				req.Header.Set("Authorization", "Bearer "+token)
 			}
 			resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
@@ -99,7 +108,8 @@ func newAuthorizationContextListCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&base, "url", "http://127.0.0.1:8080", "base URL of the projections service")
-	cmd.Flags().StringVar(&token, "service-token", "", "the service's bearer token (default $"+serviceTokenEnv+")")
+	cmd.Flags().StringVar(&credential, "token", "", "the reader's credential: a capability or the service token, inline or @FILE")
+	cmd.Flags().StringVar(&token, "service-token", "", "the service token (default $"+serviceTokenEnv+"); --token takes either")
 	cmd.Flags().StringVar(&capability, "capability", "", "only receipts of this capability id")
 	cmd.Flags().IntVar(&limit, "limit", 0, "most rows to print (1–200; default the service's, 50); the summary counts every match")
 	cmd.Flags().StringVar(&toolServer, "tool-server", "", "only receipts of this tool server")

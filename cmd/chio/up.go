@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,6 +19,10 @@ import (
 	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
 )
+
+// operatorTokenTTL is how long the operator token chio up writes at each
+// start is valid.
+const operatorTokenTTL = 30 * 24 * time.Hour
 
 func newUpCmd() *cobra.Command {
 	var dataDir, listen, natsListen string
@@ -107,14 +111,21 @@ func newUpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// Dev mode: the projection API is open on loopback unless a
-			// service token is given (and required off loopback).
-			serviceToken = orDefault(serviceToken, os.Getenv(serviceTokenEnv))
-			if serviceToken == "" && !loopbackAddr(listen) {
-				return usageError(fmt.Errorf("--listen %s is not a loopback address: pass --service-token for the projection API", listen))
+			// Reads: capabilities from this data dir's issuer, each within its
+			// scope; an operator token that reads everything; and the service
+			// token, if one is given.
+			rf := readFlags{issuers: []string{filepath.Join(keys.Dir, issuerPubFile)}, serviceToken: serviceToken}
+			auth, stopAuth, err := rf.authenticator(cmd.Context(), js, lf.replicas)
+			if err != nil {
+				return err
+			}
+			defer stopAuth()
+			opPath, err := operatorToken(dataDir, keys.Dir, operatorTokenTTL)
+			if err != nil {
+				return err
 			}
 			proj, err := projections.Open(projectionsDir(dataDir), projections.WithLogger(slog.Default()),
-				projections.WithKernelKey(kernelPub), projections.WithServiceToken(serviceToken), projections.WithMetrics(metrics))
+				projections.WithKernelKey(kernelPub), projections.WithAuthenticator(auth), projections.WithMetrics(metrics))
 			if err != nil {
 				return err
 			}
@@ -141,12 +152,13 @@ func newUpCmd() *cobra.Command {
 				fmt.Fprintf(out, "chio up: tasks        %s/v1/tasks   authorization report %s/v1/reports/authorization-context\n", base, base)
 				fmt.Fprintf(out, "chio up: probes       %s/healthz %s/readyz   metrics %s/metrics\n", base, base, base)
 				fmt.Fprintf(out, "chio up: dev capability in %s (used for callers that send none)\n", tokenPath)
+				fmt.Fprintf(out, "chio up: operator token in %s (reads every receipt, task and report: send it as Authorization: Bearer)\n", opPath)
 				fmt.Fprintf(out, "chio up: try: curl -s %s/a2a -H 'Content-Type: application/json' -H \"Authorization: Bearer $(cat %s)\" -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"role\":\"user\",\"messageId\":\"m1\",\"parts\":[{\"kind\":\"text\",\"text\":\"world\"}]}}}'\n", base, tokenPath)
 			}
 			slog.Debug("starting ledger", "data_dir", dataDir)
 			// Stopping drains the edge (its calls finish and publish their
 			// events) while the ledger still runs; NATS closes after.
-			return runLedger(cmd.Context(), out, js, store, keys, listen, &lf, mount, withRegistry(metrics),
+			return runLedger(cmd.Context(), out, js, store, keys, listen, &lf, mount, withRegistry(metrics), withReadAuth(auth),
 				withChecks(append(r.checks, projectionsCheck("projections", proj, projDone, &projErr))...),
 				withDrain(ef.drainTimeout, edge.Drain))
 		},
@@ -156,7 +168,7 @@ func newUpCmd() *cobra.Command {
 	cmd.Flags().StringVar(&natsListen, "nats-listen", "127.0.0.1:4222", `client address of the embedded NATS server ("none": in-process only)`)
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
 	ef.register(cmd)
-	cmd.Flags().StringVar(&serviceToken, "service-token", "", "bearer token for /v1/tasks, /v1/lineage and /v1/reports (default $"+serviceTokenEnv+"; open on loopback without one)")
+	cmd.Flags().StringVar(&serviceToken, "service-token", "", "bootstrap operator credential: a bearer token that reads everything (default $"+serviceTokenEnv+"); the operator token chio up writes does the same")
 	cmd.Flags().BoolVar(&requireCapability, "require-capability", false, "refuse callers without a capability instead of acting under the dev capability")
 	return cmd
 }
