@@ -3,6 +3,7 @@ package logstore
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,13 +52,26 @@ func appendN(t *testing.T, s *Store, from, n int) {
 	tx := s.Begin()
 	for i := from; i < from+n; i++ {
 		if _, err := tx.Append(leaf(i), Summary{ReceiptID: fmt.Sprintf("r%d", i), CapabilityID: fmt.Sprintf("cap%d", i%3),
-			ToolServer: "srv", ToolName: fmt.Sprintf("tool%d", i%2), Verdict: "allow", Timestamp: uint64(1000 + i)}); err != nil {
+			ToolServer: "srv", ToolName: fmt.Sprintf("tool%d", i%2), Verdict: "allow", Timestamp: uint64(1000 + i),
+			Principals: testPrincipals(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := tx.Commit(testSign); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testPrincipals: leaf i was made by tenant "ta" when i is even, else by
+// "tb"; every third leaf by tb's delegate "tb>d" (so under both).
+func testPrincipals(i int) []string {
+	switch {
+	case i%2 == 0:
+		return []string{"ta"}
+	case i%3 == 0:
+		return []string{"tb", "tb>d"}
+	}
+	return []string{"tb"}
 }
 
 func TestAppendProofsAndReopen(t *testing.T) {
@@ -225,6 +239,37 @@ func TestOpenRefusesCheckpointMismatch(t *testing.T) {
 	}
 }
 
+// TestOpenRefusesAnOlderLayout: a store written before layouts were
+// numbered has no per-principal index, which its leaves cannot restore, so
+// Open refuses it and says how to rebuild it.
+func TestOpenRefusesAnOlderLayout(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, s, 0, 5)
+	st := s.State()
+	if st.Layout != Layout {
+		t.Fatalf("a new store has layout %d, want %d", st.Layout, Layout)
+	}
+	_ = s.Close()
+	st.Layout = 0
+	old, _ := json.Marshal(st)
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.Logger{L: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set([]byte{prefixState}, old, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	_, err = Open(dir)
+	if !errors.Is(err, ErrOldLayout) || !strings.Contains(err.Error(), "chio ledger rebuild") {
+		t.Fatalf("Open of a layout-0 store: %v", err)
+	}
+}
+
 func TestQuery(t *testing.T) {
 	s, err := Open(t.TempDir())
 	if err != nil {
@@ -250,6 +295,12 @@ func TestQuery(t *testing.T) {
 		{"time window", Filter{Since: 1010, Until: 1012}, 0, 10, []uint64{10, 11, 12}, 3},
 		{"verdict none", Filter{Verdict: "deny"}, 0, 10, nil, 0},
 		{"unknown server", Filter{ToolServer: "nope"}, 0, 10, nil, 0},
+		{"principal", Filter{Principals: []string{"ta"}}, 0, 3, []uint64{0, 2, 4}, 15},
+		{"delegate's principal", Filter{Principals: []string{"tb>d"}}, 0, 10, []uint64{3, 9, 15, 21, 27}, 5},
+		{"tenant sees its delegate", Filter{Principals: []string{"tb"}}, 0, 4, []uint64{1, 3, 5, 7}, 15},
+		{"two principals", Filter{Principals: []string{"tb>d", "ta"}}, 0, 5, []uint64{0, 2, 3, 4, 6}, 20},
+		{"principal and capability", Filter{Principals: []string{"ta"}, CapabilityID: "cap1"}, 0, 10, []uint64{4, 10, 16, 22, 28}, 5},
+		{"unknown principal", Filter{Principals: []string{"nobody"}}, 0, 10, nil, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
