@@ -20,23 +20,25 @@ bin/chio up --listen "$http" --nats-listen "$natsaddr" > up.log 2>&1 &
 up_pid=$!
 for _ in $(seq 100); do curl -sf "http://$http/log/checkpoint" >/dev/null && break; sleep 0.1; done
 
+OP="Authorization: Bearer $(cat .chio/operator.token)"
 bin/chio emit --nats "nats://$natsaddr" --count 2 | tee ids.txt
 ID=$(head -1 ids.txt)
-for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$http/v1/receipts/$ID")" = 200 ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' -H "$OP" "http://$http/v1/receipts/$ID")" = 200 ] && break; sleep 0.1; done
 
 curl -sf "http://$http/log/checkpoint" > checkpoint.txt
-curl -sf "http://$http/v1/receipts/$ID" > receipt.json
-curl -sf "http://$http/v1/receipts/$ID/inclusion-proof?tree_size=$(sed -n 2p checkpoint.txt)" > proof.json
+curl -sf -H "$OP" "http://$http/v1/receipts/$ID" > receipt.json
+curl -sf -H "$OP" "http://$http/v1/receipts/$ID/inclusion-proof?tree_size=$(sed -n 2p checkpoint.txt)" > proof.json
 curl -sf "http://$http/v1/log/keys"; echo
 
 bin/chio verify --receipt receipt.json --proof proof.json --checkpoint checkpoint.txt \
   --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)"
 
-curl -sf "http://$http/v1/receipts/$ID/tlog-proof" > receipt.tlog-proof
+curl -sf -H "$OP" "http://$http/v1/receipts/$ID/tlog-proof" > receipt.tlog-proof
 bin/chio verify --receipt receipt.json --proof receipt.tlog-proof \
   --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)"
 
-curl -sf "http://$http/v1/receipts/query?toolServer=hello&outcome=deny&limit=10" | grep -q '"totalCount":1'
+curl -sf -H "$OP" "http://$http/v1/receipts/query?toolServer=hello&outcome=deny&limit=10" | grep -q '"totalCount":1'
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://$http/v1/receipts/$ID")" = 401 ]
 bin/chio ledger rebuild --nats "nats://$natsaddr" --data-dir "$work/rebuilt" --keys .chio/keys | tee rebuild.txt
 grep -q '^size 2$' rebuild.txt
 
@@ -46,7 +48,11 @@ bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat ag
   --grant 'hello-a2a-srv/*:invoke,delegate' --ttl 1h --max-invocations 100 --id cap-agent > agent.tok
 bin/chio capability issue --issuer-key agent.key --subject "$(cat helper.pub)" \
   --grant hello-a2a-srv/hello_task --max-invocations 10 --delegate-from @agent.tok --output header > helper.tok
-bin/chio capability inspect @helper.tok | grep -q '^ok   token narrows its parent cap-agent$'
+bin/chio capability inspect @helper.tok | tee inspect.txt | grep -q '^ok   token narrows its parent cap-agent$'
+grep -q '^principal p:[0-9a-f]\{64\} (tenant p:[0-9a-f]\{64\})$' inspect.txt
+bin/chio capability keygen --out auditor.key > auditor.pub
+bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat auditor.pub)" --read receipts --ttl 24h --output header > auditor.tok
+curl -sf -H "Authorization: Bearer $(cat auditor.tok)" "http://$http/v1/receipts/$ID/tlog-proof" | cmp - receipt.tlog-proof
 bin/chio capability revoke cap-agent --nats "nats://$natsaddr" --reason "key rotated" | grep -q '^revoked cap-agent$'
 curl -sf "http://$http/.well-known/agent-card.json" | grep -q '"hello_task"'
 curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat .chio/dev-capability.token)" \
@@ -54,8 +60,9 @@ curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization
   | tee send.json
 RID=$(sed -n 's/.*"receiptId":"\([^"]*\)".*/\1/p' send.json)
 [ -n "$RID" ]
-for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$http/v1/receipts/$RID")" = 200 ] && break; sleep 0.1; done
-curl -sf "http://$http/v1/receipts/$RID" | grep -q '"tool_name":"hello_task"'
+DEV="Authorization: Bearer $(cat .chio/dev-capability.token)"
+for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' -H "$DEV" "http://$http/v1/receipts/$RID")" = 200 ] && break; sleep 0.1; done
+curl -sf -H "$DEV" "http://$http/v1/receipts/$RID" | grep -q '"tool_name":"hello_task"'
 echo '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]}}}' \
   | bin/chio edge a2a --stdio --data-dir "$work/stdio" | grep -q '"status":"completed"'
 curl -sN "http://$http/a2a" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
@@ -68,17 +75,17 @@ curl -s "http://$http/a2a/rest/message:send" -H 'Content-Type: application/json'
 TID=$(sed -n 's/^{"task":{"id":"\([^"]*\)".*/\1/p' rest-send.json)
 [ -n "$TID" ]
 curl -s "http://$http/a2a/rest/tasks/$TID" -H 'A2A-Version: 1.0' | grep -q 'TASK_STATE_COMPLETED'
-for _ in $(seq 100); do curl -sf "http://$http/v1/tasks/$TID" | grep -q 'TASK_STATE_COMPLETED' && break; sleep 0.1; done
-curl -sf "http://$http/v1/tasks/$TID" | grep -q '"receiptIds"'
+for _ in $(seq 100); do curl -sf -H "$OP" "http://$http/v1/tasks/$TID" | grep -q 'TASK_STATE_COMPLETED' && break; sleep 0.1; done
+curl -sf -H "$OP" "http://$http/v1/tasks/$TID" | grep -q '"receiptIds"'
 curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat .chio/dev-capability.token)" \
   -d '{"jsonrpc":"2.0","id":4,"method":"message/send","params":{"message":{"role":"user","messageId":"m4","parts":[{"kind":"text","text":"world"}]},"metadata":{"chio":{"governedIntent":{"id":"intent-1","server_id":"hello-a2a-srv","tool_name":"hello_task","purpose":"greet the world","max_amount":{"units":100,"currency":"EUR"}}}}}}' \
   | tee governed.json
 CAP=$(sed -n 's/.*"capabilityId":"\([^"]*\)".*/\1/p' governed.json)
 [ -n "$CAP" ]
-for _ in $(seq 100); do curl -sf "http://$http/v1/reports/authorization-context?capabilityId=$CAP&authorizationLimit=20" | grep -q '"matchingReceipts":1' && break; sleep 0.1; done
-curl -sf "http://$http/v1/reports/authorization-context?capabilityId=$CAP&authorizationLimit=20" | grep -q '"purpose":"greet the world"'
-bin/chio trust authorization-context list --url "http://$http" --capability "$CAP" --limit 20 | grep -q '"intentId": "intent-1"'
-curl -sf "http://$http/v1/lineage/$CAP/chain" | grep -q "\"capability_id\":\"$CAP\""
+for _ in $(seq 100); do curl -sf -H "$OP" "http://$http/v1/reports/authorization-context?capabilityId=$CAP&authorizationLimit=20" | grep -q '"matchingReceipts":1' && break; sleep 0.1; done
+curl -sf -H "$OP" "http://$http/v1/reports/authorization-context?capabilityId=$CAP&authorizationLimit=20" | grep -q '"purpose":"greet the world"'
+bin/chio trust authorization-context list --url "http://$http" --capability "$CAP" --limit 20 --token @.chio/operator.token | grep -q '"intentId": "intent-1"'
+curl -sf -H "$OP" "http://$http/v1/lineage/$CAP/chain" | grep -q "\"capability_id\":\"$CAP\""
 edgeaddr=${TOUR_EDGE:-127.0.0.1:18082}
 bin/chio edge a2a --nats "nats://$natsaddr" --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub --demo conformance > edge.log 2>&1 &
 edge_pid=$!
