@@ -11,7 +11,9 @@
 //   - CHIO_EVENTS: decision events, alone or in envelopes
 //     (schemas.UnpackEvents), carry the presented token's capability
 //     lineage, root first; each record is kept under its capability id,
-//     the first one standing;
+//     the first one standing, and so is, for every prefix of the chain's
+//     authority path, its principal's ancestry (schemas.LineagePrincipals):
+//     what ties a task owner to the principals above it;
 //   - CHIO_RECEIPTS: every signed receipt the ledger committed, with its
 //     leaf index. Each is checked (structure, signature, the trusted kernel
 //     key) and kept with the result, never dropped: a report that reaches
@@ -45,7 +47,8 @@
 // to a long task is one write; artifact chunks are merged when served, as
 // the edge merges them), and two list indexes, by creation order and by
 // context and creation order, whose values are the task's state. Lineage:
-// one record per capability id. Receipts: by id (dedup), by leaf index
+// one record per capability id, and per principal the principals of its
+// path's prefixes. Receipts: by id (dedup), by leaf index
 // (the record: flags, why it did not verify, the bytes as published), by
 // capability id and leaf index, and those naming no usable capability by
 // leaf index.
@@ -54,8 +57,23 @@
 //
 // GET /v1/tasks/{id}, GET /v1/tasks, GET /v1/lineage/{capability_id},
 // GET /v1/lineage/{capability_id}/chain and
-// GET /v1/reports/authorization-context, each behind the service token
-// when one is configured. Errors are JSON {"error", "code"}, with "param"
-// naming the parameter of a 400 and "receiptId" the receipt that made a
-// report unprojectable (422).
+// GET /v1/reports/authorization-context. Every route needs a credential
+// (internal/readauth: the service token, or a capability from a trusted
+// issuer that is not revoked); there is no open mode. Each caller reads
+// only what its credential covers:
+//   - an operator (the service token, or a chio.read/* grant): everything;
+//   - anyone else: the tasks whose owner's authority path lies under one of
+//     its principals (its own path, and those its chio.read/<principal>
+//     grants name: a delegator sees its delegates' tasks, not the reverse);
+//     the lineage of the capabilities of its own chain and of those whose
+//     path lies under one of its principals; and report rows and counts of
+//     the receipts whose capability's path lies under one of its principals
+//     (not its ancestors'), chosen before the report is built so that no
+//     other receipt can fail or show in it. A chio.read/receipts grant adds
+//     no operator view.
+//
+// What a caller may not see is answered exactly as what does not exist
+// (404 task_not_found or lineage_not_found, an empty list or report).
+// Errors are JSON {"error", "code"}, with "param" naming the parameter of
+// a 400 and "receiptId" the receipt that made a report unprojectable (422).
 package projections

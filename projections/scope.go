@@ -52,7 +52,7 @@ func (s *scope) task(owner string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	ok := s.r.Sees(anc[len(anc)-1:])
+	ok := s.r.Sees(anc)
 	s.owners[owner] = ok
 	return ok, nil
 }
