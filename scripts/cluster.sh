@@ -14,6 +14,12 @@
 # keys/, data/NAME/, logs/NAME.log, pids/NAME.pid. Ports (loopback) are the
 # compose file's: proxy 18080, ledgers 18081/18082, projections 18083,
 # NATS clients 14222-14224; edges 18091/18092.
+#
+# Reads, as in the compose file: the ledgers' checkpoints, hash tiles and
+# consistency proofs are public; receipts and the projections need
+# Authorization: Bearer with the service token $CHIO_SERVICE_TOKEN (default
+# cluster-dev-token; every process gets it) or a capability from keys/issuer.key
+# (the ledgers and projections trust keys/issuer.pub as a --reader-issuer).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,10 +49,12 @@ cmdline() {
 	ledger-[12])
 		local n=${1#ledger-}
 		printf '%s\n' "$bin/chio" ledger --nats "$nats_urls" --data-dir "$dir/data/$1" --keys "$dir/keys" \
-			--listen "127.0.0.1:1808$n" --standby --instance "$1" --lease-ttl 10s --replicas 3 ;;
+			--listen "127.0.0.1:1808$n" --standby --instance "$1" --lease-ttl 10s --replicas 3 \
+			--reader-issuer "$dir/keys/issuer.pub" ;;
 	projections)
 		printf '%s\n' "$bin/chio" projections --nats "$nats_urls" --data-dir "$dir/data/projections" \
-			--listen 127.0.0.1:18083 --kernel-key "$dir/keys/kernel.pub" --replicas 3 ;;
+			--listen 127.0.0.1:18083 --kernel-key "$dir/keys/kernel.pub" --replicas 3 \
+			--reader-issuer "$dir/keys/issuer.pub" ;;
 	edge-[12])
 		local n=${1#edge-}
 		printf '%s\n' "$bin/chio" edge a2a --nats "$nats_urls" --listen "127.0.0.1:1809$n" \
@@ -155,6 +163,7 @@ up() {
 	status
 	echo "cluster.sh: up. Agent card: http://127.0.0.1:18080/.well-known/agent-card.json; callers need a capability from"
 	echo "  $dir/bin/chio capability issue --issuer-key $dir/keys/issuer.key --subject HEX --grant hello-a2a-srv/hello_task --output header"
+	echo "  receipts and projections are read with the service token: -H \"Authorization: Bearer \$CHIO_SERVICE_TOKEN\" (default cluster-dev-token)"
 }
 
 status() {

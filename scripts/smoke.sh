@@ -11,8 +11,9 @@
 # authorityPath cross_protocol_orchestrator, a receipt id), message/stream
 # (the created task: working, receiptPending true), task/get of that task
 # (completed, a receipt id). Then both receipts of each flow are fetched from
-# chio up's log API with their inclusion proofs and the checkpoint, and
-# verified offline with `chio verify`.
+# chio up's log API with their inclusion proofs, under the operator token chio
+# up wrote to its data dir (receipts are private: anonymously they are 401),
+# and the checkpoint (public), and verified offline with `chio verify`.
 #
 # Artifacts: .artifacts/<UTC timestamp>/{stdio,http}/ in the repository.
 # Needs bash, go, curl and python3. Exits non-zero on any failure; the
@@ -296,6 +297,12 @@ done
 ready || die "chio up is not ready after 15s ($base/.well-known/agent-card.json, $base/readyz; log: $uplog)"
 say "chio up ready: $base (NATS $nats_url), data dir $updir"
 
+# The operator token chio up wrote before it listened: the credential that
+# reads receipts and proofs (Authorization: Bearer). Not kept with the
+# artifacts: it reads everything.
+[ -s "$updir/operator.token" ] || die "chio up wrote no operator token ($updir/operator.token; log: $uplog)"
+operator=$(tr -d '[:space:]' <"$updir/operator.token")
+
 # The public keys an auditor pins out of band, kept with the artifacts.
 cp "$updir/keys/checkpoint.vkey" "$updir/keys/kernel.pub" "$art/keys/"
 vkey="$art/keys/checkpoint.vkey"
@@ -384,16 +391,20 @@ assert_flow http result.status.state
 # ---------------------------------------------------------------------------
 # 6. Receipts: fetch each from chio up's log API once integrated, with its
 #    inclusion proof at the fetched checkpoint's size, and verify offline.
-# http_get URL FILE: GET, HTTP 200 required.
+#    Receipts and proofs are read under the operator token, the checkpoint
+#    anonymously.
+# http_get URL FILE [TOKEN]: GET (with TOKEN as the bearer credential, if
+# given), HTTP 200 required.
 http_get() {
-  local code
-  code=$(curl -sS -o "$2" -w '%{http_code}' --max-time 10 "$1") || die "GET $1 failed"
+  local code auth=()
+  [ -n "${3:-}" ] && auth=(-H "Authorization: Bearer $3")
+  code=$(curl -sS -o "$2" -w '%{http_code}' --max-time 10 ${auth[@]+"${auth[@]}"} "$1") || die "GET $1 failed"
   [ "$code" = 200 ] || { cat "$2" >&2; echo >&2; die "GET $1: HTTP $code (body in $2)"; }
 }
 
 summary=()
 verify_flow() {
-  local flow=$1 d="$art/$1" role id i size
+  local flow=$1 d="$art/$1" role id i size code
   local -A ids tasks
   local got
   got=$(py get "$d/send-response.json" result.metadata.chio.receiptId result.id)
@@ -405,10 +416,13 @@ verify_flow() {
   for role in send stream; do
     id=${ids[$role]}
     for i in $(seq 200); do # up to 10 s for the ledger to integrate it
-      [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$base/v1/receipts/$id")" = 200 ] && break
+      [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 -H "Authorization: Bearer $operator" "$base/v1/receipts/$id")" = 200 ] && break
       [ "$i" = 200 ] && die "$flow: receipt $id ($role) not in the log after 10s (GET $base/v1/receipts/$id; chio up log: $uplog)"
       sleep 0.05
     done
+    # Without a credential the same receipt is not served.
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$base/v1/receipts/$id")
+    [ "$code" = 401 ] || die "$flow: anonymous GET $base/v1/receipts/$id: HTTP $code, want 401"
   done
   # One checkpoint covering both receipts; the proofs are taken at its size.
   http_get "$base/log/checkpoint" "$d/checkpoint.txt"
@@ -416,8 +430,8 @@ verify_flow() {
   [[ "$size" =~ ^[0-9]+$ ]] || die "$flow: checkpoint has no tree size on line 2 ($d/checkpoint.txt)"
   for role in send stream; do
     id=${ids[$role]}
-    http_get "$base/v1/receipts/$id" "$d/$role-receipt.json"
-    http_get "$base/v1/receipts/$id/inclusion-proof?tree_size=$size" "$d/$role-inclusion-proof.json"
+    http_get "$base/v1/receipts/$id" "$d/$role-receipt.json" "$operator"
+    http_get "$base/v1/receipts/$id/inclusion-proof?tree_size=$size" "$d/$role-inclusion-proof.json" "$operator"
     # The receipt is the one the example describes, for this call's task.
     expect "$flow $role receipt" "$d/$role-receipt.json" receipt.id eq "\"$id\""
     expect "$flow $role receipt" "$d/$role-receipt.json" receipt.tool_name eq '"hello_task"'

@@ -73,12 +73,14 @@ type signedReceipt struct {
 	} `json:"metadata"`
 }
 
-// awaitReceipt polls the log API until the receipt is in the log.
-func awaitLogReceipt(t *testing.T, base, id string) signedReceipt {
+// awaitLogReceipt polls the log API, reading with token (chio up's
+// operator token or a ledger's service token), until the receipt is in
+// the log.
+func awaitLogReceipt(t *testing.T, base, token, id string) signedReceipt {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		code, body := httpGet(t, base+"/v1/receipts/"+id)
+		code, body := httpGetAs(t, token, base+"/v1/receipts/"+id)
 		if code == http.StatusOK {
 			var w struct {
 				Receipt signedReceipt `json:"receipt"`
@@ -181,12 +183,12 @@ func TestThreeHopDelegatedCall(t *testing.T) {
 	}
 	r1ID, _ := task.Metadata["chio"].(map[string]any)["receiptId"].(string)
 	r2ID := downstreamReceipt(t, task)
-	r1 := awaitLogReceipt(t, up.httpURL, r1ID)
-	r2 := awaitLogReceipt(t, up.httpURL, r2ID)
+	r1 := awaitLogReceipt(t, up.httpURL, up.token, r1ID)
+	r2 := awaitLogReceipt(t, up.httpURL, up.token, r2ID)
 	// R2's call was agent C's relay: its result names R3.
 	var r3ID string
 	{
-		code, body := httpGet(t, up.httpURL+"/v1/receipts/query?toolServer=hello-a2a-srv")
+		code, body := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/query?toolServer=hello-a2a-srv")
 		if code != http.StatusOK {
 			t.Fatalf("query: %d %s", code, body)
 		}
@@ -203,7 +205,7 @@ func TestThreeHopDelegatedCall(t *testing.T) {
 	if r3ID == "" {
 		t.Fatal("no governed hello receipt")
 	}
-	r3 := awaitLogReceipt(t, up.httpURL, r3ID)
+	r3 := awaitLogReceipt(t, up.httpURL, up.token, r3ID)
 
 	for i, r := range []signedReceipt{r1, r2, r3} {
 		if r.Decision.Verdict != "allow" || r.Metadata.GovernedTransaction == nil || r.Metadata.GovernedTransaction.Purpose != "plan a trip" {
@@ -248,7 +250,7 @@ func TestThreeHopDelegatedCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	lateID, _ := res.(*a2apb.Task).Metadata["chio"].(map[string]any)["receiptId"].(string)
-	if cc := awaitLogReceipt(t, up.httpURL, lateID).Metadata.GovernedTransaction.CallChain; cc == nil || cc.EvidenceClass != schemas.EvidenceAsserted {
+	if cc := awaitLogReceipt(t, up.httpURL, up.token, lateID).Metadata.GovernedTransaction.CallChain; cc == nil || cc.EvidenceClass != schemas.EvidenceAsserted {
 		t.Fatalf("late chain %+v", cc)
 	}
 
@@ -258,7 +260,7 @@ func TestThreeHopDelegatedCall(t *testing.T) {
 	var report schemas.AuthorizationContextReport
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		code, body := httpGet(t, up.httpURL+"/v1/reports/authorization-context?authorizationLimit=10")
+		code, body := httpGetAs(t, up.token, up.httpURL+"/v1/reports/authorization-context?authorizationLimit=10")
 		if code == http.StatusOK {
 			if err := json.Unmarshal(body, &report); err != nil {
 				t.Fatal(err)
@@ -297,7 +299,8 @@ func TestThreeHopDelegatedCall(t *testing.T) {
 			t.Fatalf("row of %s: call chain %+v", w.id, cc)
 		}
 	}
-	out, err := chio(ctx, "trust", "authorization-context", "list", "--capability", "cap-b", "--limit", "5", "--url", up.httpURL)
+	out, err := chio(ctx, "trust", "authorization-context", "list", "--capability", "cap-b", "--limit", "5", "--url", up.httpURL,
+		"--token", "@"+filepath.Join(up.dir, operatorTokenFile))
 	if err != nil {
 		t.Fatalf("trust authorization-context list: %v\n%s", err, out)
 	}
@@ -306,14 +309,14 @@ func TestThreeHopDelegatedCall(t *testing.T) {
 		t.Fatalf("trust list: %v\n%s", err, out)
 	}
 	// Lineage, root first, and A's task with its receipt, from any edge's writes.
-	code, body := httpGet(t, up.httpURL+"/v1/lineage/cap-c/chain")
+	code, body := httpGetAs(t, up.token, up.httpURL+"/v1/lineage/cap-c/chain")
 	var chain struct {
 		Chain []schemas.CapabilityLineage `json:"chain"`
 	}
 	if code != http.StatusOK || json.Unmarshal(body, &chain) != nil || len(chain.Chain) != 3 || chain.Chain[0].CapabilityID != "cap-a" || chain.Chain[2].SubjectKey != c.pub {
 		t.Fatalf("lineage chain: %d %s", code, body)
 	}
-	code, body = httpGet(t, up.httpURL+"/v1/tasks/"+string(task.ID))
+	code, body = httpGetAs(t, up.token, up.httpURL+"/v1/tasks/"+string(task.ID))
 	if code != http.StatusOK || !strings.Contains(string(body), r1ID) || !strings.Contains(string(body), "TASK_STATE_COMPLETED") {
 		t.Fatalf("task: %d %s", code, body)
 	}

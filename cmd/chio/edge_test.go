@@ -17,7 +17,7 @@ import (
 
 // chio up serves the A2A edge beside the log: an SDK client sends a message
 // without a token (dev mode), and the receipt id it gets back is in the log
-// and verifies offline.
+// (read under chio up's operator token) and verifies offline.
 func TestUpServesA2AWithVerifiableReceipts(t *testing.T) {
 	up := startUp(t)
 	ctx := context.Background()
@@ -48,7 +48,7 @@ func TestUpServesA2AWithVerifiableReceipts(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	var receipt []byte
 	for {
-		code, body := httpGet(t, up.httpURL+"/v1/receipts/"+rid)
+		code, body := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid)
 		if code == http.StatusOK {
 			receipt = body
 			break
@@ -71,7 +71,7 @@ func TestUpServesA2AWithVerifiableReceipts(t *testing.T) {
 	if r.ToolServer != "hello-a2a-srv" || r.ToolName != "hello_task" || r.Decision.Verdict != "allow" {
 		t.Fatalf("receipt %s", receipt)
 	}
-	_, proof := httpGet(t, up.httpURL+"/v1/receipts/"+rid+"/tlog-proof")
+	_, proof := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid+"/tlog-proof")
 	dir := t.TempDir()
 	rf, pf := filepath.Join(dir, "r.json"), filepath.Join(dir, "p.tlog-proof")
 	_ = os.WriteFile(rf, receipt, 0o600)

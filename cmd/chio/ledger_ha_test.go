@@ -40,9 +40,10 @@ func TestStandbyLedgersFailOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	listening := regexp.MustCompile(`log API on (http://\S+) `)
+	const token = "ha-service-token" // reads the receipts of either ledger
 	start := func(name string) (string, func() error) {
 		out, stop := startCommand(t, listening, "ledger", "--nats", ns.ClientURL(), "--data-dir", t.TempDir(), "--keys", keys,
-			"--listen", "127.0.0.1:0", "--standby", "--instance", name, "--lease-ttl", "3s", "--batch-wait", "1ms")
+			"--listen", "127.0.0.1:0", "--standby", "--instance", name, "--lease-ttl", "3s", "--batch-wait", "1ms", "--service-token", token)
 		return listening.FindStringSubmatch(out)[1], stop
 	}
 	urlA, stopA := start("ledger-a")
@@ -86,7 +87,7 @@ func TestStandbyLedgersFailOver(t *testing.T) {
 	}
 	waitFor("the new writer to log 30", func() bool { return logSize(t, standbyURL) == 30 })
 	for _, id := range ids {
-		code, body := httpGet(t, standbyURL+"/v1/receipts/"+id)
+		code, body := httpGetAs(t, token, standbyURL+"/v1/receipts/"+id)
 		var r struct {
 			LeafIndex uint64 `json:"leaf_index"`
 		}

@@ -56,7 +56,10 @@ func chio(ctx context.Context, args ...string) (string, error) {
 
 type upProcess struct {
 	dir, httpURL, natsURL string
-	stop                  func() error
+	// token is the operator token chio up wrote to dir: the credential of
+	// the tests' reads of receipts, tasks, lineage and reports.
+	token string
+	stop  func() error
 }
 
 func startUp(t *testing.T, extra ...string) *upProcess {
@@ -65,7 +68,7 @@ func startUp(t *testing.T, extra ...string) *upProcess {
 	httpRE := regexp.MustCompile(`log API on (http://[0-9.:]+)`)
 	natsRE := regexp.MustCompile(`NATS JetStream on (nats://[0-9.:]+)`)
 	out, stop := startCommand(t, httpRE, append([]string{"up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"}, extra...)...)
-	return &upProcess{dir: dir, httpURL: httpRE.FindStringSubmatch(out)[1], natsURL: natsRE.FindStringSubmatch(out)[1], stop: stop}
+	return &upProcess{dir: dir, httpURL: httpRE.FindStringSubmatch(out)[1], natsURL: natsRE.FindStringSubmatch(out)[1], token: upOperatorToken(t, dir), stop: stop}
 }
 
 // startCommand runs a long-lived chio command in-process until its output
@@ -114,15 +117,47 @@ func startCommand(t *testing.T, ready *regexp.Regexp, args ...string) (string, f
 	return out.String(), stop
 }
 
+// httpGet reads url anonymously: the public paths (checkpoint, hash
+// tiles, consistency proofs, keys, probes, metrics).
 func httpGet(t *testing.T, url string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Get(url)
+	return httpGetAs(t, "", url)
+}
+
+// httpGetAs reads url with token as its credential (Authorization:
+// Bearer), or anonymously when token is empty: the private paths
+// (receipts, proofs, queries, entry bundles, tasks, lineage, reports).
+func httpGetAs(t *testing.T, token, url string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
+}
+
+// upOperatorToken is the operator token chio up wrote to dataDir at its
+// last start: a capability that reads everything.
+func upOperatorToken(t *testing.T, dataDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, operatorTokenFile))
+	if err != nil {
+		t.Fatalf("chio up wrote no operator token: %v", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		t.Fatalf("empty operator token in %s", dataDir)
+	}
+	return tok
 }
 
 // logSize is the tree size of the checkpoint a log API serves (0 if none).
@@ -160,7 +195,7 @@ func TestUpVerifyAndRebuild(t *testing.T) {
 	last := ids[len(ids)-1]
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if status, _ := httpGet(t, up.httpURL+"/v1/receipts/"+last); status == 200 {
+		if status, _ := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+last); status == 200 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -177,8 +212,13 @@ func TestUpVerifyAndRebuild(t *testing.T) {
 		}
 		return p
 	}
-	_, receipt := httpGet(t, up.httpURL+"/v1/receipts/"+ids[0])
-	_, proofJSON := httpGet(t, up.httpURL+"/v1/receipts/"+ids[0]+"/inclusion-proof")
+	// Receipts and proofs are read under chio up's operator token; no
+	// credential, no receipt.
+	if status, _ := httpGet(t, up.httpURL+"/v1/receipts/"+ids[0]); status != http.StatusUnauthorized {
+		t.Fatalf("anonymous GET /v1/receipts/{id}: %d, want 401", status)
+	}
+	_, receipt := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+ids[0])
+	_, proofJSON := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+ids[0]+"/inclusion-proof")
 	_, checkpoint := httpGet(t, up.httpURL+"/log/checkpoint")
 	_, keysJSON := httpGet(t, up.httpURL+"/v1/log/keys")
 	var keys struct{ Origin, CheckpointVKey, KernelKey string }
@@ -217,7 +257,7 @@ func TestUpVerifyAndRebuild(t *testing.T) {
 	path := p["audit_path"].([]any)
 	path[0] = "0x" + strings.Repeat("00", 32)
 	badProof, _ := json.Marshal(p)
-	_, otherProof := httpGet(t, up.httpURL+"/v1/receipts/"+ids[1]+"/inclusion-proof")
+	_, otherProof := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+ids[1]+"/inclusion-proof")
 
 	cases := []struct {
 		name                       string
@@ -250,7 +290,7 @@ func TestUpVerifyAndRebuild(t *testing.T) {
 
 	// Rebuild from the same stream with the same keys: same size, same root.
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if st, body := httpGet(t, up.httpURL+"/v1/receipts/query?limit=1"); st == 200 && strings.Contains(string(body), fmt.Sprintf(`"totalCount":%d`, len(ids))) {
+		if st, body := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/query?limit=1"); st == 200 && strings.Contains(string(body), fmt.Sprintf(`"totalCount":%d`, len(ids))) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -298,7 +338,8 @@ func TestUpLockAndRestart(t *testing.T) {
 		return out, httpRE.FindStringSubmatch(out)[1], natsRE.FindStringSubmatch(out)[1], stop
 	}
 	out, httpURL, natsURL, stop := start()
-	for _, want := range []string{"/.well-known/agent-card.json", "/a2a", "/log/checkpoint", "dev capability in " + filepath.Join(dir, "dev-capability.token"), "try: curl -s "} {
+	for _, want := range []string{"/.well-known/agent-card.json", "/a2a", "/log/checkpoint", "dev capability in " + filepath.Join(dir, "dev-capability.token"),
+		"operator token in " + filepath.Join(dir, operatorTokenFile), "try: curl -s "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("chio up did not print %q:\n%s", want, out)
 		}

@@ -56,6 +56,7 @@ func sendA2A(t *testing.T, url, body string) (string, error) {
 // /metrics (its own series), with no token; stopped NATS makes the
 // standalone processes unready but still alive.
 func TestProbesAndMetricsOfEveryProcess(t *testing.T) {
+	t.Setenv(serviceTokenEnv, "")
 	up := startUp(t)
 	if out, err := sendA2A(t, up.httpURL+"/a2a", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m-probe","parts":[{"text":"world"}]}}}`); err != nil || !strings.Contains(out, "receiptId") {
 		t.Fatalf("send through chio up: %v %s", err, out)
@@ -80,6 +81,12 @@ func TestProbesAndMetricsOfEveryProcess(t *testing.T) {
 		return r.FindStringSubmatch(out)[1]
 	}
 	ledgerURL := start(`log API on (http://[0-9.:]+)`, "ledger", "--nats", natsURL, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0")
+	// Started with no --reader-issuer or --service-token (nor
+	// $CHIO_SERVICE_TOKEN, cleared above), the ledger serves only the public
+	// half: no credential reads a receipt.
+	if code, body := httpGetAs(t, "tok", ledgerURL+"/v1/receipts/query"); code != http.StatusUnauthorized {
+		t.Fatalf("receipt query on a ledger with no readers: %d %s", code, body)
+	}
 	projURL := start(`API on (http://[0-9.:]+)`, "projections", "--nats", natsURL, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
 		"--service-token", "tok", "--kernel-key", kernelPub)
 	edgeURL := start(`agent card (http://[0-9.:]+)/`, "edge", "a2a", "--nats", natsURL, "--listen", "127.0.0.1:0", "--issuer-pub", issuerPub)
@@ -245,7 +252,7 @@ func TestStopDrainsAnInFlightCall(t *testing.T) {
 			// events the drain made durable.
 			out, _ = startCommand(t, httpRE, args...)
 			base = httpRE.FindStringSubmatch(out)[1]
-			r := awaitLogReceipt(t, base, dec.ReceiptID)
+			r := awaitLogReceipt(t, base, upOperatorToken(t, dir), dec.ReceiptID)
 			if r.Decision.Verdict != c.verdict {
 				t.Fatalf("receipt %s: verdict %s, want %s", dec.ReceiptID, r.Decision.Verdict, c.verdict)
 			}

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,25 +22,6 @@ import (
 
 	"github.com/chio-ledger/chio/schemas"
 )
-
-// readAs GETs url with token as bearer credential ("" = anonymous).
-func readAs(t *testing.T, token, url string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
-}
 
 // privateCall is one governed A2A call made by a tenant's agent.
 type privateCall struct {
@@ -146,7 +126,7 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 	anonSecrets := append(append([]string{cb.text, cb.capability, b.pub, "hello_task", "hello-a2a-srv"}, secretsOfA...), "p:")
 	for _, c := range []privateCall{ca, ca1, cb} {
 		for _, p := range append(paths(c), lists...) {
-			status, body := readAs(t, "", up.httpURL+p)
+			status, body := httpGetAs(t, "", up.httpURL+p)
 			if status != http.StatusUnauthorized {
 				t.Errorf("anonymous %s: %d, want 401: %.200s", p, status, body)
 			}
@@ -154,7 +134,7 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"/metrics", "/healthz", "/readyz", "/log/checkpoint", "/v1/log/keys", "/v1/checkpoints/latest"} {
-		status, body := readAs(t, "", up.httpURL+p)
+		status, body := httpGetAs(t, "", up.httpURL+p)
 		if status != 200 {
 			t.Errorf("anonymous %s: %d", p, status)
 		}
@@ -164,7 +144,7 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 	// lists hold only its own, the entry bundles (every tenant's) are 403.
 	for _, c := range []privateCall{ca, ca1} {
 		for _, p := range paths(c) {
-			status, body := readAs(t, tokens["B"], up.httpURL+p)
+			status, body := httpGetAs(t, tokens["B"], up.httpURL+p)
 			if status != http.StatusNotFound {
 				t.Errorf("B reads %s: %d, want 404: %.200s", p, status, body)
 			}
@@ -179,7 +159,7 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 		}
 	}
 	for _, p := range lists {
-		status, body := readAs(t, tokens["B"], up.httpURL+p)
+		status, body := httpGetAs(t, tokens["B"], up.httpURL+p)
 		want := 200
 		if strings.HasPrefix(p, "/log/tile/entries/") {
 			want = http.StatusForbidden
@@ -189,30 +169,30 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 		}
 		noLeak("B lists "+p, string(body), secretsOfA)
 	}
-	if _, body := readAs(t, tokens["B"], up.httpURL+"/v1/receipts/query?limit=200"); !strings.Contains(string(body), cb.text) || !strings.Contains(string(body), `"totalCount":1`) {
+	if _, body := httpGetAs(t, tokens["B"], up.httpURL+"/v1/receipts/query?limit=200"); !strings.Contains(string(body), cb.text) || !strings.Contains(string(body), `"totalCount":1`) {
 		t.Errorf("B does not find exactly its own receipt: %.300s", body)
 	}
 	// A reads its own and its delegate's; the delegate reads only its own.
 	for _, c := range []privateCall{ca, ca1} {
 		for _, p := range paths(c) {
-			if status, body := readAs(t, tokens["A"], up.httpURL+p); status != 200 {
+			if status, body := httpGetAs(t, tokens["A"], up.httpURL+p); status != 200 {
 				t.Errorf("A reads %s: %d %.200s", p, status, body)
 			}
 		}
 	}
 	for _, p := range paths(cb) {
-		if status, _ := readAs(t, tokens["A"], up.httpURL+p); status != http.StatusNotFound {
+		if status, _ := httpGetAs(t, tokens["A"], up.httpURL+p); status != http.StatusNotFound {
 			t.Errorf("A reads B's %s: %d", p, status)
 		}
 	}
-	if status, _ := readAs(t, tokens["A1"], up.httpURL+"/v1/receipts/"+ca.receipt); status != http.StatusNotFound {
+	if status, _ := httpGetAs(t, tokens["A1"], up.httpURL+"/v1/receipts/"+ca.receipt); status != http.StatusNotFound {
 		t.Errorf("A's delegate reads A's own receipt: %d", status)
 	}
-	if status, body := readAs(t, tokens["A1"], up.httpURL+"/v1/receipts/"+ca1.receipt); status != 200 || !strings.Contains(string(body), ca1.text) {
+	if status, body := httpGetAs(t, tokens["A1"], up.httpURL+"/v1/receipts/"+ca1.receipt); status != 200 || !strings.Contains(string(body), ca1.text) {
 		t.Errorf("A's delegate reads its receipt: %d %.200s", status, body)
 	}
 	// The operator token chio up wrote reads everything, on the command line too.
-	if _, body := readAs(t, operator, up.httpURL+"/v1/receipts/query?limit=200"); !strings.Contains(string(body), `"totalCount":3`) {
+	if _, body := httpGetAs(t, operator, up.httpURL+"/v1/receipts/query?limit=200"); !strings.Contains(string(body), `"totalCount":3`) {
 		t.Errorf("operator query: %.300s", body)
 	}
 	out, err := chio(ctx, "trust", "authorization-context", "list", "--url", up.httpURL, "--token", "@"+filepath.Join(up.dir, operatorTokenFile), "--limit", "20")
@@ -238,11 +218,11 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 	}
 	auditor := strings.TrimSpace(out)
 	dir := t.TempDir()
-	status, receipt := readAs(t, auditor, up.httpURL+"/v1/receipts/"+ca.receipt)
+	status, receipt := httpGetAs(t, auditor, up.httpURL+"/v1/receipts/"+ca.receipt)
 	if status != 200 {
 		t.Fatalf("auditor receipt: %d %s", status, receipt)
 	}
-	_, tp := readAs(t, auditor, up.httpURL+"/v1/receipts/"+ca.receipt+"/tlog-proof")
+	_, tp := httpGetAs(t, auditor, up.httpURL+"/v1/receipts/"+ca.receipt+"/tlog-proof")
 	rf, pf := filepath.Join(dir, "receipt.json"), filepath.Join(dir, "receipt.tlog-proof")
 	_ = os.WriteFile(rf, receipt, 0o600)
 	_ = os.WriteFile(pf, tp, 0o600)
@@ -264,7 +244,7 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ipBody := readAs(t, auditor, up.httpURL+"/v1/receipts/"+ca.receipt+"/inclusion-proof")
+	_, ipBody := httpGetAs(t, auditor, up.httpURL+"/v1/receipts/"+ca.receipt+"/inclusion-proof")
 	var ip struct {
 		LeafIndex  uint64   `json:"leaf_index"`
 		TreeSize   uint64   `json:"tree_size"`
@@ -295,7 +275,7 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 	// A monitor with no credential: it holds the checkpoint seen now,
 	// the ledger restarts, a call follows, and the new checkpoint is
 	// proved consistent with the old one from public data alone.
-	_, raw := readAs(t, "", up.httpURL+"/log/checkpoint")
+	_, raw := httpGetAs(t, "", up.httpURL+"/log/checkpoint")
 	before := openCheckpoint(t, raw, verifier)
 	if err := up.stop(); err != nil {
 		t.Fatal(err)
@@ -306,7 +286,7 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 	call("A-after", a, "secret-after-restart")
 	var after tlog.Checkpoint
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if status, raw := readAs(t, "", up.httpURL+"/log/checkpoint"); status == 200 {
+		if status, raw := httpGetAs(t, "", up.httpURL+"/log/checkpoint"); status == 200 {
 			if after = openCheckpoint(t, raw, verifier); after.Size > before.Size {
 				break
 			}
@@ -315,7 +295,7 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 			t.Fatalf("the log did not grow past %d after the restart", before.Size)
 		}
 	}
-	status, body := readAs(t, "", fmt.Sprintf("%s/v1/log/consistency-proof?from=%d&to=%d", up.httpURL, before.Size, after.Size))
+	status, body := httpGetAs(t, "", fmt.Sprintf("%s/v1/log/consistency-proof?from=%d&to=%d", up.httpURL, before.Size, after.Size))
 	var cons struct {
 		Proof []string `json:"proof"`
 	}
@@ -351,7 +331,7 @@ func openCheckpoint(t *testing.T, raw []byte, v note.Verifier) tlog.Checkpoint {
 func waitStatus(t *testing.T, token, url string, want int) {
 	t.Helper()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		status, body := readAs(t, token, url)
+		status, body := httpGetAs(t, token, url)
 		if status == want {
 			return
 		}
@@ -364,7 +344,7 @@ func waitStatus(t *testing.T, token, url string, want int) {
 func waitBody(t *testing.T, token, url, want string) {
 	t.Helper()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		_, body := readAs(t, token, url)
+		_, body := httpGetAs(t, token, url)
 		if strings.Contains(string(body), want) {
 			return
 		}

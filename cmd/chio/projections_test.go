@@ -155,13 +155,27 @@ func TestProjectionsServeRebuildAndTrustList(t *testing.T) {
 		report.Receipts[0].ReceiptID != "rcpt-0" || report.Receipts[1].ReceiptID != "rcpt-2" {
 		t.Fatalf("report %+v", report)
 	}
-	// Errors from the service exit non-zero with its message.
+	// --token takes the service token too, inline or from a file.
+	tokenFile := filepath.Join(t.TempDir(), "service.token")
+	if err := os.WriteFile(tokenFile, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cred := range [][]string{{"--token", "tok"}, {"--token", "@" + tokenFile}} {
+		got, err := chio(ctx, append([]string{"trust", "authorization-context", "list", "--url", base, "--capability", "cap-a", "--limit", "5"}, cred...)...)
+		if err != nil || !strings.Contains(got, `"receiptId": "rcpt-2"`) {
+			t.Fatalf("trust list %v: %v\n%s", cred, err, got)
+		}
+	}
+	// Errors from the service exit non-zero with its message: no
+	// credential, a wrong one (this service trusts no capability issuer,
+	// so only its service token reads), a bad limit.
 	for _, c := range []struct {
 		args []string
 		msg  string
 	}{
-		{[]string{"--url", base}, "a valid service token is required"},
-		{[]string{"--url", base, "--service-token", "wrong"}, "a valid service token is required"},
+		{[]string{"--url", base}, "the projection API needs a credential"},
+		{[]string{"--url", base, "--service-token", "wrong"}, "accepts only its service token"},
+		{[]string{"--url", base, "--token", "wrong"}, "accepts only its service token"},
 		{[]string{"--url", base, "--service-token", "tok", "--limit", "500"}, "authorizationLimit"},
 	} {
 		_, err := chio(ctx, append([]string{"trust", "authorization-context", "list"}, c.args...)...)
@@ -202,7 +216,7 @@ func TestProjectionsUsageErrors(t *testing.T) {
 	t.Setenv(serviceTokenEnv, "")
 	key := schemas.EncodePublicKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)).Public().(ed25519.PublicKey))
 	for _, args := range [][]string{
-		{"projections", "--kernel-key", key},                                               // no service token
+		{"projections", "--kernel-key", key},                                               // no reader: no --service-token or --reader-issuer
 		{"projections", "--service-token", "t"},                                            // no kernel key
 		{"projections", "--service-token", "t", "--kernel-key", "/nonexistent/kernel.pub"}, // unreadable key
 		{"projections", "rebuild", "--kernel-key", key},                                    // no data dir
@@ -214,5 +228,11 @@ func TestProjectionsUsageErrors(t *testing.T) {
 		if !errors.As(err, &ee) || ee.code != 2 {
 			t.Errorf("%v: %v, want a usage error (exit 2)", args, err)
 		}
+	}
+	// There is no open mode: without a reader the service does not start,
+	// and says what to pass.
+	if _, err := chio(context.Background(), "projections", "--kernel-key", key); !errors.Is(err, errNoReaders) ||
+		!strings.Contains(err.Error(), "--reader-issuer") || !strings.Contains(err.Error(), "--service-token") {
+		t.Errorf("projections without a reader: %v, want %q", err, errNoReaders)
 	}
 }

@@ -129,10 +129,30 @@ func engineAvailable() error {
 	return nil
 }
 
-func get(ctx context.Context, url string) (int, []byte, error) {
+// anonymous is get's token for a read without a credential: the public
+// half of the log (checkpoints, hash tiles, consistency proofs) and the
+// probes and agent card are read so, which checks they stay public.
+const anonymous = ""
+
+// serviceToken is the cluster's bootstrap read credential: the compose file
+// and scripts/cluster.sh give the ledgers and the projections
+// $CHIO_SERVICE_TOKEN, cluster-dev-token by default. The private half of the
+// log (receipts, inclusion proofs, entry bundles) is read with it.
+func serviceToken() string {
+	if tok := os.Getenv("CHIO_SERVICE_TOKEN"); tok != "" {
+		return tok
+	}
+	return "cluster-dev-token"
+}
+
+// get reads url with token as its bearer credential, or anonymously.
+func get(ctx context.Context, token, url string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, nil, err
+	}
+	if token != anonymous {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -156,7 +176,7 @@ func waitUntil(ctx context.Context, t *testing.T, what string, limit time.Durati
 }
 
 func ready(ctx context.Context, url string) bool {
-	status, _, err := get(ctx, url+"/readyz")
+	status, _, err := get(ctx, anonymous, url+"/readyz")
 	return err == nil && status == http.StatusOK
 }
 
@@ -317,11 +337,12 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 	t.Logf("cluster ready in %s", boot.Round(time.Millisecond))
 	root := repoRoot(t)
 	// The README's first look at the cluster: the card through the proxy.
-	if status, body, err := get(ctx, proxyURL+"/.well-known/agent-card.json"); err != nil || status != http.StatusOK || !strings.Contains(string(body), `"hello_task"`) {
+	if status, body, err := get(ctx, anonymous, proxyURL+"/.well-known/agent-card.json"); err != nil || status != http.StatusOK || !strings.Contains(string(body), `"hello_task"`) {
 		t.Fatalf("agent card through the proxy: %d %v %.200s", status, err, body)
 	}
 
 	token := issueCapability(t, keys)
+	reads := serviceToken()
 	kernelPub := readKey(t, keys, "kernel.pub")
 	vkey := readKey(t, keys, "checkpoint.vkey")
 
@@ -494,9 +515,13 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 	}
 	api := ledgerURLs[next]
 	waitUntil(ctx, t, "every successful call's receipt in the log", 3*time.Minute, func() bool {
-		st, _, err := get(ctx, api+"/v1/receipts/"+ok[len(ok)-1].receipt)
+		st, _, err := get(ctx, reads, api+"/v1/receipts/"+ok[len(ok)-1].receipt)
 		return err == nil && st == http.StatusOK
 	})
+	// Receipts are private: the same read without a credential is refused.
+	if st, body, err := get(ctx, anonymous, api+"/v1/receipts/"+ok[len(ok)-1].receipt); err != nil || st != http.StatusUnauthorized {
+		t.Fatalf("anonymous receipt read from %s: %d %v %.200s, want 401", api, st, err, body)
+	}
 	// The log is quiet once its checkpoint stops moving.
 	var after *tlog.Checkpoint
 	var afterNote []byte
@@ -509,7 +534,7 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 		}
 		return settled
 	})
-	leaves := readLeaves(ctx, t, api, after.Size)
+	leaves := readLeaves(ctx, t, api, reads, after.Size)
 	seen := map[string]int{}
 	for _, l := range leaves {
 		var head struct {
@@ -537,11 +562,11 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 	// before the failover.
 	verified := 0
 	for _, cl := range ok {
-		_, r, err := get(ctx, api+"/v1/receipts/"+cl.receipt)
+		_, r, err := get(ctx, reads, api+"/v1/receipts/"+cl.receipt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, p, err := get(ctx, fmt.Sprintf("%s/v1/receipts/%s/inclusion-proof?tree_size=%d", api, cl.receipt, after.Size))
+		_, p, err := get(ctx, reads, fmt.Sprintf("%s/v1/receipts/%s/inclusion-proof?tree_size=%d", api, cl.receipt, after.Size))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -646,7 +671,7 @@ func issueCapability(t *testing.T, keys string) string {
 
 func checkpointRaw(ctx context.Context, t *testing.T, api, vkey string) (*tlog.Checkpoint, []byte) {
 	t.Helper()
-	status, raw, err := get(ctx, api+"/log/checkpoint")
+	status, raw, err := get(ctx, anonymous, api+"/log/checkpoint")
 	if err != nil || status != http.StatusOK {
 		return nil, nil
 	}
@@ -672,7 +697,7 @@ func checkpoint(ctx context.Context, t *testing.T, api, vkey string) *tlog.Check
 
 func checkConsistency(ctx context.Context, t *testing.T, api string, from, to *tlog.Checkpoint) {
 	t.Helper()
-	status, body, err := get(ctx, fmt.Sprintf("%s/v1/log/consistency-proof?from=%d&to=%d", api, from.Size, to.Size))
+	status, body, err := get(ctx, anonymous, fmt.Sprintf("%s/v1/log/consistency-proof?from=%d&to=%d", api, from.Size, to.Size))
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("consistency %d→%d from %s: %d %s %v", from.Size, to.Size, api, status, body, err)
 	}
@@ -694,8 +719,9 @@ func checkConsistency(ctx context.Context, t *testing.T, api string, from, to *t
 }
 
 // readLeaves reads every entry of the tree of the given size from the C2SP
-// entry bundles: each entry is a big-endian uint16 length and its bytes.
-func readLeaves(ctx context.Context, t *testing.T, api string, size uint64) [][]byte {
+// entry bundles, with token (they hold every receipt: a whole-log reader's
+// credential): each entry is a big-endian uint16 length and its bytes.
+func readLeaves(ctx context.Context, t *testing.T, api, token string, size uint64) [][]byte {
 	t.Helper()
 	var out [][]byte
 	for n := uint64(0); n*256 < size; n++ {
@@ -703,7 +729,7 @@ func readLeaves(ctx context.Context, t *testing.T, api string, size uint64) [][]
 		if rest := size - n*256; rest < 256 {
 			path += fmt.Sprintf(".p/%d", rest)
 		}
-		status, b, err := get(ctx, api+"/log/tile/entries/"+path)
+		status, b, err := get(ctx, token, api+"/log/tile/entries/"+path)
 		if err != nil || status != http.StatusOK {
 			t.Fatalf("entry bundle %s: %d %v", path, status, err)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,29 +20,34 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/ledger/api"
 	"github.com/chio-ledger/chio/ledger/verify"
 	"github.com/chio-ledger/chio/schemas"
 )
 
 // proofsServer is the ledger's read API on a loopback listener, as `chio
-// ledger` serves it, and a keep-alive client for it.
+// ledger --service-token` serves it, and a keep-alive client for it that
+// reads with that token (receipts and proofs are private).
 type proofsServer struct {
 	log    *proofsLog
 	base   string
+	token  string
 	srv    *http.Server
 	client *http.Client
 	done   chan error
 }
 
 func serveProofs(l *proofsLog, conns int) (*proofsServer, error) {
+	token := crand.Text()
 	h := api.New(l.store, api.Keys{Origin: l.signer.Name(), CheckpointVKey: l.vkey,
-		KernelKey: schemas.EncodePublicKey(l.kernel.Public().(ed25519.PublicKey))}, slog.New(slog.DiscardHandler))
+		KernelKey: schemas.EncodePublicKey(l.kernel.Public().(ed25519.PublicKey))}, slog.New(slog.DiscardHandler),
+		api.WithAuthenticator(readauth.New(readauth.WithServiceToken(token))))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("proofs: listen: %w", err)
 	}
-	s := &proofsServer{log: l, base: "http://" + ln.Addr().String(), done: make(chan error, 1),
+	s := &proofsServer{log: l, base: "http://" + ln.Addr().String(), token: token, done: make(chan error, 1),
 		srv: &http.Server{Handler: api.NewServer(h), ReadHeaderTimeout: 10 * time.Second},
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: conns, MaxIdleConnsPerHost: conns, DisableCompression: true, IdleConnTimeout: time.Minute}}}
@@ -60,13 +66,15 @@ func (s *proofsServer) close(ctx context.Context) error {
 	return nil
 }
 
-// get fetches path and returns the body; anything but 200 is an error, so
-// a broken endpoint fails the run instead of being timed.
+// get fetches path with the service token and returns the body; anything
+// but 200 is an error, so a broken endpoint fails the run instead of being
+// timed.
 func (s *proofsServer) get(ctx context.Context, path string, keep bool) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("proofs: request %s: %w", path, err)
 	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("proofs: GET %s: %w", path, err)
