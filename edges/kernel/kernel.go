@@ -399,7 +399,6 @@ func matchGrant(gs []schemas.ToolGrant, server, tool string, op schemas.Operatio
 	return -1
 }
 
-
 // Identity is an authenticated caller: a token that passes every check that
 // does not depend on a tool (parse, issuer, signature, time, delegation,
 // revocation). Edges scope task reads and cancels to it.

@@ -547,7 +547,6 @@ func TestNATSDownDenies(t *testing.T) {
 	}
 }
 
-
 // A small cache evicts and re-verifies; it never answers for another token.
 func TestTokenCacheBound(t *testing.T) {
 	e := startNATS(t)

@@ -197,6 +197,9 @@ func (a *Authenticator) Authenticate(h http.Header) (*Reader, error) {
 		if g.ServerID != schemas.ReadServer || !slices.Contains(g.Operations, schemas.OpRead) {
 			continue
 		}
+		if g.DPoPRequired != nil && *g.DPoPRequired {
+			continue // proof of possession is not supported here; the kernel refuses such grants too
+		}
 		switch {
 		case g.ToolName == schemas.ReadAll:
 			r.All = true

@@ -51,6 +51,9 @@ func (h *Handler) query(c echo.Context) error {
 		return fail(http.StatusBadRequest, "bad_parameter", "outcome must be allow, deny, cancelled or incomplete")
 	}
 	if !r.AllReceipts() {
+		if len(r.Principals) == 0 {
+			return c.JSON(http.StatusOK, QueryResponse{Receipts: []rawJSON{}}) // a scope that covers nothing
+		}
 		f.Principals = r.Principals // only what was done under the reader's authority paths
 	}
 	opt := func(name string, dst *uint64) {
