@@ -449,6 +449,16 @@ func TestGroupCommitOff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A new R3 stream answers once its leader is elected; on a
+			// loaded machine that can follow Open.
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if info, err := s.stream.Info(t.Context()); err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the task stream has no leader after 30s")
+				}
+			}
 			return s
 		}, false},
 	} {
