@@ -66,7 +66,7 @@ const (
 // handlers write their own JSON errors, so they answer the same whichever
 // HTTPErrorHandler e has (in chio up, the ledger's).
 func (s *Service) Register(e *echo.Echo) {
-	mw := []echo.MiddlewareFunc{readauth.Middleware(s.cfg.auth, deny), requireReader}
+	mw := []echo.MiddlewareFunc{readauth.Middleware(s.cfg.auth, deny), readauth.Require("the projection API", deny)}
 	e.GET("/v1/tasks", s.listTasks, mw...)
 	e.GET("/v1/tasks/:id", s.getTask, mw...)
 	e.GET("/v1/lineage/:capability_id", s.getLineage, mw...)
@@ -80,19 +80,6 @@ func deny(c echo.Context, e *readauth.Error) error {
 		c.Response().Header().Set("Retry-After", "1")
 	}
 	return reply(c, e.Status, Error{Error: e.Message, Code: e.Code})
-}
-
-// requireReader refuses an anonymous request: no projection route is
-// public.
-func requireReader(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if readauth.From(c) == nil {
-			e := readauth.Required("the projection API")
-			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="chio"`)
-			return reply(c, http.StatusUnauthorized, Error{Error: e.Message, Code: CodeUnauthorized})
-		}
-		return next(c)
-	}
 }
 
 // readerScope is the scope of the request's reader over v.

@@ -225,7 +225,7 @@ func Middleware(a *Authenticator, deny func(c echo.Context, e *Error) error) ech
 					e = refuse("%v", err)
 				}
 				if e.Status == http.StatusUnauthorized {
-					c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="chio"`)
+					challenge(c)
 				}
 				return deny(c, e)
 			}
@@ -243,10 +243,22 @@ func From(c echo.Context) *Reader {
 	return r
 }
 
-// Required is the error for a private path read anonymously: 401 naming
-// the credentials that work.
-func Required(what string) *Error {
-	return refuse("%s needs a credential: Authorization: Bearer <capability or service token>", what)
+// Require refuses an anonymous request (after Middleware) with a 401 that
+// names the credentials that work: for routes with no public answer.
+func Require(what string, deny func(c echo.Context, e *Error) error) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if From(c) == nil {
+				challenge(c)
+				return deny(c, refuse("%s needs a credential: Authorization: Bearer <capability or service token>", what))
+			}
+			return next(c)
+		}
+	}
+}
+
+func challenge(c echo.Context) {
+	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="chio"`)
 }
 
 // Forbidden is the error for a reader whose scope does not cover a path

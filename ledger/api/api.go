@@ -72,23 +72,14 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET("/v1/log/keys", h.logKeys)
 	e.GET("/v1/log/consistency-proof", h.consistency)
 	e.GET("/v1/checkpoints/latest", h.latestStatement)
-	auth := readauth.Middleware(h.auth, func(_ echo.Context, e *readauth.Error) error { return fail(e.Status, e.Code, "%s", e.Message) })
-	e.GET("/log/tile/entries/*", h.entries, auth, middleware.Gzip())
-	e.GET("/v1/receipts/query", h.query, auth)
-	e.GET("/v1/receipts/:id", h.receipt, auth)
-	e.GET("/v1/receipts/:id/inclusion-proof", h.inclusion, auth)
-	e.GET("/v1/receipts/:id/tlog-proof", h.tlogProof, auth)
-}
-
-// reader returns the request's reader, or the 401 for an anonymous one.
-func reader(c echo.Context, what string) (*readauth.Reader, error) {
-	r := readauth.From(c)
-	if r == nil {
-		e := readauth.Required(what)
-		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="chio"`)
-		return nil, fail(e.Status, e.Code, "%s", e.Message)
-	}
-	return r, nil
+	deny := func(_ echo.Context, e *readauth.Error) error { return fail(e.Status, e.Code, "%s", e.Message) }
+	auth := readauth.Middleware(h.auth, deny)
+	private := func(what string) []echo.MiddlewareFunc { return []echo.MiddlewareFunc{auth, readauth.Require(what, deny)} }
+	e.GET("/log/tile/entries/*", h.entries, append(private("reading entry bundles"), middleware.Gzip())...)
+	e.GET("/v1/receipts/query", h.query, private("querying receipts")...)
+	e.GET("/v1/receipts/:id", h.receipt, private("reading receipts")...)
+	e.GET("/v1/receipts/:id/inclusion-proof", h.inclusion, private("reading receipts")...)
+	e.GET("/v1/receipts/:id/tlog-proof", h.tlogProof, private("reading receipts")...)
 }
 
 // NewServer returns an Echo server with the JSON error handler, panic
@@ -168,11 +159,7 @@ func (h *Handler) tile(c echo.Context) error {
 }
 
 func (h *Handler) entries(c echo.Context) error {
-	r, err := reader(c, "reading entry bundles")
-	if err != nil {
-		return err
-	}
-	if !r.AllReceipts() {
+	if !readauth.From(c).AllReceipts() {
 		e := readauth.Forbidden("an entry bundle holds every tenant's receipts: reading it")
 		return fail(e.Status, e.Code, "%s", e.Message)
 	}
@@ -206,10 +193,7 @@ func (h *Handler) logKeys(c echo.Context) error { return c.JSON(http.StatusOK, h
 // receipt outside the reader's scope is answered exactly as one that is
 // not in the log, so a scoped reader learns nothing of others' ids.
 func (h *Handler) leafOf(c echo.Context) (string, uint64, error) {
-	r, err := reader(c, "reading receipts")
-	if err != nil {
-		return "", 0, err
-	}
+	r := readauth.From(c)
 	id := c.Param("id")
 	if !schemas.ValidID(id) {
 		return "", 0, fail(http.StatusBadRequest, "bad_receipt_id", "malformed receipt id")
