@@ -74,7 +74,9 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET("/v1/checkpoints/latest", h.latestStatement)
 	deny := func(_ echo.Context, e *readauth.Error) error { return fail(e.Status, e.Code, "%s", e.Message) }
 	auth := readauth.Middleware(h.auth, deny)
-	private := func(what string) []echo.MiddlewareFunc { return []echo.MiddlewareFunc{auth, readauth.Require(what, deny)} }
+	private := func(what string) []echo.MiddlewareFunc {
+		return []echo.MiddlewareFunc{auth, readauth.Require(what, deny)}
+	}
 	e.GET("/log/tile/entries/*", h.entries, append(private("reading entry bundles"), middleware.Gzip())...)
 	e.GET("/v1/receipts/query", h.query, private("querying receipts")...)
 	e.GET("/v1/receipts/:id", h.receipt, private("reading receipts")...)
