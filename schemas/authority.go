@@ -105,12 +105,23 @@ func (c *Chain) IDs() []string {
 
 // Principals returns the principal of every prefix of the chain's
 // authority path, root first: see PathPrincipals.
-func (c *Chain) Principals() []string {
-	subjects := make([]string, len(c.Tokens))
-	for i, t := range c.Tokens {
-		subjects[i] = t.Subject
+func (c *Chain) Principals() []string { return c.Tokens[len(c.Tokens)-1].Principals() }
+
+// Principals returns PathPrincipals of the token's authority path as its
+// own fields state it: the root issuer (the first link's delegator, else
+// its issuer), then each delegatee, then its subject. Element 0 is the
+// tenant, the last the token's principal. It verifies nothing: VerifyChain
+// does.
+func (t *CapabilityToken) Principals() []string {
+	root := t.Issuer
+	subjects := make([]string, 0, len(t.DelegationChain)+1)
+	for i, l := range t.DelegationChain {
+		if i == 0 {
+			root = l.Delegator
+		}
+		subjects = append(subjects, l.Delegatee)
 	}
-	return PathPrincipals(c.Tokens[0].Issuer, subjects)
+	return PathPrincipals(root, append(subjects, t.Subject))
 }
 
 // Principal names an authority path: the root issuer's key, then every

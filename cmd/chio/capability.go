@@ -240,7 +240,7 @@ func newCapabilityInspectCmd() *cobra.Command {
 			window := fmt.Sprintf("%s .. %s", time.Unix(int64(tok.IssuedAt), 0).UTC().Format(time.RFC3339), time.Unix(int64(tok.ExpiresAt), 0).UTC().Format(time.RFC3339))
 			fmt.Fprintf(out, "id %s, subject %s, valid %s, %d grant(s), delegation depth %d\n",
 				tok.ID, tok.Subject, window, len(tok.Scope.Grants), len(tok.DelegationChain))
-			principals := tokenPrincipals(tok)
+			principals := tok.Principals()
 			fmt.Fprintf(out, "principal %s (tenant %s)\n", principals[len(principals)-1], principals[0])
 			failed := false
 			check := func(what string, err error) {
@@ -314,20 +314,4 @@ func newCapabilityRevokeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the revocation)")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the revocations bucket if it must be created")
 	return cmd
-}
-
-// tokenPrincipals is schemas.PathPrincipals of a token's authority path:
-// its root issuer, then each delegatee down to its own subject. Element 0
-// is the tenant (the root grant's holder), the last the token's principal,
-// what its calls' receipts and tasks are scoped to.
-func tokenPrincipals(t *schemas.CapabilityToken) []string {
-	root := t.Issuer
-	subjects := make([]string, 0, len(t.DelegationChain)+1)
-	for i, l := range t.DelegationChain {
-		if i == 0 {
-			root = l.Delegator
-		}
-		subjects = append(subjects, l.Delegatee)
-	}
-	return schemas.PathPrincipals(root, append(subjects, t.Subject))
 }

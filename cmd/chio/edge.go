@@ -292,16 +292,7 @@ func (f *edgeFlags) push(ctx context.Context, js jetstream.JetStream) (*a2a.Push
 // one: the data dir's dev agent key, every tool of every registered server,
 // valid for a day. It is written to DIR/dev-capability.token (0600).
 func devCapability(dataDir string, keys *ledgerKeys, reg *tools.Registry) (string, string, error) {
-	issuerText, err := os.ReadFile(filepath.Join(keys.Dir, issuerKeyFile))
-	if err != nil {
-		return "", "", fmt.Errorf("dev capability: %w", err)
-	}
-	issuer, err := schemas.ParsePrivateKey(string(issuerText))
-	if err != nil {
-		return "", "", fmt.Errorf("dev capability: %s: %w", issuerKeyFile, err)
-	}
-	agentFile := filepath.Join(keys.Dir, "dev-agent.key")
-	agent, err := loadOrCreateKey(agentFile)
+	agent, err := loadOrCreateKey(filepath.Join(keys.Dir, "dev-agent.key"))
 	if err != nil {
 		return "", "", err
 	}
@@ -309,25 +300,44 @@ func devCapability(dataDir string, keys *ledgerKeys, reg *tools.Registry) (strin
 	for _, en := range reg.Exposed(tools.Exposure{Protocol: "a2a", ExposeAll: true}) {
 		grants = append(grants, schemas.ToolGrant{ServerID: en.Manifest.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}})
 	}
-	grants = dedupGrants(grants)
-	now := time.Now()
-	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
-		ID: "dev-" + now.UTC().Format("20060102T150405Z"), Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
-		Subject: schemas.EncodePublicKey(agent.Public().(ed25519.PublicKey)), Scope: schemas.Scope{Grants: grants},
-		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(24 * time.Hour).Unix()),
-	})
-	if err != nil {
-		return "", "", fmt.Errorf("dev capability: %w", err)
-	}
-	h, err := schemas.EncodeCapabilityHeader(tok)
-	if err != nil {
-		return "", "", err
-	}
 	path := filepath.Join(dataDir, "dev-capability.token")
-	if err := os.WriteFile(path, []byte(h+"\n"), 0o600); err != nil {
+	h, err := writeLocalToken(keys.Dir, path, "dev-"+time.Now().UTC().Format("20060102T150405Z"),
+		agent.Public().(ed25519.PublicKey), dedupGrants(grants), 24*time.Hour)
+	if err != nil {
 		return "", "", fmt.Errorf("dev capability: %w", err)
 	}
 	return h, path, nil
+}
+
+// writeLocalToken issues a capability from the issuer key in keysDir to
+// subject, valid from a minute ago for ttl, and writes its header form to
+// path (0600).
+func writeLocalToken(keysDir, path, id string, subject ed25519.PublicKey, grants []schemas.ToolGrant, ttl time.Duration) (string, error) {
+	issuerText, err := os.ReadFile(filepath.Join(keysDir, issuerKeyFile))
+	if err != nil {
+		return "", err
+	}
+	issuer, err := schemas.ParsePrivateKey(string(issuerText))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", issuerKeyFile, err)
+	}
+	now := time.Now()
+	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
+		ID: id, Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
+		Subject: schemas.EncodePublicKey(subject), Scope: schemas.Scope{Grants: grants},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(ttl).Unix()),
+	})
+	if err != nil {
+		return "", err
+	}
+	h, err := schemas.EncodeCapabilityHeader(tok)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(h+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return h, nil
 }
 
 func dedupGrants(gs []schemas.ToolGrant) []schemas.ToolGrant {

@@ -75,14 +75,6 @@ const operatorTokenFile = "operator.token"
 // kept: the token is a bearer credential, its holder never signs. Written
 // to dataDir/operator.token (0600), valid for ttl.
 func operatorToken(dataDir, keysDir string, ttl time.Duration) (string, error) {
-	text, err := os.ReadFile(filepath.Join(keysDir, issuerKeyFile))
-	if err != nil {
-		return "", fmt.Errorf("operator token: %w", err)
-	}
-	issuer, err := schemas.ParsePrivateKey(string(text))
-	if err != nil {
-		return "", fmt.Errorf("operator token: %s: %w", issuerKeyFile, err)
-	}
 	subject, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return "", fmt.Errorf("operator token: %w", err)
@@ -91,21 +83,8 @@ func operatorToken(dataDir, keysDir string, ttl time.Duration) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	now := time.Now()
-	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
-		ID: "operator-" + uuid.Must(uuid.NewV7()).String(), Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
-		Subject: schemas.EncodePublicKey(subject), Scope: schemas.Scope{Grants: []schemas.ToolGrant{grant}},
-		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(ttl).Unix()),
-	})
-	if err != nil {
-		return "", fmt.Errorf("operator token: %w", err)
-	}
-	h, err := schemas.EncodeCapabilityHeader(tok)
-	if err != nil {
-		return "", err
-	}
 	path := filepath.Join(dataDir, operatorTokenFile)
-	if err := os.WriteFile(path, []byte(h+"\n"), 0o600); err != nil {
+	if _, err := writeLocalToken(keysDir, path, "operator-"+uuid.Must(uuid.NewV7()).String(), subject, []schemas.ToolGrant{grant}, ttl); err != nil {
 		return "", fmt.Errorf("operator token: %w", err)
 	}
 	return path, nil

@@ -39,3 +39,19 @@ func Connect(t testing.TB, ns *natsembed.Server) (*nats.Conn, jetstream.JetStrea
 	}
 	return nc, js
 }
+
+// Dial connects to a server at url (a cluster node a test started), with
+// opts; the connection is closed when the test ends.
+func Dial(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/internal/natstest"
 )
@@ -435,16 +434,7 @@ func TestGroupCommitOff(t *testing.T) {
 			if testing.Short() {
 				t.Skip("starts a three-node cluster")
 			}
-			nodes := startCluster(t)
-			nc, err := nats.Connect(nodes[0].ClientURL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, js := natstest.Dial(t, startCluster(t)[0].ClientURL())
 			s, err := Open(t.Context(), js, WithReplicas(3))
 			if err != nil {
 				t.Fatal(err)

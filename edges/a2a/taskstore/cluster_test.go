@@ -12,6 +12,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/internal/natstest"
 )
 
 // freePort returns a loopback TCP port free at the time of asking.
@@ -85,15 +87,7 @@ func TestReadAcrossALeaderElection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	connect := func(u string) jetstream.JetStream {
-		nc, err := nats.Connect(u, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, js := natstest.Dial(t, u, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 		return js
 	}
 	var s *Store
