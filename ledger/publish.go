@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/backoff"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -108,14 +109,8 @@ func (l *Ledger) handOver(leaves []pubLeaf) {
 	l.kickPublisher()
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
-	}
-}
+// sleep pauses for d; false means ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool { return backoff.Sleep(ctx, d) == nil }
 
 func (l *Ledger) readLeaves(from, to uint64) ([]pubLeaf, error) {
 	if from >= to {

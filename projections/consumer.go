@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/backoff"
 	"github.com/chio-ledger/chio/internal/msgbatch"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -50,7 +51,7 @@ func (c *consumer) run(ctx context.Context, js jetstream.JetStream) error {
 			pause = minBackoff // it ran fine for a while: start over
 		}
 		c.log.Warn("consumer interrupted; restarting", "err", err, "in", pause)
-		if !sleep(ctx, pause) {
+		if backoff.Sleep(ctx, pause) != nil {
 			return nil
 		}
 		pause = min(2*pause, maxBackoff)
@@ -61,17 +62,6 @@ const (
 	minBackoff = 100 * time.Millisecond
 	maxBackoff = 30 * time.Second
 )
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 // session is one life of the consumer: ensure the stream and the durable,
 // then fold batches until ctx ends or delivery fails.

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/chio-ledger/chio/internal/backoff"
 	"github.com/chio-ledger/chio/ledger"
 	"github.com/chio-ledger/chio/ledger/lease"
 )
@@ -163,11 +164,5 @@ func transient(err error) bool {
 		(errors.As(err, &apiErr) && apiErr.Code == 503)
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
-	}
-}
+// sleepCtx pauses for d; false means ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool { return backoff.Sleep(ctx, d) == nil }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chio-ledger/chio/internal/backoff"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -186,8 +187,7 @@ func (w *Writer) publish(batch []*queued) error {
 	ctx, cancel := context.WithTimeout(context.Background(), publishWithin)
 	defer cancel()
 	w.metrics.observeWrite(len(batch))
-	backoff := 25 * time.Millisecond
-	for {
+	for n := 1; ; n++ {
 		attempt := time.Now()
 		actx, acancel := context.WithTimeout(ctx, publishAttempt)
 		_, err := w.js.PublishMsg(actx, msg, jetstream.WithMsgID(id))
@@ -201,12 +201,9 @@ func (w *Writer) publish(batch []*queued) error {
 		if !retryablePublish(err) || ctx.Err() != nil {
 			return fmt.Errorf("publish %s: %w", id, err)
 		}
-		select {
-		case <-ctx.Done():
+		if publishRetry.Wait(ctx, n) != nil {
 			return fmt.Errorf("publish %s: %w", id, err)
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
 
@@ -215,6 +212,10 @@ const (
 	publishAttempt = 2 * time.Second
 	publishWithin  = 10 * time.Second
 )
+
+// publishRetry paces the retries of a publish that JetStream did not
+// acknowledge (a leader election, a timeout): 25 ms, then up to 500 ms.
+var publishRetry = backoff.Policy{Base: 25 * time.Millisecond, Cap: 500 * time.Millisecond}
 
 // retryablePublish reports whether a publish failed because JetStream did
 // not answer (no leader yet, a node gone), not because it refused the write.

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/backoff"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -124,7 +124,7 @@ func casUpdate(ctx context.Context, kv jetstream.KeyValue, key string, change fu
 		}
 		// Lost the race: someone wrote in between. Back off a little, with
 		// jitter, so contending replicas do not retry in lockstep.
-		if err := sleepCtx(ctx, time.Duration(rand.Int64N(int64(time.Millisecond)*int64(min(attempt+1, 8))/4+1))); err != nil {
+		if err := casRetry.Wait(ctx, attempt+1); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrStateUnavailable, key, err)
 		}
 	}
@@ -162,13 +162,6 @@ func (b *budgets) chargeAll(ctx context.Context, cs []charge, cost uint64, log *
 	return nil
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// casRetry paces a lost compare-and-set: short, because the winner's
+// write is already there to read.
+var casRetry = backoff.Policy{Base: 250 * time.Microsecond, Cap: 2 * time.Millisecond}

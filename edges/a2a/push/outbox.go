@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/internal/backoff"
 )
 
 // JetStream names and defaults of the outbox.
@@ -615,13 +616,7 @@ func (o *Outbox) retry(ctx context.Context, msg jetstream.Msg, log *slog.Logger,
 // backoff is the delay after attempt n (1-based): base·2^(n-1) capped at
 // the backoff cap, with "equal jitter" (half fixed, half random).
 func (o *Outbox) backoff(attempt int) time.Duration {
-	d := o.opts.backoffCap
-	if shift := attempt - 1; shift < 32 {
-		if b := o.opts.backoffBase << shift; b > 0 && b < d {
-			d = b
-		}
-	}
-	return d/2 + rand.N(d/2+1)
+	return backoff.Policy{Base: o.opts.backoffBase, Cap: o.opts.backoffCap}.Delay(attempt)
 }
 
 func (o *Outbox) term(msg jetstream.Msg, reason string) {

@@ -8,13 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/internal/backoff"
 )
 
 // JetStream names and defaults of the config store.
@@ -182,10 +183,8 @@ func (s *Store) Put(ctx context.Context, cfg Config) (Config, error) {
 		if attempt == maxPutAttempts {
 			return Config{}, fmt.Errorf("put push config: %w: limit %d (concurrent creates)", ErrTooMany, s.opts.maxConfigs)
 		}
-		select {
-		case <-time.After(rand.N(10 * time.Millisecond << attempt)):
-		case <-ctx.Done():
-			return Config{}, fmt.Errorf("put push config: %w", ctx.Err())
+		if err := putRetry.Wait(ctx, attempt); err != nil {
+			return Config{}, fmt.Errorf("put push config: %w", err)
 		}
 	}
 }
@@ -193,6 +192,10 @@ func (s *Store) Put(ctx context.Context, cfg Config) (Config, error) {
 // maxPutAttempts bounds Put's attempts when concurrent creates keep
 // overfilling the task.
 const maxPutAttempts = 4
+
+// putRetry paces those attempts: concurrent creates over the limit spread
+// out and settle.
+var putRetry = backoff.Policy{Base: 20 * time.Millisecond, Cap: 160 * time.Millisecond}
 
 // put makes one attempt of Put. lost reports a new config written and
 // taken back because concurrent creates overfilled the task.
