@@ -27,6 +27,14 @@
 //	tck-message-response         the direct message "Direct message response"
 //	tck-input-required           working → input-required, with a message
 //	tck-reject-task              rejected, with a message saying so
+//	tck-auth-required            working → auth-required, with a message
+//	tck-long-running             working, hold (WithLongRunningHold, 10 min; cancellable) → completed
+//	tck-conversation             working → input-required with an echo: the task takes follow-ups
+//	                             and stays open (cancellable) until a tck-complete-task message;
+//	                             the 0.3 kit's test-message-id, text-message-id,
+//	                             test-history-create-message-id, cancel-test-message-id and
+//	                             mapping-test-message-id do the same
+//	a follow-up (taskId set)     as tck-conversation, unless its prefix selects another behaviour
 //	anything else                completed with an echo of the text (else data) parts
 package conformance
 
@@ -56,6 +64,10 @@ const (
 // working: the kit needs at least twice its streaming timeout (2 s by
 // default), and its reference agents hold for 4 s.
 const DefaultResubscribeHold = 4 * time.Second
+
+// DefaultLongRunningHold is how long a tck-long-running task works before
+// it completes, unless it is canceled first.
+const DefaultLongRunningHold = 10 * time.Minute
 
 // ErrStreamOnly is returned by Invoke: the tool answers only through
 // InvokeStream. It wraps errors.ErrUnsupported.
@@ -87,13 +99,19 @@ const (
 // Cancel. It is safe for concurrent use.
 type Server struct {
 	tools.Running
-	hold time.Duration
+	hold, longHold time.Duration
 }
 
 var _ tools.Server = (*Server)(nil)
 
 // Option configures a Server.
 type Option func(*Server)
+
+// WithLongRunningHold sets how long a tck-long-running task works before it
+// completes (DefaultLongRunningHold when not given; negative is zero).
+func WithLongRunningHold(d time.Duration) Option {
+	return func(s *Server) { s.longHold = max(d, 0) }
+}
 
 // WithResubscribeHold sets how long a test-resubscribe-message-id task stays
 // working before it completes (DefaultResubscribeHold when not given). A
@@ -104,7 +122,7 @@ func WithResubscribeHold(d time.Duration) Option {
 
 // New returns a conformance server.
 func New(opts ...Option) *Server {
-	s := &Server{hold: DefaultResubscribeHold}
+	s := &Server{hold: DefaultResubscribeHold, longHold: DefaultLongRunningHold}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
@@ -267,16 +285,49 @@ var behaviours = []behaviour{
 	{"tck-reject-task", func(*Server, *message) []step {
 		return []step{status(StateRejected, agentMessage(textPart("The task was rejected by the conformance agent")))}
 	}},
+	{"tck-auth-required", func(*Server, *message) []step {
+		return []step{
+			status(StateWorking, nil),
+			status(StateAuthRequired, agentMessage(textPart("Authorization required: send a follow-up message once authorized"))),
+		}
+	}},
+	{"tck-long-running", func(s *Server, _ *message) []step {
+		done := status(StateCompleted, agentMessage(textPart("Long-running task completed")))
+		done.holdBefore = s.longHold
+		return []step{status(StateWorking, nil), done}
+	}},
+	{"tck-conversation", conversation},
+	// The 0.3 kit's names for tasks it continues (continuation, history)
+	// or cancels after a blocking send: each must come back not terminal.
+	{"test-message-id", conversation},
+	{"text-message-id", conversation},
+	{"test-history-create-message-id", conversation},
+	{"cancel-test-message-id", conversation},
+	{"mapping-test-message-id", conversation},
 }
 
-// plan returns the chunks that answer m.
+// plan returns the chunks that answer m. A follow-up message on a task
+// (taskId set) that selects no behaviour goes on with the conversation.
 func (s *Server) plan(m *message) []step {
 	for _, b := range behaviours {
 		if strings.HasPrefix(m.MessageID, b.prefix) {
 			return b.steps(s, m)
 		}
 	}
+	if m.TaskID != "" {
+		return conversation(s, m)
+	}
 	return []step{status(StateCompleted, agentMessage(textPart(echo(m))))}
+}
+
+// conversation echoes the message and asks for the next one: the task
+// waits in input-required, takes follow-ups and can be canceled, until a
+// tck-complete-task message ends it.
+func conversation(_ *Server, m *message) []step {
+	return []step{
+		status(StateWorking, nil),
+		status(StateInputRequired, agentMessage(textPart(echo(m)+"\n(send another message; one whose messageId starts with tck-complete-task ends the task)"))),
+	}
 }
 
 // streamed is working → one artifact → completed.
@@ -403,6 +454,7 @@ func newID() string {
 // fields are ignored, as A2A asks (DM-SERIAL-005).
 type message struct {
 	MessageID string
+	TaskID    string // set on a follow-up message
 	Parts     []inPart
 }
 
@@ -459,6 +511,9 @@ func arguments(inv tools.Invocation) (*message, error) {
 			var s string
 			if err := stringField(fields, k, "message."+k, &s); err != nil {
 				return nil, err
+			}
+			if k == "taskId" {
+				m.TaskID = s
 			}
 		}
 	}

@@ -133,6 +133,7 @@ const (
 	working   = "TASK_STATE_WORKING"
 	completed = "TASK_STATE_COMPLETED"
 	inputReq  = "TASK_STATE_INPUT_REQUIRED"
+	authReq   = "TASK_STATE_AUTH_REQUIRED"
 	rejected  = "TASK_STATE_REJECTED"
 )
 
@@ -306,6 +307,11 @@ func TestBehaviours(t *testing.T) {
 		{"tck-message-response-1", hi, []want{reply(is("Direct message response"))}},
 		{"tck-input-required-1", hi, []want{status(working, nil), status(inputReq, has("nput"))}},
 		{"tck-reject-task-1", hi, []want{status(rejected, has("rejected"))}},
+		{"tck-auth-required-1", hi, []want{status(working, nil), status(authReq, has("uthoriz"))}},
+		{"tck-long-running-1", hi, []want{status(working, nil), status(completed, has("Long-running"))}},
+		{"tck-conversation-1", `[{"text":"turn one"}]`, []want{status(working, nil), status(inputReq, has("turn one"))}},
+		{"test-message-id-0.3-kit", hi, []want{status(working, nil), status(inputReq, has("hi"))}},
+		{"cancel-test-message-id-0.3-kit", hi, []want{status(working, nil), status(inputReq, has("hi"))}},
 		{"tck-stream-001-x", hi, []want{status(working, nil), art(textArt("Stream hello from TCK"), false, true, false), status(completed, nil)}},
 		{"tck-stream-002-x", hi, []want{status(completed, has(""))}},
 		{"tck-stream-003-x", hi, []want{status(working, nil), art(textArt("Stream task lifecycle"), false, true, false), status(completed, nil)}},
@@ -330,7 +336,7 @@ func TestBehaviours(t *testing.T) {
 		{"m-file", `[{"url":"https://example.com/x","mediaType":"text/plain"}]`, []want{status(completed, has(""))}},
 		{"m-unicode", `[{"text":"héllo \"q\" <b>"}]`, []want{status(completed, is(`héllo "q" <b>`))}},
 	}
-	s := conformance.New(conformance.WithResubscribeHold(0))
+	s := conformance.New(conformance.WithResubscribeHold(0), conformance.WithLongRunningHold(0))
 	for i, c := range cases {
 		t.Run(c.messageID, func(t *testing.T) {
 			chunks, err := collect(s, context.Background(), invocation(fmt.Sprintf("r-%d", i), userMessage(c.messageID, c.parts)))
@@ -342,6 +348,26 @@ func TestBehaviours(t *testing.T) {
 	}
 	if s.Len() != 0 {
 		t.Errorf("%d invocations still tracked", s.Len())
+	}
+}
+
+// A follow-up on a task goes on with the conversation unless its prefix
+// selects a behaviour: tck-complete-task ends it.
+func TestFollowUps(t *testing.T) {
+	s := conformance.New()
+	for _, c := range []struct {
+		messageID string
+		want      []want
+	}{
+		{"continuation-message-id-1", []want{status(working, nil), status(inputReq, has("next"))}},
+		{"tck-complete-task-2", []want{status(completed, is("Hello from TCK"))}},
+	} {
+		args := fmt.Sprintf(`{"message":{"messageId":%q,"taskId":"task-1","role":"ROLE_USER","parts":[{"text":"next"}]}}`, c.messageID)
+		chunks, err := collect(s, context.Background(), invocation("r-"+c.messageID, args))
+		if err != nil {
+			t.Fatalf("%s: %v", c.messageID, err)
+		}
+		check(t, chunks, c.want)
 	}
 }
 
@@ -600,7 +626,7 @@ func TestThroughRegistry(t *testing.T) {
 	if got := r.Exposed(tools.Exposure{Protocol: "acp"}); len(got) != 0 {
 		t.Errorf("Exposed(acp) = %v", got)
 	}
-	if f := tools.A2AFidelity(exposed[0].Tool, tools.A2AProfile{IncrementalStreaming: true}); !f.Publishable() {
+	if f := tools.A2AFidelity(exposed[0].Tool, tools.A2AProfile{}); !f.Publishable() {
 		t.Errorf("A2AFidelity = %+v", f)
 	}
 
