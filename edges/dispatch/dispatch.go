@@ -150,13 +150,9 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 		Token: c.Token, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments, Exposure: c.Exposure,
 		RequestID: c.RequestID, GovernedIntent: c.GovernedIntent,
 	})
-	res := &Result{ReceiptID: c.ReceiptID, Decision: dec}
-	ev, raw, err := d.decisionEvent(c, dec)
+	res, err := d.decide(ctx, c, dec)
 	if err != nil {
 		return nil, err
-	}
-	if err := d.w.Write(ctx, ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw}); err != nil {
-		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, err)
 	}
 	if !dec.Allow {
 		if c.Finish != nil {
@@ -187,6 +183,38 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	res.Outcome = out.Outcome
 	res.OutcomeDurable = d.writeOutcome(ctx, out, c.Finish, res) == nil
 	return res, nil
+}
+
+// Refuse records a call its edge refuses on a deny decision the kernel
+// has already made (kernel.Identify: the caller's capability does not
+// verify), so that a call turned away for its credentials still has its
+// deny receipt (DESIGN §5: fail closed, never unrecorded). Nothing runs.
+func (d *Dispatcher) Refuse(ctx context.Context, c Call, dec *kernel.Decision) (*Result, error) {
+	if dec == nil || dec.Allow {
+		return nil, errors.New("refuse: the decision is not a deny")
+	}
+	if err := checkArguments(c.Arguments); err != nil {
+		return nil, err
+	}
+	if c.ReceiptID == "" {
+		c.ReceiptID = uuid.Must(uuid.NewV7()).String()
+	}
+	if c.RequestID == "" {
+		c.RequestID = c.ReceiptID
+	}
+	return d.decide(ctx, c, dec)
+}
+
+// decide makes the call's decision event durable.
+func (d *Dispatcher) decide(ctx context.Context, c Call, dec *kernel.Decision) (*Result, error) {
+	ev, raw, err := d.decisionEvent(c, dec)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.w.Write(ctx, ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw}); err != nil {
+		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, err)
+	}
+	return &Result{ReceiptID: c.ReceiptID, Decision: dec}, nil
 }
 
 // writeOutcome makes the outcome durable and, concurrently, runs finish
