@@ -51,6 +51,7 @@ func (s *countingServer) InvokeStream(ctx context.Context, inv tools.Invocation,
 
 type fixture struct {
 	js     jetstream.JetStream
+	k      *kernel.Kernel
 	d      *Dispatcher
 	server *countingServer
 	token  string
@@ -91,7 +92,7 @@ func setup(t *testing.T, opts ...Option) *fixture {
 		t.Fatal(err)
 	}
 	h, _ := schemas.EncodeCapabilityHeader(tok)
-	return &fixture{js: js, d: d, server: srv, token: h}
+	return &fixture{js: js, k: k, d: d, server: srv, token: h}
 }
 
 // events reads every event on the stream, by subject.
@@ -194,6 +195,32 @@ func TestDeniedAndFailedCalls(t *testing.T) {
 		if _, err := f.d.Do(ctx, Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(args)}); !errors.Is(err, ErrBadArguments) {
 			t.Fatalf("arguments %s: %v", args, err)
 		}
+	}
+}
+
+// Refuse records the deny receipt of a call refused on the kernel's
+// Identify decision, runs nothing, and takes no allow decision.
+func TestRefuseRecordsTheDenial(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	call := Call{Token: "forged", ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)}
+	_, d := f.k.Identify("forged")
+	if d == nil {
+		t.Fatal("a forged token identified")
+	}
+	res, err := f.d.Refuse(ctx, call, d)
+	if err != nil || res.Ran || res.ReceiptID == "" || f.server.runs.Load() != 0 {
+		t.Fatalf("refuse: %+v %v", res, err)
+	}
+	decisions := f.events(t)[schemas.SubjectDecision]
+	if len(decisions) != 1 || !bytes.Contains(decisions[0], []byte(res.ReceiptID)) || !bytes.Contains(decisions[0], []byte(`"deny"`)) {
+		t.Fatalf("decision events %s", decisions)
+	}
+	if _, err := f.d.Refuse(ctx, call, &kernel.Decision{Allow: true}); err == nil {
+		t.Fatal("an allow decision was refused as a deny")
+	}
+	if _, err := f.d.Refuse(ctx, call, nil); err == nil {
+		t.Fatal("a nil decision was accepted")
 	}
 }
 
