@@ -412,6 +412,15 @@ type Identity struct {
 	// proves nothing (anyone may delegate to any public key), so whatever
 	// is scoped to a caller must be scoped to this.
 	Principal string
+	grants    []schemas.ToolGrant
+}
+
+// Invokes reports whether the capability grants invoking server/tool. It
+// says what the token allows, not what a call would be allowed: guards,
+// budgets and intents are decided per call (Decide). Edges use it to show
+// a caller the tools it may call.
+func (id *Identity) Invokes(server, tool string) bool {
+	return matchGrant(id.grants, server, tool, schemas.OpInvoke) >= 0
 }
 
 // Identify authenticates a token for calls that run no tool (get, list,
@@ -438,5 +447,5 @@ func (k *Kernel) Identify(token string) (*Identity, *Decision) {
 		return nil, k.deny(d, StepRevocation, fmt.Sprintf("capability %s is revoked", id))
 	}
 	return &Identity{CapabilityID: v.tok.ID, Subject: v.tok.Subject, RootSubject: v.rootSubject, Lineage: v.lineage,
-		Principal: v.principals[len(v.principals)-1]}, nil
+		Principal: v.principals[len(v.principals)-1], grants: v.tok.Scope.Grants}, nil
 }

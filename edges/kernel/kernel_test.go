@@ -736,6 +736,14 @@ func TestIdentify(t *testing.T) {
 	if d != nil || id.Subject != pub(agentKey) || id.CapabilityID != "cap-id" {
 		t.Fatalf("%+v %+v", id, d)
 	}
+	for _, c := range []struct {
+		server, tool string
+		want         bool
+	}{{"srv", "tool", true}, {"srv", "other", false}, {"other", "tool", false}} {
+		if got := id.Invokes(c.server, c.tool); got != c.want {
+			t.Errorf("Invokes(%s, %s) = %v, want %v", c.server, c.tool, got, c.want)
+		}
+	}
 	if _, d := k.Identify("nope"); d == nil || d.Guard != StepParse {
 		t.Fatalf("bad token identified: %+v", d)
 	}
