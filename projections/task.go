@@ -33,6 +33,8 @@ type taskHead struct {
 	// events stored under the task's h and a keys.
 	History   uint32 `json:"h,omitempty"`
 	Artifacts uint32 `json:"a,omitempty"`
+	// Generation is the task's generation (schemas.TaskHead.Generation).
+	Generation int64 `json:"g,omitempty"`
 }
 
 // taskState is a task as a fold batch sees it.
@@ -92,7 +94,8 @@ func (h *taskHead) decode() (*schemas.TaskHead, error) {
 		return new(schemas.TaskHead), nil
 	}
 	f := &schemas.TaskHead{Owner: h.Owner, ContextID: h.ContextID, State: h.State, StatusMessage: h.StatusMessage,
-		Metadata: h.Metadata, ReceiptIDs: h.ReceiptIDs, History: int(h.History), Artifacts: int(h.Artifacts)}
+		Metadata: h.Metadata, ReceiptIDs: h.ReceiptIDs, History: int(h.History), Artifacts: int(h.Artifacts),
+		Generation: h.Generation}
 	if h.StatusTime != "" {
 		st, err := time.Parse(time.RFC3339Nano, h.StatusTime)
 		if err != nil {
@@ -107,7 +110,7 @@ func (h *taskHead) decode() (*schemas.TaskHead, error) {
 func (h *taskHead) encode(f *schemas.TaskHead) {
 	h.ContextID, h.Owner, h.State, h.StatusMessage = f.ContextID, f.Owner, f.State, f.StatusMessage
 	h.StatusTime, h.Metadata, h.ReceiptIDs = formatTime(f.StatusTime), f.Metadata, f.ReceiptIDs
-	h.History, h.Artifacts = uint32(f.History), uint32(f.Artifacts)
+	h.History, h.Artifacts, h.Generation = uint32(f.History), uint32(f.Artifacts), f.Generation
 }
 
 // flush writes the head and, when the state changed, the list indexes.

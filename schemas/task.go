@@ -169,6 +169,10 @@ type TaskEvent struct {
 	// Seq is the stream sequence of the commit that carried the event; it
 	// is set on events read back, never stored.
 	Seq uint64 `json:"-"`
+	// Generation is the task's generation after the event when the event
+	// is a client-visible mutation (TaskEffect.Mutation), else 0; like Seq
+	// it is set on events read back (by a watch), never stored.
+	Generation int64 `json:"-"`
 }
 
 // Terminal reports whether the event ends its task.

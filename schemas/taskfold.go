@@ -31,6 +31,32 @@ import (
 //     served (TaskEffect.Served is false). A reader that does not keep the
 //     request and the lease (the projections: the request may hold a
 //     capability) therefore serves the same task as one that does.
+//   - Generation counts the task's client-visible mutations (see below):
+//     it is 1 after the created event and grows by exactly 1 per mutation,
+//     never otherwise.
+//
+// # Generations
+//
+// A task's generation (A2A 1.1 draft, Task.generation) numbers its
+// client-visible mutations, each of which a stream carries as exactly one
+// event. The rule, which every reader folding the task's events computes
+// identically because it is part of Apply:
+//
+//   - created sets it to 1 (the task as first created, a Task object);
+//   - status, canceled and finished each add 1 (one TaskStatusUpdateEvent
+//     each, a progress status that keeps the state included);
+//   - artifact adds 1 when it is an A2A artifact (one
+//     TaskArtifactUpdateEvent; an event MergeTaskArtifacts leaves out
+//     changes nothing served and adds nothing);
+//   - message, metadata, request, claimed, released and receipt add
+//     nothing: history messages, metadata, receipt links, claims and lease
+//     renewals ride along and show in the next mutation's event (or the
+//     next read of the task), never as events of their own.
+//
+// The commit boundary does not matter: a commit of created and status
+// (working) is generation 2, and a stream from its start shows the task at
+// 2; a reader replaying from generation 1 gets the working status as
+// generation 2. TaskEffect.Mutation reports which events counted.
 
 // Errors of TaskHead.Apply, wrapped with the event they refuse; test them
 // with errors.Is.
@@ -87,6 +113,9 @@ type TaskHead struct {
 	// events (whole artifacts and chunks).
 	History   int
 	Artifacts int
+	// Generation counts the client-visible mutations folded (see
+	// Generations above): 0 before the created event, then 1, 2, ….
+	Generation int64
 }
 
 // TaskArtifact is one artifact event as folded: an opaque artifact, or a
@@ -110,6 +139,9 @@ type TaskEffect struct {
 	// false for request, claimed and released events and for a receipt
 	// that was linked already.
 	Served bool
+	// Mutation reports whether the event is a client-visible mutation: it
+	// advanced Generation by 1, and a stream shows it as one event.
+	Mutation bool
 }
 
 // Apply folds e into h and returns what it adds. It refuses an event that
@@ -136,8 +168,8 @@ func (h *TaskHead) Apply(e *TaskEvent) (TaskEffect, error) {
 			return bad("context id longer than %d bytes", MaxTaskContextID)
 		}
 		*h = TaskHead{Owner: *e.Owner, ContextID: e.ContextID, State: TaskSubmitted, StatusTime: e.Time,
-			Created: e.Time, Metadata: e.Metadata, Request: e.Request}
-		eff := TaskEffect{Served: true}
+			Created: e.Time, Metadata: e.Metadata, Request: e.Request, Generation: 1}
+		eff := TaskEffect{Served: true, Mutation: true}
 		if len(e.Message) > 0 {
 			eff.Message = e.Message
 			h.History = 1
@@ -151,12 +183,15 @@ func (h *TaskHead) Apply(e *TaskEvent) (TaskEffect, error) {
 		return TaskEffect{}, fmt.Errorf("%w (%s): %s refused", ErrTaskTerminal, h.State, e.Type)
 	}
 	served := TaskEffect{Served: true}
+	mutated := TaskEffect{Served: true, Mutation: true}
 	switch e.Type {
 	case TaskEventStatus:
 		if !e.State.Valid() || e.State.Terminal() {
 			return bad("state %q is not a non-terminal state", e.State)
 		}
 		h.State, h.StatusMessage, h.StatusTime = e.State, e.Message, e.Time
+		h.Generation++
+		return mutated, nil
 	case TaskEventMessage:
 		if len(e.Message) == 0 {
 			return bad("empty message")
@@ -169,6 +204,10 @@ func (h *TaskHead) Apply(e *TaskEvent) (TaskEffect, error) {
 		}
 		h.Artifacts++
 		served.Artifact = &TaskArtifact{Data: e.Artifact, Append: e.Append, LastChunk: e.LastChunk}
+		if _, _, ok := decodeTaskArtifact(e.Artifact); ok {
+			h.Generation++
+			served.Mutation = true
+		}
 	case TaskEventMetadata:
 		h.Metadata = e.Metadata
 	case TaskEventRequest:
@@ -202,6 +241,8 @@ func (h *TaskHead) Apply(e *TaskEvent) (TaskEffect, error) {
 	case TaskEventCanceled:
 		h.State, h.StatusMessage, h.StatusTime = TaskCanceled, e.Message, e.Time
 		h.ClaimedBy, h.ClaimExpires = "", time.Time{}
+		h.Generation++
+		return mutated, nil
 	case TaskEventFinished:
 		switch e.State {
 		case TaskCompleted, TaskFailed, TaskRejected:
@@ -210,6 +251,8 @@ func (h *TaskHead) Apply(e *TaskEvent) (TaskEffect, error) {
 		}
 		h.State, h.StatusMessage, h.StatusTime = e.State, e.Message, e.Time
 		h.ClaimedBy, h.ClaimExpires = "", time.Time{}
+		h.Generation++
+		return mutated, nil
 	default:
 		return bad("unknown event type")
 	}

@@ -54,7 +54,13 @@ bin/chio capability keygen --out auditor.key > auditor.pub
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat auditor.pub)" --read receipts --ttl 24h --output header > auditor.tok
 curl -sf -H "Authorization: Bearer $(cat auditor.tok)" "http://$http/v1/receipts/$ID/tlog-proof" | cmp - receipt.tlog-proof
 bin/chio capability revoke cap-agent --nats "nats://$natsaddr" --reason "key rotated" | grep -q '^revoked cap-agent$'
-curl -sf "http://$http/.well-known/agent-card.json" | grep -q '"hello_task"'
+curl -sf "http://$http/.well-known/agent-card.json" > card.json
+grep -q '"hello_task"' card.json
+curl -sf "http://$http/.well-known/jwks.json" > jwks.json
+bin/chio verify --agent-card card.json --jwks jwks.json | grep -q '^verify: OK agent card'
+bin/chio verify --agent-card "http://$http" | grep -q '^verify: OK agent card'
+sed 's/"streaming":true/"streaming":false/' card.json > tampered.json
+if bin/chio verify --agent-card tampered.json --jwks jwks.json 2>/dev/null; then echo "tour: a tampered card verified" >&2; exit 1; fi
 curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat .chio/dev-capability.token)" \
   -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"world"}]}}}' \
   | tee send.json

@@ -60,12 +60,23 @@ type edgeFlags struct {
 	relaySkill     string
 	relayToken     string
 	drainTimeout   time.Duration
+	// The gRPC binding: --grpc-listen, --grpc-public-url, and the address
+	// the card advertises (set by listenGRPC).
+	grpcListen    string
+	grpcPublicURL string
+	grpcURL       string
+	// The agent card: --card-key (the signing key file) and
+	// --card-version (the dialect of a request that names none).
+	cardKey     string
+	cardVersion string
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.policyFile, "policy", "", "policy document (chio.policy.v1); default: trust --issuer-pub with the default guards")
 	cmd.Flags().StringVar(&f.issuerPub, "issuer-pub", "", "file with the trusted capability issuer's public key (when no --policy)")
 	cmd.Flags().StringVar(&f.publicURL, "public-url", "", "public origin advertised in the agent card (default: from each request)")
+	cmd.Flags().StringVar(&f.cardKey, "card-key", "", "Ed25519 key (hex seed) that signs the agent card, its public key served at /.well-known/jwks.json; created if missing; replicas share one (default: unsigned; chio up: DATA_DIR/keys/card.key)")
+	cmd.Flags().StringVar(&f.cardVersion, "card-version", "1.0", `agent card served at /.well-known/agent-card.json when a request names no A2A-Version: "1.0", or "0.3" (the 0.3-compatible card, for 0.3 clients that send no version; it fails the 1.0 schema)`)
 	cmd.Flags().StringArrayVar(&f.trustedProxies, "trusted-proxy", nil, "CIDR of a reverse proxy whose X-Forwarded-* headers are honoured (repeatable)")
 	cmd.Flags().StringArrayVar(&f.manifests, "manifest", nil, "chio.manifest.v1 file to register (repeatable; manifest-only tools are listed but have no server here)")
 	cmd.Flags().BoolVar(&f.exposeAll, "expose-all", false, "dev only: expose tools without a2a.expose (internal namespaces stay hidden)")
@@ -239,8 +250,13 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		k.Close()
 		return nil, err
 	}
-	e := a2a.New(a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id, AwaitReceipt: f.awaitReceipt,
-		JetStream: js, DefaultSkill: f.defaultSkill, Push: pc, Metrics: metrics}, k, reg, d, ts)
+	cfg := a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id, AwaitReceipt: f.awaitReceipt,
+		JetStream: js, DefaultSkill: f.defaultSkill, Push: pc, Metrics: metrics, GRPCURL: f.grpcURL}
+	if err := f.cardConfig(&cfg); err != nil {
+		k.Close()
+		return nil, err
+	}
+	e := a2a.New(cfg, k, reg, d, ts)
 	return &replica{edge: e, checks: edgeChecks(js, k), close: k.Close}, nil
 }
 
@@ -423,6 +439,20 @@ func newEdgeA2ACmd() *cobra.Command {
 				defer nc.Close()
 				js = j
 			}
+			grpcAddr, err := ef.grpcAddr(listen)
+			if err != nil {
+				return err
+			}
+			if stdio && grpcAddr != "" {
+				return usageError(errors.New("--grpc-listen does not apply to --stdio"))
+			}
+			grpcLn, err := ef.listenGRPC(grpcAddr)
+			if err != nil {
+				return err
+			}
+			if grpcLn != nil {
+				defer grpcLn.Close()
+			}
 			metrics, r, err := startEdgeRetrying(ctx, js, &ef, devToken)
 			if err != nil {
 				return err
@@ -457,10 +487,17 @@ func newEdgeA2ACmd() *cobra.Command {
 				return fmt.Errorf("listen on %s: %w", listen, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "chio edge a2a: agent card http://%s/.well-known/agent-card.json, JSON-RPC http://%s/a2a\n", ln.Addr(), ln.Addr())
+			drains := []func(context.Context) error{e.Drain}
+			if grpcLn != nil {
+				drainGRPC, stopGRPC := serveGRPC(e, grpcLn)
+				defer stopGRPC()
+				drains = append(drains, drainGRPC)
+				fmt.Fprintf(cmd.OutOrStdout(), "chio edge a2a: gRPC %s (A2A 1.0, advertised as %s)\n", grpcLn.Addr(), ef.grpcURL)
+			}
 			// serve returns once the calls in flight have finished and
 			// published their events (or the drain timed out): only then
 			// do the deferred closes of the kernel and NATS run.
-			return serve(ctx, ec, ln, ef.drainTimeout, e.Drain)
+			return serve(ctx, ec, ln, ef.drainTimeout, drains...)
 		},
 	}
 	ef.register(cmd)
@@ -469,6 +506,7 @@ func newEdgeA2ACmd() *cobra.Command {
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "with --stdio: keys and the embedded NATS store")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve the hello-a2a stdio profile on stdin/stdout")
 	cmd.Flags().IntVar(&ef.replicas, "replicas", 1, "replicas of the streams and buckets the edge creates (3 on a cluster)")
+	ef.registerGRPC(cmd, "", `gRPC listen address of the A2A 1.0 gRPC binding (default off; "none": off)`)
 	cmd.AddCommand(newAgentCardCmd())
 	return cmd
 }

@@ -69,6 +69,9 @@ func newUpCmd() *cobra.Command {
 			if ef.policyFile == "" && ef.issuerPub == "" {
 				ef.issuerPub = filepath.Join(keys.Dir, issuerPubFile)
 			}
+			if ef.cardKey == "" {
+				ef.cardKey = filepath.Join(keys.Dir, cardKeyFile) // the agent card is signed
+			}
 			if !cmd.Flags().Changed("push-allow-loopback") {
 				ef.pushLoopback = true // one machine: webhooks are local
 			}
@@ -89,6 +92,20 @@ func newUpCmd() *cobra.Command {
 				// hand it to the network.
 				return usageError(fmt.Errorf("--listen %s is not a loopback address: pass --require-capability (callers must then present their own capability)", listen))
 			}
+			grpcAddr, err := ef.grpcAddr(listen)
+			if err != nil {
+				return err
+			}
+			if !requireCapability && grpcAddr != "" && !loopbackAddr(grpcAddr) {
+				return usageError(fmt.Errorf("--grpc-listen %s is not a loopback address: pass --require-capability (callers must then present their own capability)", grpcAddr))
+			}
+			grpcLn, err := ef.listenGRPC(grpcAddr)
+			if err != nil {
+				return err
+			}
+			if grpcLn != nil {
+				defer grpcLn.Close()
+			}
 			edgeToken := devToken
 			if requireCapability {
 				edgeToken = "" // tokenless callers get an A2A authentication error
@@ -104,6 +121,12 @@ func newUpCmd() *cobra.Command {
 			hc, err := ef.httpConfig()
 			if err != nil {
 				return err
+			}
+			drains := []runOption{withDrain(ef.drainTimeout, edge.Drain)}
+			if grpcLn != nil {
+				drainGRPC, stopGRPC := serveGRPC(edge, grpcLn)
+				defer stopGRPC()
+				drains = append(drains, withDrain(ef.drainTimeout, drainGRPC))
 			}
 			go edge.Sweep(cmd.Context(), sweepEvery)
 			go runPush(cmd.Context(), edge)
@@ -148,6 +171,9 @@ func newUpCmd() *cobra.Command {
 				fmt.Fprintf(out, "chio up: agent card   %s/.well-known/agent-card.json\n", base)
 				fmt.Fprintf(out, "chio up: JSON-RPC     %s/a2a\n", base)
 				fmt.Fprintf(out, "chio up: HTTP+JSON    %s%s\n", base, a2a.RESTPath)
+				if grpcLn != nil {
+					fmt.Fprintf(out, "chio up: gRPC         %s (A2A 1.0, lf.a2a.v1.A2AService)\n", grpcLn.Addr())
+				}
 				fmt.Fprintf(out, "chio up: checkpoint   %s/log/checkpoint\n", base)
 				fmt.Fprintf(out, "chio up: tasks        %s/v1/tasks   authorization report %s/v1/reports/authorization-context\n", base, base)
 				fmt.Fprintf(out, "chio up: probes       %s/healthz %s/readyz   metrics %s/metrics\n", base, base, base)
@@ -158,9 +184,8 @@ func newUpCmd() *cobra.Command {
 			slog.Debug("starting ledger", "data_dir", dataDir)
 			// Stopping drains the edge (its calls finish and publish their
 			// events) while the ledger still runs; NATS closes after.
-			return runLedger(cmd.Context(), out, js, store, keys, listen, &lf, mount, withRegistry(metrics), withReadAuth(auth),
-				withChecks(append(r.checks, projectionsCheck("projections", proj, projDone, &projErr))...),
-				withDrain(ef.drainTimeout, edge.Drain))
+			return runLedger(cmd.Context(), out, js, store, keys, listen, &lf, mount, append(drains, withRegistry(metrics), withReadAuth(auth),
+				withChecks(append(r.checks, projectionsCheck("projections", proj, projDone, &projErr))...))...)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "where keys, the log and the JetStream store live")
@@ -168,6 +193,7 @@ func newUpCmd() *cobra.Command {
 	cmd.Flags().StringVar(&natsListen, "nats-listen", "127.0.0.1:4222", `client address of the embedded NATS server ("none": in-process only)`)
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
 	ef.register(cmd)
+	ef.registerGRPC(cmd, grpcAuto, `gRPC listen address of the A2A 1.0 gRPC binding ("auto": the --listen host, port+1, e.g. 127.0.0.1:8081; "none": off)`)
 	cmd.Flags().StringVar(&serviceToken, "service-token", "", "bootstrap operator credential: a bearer token that reads everything (default $"+serviceTokenEnv+"); the operator token chio up writes does the same")
 	cmd.Flags().BoolVar(&requireCapability, "require-capability", false, "refuse callers without a capability instead of acting under the dev capability")
 	return cmd

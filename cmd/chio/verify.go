@@ -12,17 +12,30 @@ import (
 )
 
 func newVerifyCmd() *cobra.Command {
-	var receiptF, proofF, checkpointF, vkey, kernelKey string
+	var receiptF, proofF, checkpointF, vkey, kernelKey, agentCard, jwks string
 	cmd := &cobra.Command{
-		Use:   "verify --receipt F --proof F [--checkpoint F] --vkey K --kernel-key HEX",
-		Short: "Verify a receipt, its inclusion proof and a signed checkpoint offline",
+		Use:   "verify --receipt F --proof F [--checkpoint F] --vkey K --kernel-key HEX | --agent-card F|URL [--jwks F|URL]",
+		Short: "Verify a receipt, its inclusion proof and a signed checkpoint offline, or a signed agent card",
 		Long: "Checks, in order: the receipt parses; it is signed by the pinned kernel key; its signature and\n" +
 			"parameter hash; the checkpoint's signature by the pinned log key (--vkey, a note verifier key or a\n" +
 			"file holding one) and its origin; the proof is for this receipt and this checkpoint's size; the\n" +
 			"leaf hash; the audit path to the checkpoint root. Exit status 0 means all passed, 1 names the first\n" +
-			"failed check, 2 means the inputs could not be read.",
+			"failed check, 2 means the inputs could not be read.\n\n" +
+			"With --agent-card (a file, a URL, or an agent's origin) it verifies the card's JWS signatures\n" +
+			"(A2A AgentCard.signatures, Ed25519 over the RFC 8785 form of the card without them) against the\n" +
+			"keys of --jwks (a file or URL: offline with a file), or else the JWKS each signature's jku names,\n" +
+			"and prints the key that verified. Exit status 1 means no signature verifies.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if agentCard != "" {
+				if receiptF != "" || proofF != "" || checkpointF != "" || vkey != "" || kernelKey != "" {
+					return usageError(errors.New("--agent-card verifies a card alone: drop the receipt flags"))
+				}
+				return verifyAgentCard(cmd, agentCard, jwks)
+			}
+			if jwks != "" {
+				return usageError(errors.New("--jwks goes with --agent-card"))
+			}
 			in := verify.Inputs{KernelKey: strings.TrimSpace(kernelKey), VKey: strings.TrimSpace(vkey)}
 			for _, f := range []struct {
 				flag, path string
@@ -64,5 +77,7 @@ func newVerifyCmd() *cobra.Command {
 	cmd.Flags().StringVar(&checkpointF, "checkpoint", "", "signed checkpoint note (/log/checkpoint); optional with a tlog-proof")
 	cmd.Flags().StringVar(&vkey, "vkey", "", "the log's note verifier key, or a file holding it")
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the pinned kernel public key (64 hex)")
+	cmd.Flags().StringVar(&agentCard, "agent-card", "", "verify a signed A2A agent card instead: a file, a URL, or an agent's origin")
+	cmd.Flags().StringVar(&jwks, "jwks", "", "with --agent-card: the JWKS (file or URL) holding the keys to trust (default: each signature's jku)")
 	return cmd
 }

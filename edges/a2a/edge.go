@@ -8,13 +8,14 @@ package a2a
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -64,6 +65,24 @@ type Config struct {
 	// Metrics, if set, registers the edge's Prometheus series
 	// (chio_edge_calls_total).
 	Metrics prometheus.Registerer
+	// GRPCURL, if set, is the host:port of the gRPC binding (RegisterGRPC)
+	// advertised in the card; a port alone (":8081") takes the host of the
+	// card's base URL, for an edge that does not know its public name.
+	GRPCURL string
+	// CardKey, if set, signs the agent card served over HTTP (A2A
+	// AgentCard.signatures: a JWS by this Ed25519 key, its kid the key's
+	// JWK thumbprint, its jku the edge's /.well-known/jwks.json, which
+	// serves the public key). Replicas sharing the key serve the same
+	// signed bytes. Nil serves the card unsigned.
+	CardKey ed25519.PrivateKey
+	// CardModified is the card's Last-Modified (to the second); zero means
+	// the time the edge first serves a card.
+	CardModified time.Time
+	// CardDialect is the card /.well-known/agent-card.json gives a request
+	// that names no A2A-Version: wire.V10 (empty means it) or wire.V03, the
+	// 0.3-compatible card, for deployments whose 0.3 clients cannot send
+	// A2A-Version: 0.3 (that card fails the 1.0 schema check).
+	CardDialect wire.Version
 }
 
 // Edge serves A2A. It is safe for concurrent use.
@@ -80,6 +99,8 @@ type Edge struct {
 	// tool's hints again on each send would be wasted work.
 	published []skill
 	metrics   *edgeMetrics
+	// cards caches the signed card bytes served per origin (card.go).
+	cards cardCache
 
 	// Shutdown (Drain): the calls running here, a channel closed when the
 	// drain begins, and a context cancelled when it runs out of time.
@@ -146,28 +167,38 @@ type skill struct {
 	fidelity tools.Fidelity
 }
 
-// Card is the agent card for an edge reachable at baseURL.
+// Card is the agent card of the HTTP edge reachable at baseURL. It declares
+// the capability bearer scheme and requires it only when the edge enforces
+// it: with a DevToken, callers without a token act under the dev
+// capability, so the card declares no security at all. Each skill's
+// bridgeFidelity is rated for the HTTP edge, which streams (over gRPC too
+// when GRPCURL is set).
 func (e *Edge) Card(baseURL string) *wire.AgentCard {
+	return e.card(baseURL, tools.A2AProfile{GRPC: e.cfg.GRPCURL != ""}, e.cfg.DevToken == "")
+}
+
+func (e *Edge) card(baseURL string, profile tools.A2AProfile, enforced bool) *wire.AgentCard {
 	c := &wire.AgentCard{
 		Name: e.cfg.AgentName, Description: e.cfg.AgentDescription, Version: e.cfg.AgentVersion,
-		SupportedInterfaces: interfaces(strings.TrimRight(baseURL, "/")),
+		SupportedInterfaces: e.interfaces(strings.TrimRight(baseURL, "/")),
 		Capabilities:        wire.AgentCapabilities{Streaming: true, PushNotifications: e.cfg.Push != nil},
-		SecuritySchemes: map[string]wire.SecurityScheme{
-			"chio_capability": wire.BearerScheme("chio.capability.v1",
-				"A chio.capability.v1 token, base64url, as Authorization: Bearer or X-Chio-Capability"),
-		},
-		DefaultInputModes: acceptedModes, DefaultOutputModes: acceptedModes,
+		DefaultInputModes:   acceptedModes, DefaultOutputModes: acceptedModes,
 		Skills: []wire.AgentSkill{},
 	}
-	if e.cfg.DevToken == "" {
+	if enforced {
+		c.SecuritySchemes = map[string]wire.SecurityScheme{
+			"chio_capability": wire.BearerScheme("chio.capability.v1",
+				"A chio.capability.v1 token, base64url, as Authorization: Bearer or X-Chio-Capability"),
+		}
 		c.SecurityRequirements = []map[string][]string{{"chio_capability": {}}}
 	}
 	for _, s := range e.published {
 		t := s.entry.Tool
+		f := tools.A2AFidelity(t, profile)
 		c.Skills = append(c.Skills, wire.AgentSkill{
 			ID: t.Name, Name: t.Name, Description: t.Description, Tags: []string{s.entry.Manifest.ServerID},
 			InputModes: acceptedModes, OutputModes: acceptedModes,
-			BridgeFidelity: &wire.BridgeFidelity{Kind: string(s.fidelity.Kind), Caveats: s.fidelity.Caveats, Reason: s.fidelity.Reason},
+			BridgeFidelity: &wire.BridgeFidelity{Kind: string(f.Kind), Caveats: f.Caveats, Reason: f.Reason},
 		})
 	}
 	return c
@@ -178,25 +209,34 @@ func (e *Edge) Card(baseURL string) *wire.AgentCard {
 const StdioBinding = "json-rpc-stdio"
 
 // StdioCard is the card of the stdio profile (ServeStdio): its one
-// interface is stdio://, it acts under the dev capability, so it asks for
-// none, and it has no push notifications.
+// interface is stdio://, it acts under the dev capability, so it declares
+// no security, it has no push notifications, and its skills carry the
+// stdio profile's caveats (deferred, collated stream output).
 func (e *Edge) StdioCard() *wire.AgentCard {
-	c := e.Card("stdio:")
+	c := e.card("stdio:", tools.A2AProfile{Stdio: true}, false)
 	c.SupportedInterfaces = []wire.AgentInterface{{URL: "stdio://", ProtocolBinding: StdioBinding, ProtocolVersion: string(wire.V10)}}
 	c.Capabilities.PushNotifications = false
-	c.SecurityRequirements = nil
 	return c
 }
 
 // interfaces are the bindings an edge at base serves, preferred first:
-// JSON-RPC and HTTP+JSON in 1.0, then both in 0.3 (whose REST clients add
-// the /v1 prefix themselves).
-func interfaces(base string) []wire.AgentInterface {
+// JSON-RPC and HTTP+JSON in 1.0, gRPC (1.0 only) when configured, then
+// JSON-RPC and HTTP+JSON in 0.3 (whose REST clients add the /v1 prefix
+// themselves).
+func (e *Edge) interfaces(base string) []wire.AgentInterface {
 	rpc := wire.JSONRPCInterfaces(base + "/a2a")
-	return []wire.AgentInterface{rpc[0],
-		{URL: base + RESTPath, ProtocolBinding: wire.BindingHTTPJSON, ProtocolVersion: string(wire.V10)},
-		rpc[1],
-		{URL: base + RESTPath, ProtocolBinding: wire.BindingHTTPJSON, ProtocolVersion: string(wire.V03)}}
+	out := []wire.AgentInterface{rpc[0],
+		{URL: base + RESTPath, ProtocolBinding: wire.BindingHTTPJSON, ProtocolVersion: string(wire.V10)}}
+	if g := e.cfg.GRPCURL; g != "" {
+		if strings.HasPrefix(g, ":") {
+			if u, err := url.Parse(base); err == nil && u.Hostname() != "" {
+				g = net.JoinHostPort(u.Hostname(), g[1:])
+			}
+		}
+		out = append(out, wire.AgentInterface{URL: g, ProtocolBinding: wire.BindingGRPC, ProtocolVersion: string(wire.V10)})
+	}
+	return append(out, rpc[1],
+		wire.AgentInterface{URL: base + RESTPath, ProtocolBinding: wire.BindingHTTPJSON, ProtocolVersion: string(wire.V03)})
 }
 
 // caller is who makes a request: the token presented (or the dev token)
@@ -227,17 +267,6 @@ func (e *Edge) owner(c caller, tenant string) (taskstore.Owner, *wire.Error) {
 		return taskstore.Owner{}, wire.Unauthenticated(fmt.Sprintf("capability refused at %s: %s", d.Guard, d.Reason))
 	}
 	return taskstore.Owner{Subject: id.Principal, Tenant: tenant}, nil
-}
-
-// sendOwner is the owner of a task created by a send: the authenticated
-// subject, or, for a token the kernel refuses (the call still ends in a
-// deny receipt and a failed task), a name only that same token text maps to.
-func (e *Edge) sendOwner(c caller, tenant string) taskstore.Owner {
-	if id, d := e.kernel.Identify(c.token); d == nil {
-		return taskstore.Owner{Subject: id.Principal, Tenant: tenant}
-	}
-	sum := sha256.Sum256([]byte(c.token))
-	return taskstore.Owner{Subject: "unverified:" + hex.EncodeToString(sum[:16]), Tenant: tenant}
 }
 
 // resolveSkill picks the tool and its arguments for a message: forced

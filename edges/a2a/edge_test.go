@@ -389,14 +389,30 @@ func TestBadInputs(t *testing.T) {
 	if n := cl.tool.runs.Load(); n != 0 {
 		t.Fatalf("a tool ran %d times on bad input", n)
 	}
-	// Tokens that reach the kernel, and intents that do not fit the call
-	// (another tool; a chain whose parent is the call itself), end in a
-	// failed task with a deny receipt.
+	// Tokens the kernel refuses get 401 (HTTP) and -31401 with their deny
+	// receipt, and no task.
+	for _, bad := range []struct{ tok, guard string }{{expired, "time"}, {"eyJmb3JnZWQiOnRydWV9", "parse"}} {
+		req, _ := http.NewRequest(http.MethodPost, url+"/a2a", strings.NewReader(send))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+bad.tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		err = json.NewDecoder(resp.Body).Decode(&m)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != `Bearer realm="chio", error="invalid_token"` ||
+			errCode(m) != wire.CodeUnauthenticated || !strings.Contains(fmt.Sprint(m), "receiptId") || !strings.Contains(fmt.Sprint(m), "refused at "+bad.guard) {
+			t.Fatalf("token refused at %s: HTTP %d %q %v %v", bad.guard, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), m, err)
+		}
+	}
+	// Intents that do not fit the call (another tool; a chain whose parent
+	// is the call itself) end in a failed task with a deny receipt.
 	wrongTool := strings.Replace(send, `"targetSkillId":"hello_task"`, `"targetSkillId":"hello_task","governedIntent":{"id":"i","server_id":"hello-a2a-srv","tool_name":"other","purpose":"p"}`, 1)
 	selfParent := strings.Replace(send, `"targetSkillId":"hello_task"`, `"targetSkillId":"hello_task","governedIntent":{"id":"i","server_id":"hello-a2a-srv","tool_name":"hello_task","purpose":"p","call_chain":{"chain_id":"c","parent_request_id":"m1","origin_subject":"a","delegator_subject":"a"}}`, 1)
 	emptyChain := strings.Replace(send, `"targetSkillId":"hello_task"`, `"targetSkillId":"hello_task","governedIntent":{"id":"i","server_id":"hello-a2a-srv","tool_name":"hello_task","purpose":"p","call_chain":{"chain_id":"","parent_request_id":"p","origin_subject":"a","delegator_subject":"a"}}`, 1)
 	for _, bad := range []struct{ tok, body, guard string }{
-		{expired, send, "time"}, {"eyJmb3JnZWQiOnRydWV9", send, "parse"},
 		{tok, wrongTool, "governed_intent"}, {tok, selfParent, "governed_intent"}, {tok, emptyChain, "governed_intent"},
 	} {
 		m := rpc(t, url, bad.tok, "", bad.body)
@@ -611,7 +627,10 @@ func TestBackgroundTaskTakenOver(t *testing.T) {
 	tok := token(t, agentKey, "cap-takeover")
 	e := cl.raw[0]
 	ctx := context.Background()
-	owner := e.sendOwner(caller{token: tok}, "")
+	owner, werr := e.owner(caller{token: tok}, "")
+	if werr != nil {
+		t.Fatal(werr)
+	}
 	first, _ := encodeStored(&wireMessage)
 	req := execRequest{ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{"text":"again"}`), Mode: modeBackground, Capability: tok}
 	task, err := e.tasks.Create(ctx, owner, "", first, mustJSON(req), nil)
@@ -718,7 +737,10 @@ func TestOwnRunIsNotSweptAgain(t *testing.T) {
 	defer cancel()
 	go e.Sweep(sctx, 20*time.Millisecond)
 	// The lease as stored lapsed a minute ago, still naming this replica.
-	owner := e.sendOwner(caller{token: tok}, "")
+	owner, werr := e.owner(caller{token: tok}, "")
+	if werr != nil {
+		t.Fatal(werr)
+	}
 	if _, err := e.tasks.Transition(context.Background(), id, owner, func(*taskstore.Task) ([]taskstore.Event, error) {
 		return []taskstore.Event{taskstore.ClaimEvent(e.cfg.EdgeID, time.Now().Add(-time.Minute).UTC())}, nil
 	}); err != nil {

@@ -3,8 +3,6 @@ package a2a
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/chio-ledger/chio/edges/a2a/cardsig"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 )
 
@@ -34,8 +33,9 @@ type HTTPConfig struct {
 // Register mounts the agent card and the JSON-RPC binding on e.
 func (e *Edge) Register(ec *echo.Echo, hc HTTPConfig) {
 	card := func(c echo.Context) error { return e.serveCard(c, hc) }
-	ec.GET("/.well-known/agent-card.json", card)
-	ec.GET("/.well-known/agent.json", card) // pre-0.3 clients
+	ec.GET(cardPath, card)
+	ec.GET(legacyCardPath, card) // pre-1.0 clients: the 0.3-compatible card
+	ec.GET(cardsig.JWKSPath, e.serveJWKS)
 	rpc := func(c echo.Context) error { return e.serveJSONRPC(c) }
 	ec.POST("/a2a", rpc)
 	ec.POST("/a2a/", rpc)
@@ -72,6 +72,7 @@ func (e *Edge) serveREST(c echo.Context, hc HTTPConfig) error {
 	fail := func(werr *wire.Error) error {
 		rec.fail(werr)
 		status, body := wire.EncodeRESTError(werr)
+		challenge(c, werr)
 		return c.Blob(status, wire.RESTResponseContentType, body)
 	}
 	var body []byte
@@ -109,7 +110,7 @@ func (e *Edge) serveREST(c echo.Context, hc HTTPConfig) error {
 	}
 	rc := rpcCall{caller: cl, version: version}
 	if route.Op.Streaming() {
-		st, werr := e.openStream(r.Context(), rc, version, route.Op, params)
+		st, werr := e.openStream(withLastEventID(r.Context(), r.Header), rc, version, route.Op, params)
 		if werr != nil {
 			return fail(werr)
 		}
@@ -133,22 +134,24 @@ func (e *Edge) serveREST(c echo.Context, hc HTTPConfig) error {
 	return c.Blob(http.StatusOK, wire.RESTResponseContentType, raw)
 }
 
+// serveCard serves the agent card in the dialect the request asks for
+// (cardDialect), signed when the edge has a card key, with ETag (over the
+// bytes served, signature included) and Last-Modified validators.
 func (e *Edge) serveCard(c echo.Context, hc HTTPConfig) error {
-	body, err := wire.EncodeAgentCard(e.Card(publicURL(c.Request(), hc)))
+	r := c.Request()
+	en, err := e.cardEntry(publicURL(r, hc), cardDialect(r, e.cfg.CardDialect))
 	if err != nil {
 		return c.JSON(http.StatusInternalServerError, map[string]string{"error": "agent card: " + err.Error(), "code": "card_encoding"})
 	}
-	sum := sha256.Sum256(body)
-	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
 	h := c.Response().Header()
-	h.Set("ETag", etag)
+	h.Set("ETag", en.etag)
+	h.Set("Last-Modified", e.cards.modified.Format(http.TimeFormat))
 	h.Set("Cache-Control", "public, max-age=300")
-	// The card's URLs depend on these request headers.
-	h.Set("Vary", "Host, X-Forwarded-Host, X-Forwarded-Proto")
-	if match := c.Request().Header.Get("If-None-Match"); match != "" && strings.Contains(match, etag) {
+	h.Set("Vary", cardVary)
+	if notModified(r, en.etag, e.cards.modified) {
 		return c.NoContent(http.StatusNotModified)
 	}
-	return c.Blob(http.StatusOK, "application/json", body)
+	return c.Blob(http.StatusOK, "application/json", en.body)
 }
 
 // publicURL is the configured origin, else the request's, honouring
@@ -205,7 +208,7 @@ func (e *Edge) serveJSONRPC(c echo.Context) error {
 	r := c.Request()
 	refuse := func(id json.RawMessage, werr *wire.Error) error {
 		rec.fail(werr)
-		return c.Blob(http.StatusOK, "application/json", wire.EncodeError(id, werr))
+		return c.Blob(challenge(c, werr), "application/json", wire.EncodeError(id, werr))
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -232,11 +235,36 @@ func (e *Edge) serveJSONRPC(c echo.Context) error {
 			return e.serveRPCStream(c, rc, req, m, cerr)
 		}
 	}
-	resp := e.handleJSONRPC(ctx, rc, body, cerr)
+	resp, werr := e.handleJSONRPC(ctx, rc, body, cerr)
 	if resp == nil {
 		return c.NoContent(http.StatusNoContent)
 	}
-	return c.Blob(http.StatusOK, "application/json", resp)
+	return c.Blob(challenge(c, werr), "application/json", resp)
+}
+
+// challenge is the HTTP status of a JSON-RPC answer: 200, except that a
+// caller without valid credentials gets 401 and one without the authority
+// 403, as A2A asks of every binding. On those it sets the RFC 6750
+// challenge (error="invalid_token" when a credential was presented).
+func challenge(c echo.Context, werr *wire.Error) int {
+	if werr == nil {
+		return http.StatusOK
+	}
+	h := c.Request().Header
+	presented := h.Get("Authorization") != "" || h.Get("X-Chio-Capability") != ""
+	switch werr.Code {
+	case wire.CodeUnauthenticated:
+		v := `Bearer realm="chio"`
+		if presented {
+			v += `, error="invalid_token"`
+		}
+		c.Response().Header().Set("WWW-Authenticate", v)
+		return http.StatusUnauthorized
+	case wire.CodePermissionDenied:
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chio", error="insufficient_scope"`)
+		return http.StatusForbidden
+	}
+	return http.StatusOK
 }
 
 // serveRPCStream answers a JSON-RPC streaming method with SSE: each data
@@ -252,11 +280,11 @@ func (e *Edge) serveRPCStream(c echo.Context, rc rpcCall, req *wire.Request, m w
 	}
 	var st *stream
 	if werr == nil {
-		st, werr = e.openStream(c.Request().Context(), rc, m.Version, m.Op, params)
+		st, werr = e.openStream(withLastEventID(c.Request().Context(), c.Request().Header), rc, m.Version, m.Op, params)
 	}
 	if werr != nil {
 		rec.fail(werr)
-		return c.Blob(http.StatusOK, "application/json", wire.EncodeError(id, werr))
+		return c.Blob(challenge(c, werr), "application/json", wire.EncodeError(id, werr))
 	}
 	s := newSSE(c.Response(), func(ev json.RawMessage) []byte { return wire.EncodeResult(id, ev) },
 		func(werr *wire.Error) []byte { return wire.EncodeError(id, werr) })
@@ -355,7 +383,7 @@ func (e *Edge) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 			resp = wire.EncodeError(nil, werr)
 		case len(strings.TrimSpace(string(line))) > 0:
 			lctx, rec := e.begin(ctx, "stdio", "")
-			resp = e.handleJSONRPC(lctx, rpcCall{caller: caller{token: e.cfg.DevToken}, version: wire.V03, stdio: true}, line, cerr)
+			resp, _ = e.handleJSONRPC(lctx, rpcCall{caller: caller{token: e.cfg.DevToken}, version: wire.V03, stdio: true}, line, cerr)
 			rec.release()
 		}
 		if resp != nil {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -22,21 +24,22 @@ type rpcCall struct {
 	stdio   bool
 }
 
-// HandleJSONRPC answers one JSON-RPC request body. It returns nil for a
-// notification (JSON-RPC sends no response to one).
-func (e *Edge) handleJSONRPC(ctx context.Context, rc rpcCall, body []byte, callerErr *wire.Error) (resp []byte) {
+// HandleJSONRPC answers one JSON-RPC request body, and returns the error
+// it answered with (the HTTP binding sets its status from it). It returns
+// a nil response for a notification (JSON-RPC sends no response to one).
+func (e *Edge) handleJSONRPC(ctx context.Context, rc rpcCall, body []byte, callerErr *wire.Error) (resp []byte, werr *wire.Error) {
 	rec := callFrom(ctx)
 	req, werr := wire.DecodeRequest(body)
 	if werr != nil {
 		rec.fail(werr)
-		return wire.EncodeError(req.ResponseID(), werr)
+		return wire.EncodeError(req.ResponseID(), werr), werr
 	}
 	defer func() {
 		// A bug must not take the process down, nor leave the caller
 		// without an answer.
 		if r := recover(); r != nil {
 			e.log.Error("a2a: panic while handling a request", "method", req.Method, "panic", fmt.Sprint(r))
-			werr := wire.InternalError("internal error")
+			werr = wire.InternalError("internal error")
 			rec.fail(werr)
 			resp = wire.EncodeError(req.ResponseID(), werr)
 		}
@@ -44,12 +47,12 @@ func (e *Edge) handleJSONRPC(ctx context.Context, rc rpcCall, body []byte, calle
 	result, werr := e.call(ctx, rc, req, callerErr)
 	rec.fail(werr)
 	if req.IsNotification {
-		return nil
+		return nil, werr
 	}
 	if werr != nil {
-		return wire.EncodeError(req.ResponseID(), werr)
+		return wire.EncodeError(req.ResponseID(), werr), werr
 	}
-	return wire.EncodeResult(req.ResponseID(), result)
+	return wire.EncodeResult(req.ResponseID(), result), nil
 }
 
 func (e *Edge) call(ctx context.Context, rc rpcCall, req *wire.Request, callerErr *wire.Error) (any, *wire.Error) {
@@ -124,6 +127,9 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, v wire.Version, p *wire.Sen
 		if err != nil {
 			return nil, wire.InternalError(err.Error())
 		}
+		if werr := forbidden(done); werr != nil {
+			return nil, werr
+		}
 		return e.encodeTask(v, done, p.Configuration.HistoryLength)
 	}
 	if mode == modeDeferred {
@@ -142,6 +148,9 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, v wire.Version, p *wire.Sen
 	done, err := e.execute(background(ctx), rc.caller, t)
 	if err != nil {
 		return nil, wire.InternalError(err.Error())
+	}
+	if werr := forbidden(done); werr != nil {
+		return nil, werr
 	}
 	if reply := directReply(done); reply != nil {
 		raw, err := wire.EncodeSendResult(v, nil, reply)
@@ -172,6 +181,9 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 		t, err := e.tasks.Load(ctx, p.Message.TaskID, owner)
 		if err != nil {
 			return nil, nil, storeError(p.Message.TaskID, err)
+		}
+		if err := checkGeneration(p, t); err != nil { // ifGenerationMatch; again in continueTask
+			return nil, nil, generationError(err)
 		}
 		switch {
 		case t.State.Terminal():
@@ -219,17 +231,16 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 	if werr != nil {
 		return nil, nil, werr
 	}
-	if pc != nil {
-		// A caller the kernel does not recognise still gets its deny
-		// receipt, but never makes the edge call out on its behalf.
-		if _, d := e.kernel.Identify(rc.caller.token); d != nil {
-			return nil, nil, wire.Unauthenticated(fmt.Sprintf("push notifications need a valid capability; refused at %s: %s", d.Guard, d.Reason))
-		}
+	id, d := e.kernel.Identify(rc.caller.token)
+	if d != nil {
+		// The capability does not verify: no task, and no webhook is ever
+		// called on its behalf; the call still gets its deny receipt.
+		return nil, nil, e.refuse(ctx, rc.caller, req, d)
 	}
 	// From here the request is accepted: a client going away must not leave
 	// a task created but never claimed.
 	ctx = background(ctx)
-	owner := e.sendOwner(rc.caller, p.Tenant)
+	owner := taskstore.Owner{Subject: id.Principal, Tenant: p.Tenant}
 	meta := chioMeta(nil, mode, true, "")
 	if prior == nil && mode == modeBlocking && !req.Native && pc == nil {
 		nt, err := e.newTask(owner, p, req, meta, true)
@@ -252,6 +263,8 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 			return nil, nil, wire.InvalidParams(err.Error())
 		case errors.Is(err, errTurnTaken):
 			return nil, nil, wire.UnsupportedOperation(err.Error())
+		case generationError(err) != nil:
+			return nil, nil, generationError(err)
 		}
 		return nil, nil, wire.InternalError(err.Error())
 	}
@@ -270,6 +283,37 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, v wire.Version, p *wire.S
 		return nil, nil, wire.InternalError(fmt.Sprintf("claim new task %s: won=%v err=%v", t.ID, won, err))
 	}
 	return claimed, nil, nil
+}
+
+// refuse answers a send whose capability the kernel refused (d, from
+// Identify) with Unauthenticated, after recording the call's deny receipt:
+// every call that reached the kernel has one (DESIGN §5).
+func (e *Edge) refuse(ctx context.Context, c caller, req execRequest, d *kernel.Decision) *wire.Error {
+	res, err := e.dispatch.Refuse(background(ctx), dispatch.Call{Token: c.token, ServerID: req.ServerID, ToolName: req.ToolName,
+		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, RequestID: req.RequestID, GovernedIntent: req.Intent,
+		Metadata: map[string]any{"protocol": "a2a"}}, d)
+	if err != nil {
+		return wire.InternalError(fmt.Sprintf("record the refusal: %v", err))
+	}
+	callFrom(ctx).executed("", req.RequestID, res, nil)
+	return wire.Unauthenticated(fmt.Sprintf("capability refused at %s: %s", d.Guard, d.Reason), "receiptId", res.ReceiptID)
+}
+
+// forbidden is the PermissionDenied answer to a blocking send the kernel
+// denied because the capability grants no such call: the task failed, and
+// its deny receipt is named.
+func forbidden(t *taskstore.Task) *wire.Error {
+	meta, err := linkedMetadata(t.Metadata, t.ReceiptIDs)
+	if err != nil {
+		return nil
+	}
+	c, _ := meta["chio"].(map[string]any)
+	if c["decision"] != "deny" || c["denyGuard"] != kernel.StepGrant {
+		return nil
+	}
+	rid, _ := c["receiptId"].(string)
+	reason, _ := c["denyReason"].(string)
+	return wire.PermissionDenied("capability refused at grant: "+reason, "receiptId", rid, "taskId", t.ID)
 }
 
 // directReply is the message an A2A-native tool answered with instead of

@@ -163,7 +163,8 @@ func TestCallsAreLoggedOnceAndCounted(t *testing.T) {
 		{"allowed send", "/a2a", tok, "application/json", send("m-allow", ""),
 			map[string]string{"method": "SendMessage", "decision": "allow", "binding": "jsonrpc", "request_id": "m-allow", "receipt_id": "*", "task_id": "*", "outcome": "completed"}},
 		{"denied send", "/a2a", untrusted, "application/json", send("m-deny", ""),
-			map[string]string{"method": "SendMessage", "decision": "deny", "request_id": "m-deny", "receipt_id": "*", "task_id": "*", "reason": "*"}},
+			// A refused capability makes no task: 401 with the deny receipt.
+			map[string]string{"method": "SendMessage", "decision": "deny", "request_id": "m-deny", "receipt_id": "*", "reason": "*", "error_code": "-31401"}},
 		{"background send, logged when it ran", "/a2a", tok, "application/json", send("m-bg", `"configuration":{"returnImmediately":true},`),
 			map[string]string{"method": "SendMessage", "decision": "allow", "request_id": "m-bg", "receipt_id": "*", "task_id": "*", "outcome": "completed"}},
 		{"REST send", RESTPath + "/message:send", tok, "application/json",
@@ -335,7 +336,11 @@ func TestDrainWaitsForInFlightCalls(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Drain did not return after the call finished")
 	}
-	task, err := e.tasks.Load(context.Background(), id, e.sendOwner(caller{token: tok}, ""))
+	owner, werr := e.owner(caller{token: tok}, "")
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	task, err := e.tasks.Load(context.Background(), id, owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +371,11 @@ func TestDrainDeadlineCancelsWhatIsLeft(t *testing.T) {
 	default:
 		t.Fatal("the running tool was not cancelled")
 	}
-	task, err := e.tasks.Load(context.Background(), id, e.sendOwner(caller{token: tok}, ""))
+	owner, werr := e.owner(caller{token: tok}, "")
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	task, err := e.tasks.Load(context.Background(), id, owner)
 	if err != nil {
 		t.Fatal(err)
 	}

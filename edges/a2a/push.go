@@ -61,9 +61,6 @@ func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, v wire.Version, op 
 	ps := e.cfg.Push.Store
 	switch p := params.(type) {
 	case *wire.CreatePushConfigParams:
-		if task.State.Terminal() {
-			return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; nothing more will happen to notify", task.ID, task.State))
-		}
 		cfg, werr := e.checkPushConfig(ctx, &p.Config, v)
 		if werr != nil {
 			return nil, werr
@@ -72,6 +69,12 @@ func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, v wire.Version, op 
 		stored, err := ps.Put(ctx, cfg)
 		if err != nil {
 			return nil, pushError(err)
+		}
+		if task.State.Terminal() {
+			// A finished task keeps its configs readable (the spec lets a
+			// client manage them whatever the state), though nothing more
+			// will be sent; they go like those of a task that just ended.
+			e.dropConfigLater(taskID, stored)
 		}
 		return encodePushResult(wire.EncodePushConfig(v, toWirePush(stored, tenant)))
 	case *wire.GetPushConfigParams:
@@ -266,6 +269,19 @@ func (e *Edge) notify(ctx context.Context, c taskstore.Commit) error {
 		})
 	}
 	return nil
+}
+
+// dropConfigLater deletes one config of a finished task after
+// configsKept; a replica that stops within that while leaves it behind,
+// as it does the configs of a task that ends (see notify).
+func (e *Edge) dropConfigLater(taskID string, c push.Config) {
+	time.AfterFunc(configsKept, func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := e.cfg.Push.Store.Delete(dctx, c.Owner, taskID, c.ID); err != nil && !errors.Is(err, push.ErrNotFound) {
+			e.log.Warn("a2a: drop a push config of a finished task", "task", taskID, "config", c.ID, "err", err)
+		}
+	})
 }
 
 // pushPayload is the body of one notification: a 1.0 StreamResponse, or,

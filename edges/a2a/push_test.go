@@ -177,9 +177,13 @@ func TestPushNotifications(t *testing.T) {
 	if ends != 1 {
 		t.Fatalf("%d terminal notifications", ends)
 	}
-	// Delete is idempotent; a finished task takes no new config.
-	if _, err := b.CreateTaskPushConfig(ctx, &a2apb.PushConfig{TaskID: id, URL: hook}); !errors.Is(err, a2apb.ErrUnsupportedOperation) {
+	// A finished task still takes a config (the spec lets a client manage
+	// them in any state; nothing more will be sent); delete is idempotent.
+	if _, err := b.CreateTaskPushConfig(ctx, &a2apb.PushConfig{TaskID: id, ID: "late", URL: hook}); err != nil {
 		t.Fatalf("a config for a finished task: %v", err)
+	}
+	if got, err := b.GetTaskPushConfig(ctx, &a2apb.GetTaskPushConfigRequest{TaskID: id, ID: "late"}); err != nil || got.URL != hook {
+		t.Fatalf("the finished task's config: %+v %v", got, err)
 	}
 	for range 2 {
 		if err := b.DeleteTaskPushConfig(ctx, &a2apb.DeleteTaskPushConfigRequest{TaskID: id, ID: "hook-1"}); err != nil {
@@ -241,8 +245,9 @@ func TestPushInlineAndRefused(t *testing.T) {
 	}
 }
 
-// A caller whose capability the kernel refuses still gets a deny receipt
-// for its send, but the edge never calls its webhook.
+// A caller whose capability the kernel refuses gets 401 and a deny receipt
+// for its send (named in the error), no task, and the edge never calls its
+// webhook.
 func TestPushRefusedWithoutCapability(t *testing.T) {
 	cl := startCluster(t, 1, "", withPush(t))
 	rogue := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32))
@@ -257,8 +262,33 @@ func TestPushRefusedWithoutCapability(t *testing.T) {
 	rcv, hook := newReceiver(t, 0)
 	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m","parts":[{"text":"x"}]},` +
 		`"configuration":{"taskPushNotificationConfig":{"url":"` + hook + `","authentication":{"scheme":"Bearer","credentials":"chosen"}}},"metadata":{"chio":{"targetSkillId":"step_task"}}}}`
-	if got := errCode(rpc(t, cl.edges[0].URL, tok, "1.0", body)); got != wire.CodeUnauthenticated {
-		t.Fatalf("code %d, want %d", got, wire.CodeUnauthenticated)
+	req, _ := http.NewRequest(http.MethodPost, cl.edges[0].URL+"/a2a", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m struct {
+		Error struct {
+			Code int `json:"code"`
+			Data []struct {
+				Metadata map[string]string `json:"metadata"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") ||
+		m.Error.Code != wire.CodeUnauthenticated || len(m.Error.Data) == 0 {
+		t.Fatalf("HTTP %d %q, error %+v", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), m.Error)
+	}
+	rid := m.Error.Data[0].Metadata["receiptId"]
+	d, ok := decisionEvents(t, cl.js)[rid]
+	if !ok || d.Decision.Verdict != schemas.VerdictDeny || d.Decision.Guard != "issuer" {
+		t.Fatalf("deny receipt %q: %v %+v", rid, ok, d.Decision)
 	}
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
@@ -281,9 +311,12 @@ func TestPushOff(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var card struct {
-		Capabilities map[string]bool `json:"capabilities"`
+		Capabilities struct {
+			Streaming         bool `json:"streaming"`
+			PushNotifications bool `json:"pushNotifications"`
+		} `json:"capabilities"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&card); err != nil || card.Capabilities["pushNotifications"] || !card.Capabilities["streaming"] {
+	if err := json.NewDecoder(resp.Body).Decode(&card); err != nil || card.Capabilities.PushNotifications || !card.Capabilities.Streaming {
 		t.Fatalf("capabilities %v %v", card.Capabilities, err)
 	}
 }

@@ -13,15 +13,30 @@ import (
 // A stream is one SendStreamingMessage or SubscribeToTask answer: the
 // task's JetStream events from the moment it starts, whichever replica
 // produces them. The edge serving the stream holds no state another
-// replica needs: a client that loses its stream subscribes anywhere.
+// replica needs: a client that loses its stream subscribes anywhere, and
+// with Last-Event-ID gets exactly the events it missed.
+//
+// Each event's SSE id is the task's generation after it (see taskstore,
+// "Generations"); the snapshot's is the task's generation when loaded.
 type stream struct {
 	version wire.Version
-	task    *taskstore.Task // the snapshot sent first
-	events  <-chan taskstore.Event
-	cancel  context.CancelFunc
+	taskID  string
+	// task is the snapshot sent first; nil for a resumed subscription,
+	// which sends only the events after its Last-Event-ID.
+	task *taskstore.Task
+	// after is the generation the client has: the snapshot's, or the
+	// resumed Last-Event-ID. Only events after it are sent.
+	after  int64
+	events <-chan taskstore.Event
+	cancel context.CancelFunc
 	// holdTask delays the snapshot until the tool's first event, because
 	// an A2A-native tool may answer with a lone message instead of a task.
 	holdTask bool
+	// untilTerminal keeps a subscription open while the task waits for
+	// its client (input-required, auth-required): the follow-up message
+	// continues the turn, and the stream ends with the terminal status. A
+	// send's stream ends at interrupted, as the binding says.
+	untilTerminal bool
 	// draining, for a subscription, ends the stream when the replica
 	// drains: the task may run elsewhere for long, and its client can
 	// subscribe again at another replica. A send's stream (nil here)
@@ -74,13 +89,20 @@ func (e *Edge) sendStream(ctx context.Context, rc rpcCall, v wire.Version, p *wi
 	}
 	var req execRequest
 	_ = json.Unmarshal(t.Request, &req)
-	return &stream{version: v, task: t, events: events, cancel: cancel, holdTask: req.Native}, nil
+	return &stream{version: v, taskID: t.ID, task: t, after: t.Generation, events: events, cancel: cancel, holdTask: req.Native}, nil
 }
 
-// subscribe streams an existing, non-terminal task: the current task
-// first, then every event after it.
+// subscribe streams an existing task: without a resume point, the current
+// task first (it must not be terminal), then every event after it; with
+// one (Last-Event-ID, or params.metadata[wire.LastGenerationKey]), exactly
+// the events after that generation, through the terminal one if the task
+// has ended since. Either stays open while the task waits for input.
 func (e *Edge) subscribe(ctx context.Context, rc rpcCall, v wire.Version, p *wire.CancelTaskParams) (*stream, *wire.Error) {
 	owner, werr := e.owner(rc.caller, p.Tenant)
+	if werr != nil {
+		return nil, werr
+	}
+	from, werr := resumePoint(ctx, p)
 	if werr != nil {
 		return nil, werr
 	}
@@ -97,19 +119,29 @@ func (e *Edge) subscribe(ctx context.Context, rc rpcCall, v wire.Version, p *wir
 		cancel()
 		return nil, storeError(p.ID, err)
 	}
-	if t.State.Terminal() {
+	switch {
+	case from > t.Generation:
+		cancel()
+		return nil, wire.InvalidParams(fmt.Sprintf("Last-Event-ID %d is past task %s, whose generation is %d", from, t.ID, t.Generation),
+			wire.FieldViolation{Field: "Last-Event-ID", Description: "is newer than the task's generation"})
+	case t.State.Terminal() && (from == 0 || from == t.Generation):
 		cancel()
 		return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; there is nothing left to subscribe to", t.ID, t.State))
 	}
-	return &stream{version: v, task: t, events: events, cancel: cancel, draining: e.draining}, nil
+	st := &stream{version: v, taskID: t.ID, task: t, after: t.Generation, events: events, cancel: cancel,
+		untilTerminal: true, draining: e.draining}
+	if from > 0 {
+		st.task, st.after = nil, from
+	}
+	return st, nil
 }
 
 // run writes the stream to s until the task ends (or pauses, for a send),
 // the client goes away (ctx) or the event source fails.
 func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 	defer st.cancel()
-	tr := newTracker(st.task.ID)
-	sentTask := false
+	tr := newTracker(st.taskID)
+	sentTask := st.task == nil // a resumed stream has no snapshot
 	sendTask := func() error {
 		sentTask = true
 		w, err := toWire(st.task, nil, true)
@@ -120,31 +152,22 @@ func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 		if err != nil {
 			return err
 		}
-		return s.event(wire.SSEEventID(st.task.Seq, 0), raw)
+		return s.event(wire.GenerationEventID(st.task.Generation), raw)
 	}
-	if !st.holdTask {
+	if !sentTask && !st.holdTask {
 		if err := sendTask(); err != nil {
 			s.fail(wire.InternalError(err.Error()))
 			return
 		}
-		if st.task.State.Interrupted() {
-			// The task waits for its client: say so as a status update
-			// (0.3: final) and end, as the binding does for interrupted.
-			u := &wire.StatusUpdate{TaskID: st.task.ID, ContextID: st.task.ContextID}
-			u.Status.State, _ = wire.ParseTaskState(string(st.task.State))
-			u.Status.Timestamp = st.task.StatusTime
-			if m, werr := wire.DecodeMessage(st.task.StatusMessage); werr == nil && len(st.task.StatusMessage) > 0 {
-				u.Status.Message = m
-			}
-			if raw, err := wire.EncodeStreamEvent(st.version, &wire.StreamEvent{Status: u}); err == nil {
-				_ = s.event(wire.SSEEventID(st.task.Seq, 1), raw)
-			}
+		// The snapshot says the task waits for its client: a send's
+		// stream ends there, as the binding does for interrupted; a
+		// subscription waits for the turn the next message starts.
+		if st.task.State.Interrupted() && !st.untilTerminal {
 			return
 		}
 	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
-	idx, lastSeq := 0, uint64(0)
 	for {
 		var ev taskstore.Event
 		var ok bool
@@ -162,23 +185,26 @@ func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 		}
 		if !ok {
 			if ctx.Err() == nil {
-				s.fail(wire.InternalError(fmt.Sprintf("the event stream of task %s ended before the task did", st.task.ID)))
+				s.fail(wire.InternalError(fmt.Sprintf("the event stream of task %s ended before the task did", st.taskID)))
 			}
 			return
 		}
-		if ev.Seq != lastSeq {
-			idx, lastSeq = 0, ev.Seq
-		}
-		idx++
 		out := tr.next(ev)
-		if ev.Seq <= st.task.Seq || out == nil {
-			continue // already in the snapshot, or nothing a client sees
+		if ev.Generation <= st.after {
+			if ev.Terminal() {
+				return // the client has the task's end already
+			}
+			continue // in the snapshot, or before the resume point
 		}
+		if out == nil {
+			continue // nothing a client sees
+		}
+		id := wire.GenerationEventID(ev.Generation)
 		if !sentTask {
 			if reply := tr.directReply(ev); reply != nil {
 				raw, err := wire.EncodeStreamEvent(st.version, &wire.StreamEvent{Message: reply})
 				if err == nil {
-					err = s.event(wire.SSEEventID(ev.Seq, idx), raw)
+					err = s.event(id, raw)
 				}
 				if err != nil {
 					s.fail(wire.InternalError(err.Error()))
@@ -195,13 +221,13 @@ func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 			s.fail(wire.InternalError(err.Error()))
 			return
 		}
-		if s.event(wire.SSEEventID(ev.Seq, idx), raw) != nil {
+		if s.event(id, raw) != nil {
 			return
 		}
 		tick.Reset(keepAlive)
-		// A stream ends with the task, or when it waits for its client
-		// (the binding's "terminal or interrupted").
-		if ev.Terminal() || (ev.Type == taskstore.EventStatus && ev.State.Interrupted()) {
+		// A stream ends with the task; a send's also when the task waits
+		// for its client (the binding's "terminal or interrupted").
+		if ev.Terminal() || (!st.untilTerminal && ev.Type == taskstore.EventStatus && ev.State.Interrupted()) {
 			return
 		}
 	}
@@ -218,7 +244,10 @@ type tracker struct {
 func newTracker(taskID string) *tracker { return &tracker{taskID: taskID} }
 
 // next folds ev and returns the StreamResponse it becomes, or nil for an
-// event clients do not see (claims, receipts, metadata, history).
+// event clients do not see (claims, receipts, metadata, history): exactly
+// the mutations (ev.Generation > 0) but the created event, which a stream
+// shows as its snapshot. Each update carries its generation in metadata
+// (wire.GenerationKey).
 func (tr *tracker) next(ev taskstore.Event) *wire.StreamEvent {
 	switch ev.Type {
 	case taskstore.EventCreated:
@@ -241,6 +270,7 @@ func (tr *tracker) next(ev taskstore.Event) *wire.StreamEvent {
 			// The end of a turn carries the receipt it bears.
 			u.Metadata = tr.chioMetadata()
 		}
+		u.Metadata = withGeneration(u.Metadata, ev.Generation)
 		return &wire.StreamEvent{Status: u}
 	case taskstore.EventArtifact:
 		a, werr := wire.DecodeArtifact(ev.Artifact)
@@ -248,7 +278,7 @@ func (tr *tracker) next(ev taskstore.Event) *wire.StreamEvent {
 			return nil
 		}
 		return &wire.StreamEvent{Artifact: &wire.ArtifactUpdate{TaskID: tr.taskID, ContextID: tr.contextID,
-			Artifact: *a, Append: ev.Append, LastChunk: ev.LastChunk}}
+			Artifact: *a, Append: ev.Append, LastChunk: ev.LastChunk, Metadata: withGeneration(nil, ev.Generation)}}
 	}
 	return nil
 }

@@ -163,6 +163,10 @@ func (e *Edge) continueTask(ctx context.Context, prior *taskstore.Task, p *wire.
 		return nil, fmt.Errorf("store message: %w", err)
 	}
 	return e.tasks.Transition(ctx, prior.ID, prior.Owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+		// ifGenerationMatch holds on the state this write lands on.
+		if err := checkGeneration(p, cur); err != nil {
+			return nil, err
+		}
 		if !cur.State.Interrupted() {
 			return nil, fmt.Errorf("%w: task %s is %s, no longer waiting for input", errTurnTaken, cur.ID, cur.State)
 		}
@@ -860,7 +864,7 @@ func toWire(t *taskstore.Task, historyLength *int, includeArtifacts bool) (*wire
 	if err != nil {
 		return nil, fmt.Errorf("task %s: metadata: %w", t.ID, err)
 	}
-	w.Metadata = meta
+	w.Metadata = withGeneration(meta, t.Generation)
 	return w, nil
 }
 

@@ -59,15 +59,20 @@ func TestBlockingSendWritesTwoRounds(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		tok      string
+		meta     map[string]any
 		state    a2apb.TaskState
 		outcomes int
 	}{
-		{"allowed", token(t, agentKey, "cap-rounds"), a2apb.TaskStateCompleted, 1},
-		{"denied", "not-a-capability", a2apb.TaskStateFailed, 0},
+		{"allowed", token(t, agentKey, "cap-rounds"), helloTarget, a2apb.TaskStateCompleted, 1},
+		// A governed intent naming another server: the kernel denies the
+		// call, which fails its task (a refused capability is a 401 instead).
+		{"denied", token(t, agentKey, "cap-rounds"), map[string]any{"chio": map[string]any{"targetSkillId": "hello_task",
+			"governedIntent": map[string]any{"id": "gi-1", "server_id": "other-srv", "tool_name": "hello_task", "purpose": "a mismatch"}}},
+			a2apb.TaskStateFailed, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := sdkClient(t, cl.edges[0].URL, tc.tok)
-			res, err := c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("world")), Metadata: helloTarget})
+			res, err := c.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("world")), Metadata: tc.meta})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +93,11 @@ func TestBlockingSendWritesTwoRounds(t *testing.T) {
 			}
 			// Read back on the other replica, as the store serves it.
 			other := cl.raw[1]
-			got, err := other.tasks.Load(ctx, string(task.ID), other.sendOwner(caller{token: tc.tok}, ""))
+			owner, werr := other.owner(caller{token: tc.tok}, "")
+			if werr != nil {
+				t.Fatal(werr)
+			}
+			got, err := other.tasks.Load(ctx, string(task.ID), owner)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +150,10 @@ func TestLongBlockingSendIsStoredWhileItRuns(t *testing.T) {
 		t.Fatal("the tool never started")
 	}
 	other := cl.raw[1]
-	owner := other.sendOwner(caller{token: tok}, "")
+	owner, werr := other.owner(caller{token: tok}, "")
+	if werr != nil {
+		t.Fatal(werr)
+	}
 	var id string
 	for deadline := time.Now().Add(30 * time.Second); id == ""; time.Sleep(10 * time.Millisecond) {
 		tasks, _, _, err := other.tasks.List(ctx, owner, taskstore.ListFilter{})

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/chio-ledger/chio/schemas"
@@ -49,31 +50,49 @@ const (
 	reasonBadHints    = "bridge hints cannot be read, so the tool's semantics are unknown: "
 )
 
-// A2A caveats. The deferred ones are the texts of Chio's hello-a2a agent
-// card, kept verbatim so clients matching on them keep working.
+// A2A caveats. The stdio ones are the texts of Chio's hello-a2a agent
+// card, kept verbatim so clients matching on them keep working; the HTTP
+// ones say what the HTTP edge does instead.
 const (
 	a2aCaveatSideEffects = "the tool has side effects, which an A2A skill cannot declare: a call may change external state, and a retried request may repeat the effect"
 	a2aCaveatDeferred    = "stream-capable tools execute through 'message/stream' deferred tasks; output is surfaced on follow-up 'task/get' rather than incremental transport updates"
 	a2aCaveatCollated    = "stream chunks are collated into the terminal task payload instead of pushed as incremental A2A events"
 	a2aCaveatPartial     = "partial output is preserved only in the terminal task payload, not incremental updates"
 	a2aCaveatCancelTask  = "cancellation goes through 'task/cancel' and is best-effort: a call that completes before the cancel lands keeps its result and receipt"
-	a2aCaveatCancelSSE   = "cancellation goes through A2A task cancellation (CancelTask) and is best-effort: a call that completes before the cancel lands keeps its result and receipt, and the cancel is refused as not cancelable"
-	a2aReasonApproval    = "requires interactive approval semantics that the current A2A edge cannot truthfully project"
+	// a2aCaveatStreamSSE takes the list of streaming transports.
+	a2aCaveatStreamSSE  = "stream output is delivered incrementally: SendStreamingMessage ('message/stream' in 0.3) and SubscribeToTask ('tasks/resubscribe') push each chunk as an artifact update as the tool produces it, %s; a blocking SendMessage ('message/send') answers once the call ends, with every chunk in the task's artifacts"
+	a2aCaveatPartialSSE = "partial output arrives as artifact updates (append, lastChunk) while the call runs; chunks already delivered stay in the task's artifacts if the call then fails or is canceled"
+	a2aCaveatCancelSSE  = "cancellation goes through A2A task cancellation (CancelTask, 'tasks/cancel' in 0.3) and is best-effort: a call that completes before the cancel lands keeps its result and receipt, and the cancel is refused as not cancelable"
+	a2aReasonApproval   = "requires interactive approval semantics that the current A2A edge cannot truthfully project"
 )
 
-// A2AProfile is the shape of the A2A edge a rating is for.
+// A2AProfile is the shape of the A2A edge a rating is for. The zero value
+// is the HTTP edge serving JSON-RPC and HTTP+JSON.
 type A2AProfile struct {
-	// IncrementalStreaming false is the deferred hello-a2a profile: stream
-	// output is collated into the terminal task returned on a follow-up
-	// task/get. True is an edge that streams artifact updates over SSE, so
-	// streaming and partial output need no caveat.
-	IncrementalStreaming bool
+	// Stdio is the hello-a2a stdio profile: 'message/stream' creates a
+	// deferred task whose output is collated and returned by a follow-up
+	// 'task/get', so streaming and partial output carry the seed's
+	// caveats. False is the HTTP edge, which streams artifact updates over
+	// SSE.
+	Stdio bool
+	// GRPC says the HTTP edge also serves the gRPC binding, which streams
+	// the same updates over gRPC server streaming.
+	GRPC bool
+}
+
+func (p A2AProfile) streamTransports() string {
+	if p.GRPC {
+		return "over SSE on the JSON-RPC and HTTP+JSON bindings and over gRPC server streaming"
+	}
+	return "over SSE on the JSON-RPC and HTTP+JSON bindings"
 }
 
 // A2AFidelity rates t on the A2A edge: unsupported when it is unpublished,
 // needs approval or its hints cannot be read (fail closed); adapted with a
 // caveat per side effect, streaming, partial output and cancellation
-// semantic the profile cannot carry natively; lossless otherwise.
+// semantic, each saying what the profile does with it (the stdio profile
+// defers and collates, the HTTP edge streams); lossless otherwise.
+// Publishability never depends on the profile.
 func A2AFidelity(t *schemas.ToolDefinition, p A2AProfile) Fidelity {
 	h, err := ReadHints(t)
 	switch {
@@ -88,17 +107,25 @@ func A2AFidelity(t *schemas.ToolDefinition, p A2AProfile) Fidelity {
 	if h.SideEffects {
 		caveats = append(caveats, a2aCaveatSideEffects)
 	}
-	if h.Streaming && !p.IncrementalStreaming {
-		caveats = append(caveats, a2aCaveatDeferred, a2aCaveatCollated)
+	if h.Streaming {
+		if p.Stdio {
+			caveats = append(caveats, a2aCaveatDeferred, a2aCaveatCollated)
+		} else {
+			caveats = append(caveats, fmt.Sprintf(a2aCaveatStreamSSE, p.streamTransports()))
+		}
 	}
-	if h.PartialOutput && !p.IncrementalStreaming {
-		caveats = append(caveats, a2aCaveatPartial)
+	if h.PartialOutput {
+		if p.Stdio {
+			caveats = append(caveats, a2aCaveatPartial)
+		} else {
+			caveats = append(caveats, a2aCaveatPartialSSE)
+		}
 	}
 	if h.Cancellation {
-		if p.IncrementalStreaming {
-			caveats = append(caveats, a2aCaveatCancelSSE)
-		} else {
+		if p.Stdio {
 			caveats = append(caveats, a2aCaveatCancelTask)
+		} else {
+			caveats = append(caveats, a2aCaveatCancelSSE)
 		}
 	}
 	return withCaveats(caveats)

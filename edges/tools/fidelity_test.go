@@ -19,8 +19,10 @@ var helloCaveats = []string{
 func TestA2AFidelity(t *testing.T) {
 	sideEffects := def(`{}`)
 	sideEffects.HasSideEffects = true
-	deferred, sse := A2AProfile{}, A2AProfile{IncrementalStreaming: true}
+	deferred, sse, grpc := A2AProfile{Stdio: true}, A2AProfile{}, A2AProfile{GRPC: true}
 	hello := def(`{"type":"object","x-chio-streaming":true,"x-chio-partial-output":true}`)
+	streamSSE := "stream output is delivered incrementally: SendStreamingMessage ('message/stream' in 0.3) and SubscribeToTask ('tasks/resubscribe') push each chunk as an artifact update as the tool produces it, over SSE on the JSON-RPC and HTTP+JSON bindings; a blocking SendMessage ('message/send') answers once the call ends, with every chunk in the task's artifacts"
+	streamGRPC := strings.Replace(streamSSE, "HTTP+JSON bindings;", "HTTP+JSON bindings and over gRPC server streaming;", 1)
 
 	cases := []struct {
 		name    string
@@ -30,19 +32,23 @@ func TestA2AFidelity(t *testing.T) {
 		caveats []string
 		reason  string // substring
 	}{
-		{name: "plain tool", tool: def(`{"type":"object"}`), kind: FidelityLossless},
-		{name: "plain tool, SSE profile", tool: def(`{}`), profile: sse, kind: FidelityLossless},
-		{name: "hello tool", tool: hello, kind: FidelityAdapted, caveats: helloCaveats},
-		{name: "hello tool, SSE profile", tool: hello, profile: sse, kind: FidelityLossless},
+		{name: "plain tool", tool: def(`{"type":"object"}`), profile: deferred, kind: FidelityLossless},
+		{name: "plain tool, HTTP edge", tool: def(`{}`), profile: sse, kind: FidelityLossless},
+		{name: "hello tool, stdio", tool: hello, profile: deferred, kind: FidelityAdapted, caveats: helloCaveats},
+		{name: "hello tool, HTTP edge", tool: hello, profile: sse, kind: FidelityAdapted, caveats: []string{streamSSE, a2aCaveatPartialSSE}},
+		{name: "hello tool, HTTP edge with gRPC", tool: hello, profile: grpc, kind: FidelityAdapted, caveats: []string{streamGRPC, a2aCaveatPartialSSE}},
 		{name: "side effects", tool: sideEffects, kind: FidelityAdapted, caveats: []string{a2aCaveatSideEffects}},
 		{name: "destructive", tool: withAnnotations(def(`{}`), schemas.ToolAnnotations{Destructive: true}), kind: FidelityAdapted, caveats: []string{a2aCaveatSideEffects}},
-		{name: "streaming alone", tool: def(`{"x-chio-streaming":true,"x-chio-partial-output":false}`), kind: FidelityAdapted, caveats: helloCaveats[:2]},
-		{name: "partial output alone", tool: def(`{"x-chio-partial-output":true}`), kind: FidelityAdapted, caveats: helloCaveats[2:]},
-		{name: "cancellation alone", tool: def(`{"x-chio-cancellation":true}`), kind: FidelityAdapted, caveats: []string{a2aCaveatCancelTask}},
+		{name: "streaming alone, stdio", tool: def(`{"x-chio-streaming":true,"x-chio-partial-output":false}`), profile: deferred, kind: FidelityAdapted, caveats: helloCaveats[:2]},
+		{name: "streaming alone, HTTP edge", tool: def(`{"x-chio-streaming":true,"x-chio-partial-output":false}`), profile: sse, kind: FidelityAdapted, caveats: []string{streamSSE}},
+		{name: "partial output alone, stdio", tool: def(`{"x-chio-partial-output":true}`), profile: deferred, kind: FidelityAdapted, caveats: helloCaveats[2:]},
+		{name: "partial output alone, HTTP edge", tool: def(`{"x-chio-partial-output":true}`), profile: sse, kind: FidelityAdapted, caveats: []string{a2aCaveatPartialSSE}},
+		{name: "cancellation alone, stdio", tool: def(`{"x-chio-cancellation":true}`), profile: deferred, kind: FidelityAdapted, caveats: []string{a2aCaveatCancelTask}},
+		{name: "cancellation alone, HTTP edge", tool: def(`{"x-chio-cancellation":true}`), profile: sse, kind: FidelityAdapted, caveats: []string{a2aCaveatCancelSSE}},
 		{name: "slow side-effecting tool, in order", tool: withLatency(sideEffects, schemas.LatencySlow), profile: deferred, kind: FidelityAdapted,
 			caveats: append(append([]string{a2aCaveatSideEffects}, helloCaveats...), a2aCaveatCancelTask)},
-		{name: "slow side-effecting tool, SSE profile", tool: withLatency(sideEffects, schemas.LatencySlow), profile: sse, kind: FidelityAdapted,
-			caveats: []string{a2aCaveatSideEffects, a2aCaveatCancelSSE}},
+		{name: "slow side-effecting tool, HTTP edge", tool: withLatency(sideEffects, schemas.LatencySlow), profile: sse, kind: FidelityAdapted,
+			caveats: []string{a2aCaveatSideEffects, streamSSE, a2aCaveatPartialSSE, a2aCaveatCancelSSE}},
 		{name: "publish false", tool: def(`{"x-chio-publish":false}`), kind: FidelityUnsupported, reason: "x-chio-publish=false"},
 		{name: "publish false via output schema", tool: withOutput(def(`{}`), `{"x-chio-publish":false}`), kind: FidelityUnsupported, reason: "x-chio-publish=false"},
 		{name: "approval hint", tool: def(`{"x-chio-approval-required":true}`), kind: FidelityUnsupported, reason: "approval"},
@@ -72,7 +78,7 @@ func TestA2AFidelity(t *testing.T) {
 // The hello card's bridgeFidelity object, byte for byte after compaction.
 func TestA2AFidelityHelloJSON(t *testing.T) {
 	tool := def(`{"type":"object","x-chio-streaming":true,"x-chio-partial-output":true}`)
-	got, err := json.Marshal(A2AFidelity(&tool, A2AProfile{}))
+	got, err := json.Marshal(A2AFidelity(&tool, A2AProfile{Stdio: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

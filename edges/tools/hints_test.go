@@ -126,8 +126,8 @@ func FuzzReadHints(f *testing.F) {
 			Annotations:    &schemas.ToolAnnotations{Destructive: destructive},
 		}
 		h, err := ReadHints(tool)
-		a2a := A2AFidelity(tool, A2AProfile{})
-		sse := A2AFidelity(tool, A2AProfile{IncrementalStreaming: true})
+		a2a := A2AFidelity(tool, A2AProfile{Stdio: true})
+		sse := A2AFidelity(tool, A2AProfile{GRPC: true})
 		_, acp := ACPFidelity(tool, "")
 		for _, fid := range []Fidelity{a2a, sse, acp} {
 			checkFidelityShape(t, fid)

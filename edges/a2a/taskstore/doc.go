@@ -108,4 +108,29 @@
 // Store.Watch follows one task with its own ordered consumer from the
 // first event on, for SSE subscribers; every watcher sees the same events
 // in the same order.
+//
+// # Generations
+//
+// Every task has a generation (A2A 1.1 draft, Task.generation): 1 once
+// created, then +1 per client-visible mutation, which a stream shows as
+// exactly one event. The rule is part of the fold (schemas.TaskHead.Apply,
+// "Generations"), so Load, Watch and the projections compute it alike from
+// the commits, on any replica, and nothing stores it:
+//
+//   - mutations: created (1), status (any non-terminal status, a progress
+//     update that keeps the state included), canceled, finished, and an
+//     artifact event holding an A2A artifact (whole or a chunk);
+//   - not mutations: message (history), metadata, request, claimed (a
+//     claim or a lease renewal), released and receipt. They ride along:
+//     what they change shows in the next mutation's event, or the task
+//     when read, never as an event or a generation of their own; a receipt
+//     linked after the terminal event changes the task's metadata but not
+//     its generation.
+//
+// Task.Generation is the loaded task's generation; Watch sets
+// Event.Generation on each mutation (0 on the rest). The edge names SSE
+// events by it, replays a resumed stream from it (any replica folds the
+// same numbers from the stream), and checks a send's ifGenerationMatch
+// against it inside Transition's compare-and-set, so the check and the
+// turn it starts are one atomic write.
 package taskstore

@@ -194,9 +194,15 @@ func ClaimEvent(replicaID string, expires time.Time) Event {
 // leniently (skipping refused events) when reading, so that even a stray
 // writer cannot revive a terminal task.
 func (t *Task) apply(e *Event) error {
+	_, err := t.applyEffect(e)
+	return err
+}
+
+// applyEffect is apply, returning what the event did.
+func (t *Task) applyEffect(e *Event) (schemas.TaskEffect, error) {
 	eff, err := t.TaskHead.Apply(e)
 	if err != nil {
-		return err
+		return eff, err
 	}
 	if eff.Message != nil {
 		t.History = append(t.History, eff.Message)
@@ -204,5 +210,5 @@ func (t *Task) apply(e *Event) error {
 	if eff.Artifact != nil {
 		t.Artifacts = append(t.Artifacts, *eff.Artifact)
 	}
-	return nil
+	return eff, nil
 }

@@ -19,7 +19,9 @@ const watchBuffer = 64
 // consumer: concurrent watchers see the same events in the same order,
 // and stopping one affects nothing else. Events refused by the fold (see
 // Task.apply) are not delivered, so the stream a watcher sees folds to
-// exactly what Load returns. The channel is closed after the event that
+// exactly what Load returns; each event carries its generation (see
+// schemas.TaskEvent.Generation), computed by that same fold, so a watcher
+// on any replica numbers the task's events alike. The channel is closed after the event that
 // makes the task terminal, when ctx ends, or if the consumer fails for
 // good; the caller should Load the task after a close it did not expect.
 // A task owned by anyone but owner is ErrNotFound.
@@ -102,11 +104,15 @@ func (s *Store) pump(ctx context.Context, id string, it jetstream.MessagesContex
 		}
 		for i := range c.Events {
 			e := c.Events[i]
-			if err := t.apply(&e); err != nil {
+			eff, err := t.applyEffect(&e)
+			if err != nil {
 				s.opts.log.Warn("taskstore: skipping refused event", "task", id, "seq", meta.Sequence.Stream, "err", err)
 				continue
 			}
-			e.Seq = meta.Sequence.Stream
+			e.Seq, e.Generation = meta.Sequence.Stream, 0
+			if eff.Mutation {
+				e.Generation = t.Generation
+			}
 			select {
 			case ch <- e:
 			case <-ctx.Done():

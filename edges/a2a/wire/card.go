@@ -9,8 +9,8 @@ const (
 	BindingGRPC     = "GRPC"
 )
 
-// AgentCard is the agent card, encoded by EncodeAgentCard in the dual
-// 1.0 + 0.3 format.
+// AgentCard is the agent card, encoded by EncodeAgentCard10 for 1.0
+// clients and by EncodeAgentCard in the dual 1.0 + 0.3 format for 0.3 ones.
 type AgentCard struct {
 	Name             string
 	Description      string
@@ -118,8 +118,33 @@ type BridgeFidelity struct {
 	Reason  string   `json:"reason,omitempty"`
 }
 
+// BridgeFidelityExtension is the URI of Chio's agent extension that
+// carries the skills' bridgeFidelity in a 1.0 card, whose AgentSkill admits
+// no extra member: capabilities.extensions[].params.bridgeFidelity maps a
+// skill id to its rating.
+const BridgeFidelityExtension = "https://chio.dev/a2a/extensions/bridge-fidelity/v1"
+
 // Card wire structs; field order is the emitted order.
 
+// card10Wire is the 1.0 card: exactly the members of the 1.0 AgentCard
+// (proto JSON names), none of 0.3.
+type card10Wire struct {
+	Name                 string                  `json:"name"`
+	Description          string                  `json:"description"`
+	Version              string                  `json:"version"`
+	Provider             *AgentProvider          `json:"provider,omitempty"`
+	DocumentationURL     string                  `json:"documentationUrl,omitempty"`
+	IconURL              string                  `json:"iconUrl,omitempty"`
+	SupportedInterfaces  []AgentInterface        `json:"supportedInterfaces"`
+	Capabilities         capabilitiesWire        `json:"capabilities"`
+	SecuritySchemes      map[string]scheme10Wire `json:"securitySchemes,omitempty"`
+	SecurityRequirements []securityRequirement10 `json:"securityRequirements,omitempty"`
+	DefaultInputModes    []string                `json:"defaultInputModes"`
+	DefaultOutputModes   []string                `json:"defaultOutputModes"`
+	Skills               []skill10Wire           `json:"skills"`
+}
+
+// cardWire is the 0.3-compatible card: the 1.0 members, then the 0.3 ones.
 type cardWire struct {
 	// 1.0 (and shared) fields.
 	Name                 string                  `json:"name"`
@@ -141,7 +166,7 @@ type cardWire struct {
 	PreferredTransport                string                `json:"preferredTransport"`
 	AdditionalInterfaces              []interface03         `json:"additionalInterfaces"`
 	Security                          []map[string][]string `json:"security,omitempty"`
-	SupportsAuthenticatedExtendedCard bool                  `json:"supportsAuthenticatedExtendedCard"`
+	SupportsAuthenticatedExtendedCard bool                  `json:"supportsAuthenticatedExtendedCard,omitempty"`
 }
 
 type capabilitiesWire struct {
@@ -149,6 +174,11 @@ type capabilitiesWire struct {
 	PushNotifications bool             `json:"pushNotifications"`
 	ExtendedAgentCard bool             `json:"extendedAgentCard"`
 	Extensions        []AgentExtension `json:"extensions,omitempty"`
+}
+
+// scheme10Wire is the 1.0 oneof wrapper alone.
+type scheme10Wire struct {
+	HTTPAuth *HTTPAuthSecurityScheme `json:"httpAuthSecurityScheme,omitempty"`
 }
 
 // schemeWire carries both forms in one object: the 0.3 OpenAPI members
@@ -165,9 +195,22 @@ type schemeWire struct {
 // securityRequirement10 is a 1.0 SecurityRequirement in the shape a2a-go v2
 // reads and writes, {"schemes":{"name":["scope",…]}}. ProtoJSON of the proto
 // would be {"name":{"list":[…]}}, which a2a-go fails to parse; a2a-go is the
-// interop target, so its shape wins.
+// interop target, so its shape wins. (The 1.0 JSON schema wants the
+// ProtoJSON shape, so a card that declares a requirement fails its
+// CARD-STRUCT-001 check; a card of an edge that enforces none declares none.)
 type securityRequirement10 struct {
 	Schemes map[string][]string `json:"schemes"`
+}
+
+type skill10Wire struct {
+	ID                   string                  `json:"id"`
+	Name                 string                  `json:"name"`
+	Description          string                  `json:"description"`
+	Tags                 []string                `json:"tags"`
+	Examples             []string                `json:"examples,omitempty"`
+	InputModes           []string                `json:"inputModes,omitempty"`
+	OutputModes          []string                `json:"outputModes,omitempty"`
+	SecurityRequirements []securityRequirement10 `json:"securityRequirements,omitempty"`
 }
 
 type skillWire struct {
@@ -188,30 +231,76 @@ type interface03 struct {
 	Transport string `json:"transport"`
 }
 
-// EncodeAgentCard encodes c as one JSON object that both 1.0 and 0.3 card
-// parsers accept (as a2a-go's a2av0 compat producer does): the 1.0 fields,
-// plus the 0.3 url, protocolVersion "0.3", preferredTransport,
-// additionalInterfaces, security and supportsAuthenticatedExtendedCard.
-// url and preferredTransport come from the first "0.3" interface (else the
-// first interface); additionalInterfaces lists every 0.3 interface, that
-// one included, as the 0.3 spec recommends. Required arrays are [] when
-// empty, never null. It fails only when c has no interface or a scheme
-// without content.
-func EncodeAgentCard(c *AgentCard) ([]byte, error) {
-	if c == nil {
-		return nil, invalid("nil agent card")
+// EncodeAgentCardFor encodes c for clients of version v: V10 gives the 1.0
+// card (EncodeAgentCard10), anything else the 0.3-compatible one
+// (EncodeAgentCard).
+func EncodeAgentCardFor(c *AgentCard, v Version) ([]byte, error) {
+	if v == V10 {
+		return EncodeAgentCard10(c)
 	}
-	if len(c.SupportedInterfaces) == 0 {
-		return nil, invalid("an agent card needs at least one interface")
+	return EncodeAgentCard(c)
+}
+
+// EncodeAgentCard10 encodes c as a 1.0 card with exactly the members of
+// the 1.0 AgentCard, so it passes the 1.0 JSON schema
+// (additionalProperties false throughout): no 0.3 member, security schemes
+// as the oneof wrapper alone, and the skills' bridgeFidelity carried by
+// the BridgeFidelityExtension in capabilities.extensions (appended to c's
+// own extensions) instead of inside each skill. Required members are
+// always present ([] when empty, never null); optional ones only when set,
+// so A2A's "remove default values" step before signing changes nothing.
+// It fails only when c has no interface or a scheme without content.
+func EncodeAgentCard10(c *AgentCard) ([]byte, error) {
+	if err := checkCard(c); err != nil {
+		return nil, err
+	}
+	w := card10Wire{
+		Name: c.Name, Description: c.Description, Version: c.Version, Provider: c.Provider,
+		DocumentationURL: c.DocumentationURL, IconURL: c.IconURL,
+		SupportedInterfaces:  append([]AgentInterface{}, c.SupportedInterfaces...),
+		Capabilities:         capabilities(c),
+		SecurityRequirements: requirements10(c.SecurityRequirements),
+		DefaultInputModes:    nonNil(c.DefaultInputModes),
+		DefaultOutputModes:   nonNil(c.DefaultOutputModes),
+		Skills:               make([]skill10Wire, 0, len(c.Skills)),
+	}
+	if len(c.SecuritySchemes) > 0 {
+		w.SecuritySchemes = make(map[string]scheme10Wire, len(c.SecuritySchemes))
+		for name, s := range c.SecuritySchemes {
+			h := *s.HTTPAuth
+			w.SecuritySchemes[name] = scheme10Wire{HTTPAuth: &h}
+		}
+	}
+	for _, s := range c.Skills {
+		w.Skills = append(w.Skills, skill10Wire{ID: s.ID, Name: s.Name, Description: s.Description,
+			Tags: nonNil(s.Tags), Examples: s.Examples, InputModes: s.InputModes, OutputModes: s.OutputModes,
+			SecurityRequirements: requirements10(s.SecurityRequirements)})
+	}
+	return marshal(w)
+}
+
+// EncodeAgentCard encodes c as the 0.3-compatible card: one JSON object
+// that both 1.0 and 0.3 card parsers accept (as a2a-go's a2av0 compat
+// producer does): the members of EncodeAgentCard10, each skill's
+// bridgeFidelity also inside the skill (as the hello-a2a card has it), and
+// the 0.3 url, protocolVersion "0.3", preferredTransport,
+// additionalInterfaces, security and supportsAuthenticatedExtendedCard
+// (only when true). The 0.3 type members sit beside the 1.0 wrapper in
+// each security scheme. url and preferredTransport come from the first
+// "0.3" interface (else the first interface); additionalInterfaces lists
+// every 0.3 interface, that one included, as the 0.3 spec recommends.
+// Required arrays are [] when empty, never null. The 1.0 JSON schema
+// refuses the 0.3 members: 1.0 clients get EncodeAgentCard10. It fails
+// only when c has no interface or a scheme without content.
+func EncodeAgentCard(c *AgentCard) ([]byte, error) {
+	if err := checkCard(c); err != nil {
+		return nil, err
 	}
 	w := cardWire{
 		Name: c.Name, Description: c.Description, Version: c.Version, Provider: c.Provider,
 		DocumentationURL: c.DocumentationURL, IconURL: c.IconURL,
-		SupportedInterfaces: append([]AgentInterface{}, c.SupportedInterfaces...),
-		Capabilities: capabilitiesWire{Streaming: c.Capabilities.Streaming,
-			PushNotifications: c.Capabilities.PushNotifications,
-			ExtendedAgentCard: c.Capabilities.ExtendedAgentCard,
-			Extensions:        c.Capabilities.Extensions},
+		SupportedInterfaces:               append([]AgentInterface{}, c.SupportedInterfaces...),
+		Capabilities:                      capabilities(c),
 		SecurityRequirements:              requirements10(c.SecurityRequirements),
 		DefaultInputModes:                 nonNil(c.DefaultInputModes),
 		DefaultOutputModes:                nonNil(c.DefaultOutputModes),
@@ -223,9 +312,6 @@ func EncodeAgentCard(c *AgentCard) ([]byte, error) {
 	if len(c.SecuritySchemes) > 0 {
 		w.SecuritySchemes = make(map[string]schemeWire, len(c.SecuritySchemes))
 		for name, s := range c.SecuritySchemes {
-			if s.HTTPAuth == nil {
-				return nil, invalid("security scheme %q has no content", name)
-			}
 			h := *s.HTTPAuth
 			w.SecuritySchemes[name] = schemeWire{Type: "http", Scheme: strings.ToLower(h.Scheme),
 				BearerFormat: h.BearerFormat, Description: h.Description, HTTPAuth: &h}
@@ -259,6 +345,44 @@ func EncodeAgentCard(c *AgentCard) ([]byte, error) {
 		}
 	}
 	return marshal(w)
+}
+
+func checkCard(c *AgentCard) error {
+	if c == nil {
+		return invalid("nil agent card")
+	}
+	if len(c.SupportedInterfaces) == 0 {
+		return invalid("an agent card needs at least one interface")
+	}
+	for name, s := range c.SecuritySchemes {
+		if s.HTTPAuth == nil {
+			return invalid("security scheme %q has no content", name)
+		}
+	}
+	return nil
+}
+
+// capabilities are c's, with the BridgeFidelityExtension appended when a
+// skill has a rating.
+func capabilities(c *AgentCard) capabilitiesWire {
+	w := capabilitiesWire{Streaming: c.Capabilities.Streaming,
+		PushNotifications: c.Capabilities.PushNotifications,
+		ExtendedAgentCard: c.Capabilities.ExtendedAgentCard,
+		Extensions:        c.Capabilities.Extensions}
+	ratings := map[string]*BridgeFidelity{}
+	for _, s := range c.Skills {
+		if s.BridgeFidelity != nil {
+			ratings[s.ID] = s.BridgeFidelity
+		}
+	}
+	if len(ratings) > 0 {
+		w.Extensions = append(append([]AgentExtension{}, w.Extensions...), AgentExtension{
+			URI:         BridgeFidelityExtension,
+			Description: "Chio bridge fidelity: how faithfully each skill carries its governed tool (lossless, or adapted with caveats); params.bridgeFidelity maps skill ids to ratings",
+			Params:      map[string]any{"bridgeFidelity": ratings},
+		})
+	}
+	return w
 }
 
 func nonNil(s []string) []string {

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // obj is a JSON object with its members kept raw. Members are matched by
@@ -43,13 +45,31 @@ func (o obj) field(name string) string {
 	return o.path + "." + name
 }
 
-// get returns the member, treating null as absent.
+// get returns the member, treating null as absent. A member may also go
+// by its proto field name (task_id for taskId): ProtoJSON parsers accept
+// both, and A2A 1.0 clients (the conformance kit among them) send either.
 func (o obj) get(name string) (json.RawMessage, bool) {
 	raw, ok := o.m[name]
+	if !ok {
+		raw, ok = o.m[protoName(name)]
+	}
 	if !ok || jsonKind(raw) == '0' {
 		return nil, false
 	}
 	return raw, true
+}
+
+// protoName is the proto field name of a lowerCamelCase JSON name.
+func protoName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if unicode.IsUpper(r) {
+			b.WriteByte('_')
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func (o obj) has(name string) bool {

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
 // JSON-RPC and A2A error codes.
@@ -21,6 +22,9 @@ const (
 	CodeExtendedCardNotConfigured = -32007
 	CodeExtensionSupportRequired  = -32008
 	CodeVersionNotSupported       = -32009
+	// CodeGenerationMismatch is the A2A 1.1 draft's
+	// TaskGenerationMismatchError (gRPC ABORTED, HTTP 409).
+	CodeGenerationMismatch = -32010
 	// Not in the spec; a2a-go maps them to its ErrUnauthenticated and
 	// ErrUnauthorized and to HTTP 401/403.
 	CodeUnauthenticated  = -31401
@@ -115,6 +119,7 @@ var errorTable = map[int]errorMeta{
 	CodeExtendedCardNotConfigured: {"EXTENDED_AGENT_CARD_NOT_CONFIGURED", "extended agent card is not configured", 400, 400},
 	CodeExtensionSupportRequired:  {"EXTENSION_SUPPORT_REQUIRED", "a required extension was not requested", 400, 400},
 	CodeVersionNotSupported:       {"VERSION_NOT_SUPPORTED", "A2A version not supported", 400, 400},
+	CodeGenerationMismatch:        {"TASK_GENERATION_MISMATCH", "task generation mismatch", 409, 409},
 	CodeUnauthenticated:           {"UNAUTHENTICATED", "unauthenticated", 401, 401},
 	CodePermissionDenied:          {"PERMISSION_DENIED", "permission denied", 403, 403},
 }
@@ -246,11 +251,27 @@ func VersionNotSupported(version string) *Error {
 		fmt.Sprintf("A2A version %q is not supported; use \"1.0\" or \"0.3\"", version), "version", version)
 }
 
-// Unauthenticated (-31401): no or invalid credentials.
-func Unauthenticated(msg string) *Error { return newError(CodeUnauthenticated, msg) }
+// GenerationMismatch (-32010; HTTP 409, gRPC ABORTED): a send's
+// ifGenerationMatch is not the task's generation when the turn would
+// start (A2A 1.1 draft TaskGenerationMismatchError). The ErrorInfo carries
+// taskId, expectedGeneration and currentGeneration, as the draft's example.
+func GenerationMismatch(taskID string, expected, current int64) *Error {
+	return newError(CodeGenerationMismatch,
+		fmt.Sprintf("task generation mismatch: expected %d but current generation is %d", expected, current),
+		"taskId", taskID, "expectedGeneration", strconv.FormatInt(expected, 10), "currentGeneration", strconv.FormatInt(current, 10))
+}
 
-// PermissionDenied (-31403): valid credentials without the needed authority.
-func PermissionDenied(msg string) *Error { return newError(CodePermissionDenied, msg) }
+// Unauthenticated (-31401; HTTP 401): no or invalid credentials. Metadata
+// pairs (key, value) go to the ErrorInfo, e.g. the deny receipt's id.
+func Unauthenticated(msg string, meta ...string) *Error {
+	return newError(CodeUnauthenticated, msg, meta...)
+}
+
+// PermissionDenied (-31403; HTTP 403): valid credentials without the
+// needed authority.
+func PermissionDenied(msg string, meta ...string) *Error {
+	return newError(CodePermissionDenied, msg, meta...)
+}
 
 // marshal is json.Marshal without HTML escaping, so text reaches clients as written.
 func marshal(v any) ([]byte, error) {

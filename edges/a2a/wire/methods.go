@@ -197,6 +197,9 @@ type SendConfiguration struct {
 	// PushConfig is the raw 1.0 taskPushNotificationConfig or 0.3
 	// pushNotificationConfig, nil when absent.
 	PushConfig json.RawMessage
+	// IfGenerationMatch is the A2A 1.1 draft's ifGenerationMatch (see
+	// generation.go), nil when absent.
+	IfGenerationMatch *int64
 }
 
 // DecodeSendParams decodes {message, configuration, metadata, tenant}.
@@ -252,6 +255,9 @@ func DecodeSendParams(params json.RawMessage) (*SendParams, *Error) {
 		return nil, fieldError(c.field("blocking"), "contradicts returnImmediately")
 	}
 	cfg.ReturnImmediately = ri || (hasBlocking && !blocking)
+	if cfg.IfGenerationMatch, e = c.int64Field("ifGenerationMatch"); e != nil {
+		return nil, e
+	}
 	for _, name := range []string{"taskPushNotificationConfig", "pushNotificationConfig"} {
 		if raw, ok := c.get(name); ok {
 			if jsonKind(raw) != 'o' {

@@ -663,6 +663,7 @@ var restStatusNames = map[int]string{
 	CodeExtendedCardNotConfigured: "FAILED_PRECONDITION",
 	CodeExtensionSupportRequired:  "FAILED_PRECONDITION",
 	CodeVersionNotSupported:       "UNIMPLEMENTED",
+	CodeGenerationMismatch:        "ABORTED",
 	CodeUnauthenticated:           "UNAUTHENTICATED",
 	CodePermissionDenied:          "PERMISSION_DENIED",
 }

@@ -321,7 +321,9 @@ func SSEFrame(id string, data []byte) []byte {
 }
 
 // SSEEventID is the id of the i-th event of the commit at stream sequence
-// seq: unique and increasing within a task.
+// seq: unique and increasing within a task. The edge's streams no longer
+// use it: their ids are task generations (GenerationEventID), which a
+// resume names in Last-Event-ID.
 func SSEEventID(seq uint64, i int) string {
 	return strconv.FormatUint(seq, 10) + "." + strconv.Itoa(i)
 }

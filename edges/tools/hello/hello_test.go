@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/chio-ledger/chio/edges/tools"
@@ -207,7 +208,7 @@ func TestHelloThroughRegistry(t *testing.T) {
 		t.Errorf("Exposed(acp) = %v; hello opts in to A2A only", got)
 	}
 
-	fid := tools.A2AFidelity(exposed[0].Tool, tools.A2AProfile{})
+	fid := tools.A2AFidelity(exposed[0].Tool, tools.A2AProfile{Stdio: true})
 	wantCaveats := []string{
 		"stream-capable tools execute through 'message/stream' deferred tasks; output is surfaced on follow-up 'task/get' rather than incremental transport updates",
 		"stream chunks are collated into the terminal task payload instead of pushed as incremental A2A events",
@@ -216,8 +217,10 @@ func TestHelloThroughRegistry(t *testing.T) {
 	if fid.Kind != tools.FidelityAdapted || !slices.Equal(fid.Caveats, wantCaveats) {
 		t.Errorf("A2AFidelity = %+v", fid)
 	}
-	if fid := tools.A2AFidelity(exposed[0].Tool, tools.A2AProfile{IncrementalStreaming: true}); fid.Kind != tools.FidelityLossless {
-		t.Errorf("A2AFidelity (SSE) = %+v", fid)
+	// The HTTP edge streams: its caveats say so instead.
+	if fid := tools.A2AFidelity(exposed[0].Tool, tools.A2AProfile{}); fid.Kind != tools.FidelityAdapted || len(fid.Caveats) != 2 ||
+		!strings.Contains(fid.Caveats[0], "delivered incrementally") || !strings.Contains(fid.Caveats[1], "artifact updates") {
+		t.Errorf("A2AFidelity (HTTP edge) = %+v", fid)
 	}
 
 	en, err := r.ResolveTool(a2a, ToolName)

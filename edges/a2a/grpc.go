@@ -1,0 +1,413 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/chio-ledger/chio/edges/a2a/wire"
+)
+
+// RegisterGRPC mounts the A2A 1.0 gRPC binding (lf.a2a.v1.A2AService, the
+// official proto as a2a-go generates it) on s. It runs on the same core as
+// JSON-RPC and REST: a request's ProtoJSON is exactly the 1.0 JSON-RPC
+// params, and the core's 1.0 JSON result is the ProtoJSON of the response,
+// so each call is pb → JSON → core → JSON → pb, and the bindings cannot
+// drift apart. The binding speaks 1.0 only.
+func (e *Edge) RegisterGRPC(s grpc.ServiceRegistrar) {
+	a2apb.RegisterA2AServiceServer(s, &grpcService{e: e})
+}
+
+// grpcService implements a2apb.A2AServiceServer. The embedded
+// Unimplemented server is what generated code requires; every method is
+// overridden below.
+type grpcService struct {
+	a2apb.UnimplementedA2AServiceServer
+	e *Edge
+}
+
+// Metadata keys the binding reads (gRPC lowercases every key).
+var (
+	mdVersion   = strings.ToLower(wire.HeaderVersion)
+	mdRequestID = strings.ToLower(HeaderRequestID)
+	// mdCredentials are copied into the http.Header callerFrom reads.
+	mdCredentials = []string{"authorization", "x-chio-capability"}
+)
+
+// unmarshalResult reads the core's JSON into a pb response. Unknown
+// members are dropped: the card and task JSON carry Chio extensions (and
+// 0.3 twins) the proto has no field for.
+var unmarshalResult = protojson.UnmarshalOptions{DiscardUnknown: true}
+
+func (g *grpcService) SendMessage(ctx context.Context, req *a2apb.SendMessageRequest) (*a2apb.SendMessageResponse, error) {
+	return unary(g, ctx, wire.OpSendMessage, req, &a2apb.SendMessageResponse{})
+}
+
+func (g *grpcService) GetTask(ctx context.Context, req *a2apb.GetTaskRequest) (*a2apb.Task, error) {
+	return unary(g, ctx, wire.OpGetTask, req, &a2apb.Task{})
+}
+
+func (g *grpcService) ListTasks(ctx context.Context, req *a2apb.ListTasksRequest) (*a2apb.ListTasksResponse, error) {
+	return unary(g, ctx, wire.OpListTasks, req, &a2apb.ListTasksResponse{})
+}
+
+func (g *grpcService) CancelTask(ctx context.Context, req *a2apb.CancelTaskRequest) (*a2apb.Task, error) {
+	return unary(g, ctx, wire.OpCancelTask, req, &a2apb.Task{})
+}
+
+func (g *grpcService) CreateTaskPushNotificationConfig(ctx context.Context, req *a2apb.TaskPushNotificationConfig) (*a2apb.TaskPushNotificationConfig, error) {
+	return unary(g, ctx, wire.OpCreatePushConfig, req, &a2apb.TaskPushNotificationConfig{})
+}
+
+func (g *grpcService) GetTaskPushNotificationConfig(ctx context.Context, req *a2apb.GetTaskPushNotificationConfigRequest) (*a2apb.TaskPushNotificationConfig, error) {
+	return unary(g, ctx, wire.OpGetPushConfig, req, &a2apb.TaskPushNotificationConfig{})
+}
+
+func (g *grpcService) ListTaskPushNotificationConfigs(ctx context.Context, req *a2apb.ListTaskPushNotificationConfigsRequest) (*a2apb.ListTaskPushNotificationConfigsResponse, error) {
+	return unary(g, ctx, wire.OpListPushConfigs, req, &a2apb.ListTaskPushNotificationConfigsResponse{})
+}
+
+func (g *grpcService) DeleteTaskPushNotificationConfig(ctx context.Context, req *a2apb.DeleteTaskPushNotificationConfigRequest) (*emptypb.Empty, error) {
+	return unary(g, ctx, wire.OpDeletePushConfig, req, &emptypb.Empty{})
+}
+
+func (g *grpcService) GetExtendedAgentCard(ctx context.Context, req *a2apb.GetExtendedAgentCardRequest) (*a2apb.AgentCard, error) {
+	return unary(g, ctx, wire.OpGetExtendedAgentCard, req, &a2apb.AgentCard{})
+}
+
+func (g *grpcService) SendStreamingMessage(req *a2apb.SendMessageRequest, ss grpc.ServerStreamingServer[a2apb.StreamResponse]) error {
+	return g.stream(wire.OpSendStreamingMessage, req, ss)
+}
+
+func (g *grpcService) SubscribeToTask(req *a2apb.SubscribeToTaskRequest, ss grpc.ServerStreamingServer[a2apb.StreamResponse]) error {
+	return g.stream(wire.OpSubscribeToTask, req, ss)
+}
+
+// unary runs one non-streaming operation and returns resp filled from its
+// result, or no message and the error's status.
+func unary[R proto.Message](g *grpcService, ctx context.Context, op wire.Operation, req proto.Message, resp R) (R, error) {
+	if err := g.call(ctx, op, req, resp); err != nil {
+		var none R
+		return none, err
+	}
+	return resp, nil
+}
+
+// call is one unary RPC, recorded as a "grpc" call: checks, the core's
+// operation, and its JSON result decoded into resp.
+func (g *grpcService) call(ctx context.Context, op wire.Operation, req, resp proto.Message) (err error) {
+	ctx, rec := g.e.begin(ctx, "grpc", grpcRequestID(ctx))
+	defer rec.release()
+	rec.setMethod(op.String())
+	defer g.recoverInto(rec, op, &err)
+	rc, params, werr := g.prepare(ctx, op, req)
+	if werr == nil {
+		var result any
+		if result, werr = g.e.do(ctx, rc, wire.V10, op, params); werr == nil {
+			werr = decodeResult(result, resp)
+		}
+	}
+	if werr != nil {
+		rec.fail(werr)
+		return grpcError(werr)
+	}
+	return nil
+}
+
+// stream runs SendStreamingMessage or SubscribeToTask. An error before the
+// stream opens is the RPC's status; one after it ends the RPC the same way,
+// after the events already sent.
+func (g *grpcService) stream(op wire.Operation, req proto.Message, ss grpc.ServerStreamingServer[a2apb.StreamResponse]) (err error) {
+	ctx, rec := g.e.begin(ss.Context(), "grpc", grpcRequestID(ss.Context()))
+	defer rec.release()
+	rec.setMethod(op.String())
+	defer g.recoverInto(rec, op, &err)
+	rc, params, werr := g.prepare(ctx, op, req)
+	var st *stream
+	if werr == nil {
+		st, werr = g.e.openStream(ctx, rc, wire.V10, op, params)
+	}
+	if werr != nil {
+		rec.fail(werr)
+		return grpcError(werr)
+	}
+	s := &grpcSink{ss: ss}
+	st.run(ctx, s, g.e.cfg.KeepAlive)
+	return g.streamEnd(op, s, rec)
+}
+
+// streamEnd is the status a stream that ran ends with. SSE can only stop
+// writing; gRPC can say why, so a subscription cut by this replica's
+// drain before its task ended is UNAVAILABLE (retry elsewhere), not OK,
+// which a client would read as "the task is done".
+func (g *grpcService) streamEnd(op wire.Operation, s *grpcSink, rec *callRecord) error {
+	switch {
+	case s.werr != nil:
+		rec.fail(s.werr)
+		return grpcError(s.werr)
+	case s.sendErr != nil:
+		return s.sendErr // the client went away; its status is already set
+	case op == wire.OpSubscribeToTask && !s.ended && g.drained():
+		return status.Error(codes.Unavailable, "this replica is shutting down; subscribe to the task again")
+	}
+	return nil
+}
+
+func (g *grpcService) drained() bool {
+	select {
+	case <-g.e.draining:
+		return true
+	default:
+		return false
+	}
+}
+
+// recoverInto turns a panic into INTERNAL: a bug must not take the
+// process (and every other call on it) down, as grpc would let it.
+func (g *grpcService) recoverInto(rec *callRecord, op wire.Operation, err *error) {
+	if r := recover(); r != nil {
+		g.e.log.Error("a2a: panic while handling a gRPC request", "method", op.String(), "panic", fmt.Sprint(r))
+		werr := wire.InternalError("internal error")
+		rec.fail(werr)
+		*err = grpcError(werr)
+	}
+}
+
+// prepare checks a call the way serveREST does, in the same order
+// (version, push off, params, caller), and returns its decoded params.
+func (g *grpcService) prepare(ctx context.Context, op wire.Operation, req proto.Message) (rpcCall, any, *wire.Error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if werr := grpcVersion(md); werr != nil {
+		return rpcCall{}, nil, werr
+	}
+	if op.PushConfig() && g.e.cfg.Push == nil {
+		return rpcCall{}, nil, wire.PushNotSupported()
+	}
+	raw, err := protojson.Marshal(req)
+	if err != nil {
+		return rpcCall{}, nil, wire.InvalidParams("request: " + err.Error())
+	}
+	if len(raw) > wire.MaxRequestBytes {
+		return rpcCall{}, nil, wire.InvalidRequest(fmt.Sprintf("request larger than %d bytes", wire.MaxRequestBytes))
+	}
+	params, werr := wire.Method{Op: op, Dialect: wire.V10, Version: wire.V10}.DecodeParams(raw)
+	if werr != nil {
+		return rpcCall{}, nil, werr
+	}
+	cl, werr := g.e.callerFrom(grpcHeader(md))
+	if werr != nil {
+		return rpcCall{}, nil, werr
+	}
+	return rpcCall{caller: cl, version: wire.V10}, params, nil
+}
+
+// grpcVersion accepts a missing a2a-version or "1.0": gRPC is a 1.0
+// binding (0.3's gRPC service is another proto), so absent means 1.0 here,
+// unlike HTTP where it means 0.3.
+func grpcVersion(md metadata.MD) *wire.Error {
+	vs := md.Get(mdVersion)
+	if len(vs) == 0 || strings.TrimSpace(vs[0]) == "" {
+		return nil
+	}
+	if v, werr := wire.NegotiateVersion(vs[0], ""); werr == nil && v == wire.V10 {
+		return nil
+	}
+	werr := wire.VersionNotSupported(strings.TrimSpace(vs[0]))
+	werr.Message = fmt.Sprintf("A2A version %q is not supported on gRPC; use \"1.0\"", strings.TrimSpace(vs[0]))
+	return werr
+}
+
+// grpcHeader carries the credential metadata over to the HTTP header
+// names callerFrom reads, so every binding authenticates alike.
+func grpcHeader(md metadata.MD) http.Header {
+	h := http.Header{}
+	for _, k := range mdCredentials {
+		for _, v := range md.Get(k) {
+			h.Add(k, v)
+		}
+	}
+	return h
+}
+
+// grpcRequestID is the caller's x-request-id metadata, under the rules of
+// the HTTP header (bounded, printable ASCII), echoed in the response
+// header metadata; "" for none or one not fit to log.
+func grpcRequestID(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vs := md.Get(mdRequestID)
+	if len(vs) == 0 || vs[0] == "" || len(vs[0]) > maxHTTPRequestID {
+		return ""
+	}
+	id := vs[0]
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] > 0x7e {
+			return ""
+		}
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs(mdRequestID, id))
+	return id
+}
+
+// decodeResult reads the core's 1.0 JSON result into resp.
+func decodeResult(result any, resp proto.Message) *wire.Error {
+	raw, ok := result.(json.RawMessage)
+	if !ok {
+		b, err := json.Marshal(result)
+		if err != nil {
+			return wire.InternalError(err.Error())
+		}
+		raw = b
+	}
+	if err := unmarshalResult.Unmarshal(raw, resp); err != nil {
+		return wire.InternalError(fmt.Sprintf("result does not fit %s: %v", resp.ProtoReflect().Descriptor().FullName(), err))
+	}
+	return nil
+}
+
+// grpcSink writes a stream as gRPC messages. Keep-alives are no-ops: HTTP/2
+// has its own pings, and a gRPC stream has no comment frames.
+type grpcSink struct {
+	ss      grpc.ServerStreamingServer[a2apb.StreamResponse]
+	werr    *wire.Error // a failure to end the RPC with
+	sendErr error       // the client went away
+	ended   bool        // the last event closes the stream by itself
+}
+
+func (s *grpcSink) event(_ string, ev json.RawMessage) error {
+	msg := &a2apb.StreamResponse{}
+	if werr := decodeResult(ev, msg); werr != nil {
+		s.werr = werr
+		return werr
+	}
+	if err := s.ss.Send(msg); err != nil {
+		s.sendErr = err
+		return err
+	}
+	s.ended = closesStream(msg)
+	return nil
+}
+
+func (s *grpcSink) fail(werr *wire.Error) {
+	if s.werr == nil {
+		s.werr = werr
+	}
+}
+
+func (s *grpcSink) keepAlive() error { return nil }
+
+// closesStream reports whether msg is a stream's natural last event: a
+// lone message, or a task or status that is terminal or waits for input.
+func closesStream(msg *a2apb.StreamResponse) bool {
+	var st a2apb.TaskState
+	switch {
+	case msg.GetMessage() != nil:
+		return true
+	case msg.GetTask() != nil:
+		st = msg.GetTask().GetStatus().GetState()
+	case msg.GetStatusUpdate() != nil:
+		st = msg.GetStatusUpdate().GetStatus().GetState()
+	default:
+		return false
+	}
+	switch st {
+	case a2apb.TaskState_TASK_STATE_COMPLETED, a2apb.TaskState_TASK_STATE_FAILED, a2apb.TaskState_TASK_STATE_CANCELED,
+		a2apb.TaskState_TASK_STATE_REJECTED, a2apb.TaskState_TASK_STATE_INPUT_REQUIRED, a2apb.TaskState_TASK_STATE_AUTH_REQUIRED:
+		return true
+	}
+	return false
+}
+
+// codeGenerationMismatch is the conflict code (-32010) of an optimistic
+// write that lost; matched by number so it maps whenever wire defines it.
+const codeGenerationMismatch = -32010
+
+// grpcCodes maps A2A error codes to gRPC codes as a2a-go does (the v1.0.1
+// table): its client maps a status back to an A2A error only when both
+// the code and the ErrorInfo reason match its own table, so matching it is
+// what makes errors.Is(err, a2a.ErrTaskNotFound) work for Go clients. The
+// v1.0.0 table (UNIMPLEMENTED for push, unsupported operation and version)
+// would turn those into a2a-go's ErrInternalError.
+var grpcCodes = map[int]codes.Code{
+	wire.CodeParseError:                codes.InvalidArgument,
+	wire.CodeInvalidRequest:            codes.InvalidArgument,
+	wire.CodeMethodNotFound:            codes.Unimplemented,
+	wire.CodeInvalidParams:             codes.InvalidArgument,
+	wire.CodeInternal:                  codes.Internal,
+	wire.CodeTaskNotFound:              codes.NotFound,
+	wire.CodeTaskNotCancelable:         codes.FailedPrecondition,
+	wire.CodePushNotSupported:          codes.FailedPrecondition,
+	wire.CodeUnsupportedOperation:      codes.FailedPrecondition,
+	wire.CodeContentTypeNotSupported:   codes.InvalidArgument,
+	wire.CodeInvalidAgentResponse:      codes.Internal,
+	wire.CodeExtendedCardNotConfigured: codes.FailedPrecondition,
+	wire.CodeExtensionSupportRequired:  codes.FailedPrecondition,
+	wire.CodeVersionNotSupported:       codes.FailedPrecondition,
+	wire.CodeUnauthenticated:           codes.Unauthenticated,
+	wire.CodePermissionDenied:          codes.PermissionDenied,
+	codeGenerationMismatch:             codes.Aborted,
+}
+
+// grpcReasons are ErrorInfo reasons that differ on gRPC: a2a-go names
+// permission denied UNAUTHORIZED, and matches reasons exactly.
+var grpcReasons = map[int]string{wire.CodePermissionDenied: "UNAUTHORIZED"}
+
+// grpcError is werr as a gRPC status: its code per grpcCodes (INTERNAL
+// for unknown codes), its message, and its ErrorInfo (and BadRequest, for
+// invalid params naming fields) as details.
+func grpcError(werr *wire.Error) error {
+	code, ok := grpcCodes[werr.Code]
+	if !ok {
+		code = codes.Internal
+	}
+	st := status.New(code, werr.Message)
+	info, details := grpcDetails(werr)
+	if info == nil {
+		info = &errdetails.ErrorInfo{Reason: werr.Reason(), Domain: wire.ErrorDomain}
+	}
+	if r, ok := grpcReasons[werr.Code]; ok {
+		info.Reason = r
+	}
+	if info.Reason == "" {
+		info.Reason = strings.ToUpper(code.String()) // a reason is required
+	}
+	if withDetails, err := st.WithDetails(append([]protoadapt.MessageV1{info}, details...)...); err == nil {
+		st = withDetails
+	}
+	return st.Err()
+}
+
+// grpcDetails converts werr.Data's typed details: its ErrorInfo, and any
+// others (BadRequest) as details to attach after it.
+func grpcDetails(werr *wire.Error) (*errdetails.ErrorInfo, []protoadapt.MessageV1) {
+	data, _ := werr.Data.([]any)
+	var info *errdetails.ErrorInfo
+	var out []protoadapt.MessageV1
+	for _, d := range data {
+		switch d := d.(type) {
+		case wire.ErrorInfo:
+			if info == nil {
+				info = &errdetails.ErrorInfo{Reason: d.Reason, Domain: d.Domain, Metadata: d.Metadata}
+			}
+		case wire.BadRequest:
+			br := &errdetails.BadRequest{}
+			for _, v := range d.FieldViolations {
+				br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: v.Field, Description: v.Description})
+			}
+			out = append(out, br)
+		}
+	}
+	return info, out
+}
