@@ -64,7 +64,10 @@ type edgeFlags struct {
 	// the card advertises (set by listenGRPC).
 	grpcListen    string
 	grpcPublicURL string
-	grpcURL       string
+	// httpOrigin is http:// and the HTTP listen address: the origin of
+	// cards built off HTTP (the extended card over gRPC) without --public-url.
+	httpOrigin string
+	grpcURL    string
 	// The agent card: --card-key (the signing key file) and
 	// --card-version (the dialect of a request that names none).
 	cardKey     string
@@ -251,7 +254,10 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		return nil, err
 	}
 	cfg := a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id, AwaitReceipt: f.awaitReceipt,
-		JetStream: js, DefaultSkill: f.defaultSkill, Push: pc, Metrics: metrics, GRPCURL: f.grpcURL}
+		JetStream: js, DefaultSkill: f.defaultSkill, Push: pc, Metrics: metrics, GRPCURL: f.grpcURL, PublicURL: f.publicURL}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = f.httpOrigin
+	}
 	if err := f.cardConfig(&cfg); err != nil {
 		k.Close()
 		return nil, err
@@ -443,6 +449,7 @@ func newEdgeA2ACmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ef.httpOrigin = "http://" + listen
 			if stdio && grpcAddr != "" {
 				return usageError(errors.New("--grpc-listen does not apply to --stdio"))
 			}

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/chio-ledger/chio/edges/a2a"
-	"github.com/chio-ledger/chio/edges/a2a/wire"
 )
 
 // grpcAuto is chio up's default --grpc-listen: the --listen host, one port
@@ -101,7 +100,7 @@ func (f *edgeFlags) advertisedGRPC(addr net.Addr) (string, error) {
 // finish, subscriptions ending as the edge drains; at the deadline what is
 // left is cut), and stop, to defer for the paths that never drain.
 func serveGRPC(e *a2a.Edge, ln net.Listener) (drain func(context.Context) error, stop func()) {
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(wire.MaxRequestBytes))
+	srv := grpc.NewServer(a2a.GRPCServerOptions()...)
 	e.RegisterGRPC(srv)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

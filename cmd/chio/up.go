@@ -96,6 +96,7 @@ func newUpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ef.httpOrigin = "http://" + listen
 			if !requireCapability && grpcAddr != "" && !loopbackAddr(grpcAddr) {
 				return usageError(fmt.Errorf("--grpc-listen %s is not a loopback address: pass --require-capability (callers must then present their own capability)", grpcAddr))
 			}

@@ -3,6 +3,8 @@ package a2a
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/chio-ledger/chio/edges/a2a/cardsig"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/edges/tools"
 )
 
 // Agent card paths.
@@ -164,4 +167,47 @@ func (e *Edge) serveJWKS(c echo.Context) error {
 	}
 	c.Response().Header().Set("Cache-Control", "public, max-age=300")
 	return c.Blob(http.StatusOK, "application/jwk-set+json", e.cards.signer.JWKS())
+}
+
+// extendedCard answers GetExtendedAgentCard (0.3: agent/getAuthenticatedExtendedCard,
+// GET /v1/card): the card as its caller sees it, listing only the skills its
+// capability may invoke, where the public card lists every exposed one. It
+// needs a presented capability the kernel accepts (a tokenless caller
+// acting under the dev capability is not authenticated), and it is signed
+// like the public card. Built per caller, it is not cached.
+func (e *Edge) extendedCard(rc rpcCall, v wire.Version) (any, *wire.Error) {
+	if rc.stdio {
+		return nil, wire.ExtendedCardNotConfigured() // the stdio card has none
+	}
+	if rc.caller.dev {
+		// The dev capability acts for tokenless callers; it does not make
+		// them authenticated, and this card is for authenticated callers.
+		return nil, wire.Unauthenticated("the extended agent card is for authenticated callers: present a capability (Authorization: Bearer or X-Chio-Capability)")
+	}
+	id, d := e.kernel.Identify(rc.caller.token)
+	if d != nil {
+		return nil, wire.Unauthenticated(fmt.Sprintf("capability refused at %s: %s", d.Guard, d.Reason))
+	}
+	origin := rc.origin
+	if origin == "" {
+		origin = strings.TrimRight(e.cfg.PublicURL, "/")
+	}
+	c := e.card(origin, tools.A2AProfile{GRPC: e.cfg.GRPCURL != ""}, e.cfg.DevToken == "", func(en *tools.Entry) bool {
+		return id.Invokes(en.Manifest.ServerID, en.Tool.Name)
+	})
+	dialect := wire.V10
+	if v != wire.V10 {
+		dialect = wire.V03
+	}
+	body, err := wire.EncodeAgentCardFor(c, dialect)
+	if err == nil {
+		e.cardInit()
+		if err = e.cards.initErr; err == nil && e.cards.signer != nil {
+			body, err = e.cards.signer.Sign(body, origin+cardsig.JWKSPath)
+		}
+	}
+	if err != nil {
+		return nil, wire.InternalError("extended agent card: " + err.Error())
+	}
+	return json.RawMessage(body), nil
 }

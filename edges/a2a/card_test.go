@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func TestCardDialects(t *testing.T) {
 		{"well-known, unknown version", cardPath, []string{"A2A-Version", "99.0"}, wire.V10},
 		{"agent.json", legacyCardPath, nil, wire.V03},
 		{"agent.json, 1.0", legacyCardPath, []string{"A2A-Version", "1.0"}, wire.V10},
-		{"0.3 REST card", RESTPath + "/v1/card", nil, wire.V03},
+		{"GET the JSON-RPC URL", "/a2a", nil, wire.V03},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -184,8 +185,15 @@ func TestCardFidelityPerProfile(t *testing.T) {
 		} `json:"capabilities"`
 	}
 	_ = json.Unmarshal(body, &card)
-	if len(card.Capabilities.Extensions) != 1 || card.Capabilities.Extensions[0].URI != wire.BridgeFidelityExtension ||
-		!strings.Contains(strings.Join(card.Capabilities.Extensions[0].Params.BridgeFidelity["hello_task"].Caveats, "\n"), "delivered incrementally") {
+	i := slices.IndexFunc(card.Capabilities.Extensions, func(x struct {
+		URI    string `json:"uri"`
+		Params struct {
+			BridgeFidelity map[string]wire.BridgeFidelity `json:"bridgeFidelity"`
+		} `json:"params"`
+	}) bool {
+		return x.URI == wire.BridgeFidelityExtension
+	})
+	if i < 0 || !strings.Contains(strings.Join(card.Capabilities.Extensions[i].Params.BridgeFidelity["hello_task"].Caveats, "\n"), "delivered incrementally") {
 		t.Errorf("1.0 card extension: %s", body)
 	}
 }

@@ -65,6 +65,9 @@ type Config struct {
 	// Metrics, if set, registers the edge's Prometheus series
 	// (chio_edge_calls_total).
 	Metrics prometheus.Registerer
+	// PublicURL is the HTTP origin of cards built outside an HTTP request
+	// (the extended card asked for over gRPC); HTTP requests use their own.
+	PublicURL string
 	// GRPCURL, if set, is the host:port of the gRPC binding (RegisterGRPC)
 	// advertised in the card; a port alone (":8081") takes the host of the
 	// card's base URL, for an edge that does not know its public name.
@@ -174,15 +177,18 @@ type skill struct {
 // bridgeFidelity is rated for the HTTP edge, which streams (over gRPC too
 // when GRPCURL is set).
 func (e *Edge) Card(baseURL string) *wire.AgentCard {
-	return e.card(baseURL, tools.A2AProfile{GRPC: e.cfg.GRPCURL != ""}, e.cfg.DevToken == "")
+	return e.card(baseURL, tools.A2AProfile{GRPC: e.cfg.GRPCURL != ""}, e.cfg.DevToken == "", nil)
 }
 
-func (e *Edge) card(baseURL string, profile tools.A2AProfile, enforced bool) *wire.AgentCard {
+// card builds a card; keep, if set, selects the skills it lists (the
+// extended card lists those the caller's capability may invoke).
+func (e *Edge) card(baseURL string, profile tools.A2AProfile, enforced bool, keep func(*tools.Entry) bool) *wire.AgentCard {
 	c := &wire.AgentCard{
 		Name: e.cfg.AgentName, Description: e.cfg.AgentDescription, Version: e.cfg.AgentVersion,
 		SupportedInterfaces: e.interfaces(strings.TrimRight(baseURL, "/")),
-		Capabilities:        wire.AgentCapabilities{Streaming: true, PushNotifications: e.cfg.Push != nil},
-		DefaultInputModes:   acceptedModes, DefaultOutputModes: acceptedModes,
+		Capabilities: wire.AgentCapabilities{Streaming: true, PushNotifications: e.cfg.Push != nil, ExtendedAgentCard: true,
+			Extensions: []wire.AgentExtension{wire.TaskGenerationExtension()}},
+		DefaultInputModes: acceptedModes, DefaultOutputModes: acceptedModes,
 		Skills: []wire.AgentSkill{},
 	}
 	if enforced {
@@ -193,6 +199,9 @@ func (e *Edge) card(baseURL string, profile tools.A2AProfile, enforced bool) *wi
 		c.SecurityRequirements = []map[string][]string{{"chio_capability": {}}}
 	}
 	for _, s := range e.published {
+		if keep != nil && !keep(s.entry) {
+			continue
+		}
 		t := s.entry.Tool
 		f := tools.A2AFidelity(t, profile)
 		c.Skills = append(c.Skills, wire.AgentSkill{
@@ -213,9 +222,9 @@ const StdioBinding = "json-rpc-stdio"
 // no security, it has no push notifications, and its skills carry the
 // stdio profile's caveats (deferred, collated stream output).
 func (e *Edge) StdioCard() *wire.AgentCard {
-	c := e.card("stdio:", tools.A2AProfile{Stdio: true}, false)
+	c := e.card("stdio:", tools.A2AProfile{Stdio: true}, false, nil)
 	c.SupportedInterfaces = []wire.AgentInterface{{URL: "stdio://", ProtocolBinding: StdioBinding, ProtocolVersion: string(wire.V10)}}
-	c.Capabilities.PushNotifications = false
+	c.Capabilities.PushNotifications, c.Capabilities.ExtendedAgentCard = false, false
 	return c
 }
 
@@ -244,6 +253,9 @@ func (e *Edge) interfaces(base string) []wire.AgentInterface {
 type caller struct {
 	token  string
 	tenant string
+	// dev: the caller presented no credential and acts under the dev
+	// capability; it is not authenticated (no extended card for it).
+	dev bool
 }
 
 // callerFrom reads the capability from HTTP headers.
@@ -251,7 +263,7 @@ func (e *Edge) callerFrom(h http.Header) (caller, *wire.Error) {
 	tok, err := schemas.CapabilityFromHeaders(h)
 	if err != nil {
 		if h.Get("Authorization") == "" && h.Get("X-Chio-Capability") == "" && e.cfg.DevToken != "" {
-			return caller{token: e.cfg.DevToken}, nil
+			return caller{token: e.cfg.DevToken, dev: true}, nil
 		}
 		return caller{}, wire.Unauthenticated(err.Error())
 	}

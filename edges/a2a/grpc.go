@@ -21,6 +21,37 @@ import (
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 )
 
+// GRPCServerOptions are the options a grpc.Server serving the binding
+// needs: the request size limit of the other bindings, and deterministic
+// encoding, so that two subscribers of one task get the same bytes for the
+// same event (Go's map order would otherwise vary the metadata Struct's
+// encoding between them).
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(wire.MaxRequestBytes), grpc.ForceServerCodec(deterministicCodec{})}
+}
+
+// deterministicCodec is the proto codec with deterministic marshalling.
+type deterministicCodec struct{}
+
+func (deterministicCodec) Marshal(v any) ([]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("grpc: marshal %T: not a proto message", v)
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
+
+func (deterministicCodec) Unmarshal(data []byte, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return fmt.Errorf("grpc: unmarshal into %T: not a proto message", v)
+	}
+	return proto.Unmarshal(data, m)
+}
+
+// Name is "proto": the content-subtype clients ask for.
+func (deterministicCodec) Name() string { return "proto" }
+
 // RegisterGRPC mounts the A2A 1.0 gRPC binding (lf.a2a.v1.A2AService, the
 // official proto as a2a-go generates it) on s. It runs on the same core as
 // JSON-RPC and REST: a request's ProtoJSON is exactly the 1.0 JSON-RPC
@@ -138,7 +169,8 @@ func (g *grpcService) stream(op wire.Operation, req proto.Message, ss grpc.Serve
 	rc, params, werr := g.prepare(ctx, op, req)
 	var st *stream
 	if werr == nil {
-		st, werr = g.e.openStream(ctx, rc, wire.V10, op, params)
+		// A resubscribe names the last generation it saw as SSE does.
+		st, werr = g.e.openStream(withResumeFrom(ctx, mdValue(ctx, mdLastEventID)), rc, wire.V10, op, params)
 	}
 	if werr != nil {
 		rec.fail(werr)
@@ -245,6 +277,19 @@ func grpcHeader(md metadata.MD) http.Header {
 // grpcRequestID is the caller's x-request-id metadata, under the rules of
 // the HTTP header (bounded, printable ASCII), echoed in the response
 // header metadata; "" for none or one not fit to log.
+// mdLastEventID is the metadata a SubscribeToTask resumes from: the
+// generation of the last event the client saw, as SSE's Last-Event-ID.
+const mdLastEventID = "last-event-id"
+
+// mdValue is the first value of metadata key k, or "".
+func mdValue(ctx context.Context, k string) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if vs := md.Get(k); len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
 func grpcRequestID(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vs := md.Get(mdRequestID)
@@ -271,10 +316,52 @@ func decodeResult(result any, resp proto.Message) *wire.Error {
 		}
 		raw = b
 	}
+	if _, ok := resp.(*a2apb.AgentCard); ok {
+		var err error
+		if raw, err = protoSecurity(raw); err != nil {
+			return wire.InternalError("agent card: " + err.Error())
+		}
+	}
 	if err := unmarshalResult.Unmarshal(raw, resp); err != nil {
 		return wire.InternalError(fmt.Sprintf("result does not fit %s: %v", resp.ProtoReflect().Descriptor().FullName(), err))
 	}
 	return nil
+}
+
+// protoSecurity rewrites a JSON card's securityRequirements from the shape
+// a2a-go's JSON clients parse ({"schemes":{"s":["scope"]}}) to the proto's
+// (map<string, StringList>: {"schemes":{"s":{"list":["scope"]}}}).
+func protoSecurity(raw json.RawMessage) (json.RawMessage, error) {
+	var card map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &card); err != nil {
+		return nil, err
+	}
+	reqs, ok := card["securityRequirements"]
+	if !ok {
+		return raw, nil
+	}
+	var in []struct {
+		Schemes map[string][]string `json:"schemes"`
+	}
+	if err := json.Unmarshal(reqs, &in); err != nil {
+		return nil, err
+	}
+	type list struct {
+		List []string `json:"list"`
+	}
+	out := make([]map[string]map[string]list, len(in))
+	for i, r := range in {
+		out[i] = map[string]map[string]list{"schemes": {}}
+		for k, v := range r.Schemes {
+			out[i]["schemes"][k] = list{List: append([]string{}, v...)}
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	card["securityRequirements"] = b
+	return json.Marshal(card)
 }
 
 // grpcSink writes a stream as gRPC messages. Keep-alives are no-ops: HTTP/2
@@ -330,10 +417,6 @@ func closesStream(msg *a2apb.StreamResponse) bool {
 	return false
 }
 
-// codeGenerationMismatch is the conflict code (-32010) of an optimistic
-// write that lost; matched by number so it maps whenever wire defines it.
-const codeGenerationMismatch = -32010
-
 // grpcCodes maps A2A error codes to gRPC codes as a2a-go does (the v1.0.1
 // table): its client maps a status back to an A2A error only when both
 // the code and the ErrorInfo reason match its own table, so matching it is
@@ -357,7 +440,7 @@ var grpcCodes = map[int]codes.Code{
 	wire.CodeVersionNotSupported:       codes.FailedPrecondition,
 	wire.CodeUnauthenticated:           codes.Unauthenticated,
 	wire.CodePermissionDenied:          codes.PermissionDenied,
-	codeGenerationMismatch:             codes.Aborted,
+	wire.CodeGenerationMismatch:        codes.Aborted,
 }
 
 // grpcReasons are ErrorInfo reasons that differ on gRPC: a2a-go names

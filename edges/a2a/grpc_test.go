@@ -3,7 +3,9 @@ package a2a
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 )
@@ -43,7 +46,7 @@ func (g *grpcListeners) configure(t testing.TB) func(*Config, jetstream.JetStrea
 // serve runs a real grpc.Server per replica of cl on its listener.
 func (g *grpcListeners) serve(t testing.TB, cl *cluster) {
 	for i, e := range cl.raw {
-		s := grpc.NewServer()
+		s := grpc.NewServer(GRPCServerOptions()...)
 		e.RegisterGRPC(s)
 		go func() { _ = s.Serve(g.lns[i]) }()
 		t.Cleanup(s.Stop)
@@ -398,5 +401,57 @@ func TestGRPCErrorStatus(t *testing.T) {
 		if c.werr.Code == wire.CodeInvalidParams && (br == nil || br.FieldViolations[0].Field != "message") {
 			t.Errorf("invalid params without its field violation: %v", br)
 		}
+	}
+}
+
+// A gRPC SubscribeToTask resumes from the last-event-id metadata like SSE
+// from Last-Event-ID: a finished task replays what came after it, through
+// its terminal status; without it, a finished task has nothing to stream.
+func TestGRPCResume(t *testing.T) {
+	var g grpcListeners
+	cl := startCluster(t, 1, "", g.configure(t))
+	g.serve(t, cl)
+	tok := token(t, agentKey, "cap-grpc-resume")
+	raw := rawGRPC(t, cl.raw[0].cfg.GRPCURL)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok)
+	msg := &pb.Message{MessageId: "m-resume", Role: pb.Role_ROLE_USER, Parts: []*pb.Part{{Content: &pb.Part_Text{Text: "world"}}}}
+	meta, _ := structpb.NewStruct(map[string]any{"chio": map[string]any{"targetSkillId": "hello_task"}})
+	res, err := raw.SendMessage(ctx, &pb.SendMessageRequest{Message: msg, Metadata: meta})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.GetTask()
+	if task.GetStatus().GetState() != pb.TaskState_TASK_STATE_COMPLETED {
+		t.Fatalf("send: %v", task)
+	}
+	end := int64(task.GetMetadata().GetFields()[wire.GenerationKey].GetNumberValue())
+	if end < 2 {
+		t.Fatalf("generation %d", end)
+	}
+	st, err := raw.SubscribeToTask(metadata.AppendToOutgoingContext(ctx, "last-event-id", strconv.FormatInt(end-1, 10)), &pb.SubscribeToTaskRequest{Id: task.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*pb.StreamResponse
+	for {
+		ev, err := st.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("resume: %v after %d events", err, len(got))
+		}
+		got = append(got, ev)
+	}
+	if len(got) != 1 || got[0].GetStatusUpdate().GetStatus().GetState() != pb.TaskState_TASK_STATE_COMPLETED ||
+		int64(got[0].GetStatusUpdate().GetMetadata().GetFields()[wire.GenerationKey].GetNumberValue()) != end {
+		t.Fatalf("resumed from %d: %v", end-1, got)
+	}
+	st, err = raw.SubscribeToTask(ctx, &pb.SubscribeToTaskRequest{Id: task.GetId()})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("subscribe to a finished task without last-event-id: %v", err)
 	}
 }

@@ -36,7 +36,7 @@ func (e *Edge) Register(ec *echo.Echo, hc HTTPConfig) {
 	ec.GET(cardPath, card)
 	ec.GET(legacyCardPath, card) // pre-1.0 clients: the 0.3-compatible card
 	ec.GET(cardsig.JWKSPath, e.serveJWKS)
-	rpc := func(c echo.Context) error { return e.serveJSONRPC(c) }
+	rpc := func(c echo.Context) error { return e.serveJSONRPC(c, hc) }
 	ec.POST("/a2a", rpc)
 	ec.POST("/a2a/", rpc)
 	if hc.ServeRoot {
@@ -45,6 +45,22 @@ func (e *Edge) Register(ec *echo.Echo, hc HTTPConfig) {
 	rest := func(c echo.Context) error { return e.serveREST(c, hc) }
 	ec.Any(RESTPath, rest)
 	ec.Any(RESTPath+"/*", rest)
+	// 0.3 clients given the JSON-RPC URL build REST paths on it (the 0.3
+	// kit asks GET {url}/v1/card) and GET the URL itself for the card: the
+	// 0.3 routes answer under /a2a/v1 too, and GET /a2a is the card.
+	ec.Any("/a2a/v1/*", func(c echo.Context) error {
+		r := c.Request()
+		u := *r.URL
+		u.Path = RESTPath + strings.TrimPrefix(u.Path, "/a2a")
+		if u.RawPath != "" {
+			u.RawPath = RESTPath + strings.TrimPrefix(u.RawPath, "/a2a")
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL = &u
+		c.SetRequest(r2)
+		return e.serveREST(c, hc)
+	})
+	ec.GET("/a2a", card)
 }
 
 // RESTPath is where the HTTP+JSON binding is mounted: the 1.0 paths under
@@ -94,9 +110,6 @@ func (e *Edge) serveREST(c echo.Context, hc HTTPConfig) error {
 	}
 	// The path decides the dialect: /v1 is 0.3, the rest 1.0.
 	version := route.ResultVersion()
-	if route.Op == wire.OpGetExtendedAgentCard && route.Version == wire.V03 {
-		return e.serveCard(c, hc) // GET /v1/card
-	}
 	if route.Op.PushConfig() && e.cfg.Push == nil {
 		return fail(wire.PushNotSupported())
 	}
@@ -108,7 +121,7 @@ func (e *Edge) serveREST(c echo.Context, hc HTTPConfig) error {
 	if cerr != nil {
 		return fail(cerr)
 	}
-	rc := rpcCall{caller: cl, version: version}
+	rc := rpcCall{caller: cl, version: version, origin: publicURL(r, hc)}
 	if route.Op.Streaming() {
 		st, werr := e.openStream(withLastEventID(r.Context(), r.Header), rc, version, route.Op, params)
 		if werr != nil {
@@ -201,7 +214,7 @@ func trusted(remote string, proxies []netip.Prefix) bool {
 	return false
 }
 
-func (e *Edge) serveJSONRPC(c echo.Context) error {
+func (e *Edge) serveJSONRPC(c echo.Context, hc HTTPConfig) error {
 	ctx, rec := e.begin(c.Request().Context(), "jsonrpc", httpRequestID(c))
 	defer rec.release()
 	c.SetRequest(c.Request().WithContext(ctx))
@@ -229,7 +242,7 @@ func (e *Edge) serveJSONRPC(c echo.Context) error {
 		return refuse(req.ResponseID(), verr)
 	}
 	cl, cerr := e.callerFrom(r.Header)
-	rc := rpcCall{caller: cl, version: version}
+	rc := rpcCall{caller: cl, version: version, origin: publicURL(r, hc)}
 	if req, werr := wire.DecodeRequest(body); werr == nil {
 		if m, ok := wire.LookupMethod(req.Method, version); ok && m.Op.Streaming() && !req.IsNotification {
 			return e.serveRPCStream(c, rc, req, m, cerr)

@@ -17,11 +17,12 @@ import (
 	"github.com/chio-ledger/chio/schemas"
 )
 
-// rpcCall is one decoded JSON-RPC call with its context.
+// rpcCall is one decoded call with its context.
 type rpcCall struct {
 	caller  caller
 	version wire.Version // negotiated (or VHelloStdio on the stdio profile)
 	stdio   bool
+	origin  string // the HTTP origin the request came to, for cards ("" off HTTP)
 }
 
 // HandleJSONRPC answers one JSON-RPC request body, and returns the error
@@ -91,7 +92,7 @@ func (e *Edge) do(ctx context.Context, rc rpcCall, version wire.Version, op wire
 	case op.PushConfig():
 		return e.pushConfigOp(ctx, rc, version, op, params)
 	case op == wire.OpGetExtendedAgentCard:
-		return nil, wire.UnsupportedOperation("this agent has no extended agent card (capabilities.extendedAgentCard is false)")
+		return e.extendedCard(rc, version)
 	}
 	switch p := params.(type) {
 	case *wire.SendParams:
