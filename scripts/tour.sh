@@ -81,6 +81,9 @@ curl -s "http://$http/a2a/rest/message:send" -H 'Content-Type: application/json'
 TID=$(sed -n 's/^{"task":{"id":"\([^"]*\)".*/\1/p' rest-send.json)
 [ -n "$TID" ]
 curl -s "http://$http/a2a/rest/tasks/$TID" -H 'A2A-Version: 1.0' | grep -q 'TASK_STATE_COMPLETED'
+curl -sN "http://$http/a2a/rest/tasks/$TID:subscribe" -H 'A2A-Version: 1.0' -H 'Last-Event-ID: 2' | tee resume.txt
+[ "$(grep -c '^id: ' resume.txt)" = 2 ] && grep -q '^id: 3$' resume.txt && grep -q 'TASK_STATE_COMPLETED' resume.txt
+grep -o '"url":"[^"]*","protocolBinding":"GRPC"' card.json | grep -q "${http%:*}:"
 for _ in $(seq 100); do curl -sf -H "$OP" "http://$http/v1/tasks/$TID" | grep -q 'TASK_STATE_COMPLETED' && break; sleep 0.1; done
 curl -sf -H "$OP" "http://$http/v1/tasks/$TID" | grep -q '"receiptIds"'
 curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat .chio/dev-capability.token)" \
