@@ -299,11 +299,11 @@ func (f *edgeFlags) push(ctx context.Context, js jetstream.JetStream) (*a2a.Push
 		}
 		policy.AllowPrivate = append(policy.AllowPrivate, p)
 	}
-	store, err := push.OpenStore(ctx, js, push.WithReplicas(max(f.replicas, 1)))
+	store, err := push.OpenStore(ctx, js, push.WithStoreReplicas(max(f.replicas, 1)))
 	if err != nil {
 		return nil, err
 	}
-	outbox, err := push.OpenOutbox(ctx, js, policy, push.WithReplicas(max(f.replicas, 1)))
+	outbox, err := push.OpenOutbox(ctx, js, policy, push.WithOutboxReplicas(max(f.replicas, 1)))
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
@@ -17,12 +16,6 @@ import (
 
 // lastEventIDKey carries a request's Last-Event-ID header to openStream.
 type lastEventIDKey struct{}
-
-// withLastEventID carries h's Last-Event-ID, if any, in ctx for a
-// SubscribeToTask opened with it. The HTTP bindings call it.
-func withLastEventID(ctx context.Context, h http.Header) context.Context {
-	return withResumeFrom(ctx, h.Get("Last-Event-ID"))
-}
 
 // withResumeFrom carries a Last-Event-ID value ("" for none) in ctx; a
 // binding without HTTP headers (gRPC: request metadata "last-event-id")

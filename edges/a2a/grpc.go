@@ -147,7 +147,7 @@ func (g *grpcService) call(ctx context.Context, op wire.Operation, req, resp pro
 	rc, params, werr := g.prepare(ctx, op, req)
 	if werr == nil {
 		var result any
-		if result, werr = g.e.do(ctx, rc, wire.V10, op, params); werr == nil {
+		if result, werr = g.e.do(ctx, rc, op, params); werr == nil {
 			werr = decodeResult(result, resp)
 		}
 	}
@@ -170,7 +170,7 @@ func (g *grpcService) stream(op wire.Operation, req proto.Message, ss grpc.Serve
 	var st *stream
 	if werr == nil {
 		// A resubscribe names the last generation it saw as SSE does.
-		st, werr = g.e.openStream(withResumeFrom(ctx, mdValue(ctx, mdLastEventID)), rc, wire.V10, op, params)
+		st, werr = g.e.openStream(withResumeFrom(ctx, mdValue(ctx, mdLastEventID)), rc, op, params)
 	}
 	if werr != nil {
 		rec.fail(werr)
@@ -243,8 +243,11 @@ func (g *grpcService) prepare(ctx context.Context, op wire.Operation, req proto.
 	if werr != nil {
 		return rpcCall{}, nil, werr
 	}
-	return rpcCall{caller: cl, version: wire.V10}, params, nil
+	return rpcCall{caller: cl, dialect: grpcDialect}, params, nil
 }
+
+// grpcDialect encodes every gRPC result: the binding is 1.0's.
+var grpcDialect = wire.DialectOf(wire.V10)
 
 // grpcVersion accepts a missing a2a-version or "1.0": gRPC is a 1.0
 // binding (0.3's gRPC service is another proto), so absent means 1.0 here,

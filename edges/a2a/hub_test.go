@@ -46,7 +46,9 @@ func TestHubFeed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := store.Complete(ctx, task.ID, alice, taskstore.StateCompleted, nil, nil, nil); err != nil {
+	if _, err := store.Transition(ctx, task.ID, alice, func(*taskstore.Task) ([]taskstore.Event, error) {
+		return []taskstore.Event{taskstore.FinishEvent(taskstore.StateCompleted, nil)}, nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	got := 0

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chio-ledger/chio/edges/a2a/wire"
@@ -51,22 +50,6 @@ func newEdgeMetrics(reg prometheus.Registerer) *edgeMetrics {
 		reg.MustRegister(m.calls)
 	}
 	return m
-}
-
-// httpRequestID reads the caller's X-Request-Id and echoes it back; it
-// returns "" for none or one not fit to log.
-func httpRequestID(c echo.Context) string {
-	id := c.Request().Header.Get(HeaderRequestID)
-	if id == "" || len(id) > maxHTTPRequestID {
-		return ""
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] < 0x20 || id[i] > 0x7e {
-			return ""
-		}
-	}
-	c.Response().Header().Set(HeaderRequestID, id)
-	return id
 }
 
 // callRecord is one call as the edge logs and counts it: once, when the

@@ -31,7 +31,7 @@ const pushDurable = "chio-a2a-push"
 func pushOwner(o taskstore.Owner) string { return o.Subject + "\x00" + o.Tenant }
 
 // pushConfigOp runs the four push-config methods, scoped to the caller.
-func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, v wire.Version, op wire.Operation, params any) (any, *wire.Error) {
+func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, op wire.Operation, params any) (any, *wire.Error) {
 	if e.cfg.Push == nil {
 		return nil, wire.PushNotSupported()
 	}
@@ -61,7 +61,7 @@ func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, v wire.Version, op 
 	ps := e.cfg.Push.Store
 	switch p := params.(type) {
 	case *wire.CreatePushConfigParams:
-		cfg, werr := e.checkPushConfig(ctx, &p.Config, v)
+		cfg, werr := e.checkPushConfig(ctx, &p.Config, rc.dialect.Version())
 		if werr != nil {
 			return nil, werr
 		}
@@ -76,13 +76,13 @@ func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, v wire.Version, op 
 			// will be sent; they go like those of a task that just ended.
 			e.dropConfigLater(taskID, stored)
 		}
-		return encodePushResult(wire.EncodePushConfig(v, toWirePush(stored, tenant)))
+		return encodePushResult(rc.dialect.EncodePushConfig(toWirePush(stored, tenant)))
 	case *wire.GetPushConfigParams:
 		cfg, err := ps.Get(ctx, pushOwner(owner), taskID, p.ID)
 		if err != nil {
 			return nil, pushError(err)
 		}
-		return encodePushResult(wire.EncodePushConfig(v, toWirePush(cfg, tenant)))
+		return encodePushResult(rc.dialect.EncodePushConfig(toWirePush(cfg, tenant)))
 	case *wire.ListPushConfigsParams:
 		cfgs, next, err := ps.List(ctx, pushOwner(owner), taskID, p.PageSize, p.PageToken)
 		if err != nil {
@@ -92,15 +92,12 @@ func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, v wire.Version, op 
 		for _, c := range cfgs {
 			out = append(out, *toWirePush(c, tenant))
 		}
-		return encodePushResult(wire.EncodePushConfigList(v, out, next))
+		return encodePushResult(rc.dialect.EncodePushConfigList(out, next))
 	case *wire.DeletePushConfigParams:
 		if err := ps.Delete(ctx, pushOwner(owner), taskID, p.ID); err != nil {
 			return nil, pushError(err)
 		}
-		if v == wire.V03 {
-			return json.RawMessage("null"), nil // 0.3's result is null
-		}
-		return json.RawMessage("{}"), nil // google.protobuf.Empty
+		return rc.dialect.DeletePushConfigResult(), nil
 	}
 	return nil, wire.InternalError("unreachable")
 }
@@ -288,8 +285,9 @@ func (e *Edge) dropConfigLater(taskID string, c push.Config) {
 // for a config made through 0.3, the task as it is now (0.3 pushes tasks),
 // in the form of the binding that made the config.
 func (e *Edge) pushPayload(cfg push.Config, ev *wire.StreamEvent, load func() (*taskstore.Task, error)) ([]byte, error) {
-	if wire.Version(cfg.Version) == wire.V10 {
-		return wire.EncodeStreamEvent(wire.V10, ev)
+	d := pushDialect(cfg)
+	if d.Version() == wire.V10 {
+		return d.EncodeStreamEvent(ev)
 	}
 	t, err := load()
 	if err != nil {
@@ -299,9 +297,15 @@ func (e *Edge) pushPayload(cfg push.Config, ev *wire.StreamEvent, load func() (*
 	if err != nil {
 		return nil, err
 	}
-	v := wire.Version(cfg.Version)
-	if v != wire.V03REST {
-		v = wire.V03
+	return d.EncodeTask(w)
+}
+
+// pushDialect is the dialect of the binding that made cfg: V10, V03REST,
+// else the JSON-RPC 0.3 one (the hello-a2a profile borrows 0.3's pushes).
+func pushDialect(cfg push.Config) wire.Dialect {
+	switch v := wire.Version(cfg.Version); v {
+	case wire.V10, wire.V03REST:
+		return wire.DialectOf(v)
 	}
-	return wire.EncodeTask(v, w)
+	return wire.DialectOf(wire.V03)
 }

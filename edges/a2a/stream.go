@@ -19,7 +19,7 @@ import (
 // Each event's SSE id is the task's generation after it (see taskstore,
 // "Generations"); the snapshot's is the task's generation when loaded.
 type stream struct {
-	version wire.Version
+	dialect wire.Dialect
 	taskID  string
 	// task is the snapshot sent first; nil for a resumed subscription,
 	// which sends only the events after its Last-Event-ID.
@@ -54,16 +54,16 @@ type sink interface {
 
 // openStream validates a streaming call and returns its stream, or the
 // error to answer with before any stream opens.
-func (e *Edge) openStream(ctx context.Context, rc rpcCall, v wire.Version, op wire.Operation, params any) (*stream, *wire.Error) {
+func (e *Edge) openStream(ctx context.Context, rc rpcCall, op wire.Operation, params any) (*stream, *wire.Error) {
 	callFrom(ctx).setTask(taskIDOf(params))
 	switch p := params.(type) {
 	case *wire.SendParams:
 		if op == wire.OpSendStreamingMessage {
-			return e.sendStream(ctx, rc, v, p)
+			return e.sendStream(ctx, rc, p)
 		}
 	case *wire.CancelTaskParams: // SubscribeToTask's params are {id, tenant}
 		if op == wire.OpSubscribeToTask {
-			return e.subscribe(ctx, rc, v, p)
+			return e.subscribe(ctx, rc, p)
 		}
 	}
 	return nil, wire.InternalError(fmt.Sprintf("%s is not a streaming operation", op))
@@ -71,8 +71,8 @@ func (e *Edge) openStream(ctx context.Context, rc rpcCall, v wire.Version, op wi
 
 // sendStream creates the task, starts watching it and runs the tool in the
 // background: the client going away stops its stream, never the task.
-func (e *Edge) sendStream(ctx context.Context, rc rpcCall, v wire.Version, p *wire.SendParams) (*stream, *wire.Error) {
-	t, _, werr := e.accept(ctx, rc, v, p, modeStreaming) // streaming: always stored
+func (e *Edge) sendStream(ctx context.Context, rc rpcCall, p *wire.SendParams) (*stream, *wire.Error) {
+	t, _, werr := e.accept(ctx, rc, p, modeStreaming) // streaming: always stored
 	if werr != nil {
 		return nil, werr
 	}
@@ -89,7 +89,7 @@ func (e *Edge) sendStream(ctx context.Context, rc rpcCall, v wire.Version, p *wi
 	}
 	var req execRequest
 	_ = json.Unmarshal(t.Request, &req)
-	return &stream{version: v, taskID: t.ID, task: t, after: t.Generation, events: events, cancel: cancel, holdTask: req.Native}, nil
+	return &stream{dialect: rc.dialect, taskID: t.ID, task: t, after: t.Generation, events: events, cancel: cancel, holdTask: req.Native}, nil
 }
 
 // subscribe streams an existing task: without a resume point, the current
@@ -97,7 +97,7 @@ func (e *Edge) sendStream(ctx context.Context, rc rpcCall, v wire.Version, p *wi
 // one (Last-Event-ID, or params.metadata[wire.LastGenerationKey]), exactly
 // the events after that generation, through the terminal one if the task
 // has ended since. Either stays open while the task waits for input.
-func (e *Edge) subscribe(ctx context.Context, rc rpcCall, v wire.Version, p *wire.CancelTaskParams) (*stream, *wire.Error) {
+func (e *Edge) subscribe(ctx context.Context, rc rpcCall, p *wire.CancelTaskParams) (*stream, *wire.Error) {
 	owner, werr := e.owner(rc.caller, p.Tenant)
 	if werr != nil {
 		return nil, werr
@@ -128,7 +128,7 @@ func (e *Edge) subscribe(ctx context.Context, rc rpcCall, v wire.Version, p *wir
 		cancel()
 		return nil, wire.UnsupportedOperation(fmt.Sprintf("task %s is %s; there is nothing left to subscribe to", t.ID, t.State))
 	}
-	st := &stream{version: v, taskID: t.ID, task: t, after: t.Generation, events: events, cancel: cancel,
+	st := &stream{dialect: rc.dialect, taskID: t.ID, task: t, after: t.Generation, events: events, cancel: cancel,
 		untilTerminal: true, draining: e.draining}
 	if from > 0 {
 		st.task, st.after = nil, from
@@ -148,7 +148,7 @@ func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 		if err != nil {
 			return err
 		}
-		raw, err := wire.EncodeStreamEvent(st.version, &wire.StreamEvent{Task: w})
+		raw, err := st.dialect.EncodeStreamEvent(&wire.StreamEvent{Task: w})
 		if err != nil {
 			return err
 		}
@@ -202,7 +202,7 @@ func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 		id := wire.GenerationEventID(ev.Generation)
 		if !sentTask {
 			if reply := tr.directReply(ev); reply != nil {
-				raw, err := wire.EncodeStreamEvent(st.version, &wire.StreamEvent{Message: reply})
+				raw, err := st.dialect.EncodeStreamEvent(&wire.StreamEvent{Message: reply})
 				if err == nil {
 					err = s.event(id, raw)
 				}
@@ -216,7 +216,7 @@ func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 				return
 			}
 		}
-		raw, err := wire.EncodeStreamEvent(st.version, out)
+		raw, err := st.dialect.EncodeStreamEvent(out)
 		if err != nil {
 			s.fail(wire.InternalError(err.Error()))
 			return

@@ -266,7 +266,7 @@ type env struct {
 func newEnv(t *testing.T, opts ...StoreOption) *env {
 	t.Helper()
 	ns, _, js := natstest.Start(t)
-	s, err := OpenStore(t.Context(), js, append([]StoreOption{WithLogger(testLogger(t))}, opts...)...)
+	s, err := OpenStore(t.Context(), js, append([]StoreOption{WithStoreLogger(testLogger(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func fast(t *testing.T, more ...OutboxOption) []OutboxOption {
 	return append([]OutboxOption{
 		WithBackoff(5*time.Millisecond, 20*time.Millisecond),
 		WithTimeout(5 * time.Second),
-		WithLogger(testLogger(t)),
+		WithOutboxLogger(testLogger(t)),
 	}, more...)
 }
 

@@ -99,9 +99,10 @@ func OutboxConsumerConfig(durable string, timeout time.Duration) jetstream.Consu
 	}
 }
 
-// OutboxOption configures an Outbox. WithReplicas and WithLogger configure
-// both a Store and an Outbox.
-type OutboxOption interface{ applyOutbox(*outboxOptions) error }
+// OutboxOption configures an Outbox. As everywhere in the project, an
+// option only records its value; OpenOutbox checks them all and refuses an
+// invalid one with an ErrInvalidArgument naming it.
+type OutboxOption func(*outboxOptions)
 
 type outboxOptions struct {
 	replicas    int
@@ -116,142 +117,81 @@ type outboxOptions struct {
 	log         *slog.Logger
 }
 
-type outboxOption func(*outboxOptions) error
+// WithOutboxReplicas sets the outbox stream's replica count (default 1).
+func WithOutboxReplicas(n int) OutboxOption { return func(o *outboxOptions) { o.replicas = n } }
 
-func (f outboxOption) applyOutbox(o *outboxOptions) error { return f(o) }
-
-// Option configures both a Store and an Outbox.
-type Option interface {
-	StoreOption
-	OutboxOption
-}
-
-type sharedOption struct {
-	store  func(*storeOptions) error
-	outbox func(*outboxOptions) error
-}
-
-func (s sharedOption) applyStore(o *storeOptions) error   { return s.store(o) }
-func (s sharedOption) applyOutbox(o *outboxOptions) error { return s.outbox(o) }
-
-// WithReplicas sets the replica count of the bucket or stream (default 1).
-func WithReplicas(n int) Option {
-	check := func() error {
-		if n < 1 || n > 5 {
-			return fmt.Errorf("%w: replicas %d not in 1..5", ErrInvalidArgument, n)
-		}
-		return nil
-	}
-	return sharedOption{
-		store:  func(o *storeOptions) error { o.replicas = n; return check() },
-		outbox: func(o *outboxOptions) error { o.replicas = n; return check() },
-	}
-}
-
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option {
-	check := func() error {
-		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidArgument)
-		}
-		return nil
-	}
-	return sharedOption{
-		store:  func(o *storeOptions) error { o.log = l; return check() },
-		outbox: func(o *outboxOptions) error { o.log = l; return check() },
-	}
-}
+// WithOutboxLogger sets the Outbox's logger (default slog.Default()).
+func WithOutboxLogger(l *slog.Logger) OutboxOption { return func(o *outboxOptions) { o.log = l } }
 
 // WithBackoff sets the retry delay: attempt n waits about base·2^(n-1),
 // at most cap, with jitter (defaults DefaultBackoffBase, DefaultBackoffCap).
 func WithBackoff(base, limit time.Duration) OutboxOption {
-	return outboxOption(func(o *outboxOptions) error {
-		if base < time.Millisecond || limit < base {
-			return fmt.Errorf("%w: backoff base %s, cap %s", ErrInvalidArgument, base, limit)
-		}
-		o.backoffBase, o.backoffCap = base, limit
-		return nil
-	})
+	return func(o *outboxOptions) { o.backoffBase, o.backoffCap = base, limit }
 }
 
 // WithMaxDeliver sets how many delivery attempts a notification gets
 // (default DefaultMaxDeliver).
-func WithMaxDeliver(n int) OutboxOption {
-	return outboxOption(func(o *outboxOptions) error {
-		if n < 1 || n > 100 {
-			return fmt.Errorf("%w: max deliver %d not in 1..100", ErrInvalidArgument, n)
-		}
-		o.maxDeliver = n
-		return nil
-	})
-}
+func WithMaxDeliver(n int) OutboxOption { return func(o *outboxOptions) { o.maxDeliver = n } }
 
 // WithTimeout sets the per-attempt timeout, connection included (default
 // DefaultTimeout).
-func WithTimeout(d time.Duration) OutboxOption {
-	return outboxOption(func(o *outboxOptions) error {
-		if d < 10*time.Millisecond || d > 5*time.Minute {
-			return fmt.Errorf("%w: timeout %s not in 10ms..5m", ErrInvalidArgument, d)
-		}
-		o.timeout = d
-		return nil
-	})
-}
+func WithTimeout(d time.Duration) OutboxOption { return func(o *outboxOptions) { o.timeout = d } }
 
 // WithConcurrency sets how many deliveries one Run makes at once (default
 // DefaultConcurrency).
-func WithConcurrency(n int) OutboxOption {
-	return outboxOption(func(o *outboxOptions) error {
-		if n < 1 || n > 1024 {
-			return fmt.Errorf("%w: concurrency %d not in 1..1024", ErrInvalidArgument, n)
-		}
-		o.concurrency = n
-		return nil
-	})
-}
+func WithConcurrency(n int) OutboxOption { return func(o *outboxOptions) { o.concurrency = n } }
 
 // WithDurable sets the durable consumer's name (default DefaultDurable).
 // Every replica must use the same one: a work-queue stream refuses a
 // second consumer over the same subjects.
-func WithDurable(name string) OutboxOption {
-	return outboxOption(func(o *outboxOptions) error {
-		if name == "" || len(name) > 64 {
-			return fmt.Errorf("%w: durable name empty or longer than 64 bytes", ErrInvalidArgument)
-		}
-		for i := 0; i < len(name); i++ {
-			if c := name[i]; c <= ' ' || c == '.' || c == '*' || c == '>' || c == '/' || c == '\\' || c >= 0x7f {
-				return fmt.Errorf("%w: durable name %q", ErrInvalidArgument, name)
-			}
-		}
-		o.durable = name
-		return nil
-	})
-}
+func WithDurable(name string) OutboxOption { return func(o *outboxOptions) { o.durable = name } }
 
 // WithDuplicateWindow sets the stream's dedup window (default
 // DefaultDuplicateWindow): a notification enqueued again within it is
 // dropped.
 func WithDuplicateWindow(d time.Duration) OutboxOption {
-	return outboxOption(func(o *outboxOptions) error {
-		if d < time.Second {
-			return fmt.Errorf("%w: duplicate window %s below 1s", ErrInvalidArgument, d)
-		}
-		o.duplicates = d
-		return nil
-	})
+	return func(o *outboxOptions) { o.duplicates = d }
 }
 
 // WithMaxMessageBytes caps one outbox message, payload and delivery
 // fields (default DefaultMaxMessageBytes; never more than the
 // connection's max payload).
-func WithMaxMessageBytes(n int) OutboxOption {
-	return outboxOption(func(o *outboxOptions) error {
-		if n < 16<<10 || n > 64<<20 {
-			return fmt.Errorf("%w: max message bytes %d not in 16KiB..64MiB", ErrInvalidArgument, n)
+func WithMaxMessageBytes(n int) OutboxOption { return func(o *outboxOptions) { o.maxMsgBytes = n } }
+
+// check refuses an invalid option, naming it.
+func (o *outboxOptions) check() error {
+	switch {
+	case o.replicas < 1 || o.replicas > 5:
+		return fmt.Errorf("%w: WithOutboxReplicas: replicas %d not in 1..5", ErrInvalidArgument, o.replicas)
+	case o.log == nil:
+		return fmt.Errorf("%w: WithOutboxLogger: nil logger", ErrInvalidArgument)
+	case o.backoffBase < time.Millisecond || o.backoffCap < o.backoffBase:
+		return fmt.Errorf("%w: WithBackoff: backoff base %s, cap %s", ErrInvalidArgument, o.backoffBase, o.backoffCap)
+	case o.maxDeliver < 1 || o.maxDeliver > 100:
+		return fmt.Errorf("%w: WithMaxDeliver: max deliver %d not in 1..100", ErrInvalidArgument, o.maxDeliver)
+	case o.timeout < 10*time.Millisecond || o.timeout > 5*time.Minute:
+		return fmt.Errorf("%w: WithTimeout: timeout %s not in 10ms..5m", ErrInvalidArgument, o.timeout)
+	case o.concurrency < 1 || o.concurrency > 1024:
+		return fmt.Errorf("%w: WithConcurrency: concurrency %d not in 1..1024", ErrInvalidArgument, o.concurrency)
+	case o.duplicates < time.Second:
+		return fmt.Errorf("%w: WithDuplicateWindow: duplicate window %s below 1s", ErrInvalidArgument, o.duplicates)
+	case o.maxMsgBytes < 16<<10 || o.maxMsgBytes > 64<<20:
+		return fmt.Errorf("%w: WithMaxMessageBytes: max message bytes %d not in 16KiB..64MiB", ErrInvalidArgument, o.maxMsgBytes)
+	}
+	return checkDurable(o.durable)
+}
+
+// checkDurable refuses a durable name JetStream would not take.
+func checkDurable(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("%w: WithDurable: durable name empty or longer than 64 bytes", ErrInvalidArgument)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c == '.' || c == '*' || c == '>' || c == '/' || c == '\\' || c >= 0x7f {
+			return fmt.Errorf("%w: WithDurable: durable name %q", ErrInvalidArgument, name)
 		}
-		o.maxMsgBytes = n
-		return nil
-	})
+	}
+	return nil
 }
 
 // Outbox delivers push notifications at least once, each from exactly one
@@ -311,9 +251,10 @@ func OpenOutbox(ctx context.Context, js jetstream.JetStream, policy Policy, opts
 		if opt == nil {
 			continue
 		}
-		if err := opt.applyOutbox(&o); err != nil {
-			return nil, fmt.Errorf("open push outbox: %w", err)
-		}
+		opt(&o)
+	}
+	if err := o.check(); err != nil {
+		return nil, fmt.Errorf("open push outbox: %w", err)
 	}
 	if js == nil {
 		return nil, fmt.Errorf("open push outbox: %w: nil JetStream", ErrInvalidArgument)

@@ -270,7 +270,7 @@ func TestDialTimeCheckDefeatsRebinding(t *testing.T) {
 
 	var logs strings.Builder
 	var logMu sync.Mutex
-	o := e.outbox(t, p, WithMaxDeliver(2), WithLogger(slogTo(&logMu, &logs)))
+	o := e.outbox(t, p, WithMaxDeliver(2), WithOutboxLogger(slogTo(&logMu, &logs)))
 	if err := o.Enqueue(t.Context(), cfg, "k", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -58,9 +58,10 @@ func BucketConfig(replicas int) jetstream.KeyValueConfig {
 	}
 }
 
-// StoreOption configures a Store. WithReplicas and WithLogger configure
-// both a Store and an Outbox.
-type StoreOption interface{ applyStore(*storeOptions) error }
+// StoreOption configures a Store. As everywhere in the project, an option
+// only records its value; OpenStore checks them all and refuses an invalid
+// one with an ErrInvalidArgument naming it.
+type StoreOption func(*storeOptions)
 
 type storeOptions struct {
 	replicas   int
@@ -69,33 +70,34 @@ type storeOptions struct {
 	log        *slog.Logger
 }
 
-type storeOption func(*storeOptions) error
+// WithStoreReplicas sets the bucket's replica count (default 1).
+func WithStoreReplicas(n int) StoreOption { return func(o *storeOptions) { o.replicas = n } }
 
-func (f storeOption) applyStore(o *storeOptions) error { return f(o) }
+// WithStoreLogger sets the Store's logger (default slog.Default()).
+func WithStoreLogger(l *slog.Logger) StoreOption { return func(o *storeOptions) { o.log = l } }
 
 // WithMaxConfigsPerTask bounds the configs of one task, of all owners
 // together (default DefaultMaxConfigsPerTask).
-func WithMaxConfigsPerTask(n int) StoreOption {
-	return storeOption(func(o *storeOptions) error {
-		if n < 1 || n > 1000 {
-			return fmt.Errorf("%w: max configs per task %d not in 1..1000", ErrInvalidArgument, n)
-		}
-		o.maxConfigs = n
-		return nil
-	})
-}
+func WithMaxConfigsPerTask(n int) StoreOption { return func(o *storeOptions) { o.maxConfigs = n } }
 
 // WithClosedTaskTTL sets how long the closed mark DeleteTask leaves is
 // kept (default DefaultClosedTaskTTL). Keep it far above the longest time
 // a notification can wait in the outbox.
-func WithClosedTaskTTL(d time.Duration) StoreOption {
-	return storeOption(func(o *storeOptions) error {
-		if d < time.Second {
-			return fmt.Errorf("%w: closed task TTL %s below 1s", ErrInvalidArgument, d)
-		}
-		o.closedTTL = d
-		return nil
-	})
+func WithClosedTaskTTL(d time.Duration) StoreOption { return func(o *storeOptions) { o.closedTTL = d } }
+
+// check refuses an invalid option, naming it.
+func (o *storeOptions) check() error {
+	switch {
+	case o.replicas < 1 || o.replicas > 5:
+		return fmt.Errorf("%w: WithStoreReplicas: replicas %d not in 1..5", ErrInvalidArgument, o.replicas)
+	case o.log == nil:
+		return fmt.Errorf("%w: WithStoreLogger: nil logger", ErrInvalidArgument)
+	case o.maxConfigs < 1 || o.maxConfigs > 1000:
+		return fmt.Errorf("%w: WithMaxConfigsPerTask: max configs per task %d not in 1..1000", ErrInvalidArgument, o.maxConfigs)
+	case o.closedTTL < time.Second:
+		return fmt.Errorf("%w: WithClosedTaskTTL: closed task TTL %s below 1s", ErrInvalidArgument, o.closedTTL)
+	}
+	return nil
 }
 
 // Store keeps push configs in the JetStream KV bucket Bucket, so that any
@@ -122,9 +124,10 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, opts ...StoreOption)
 		if opt == nil {
 			continue
 		}
-		if err := opt.applyStore(&o); err != nil {
-			return nil, fmt.Errorf("open push store: %w", err)
-		}
+		opt(&o)
+	}
+	if err := o.check(); err != nil {
+		return nil, fmt.Errorf("open push store: %w", err)
 	}
 	if js == nil {
 		return nil, fmt.Errorf("open push store: %w: nil JetStream", ErrInvalidArgument)

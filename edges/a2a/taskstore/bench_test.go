@@ -21,7 +21,7 @@ func BenchmarkCreateComplete(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Complete(ctx, task.ID, alice, StateCompleted, msg("done"), artifact, []string{"receipt"}); err != nil {
+		if _, err := complete(ctx, s, task.ID, alice, StateCompleted, msg("done"), artifact, []string{"receipt"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -44,7 +44,7 @@ func BenchmarkLoad(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if _, err := s.Complete(ctx, task.ID, alice, StateCompleted, msg("done"), nil, []string{"receipt"}); err != nil {
+	if _, err := complete(ctx, s, task.ID, alice, StateCompleted, msg("done"), nil, []string{"receipt"}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()

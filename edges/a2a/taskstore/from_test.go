@@ -44,7 +44,7 @@ func TestTransitionFrom(t *testing.T) {
 		t.Fatalf("after a stale append: saw other %v, seq %d vs %d, %d messages", sawOther, cur.Seq, loaded.Seq, len(loaded.History))
 	}
 	// A refused event writes nothing.
-	if _, err := s.Complete(ctx, task.ID, alice, StateCompleted, nil, nil, nil); err != nil {
+	if _, err := complete(ctx, s, task.ID, alice, StateCompleted, nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.TransitionFrom(ctx, cur, add("late")); err == nil {

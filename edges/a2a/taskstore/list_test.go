@@ -28,7 +28,7 @@ func TestList(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%3 == 0 {
-			if _, err := s.Complete(ctx, task.ID, alice, StateCompleted, nil, nil, nil); err != nil {
+			if _, err := complete(ctx, s, task.ID, alice, StateCompleted, nil, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			completed[task.ID] = true

@@ -63,8 +63,10 @@ func StreamConfig(replicas int, maxMessageBytes int32, duplicates time.Duration)
 	return schemas.TasksStreamConfig(replicas, maxMessageBytes, duplicates)
 }
 
-// Option configures a Store.
-type Option func(*options) error
+// Option configures a Store. As everywhere in the project, an option only
+// records its value; Open checks them all and refuses an invalid one with
+// an ErrInvalidArgument naming it.
+type Option func(*options)
 
 type options struct {
 	replicas        int
@@ -78,100 +80,59 @@ type options struct {
 }
 
 // WithReplicas sets the stream's replica count (default 1).
-func WithReplicas(n int) Option {
-	return func(o *options) error {
-		if n < 1 || n > 5 {
-			return fmt.Errorf("%w: replicas %d not in 1..5", ErrInvalidArgument, n)
-		}
-		o.replicas = n
-		return nil
-	}
-}
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
 
 // WithMaxMessageBytes caps one commit (default DefaultMaxMessageBytes;
 // never more than the connection's max payload).
-func WithMaxMessageBytes(n int) Option {
-	return func(o *options) error {
-		if n < 4<<10 || n > 64<<20 {
-			return fmt.Errorf("%w: max message bytes %d not in 4KiB..64MiB", ErrInvalidArgument, n)
-		}
-		o.maxMessageBytes = n
-		return nil
-	}
-}
+func WithMaxMessageBytes(n int) Option { return func(o *options) { o.maxMessageBytes = n } }
 
 // WithMaxTaskBytes caps the sum of a task's commits (default
 // DefaultMaxTaskBytes).
-func WithMaxTaskBytes(n int) Option {
-	return func(o *options) error {
-		if n < 4<<10 {
-			return fmt.Errorf("%w: max task bytes %d below 4KiB", ErrInvalidArgument, n)
-		}
-		o.maxTaskBytes = n
-		return nil
-	}
-}
+func WithMaxTaskBytes(n int) Option { return func(o *options) { o.maxTaskBytes = n } }
 
 // WithDuplicateWindow sets the stream's dedup window (default
 // DefaultDuplicateWindow).
-func WithDuplicateWindow(d time.Duration) Option {
-	return func(o *options) error {
-		if d < time.Second {
-			return fmt.Errorf("%w: duplicate window %s below 1s", ErrInvalidArgument, d)
-		}
-		o.duplicates = d
-		return nil
-	}
-}
+func WithDuplicateWindow(d time.Duration) Option { return func(o *options) { o.duplicates = d } }
 
 // WithMaxAttempts bounds Transition's load-and-append attempts (default
 // DefaultMaxAttempts).
-func WithMaxAttempts(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("%w: max attempts %d below 1", ErrInvalidArgument, n)
-		}
-		o.maxAttempts = n
-		return nil
-	}
-}
+func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
 
 // WithBatchThreshold sets how many commits must be waiting at once, on
 // as many distinct tasks, before they are written as one atomic batch
 // instead of one message each (default DefaultBatchThreshold; 0 never
 // batches). It applies on a single-replica stream only: a replicated one
 // already groups concurrent writes.
-func WithBatchThreshold(n int) Option {
-	return func(o *options) error {
-		if n < 0 || n > maxBatchMessages {
-			return fmt.Errorf("%w: batch threshold %d not in 0..%d", ErrInvalidArgument, n, maxBatchMessages)
-		}
-		o.batchThreshold = n
-		return nil
-	}
-}
+func WithBatchThreshold(n int) Option { return func(o *options) { o.batchThreshold = n } }
 
 // WithClock sets the clock used for event times and lease checks.
-func WithClock(now func() time.Time) Option {
-	return func(o *options) error {
-		if now == nil {
-			return fmt.Errorf("%w: nil clock", ErrInvalidArgument)
-		}
-		o.now = now
-		return nil
-	}
-}
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // WithLogger sets the logger for events the store skips or cleanups that
 // fail (default slog.Default()).
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error {
-		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidArgument)
-		}
-		o.log = l
-		return nil
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// check refuses an invalid option, naming it.
+func (o *options) check() error {
+	switch {
+	case o.replicas < 1 || o.replicas > 5:
+		return fmt.Errorf("%w: WithReplicas: replicas %d not in 1..5", ErrInvalidArgument, o.replicas)
+	case o.maxMessageBytes < 4<<10 || o.maxMessageBytes > 64<<20:
+		return fmt.Errorf("%w: WithMaxMessageBytes: max message bytes %d not in 4KiB..64MiB", ErrInvalidArgument, o.maxMessageBytes)
+	case o.maxTaskBytes < 4<<10:
+		return fmt.Errorf("%w: WithMaxTaskBytes: max task bytes %d below 4KiB", ErrInvalidArgument, o.maxTaskBytes)
+	case o.duplicates < time.Second:
+		return fmt.Errorf("%w: WithDuplicateWindow: duplicate window %s below 1s", ErrInvalidArgument, o.duplicates)
+	case o.maxAttempts < 1:
+		return fmt.Errorf("%w: WithMaxAttempts: max attempts %d below 1", ErrInvalidArgument, o.maxAttempts)
+	case o.batchThreshold < 0 || o.batchThreshold > maxBatchMessages:
+		return fmt.Errorf("%w: WithBatchThreshold: batch threshold %d not in 0..%d", ErrInvalidArgument, o.batchThreshold, maxBatchMessages)
+	case o.now == nil:
+		return fmt.Errorf("%w: WithClock: nil clock", ErrInvalidArgument)
+	case o.log == nil:
+		return fmt.Errorf("%w: WithLogger: nil logger", ErrInvalidArgument)
 	}
+	return nil
 }
 
 // Store keeps A2A tasks as event streams on JetStream. It holds no task
@@ -201,9 +162,10 @@ func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Store, 
 		log:             slog.Default(),
 	}
 	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return nil, fmt.Errorf("open task store: %w", err)
-		}
+		opt(&o)
+	}
+	if err := o.check(); err != nil {
+		return nil, fmt.Errorf("open task store: %w", err)
 	}
 	if js == nil {
 		return nil, fmt.Errorf("open task store: %w: nil JetStream", ErrInvalidArgument)
@@ -710,36 +672,6 @@ func (s *Store) Cancel(ctx context.Context, id string, owner Owner) (*Task, erro
 	})
 	if err != nil {
 		return t, fmt.Errorf("cancel: %w", err)
-	}
-	return t, nil
-}
-
-// Complete ends a task in final (completed, failed or rejected) with the
-// status message, appending artifacts and linking receipt ids in the
-// same commit. If the task is already terminal (typically canceled while
-// it ran) it returns ErrAlreadyTerminal with the task and writes nothing:
-// the cancel wins and the result is discarded.
-func (s *Store) Complete(ctx context.Context, id string, owner Owner, final State, statusMessage json.RawMessage, artifacts []json.RawMessage, receiptIDs []string) (*Task, error) {
-	switch final {
-	case StateCompleted, StateFailed, StateRejected:
-	default:
-		return nil, fmt.Errorf("complete task %s: %w: final state %q", id, ErrInvalidArgument, final)
-	}
-	t, err := s.Transition(ctx, id, owner, func(t *Task) ([]Event, error) {
-		if t.State.Terminal() {
-			return nil, fmt.Errorf("%w (%s)", ErrAlreadyTerminal, t.State)
-		}
-		events := make([]Event, 0, len(artifacts)+len(receiptIDs)+1)
-		for _, a := range artifacts {
-			events = append(events, ArtifactEvent(a))
-		}
-		for _, r := range receiptIDs {
-			events = append(events, ReceiptEvent(r))
-		}
-		return append(events, FinishEvent(final, statusMessage)), nil
-	})
-	if err != nil {
-		return t, fmt.Errorf("complete: %w", err)
 	}
 	return t, nil
 }

@@ -95,7 +95,7 @@ func TestCreateLoadFold(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Second)
-	done, err := s.Complete(ctx, created.ID, alice, StateCompleted, msg("done"), []json.RawMessage{json.RawMessage(`{"artifactId":"a2"}`)}, []string{"r1", "r2", "r1"})
+	done, err := complete(ctx, s, created.ID, alice, StateCompleted, msg("done"), []json.RawMessage{json.RawMessage(`{"artifactId":"a2"}`)}, []string{"r1", "r2", "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestNotFoundNeverRevealsOtherOwners(t *testing.T) {
 					return err
 				},
 				"complete": func() error {
-					_, err := s.Complete(ctx, tt.id, tt.owner, StateCompleted, nil, nil, nil)
+					_, err := complete(ctx, s, tt.id, tt.owner, StateCompleted, nil, nil, nil)
 					return err
 				},
 				"watch": func() error { _, err := s.Watch(ctx, tt.id, tt.owner); return err },
@@ -345,7 +345,7 @@ func TestCancelWinsOverCompletion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := a.Complete(ctx, task.ID, alice, StateCompleted, msg("result"), []json.RawMessage{json.RawMessage(`{"artifactId":"x"}`)}, []string{"r1"})
+		got, err := complete(ctx, a, task.ID, alice, StateCompleted, msg("result"), []json.RawMessage{json.RawMessage(`{"artifactId":"x"}`)}, []string{"r1"})
 		if !errors.Is(err, ErrAlreadyTerminal) || got == nil || got.State != StateCanceled {
 			t.Fatalf("complete after cancel: %+v, %v", got, err)
 		}
@@ -394,7 +394,7 @@ func TestCancelTerminal(t *testing.T) {
 			if final == StateCanceled {
 				_, err = s.Cancel(ctx, task.ID, alice)
 			} else {
-				_, err = s.Complete(ctx, task.ID, alice, final, nil, nil, nil)
+				_, err = complete(ctx, s, task.ID, alice, final, nil, nil, nil)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -488,7 +488,7 @@ func TestSizeLimits(t *testing.T) {
 	}
 	part := json.RawMessage(`"` + strings.Repeat("y", 3<<10) + `"`)
 	// Three artifacts fit one by one but not in one commit.
-	if _, err := s.Complete(ctx, task.ID, alice, StateCompleted, nil, []json.RawMessage{part, part, part}, nil); !errors.Is(err, ErrTooLarge) {
+	if _, err := complete(ctx, s, task.ID, alice, StateCompleted, nil, []json.RawMessage{part, part, part}, nil); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("oversize completion: %v", err)
 	}
 	if got, err := s.Load(ctx, task.ID, alice); err != nil || got.Seq != task.Seq || got.State != StateSubmitted {
@@ -525,7 +525,7 @@ func TestRestartSeesEverything(t *testing.T) {
 		}
 		ids = append(ids, task.ID)
 	}
-	if _, err := s.Complete(ctx, ids[0], alice, StateCompleted, msg("ok"), nil, []string{"rcpt"}); err != nil {
+	if _, err := complete(ctx, s, ids[0], alice, StateCompleted, msg("ok"), nil, []string{"rcpt"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Cancel(ctx, ids[1], alice); err != nil {

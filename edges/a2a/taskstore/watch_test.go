@@ -71,7 +71,7 @@ func TestWatchersSeeTheSameEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.Complete(ctx, task.ID, alice, StateCompleted, msg("done"), nil, []string{"r"}); err != nil {
+	if _, err := complete(ctx, b, task.ID, alice, StateCompleted, msg("done"), nil, []string{"r"}); err != nil {
 		t.Fatal(err)
 	}
 	e1, e2 := collect(t, w1, 30*time.Second), collect(t, w2, 30*time.Second)

@@ -235,10 +235,7 @@ type interface03 struct {
 // card (EncodeAgentCard10), anything else the 0.3-compatible one
 // (EncodeAgentCard).
 func EncodeAgentCardFor(c *AgentCard, v Version) ([]byte, error) {
-	if v == V10 {
-		return EncodeAgentCard10(c)
-	}
-	return EncodeAgentCard(c)
+	return DialectOf(v).EncodeAgentCard(c)
 }
 
 // EncodeAgentCard10 encodes c as a 1.0 card with exactly the members of

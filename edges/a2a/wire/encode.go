@@ -50,33 +50,11 @@ func knownVersion(v Version) error {
 // "statusMessage"). It fails only on an invalid model (unknown state or
 // role, a part without exactly one content, unmarshalable metadata).
 // V03REST (0.3 ProtoJSON for the /v1 routes) is described in encode03rest.go.
-func EncodeTask(v Version, t *Task) (json.RawMessage, error) {
-	if v == V03REST {
-		return encodeTask03REST(t)
-	}
-	if err := knownVersion(v); err != nil {
-		return nil, err
-	}
-	w, err := taskWire(v, t)
-	if err != nil {
-		return nil, err
-	}
-	return marshal(w)
-}
+func EncodeTask(v Version, t *Task) (json.RawMessage, error) { return DialectOf(v).EncodeTask(t) }
 
 // EncodeMessage encodes m as a Message object in dialect v.
 func EncodeMessage(v Version, m *Message) (json.RawMessage, error) {
-	if v == V03REST {
-		return encodeMessage03REST(m)
-	}
-	if err := knownVersion(v); err != nil {
-		return nil, err
-	}
-	w, err := messageWire(v, m)
-	if err != nil {
-		return nil, err
-	}
-	return marshal(w)
+	return DialectOf(v).EncodeMessage(m)
 }
 
 // EncodeSendResult encodes the result of SendMessage / message/send: exactly
@@ -84,20 +62,51 @@ func EncodeMessage(v Version, m *Message) (json.RawMessage, error) {
 // or {"message":…}); 0.3 and hello-a2a return the object itself (0.3 with
 // its "kind").
 func EncodeSendResult(v Version, task *Task, msg *Message) (json.RawMessage, error) {
+	return DialectOf(v).EncodeSendResult(task, msg)
+}
+
+// EncodeListTasksResult encodes a ListTasks result: tasks (never null),
+// nextPageToken ("" on the last page), pageSize and totalSize, with each task
+// in dialect v. V03REST emits {tasks, nextPageToken, totalSize}, without
+// pageSize, which its proto lacks.
+func EncodeListTasksResult(v Version, r *ListTasksResult) (json.RawMessage, error) {
+	return DialectOf(v).EncodeListTasksResult(r)
+}
+
+func (d jsonDialect) EncodeTask(t *Task) (json.RawMessage, error) {
+	if err := knownVersion(d.v); err != nil {
+		return nil, err
+	}
+	w, err := taskWire(d.v, t)
+	if err != nil {
+		return nil, err
+	}
+	return marshal(w)
+}
+
+func (d jsonDialect) EncodeMessage(m *Message) (json.RawMessage, error) {
+	if err := knownVersion(d.v); err != nil {
+		return nil, err
+	}
+	w, err := messageWire(d.v, m)
+	if err != nil {
+		return nil, err
+	}
+	return marshal(w)
+}
+
+func (d jsonDialect) EncodeSendResult(task *Task, msg *Message) (json.RawMessage, error) {
 	if (task == nil) == (msg == nil) {
 		return nil, invalid("a send result needs exactly one of task and message")
-	}
-	if v == V03REST {
-		return encodeSendResult03REST(task, msg)
 	}
 	var inner json.RawMessage
 	var err error
 	if task != nil {
-		inner, err = EncodeTask(v, task)
+		inner, err = d.EncodeTask(task)
 	} else {
-		inner, err = EncodeMessage(v, msg)
+		inner, err = d.EncodeMessage(msg)
 	}
-	if err != nil || v != V10 {
+	if err != nil || d.v != V10 {
 		return inner, err
 	}
 	if task != nil {
@@ -110,15 +119,8 @@ func EncodeSendResult(v Version, task *Task, msg *Message) (json.RawMessage, err
 	}{inner})
 }
 
-// EncodeListTasksResult encodes a ListTasks result: tasks (never null),
-// nextPageToken ("" on the last page), pageSize and totalSize, with each task
-// in dialect v. V03REST emits {tasks, nextPageToken, totalSize}, without
-// pageSize, which its proto lacks.
-func EncodeListTasksResult(v Version, r *ListTasksResult) (json.RawMessage, error) {
-	if v == V03REST {
-		return encodeListTasks03REST(r)
-	}
-	if err := knownVersion(v); err != nil {
+func (d jsonDialect) EncodeListTasksResult(r *ListTasksResult) (json.RawMessage, error) {
+	if err := knownVersion(d.v); err != nil {
 		return nil, err
 	}
 	if r == nil {
@@ -126,7 +128,7 @@ func EncodeListTasksResult(v Version, r *ListTasksResult) (json.RawMessage, erro
 	}
 	tasks := make([]any, 0, len(r.Tasks))
 	for i := range r.Tasks {
-		w, err := taskWire(v, &r.Tasks[i])
+		w, err := taskWire(d.v, &r.Tasks[i])
 		if err != nil {
 			return nil, fmt.Errorf("tasks[%d]: %w", i, err)
 		}

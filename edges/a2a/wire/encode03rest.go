@@ -102,7 +102,18 @@ type taskPushConfig03REST struct {
 	PushNotificationConfig pushNotificationConfig03 `json:"pushNotificationConfig"`
 }
 
-func encodeTask03REST(t *Task) (json.RawMessage, error) {
+// dialect03REST is the V03REST Dialect: every result in the shapes above.
+type dialect03REST struct{}
+
+func (dialect03REST) Version() Version { return V03REST }
+
+// DeletePushConfigResult is google.protobuf.Empty.
+func (dialect03REST) DeletePushConfigResult() json.RawMessage { return json.RawMessage("{}") }
+
+// EncodeAgentCard is the 0.3-compatible card, served by GET /v1/card.
+func (dialect03REST) EncodeAgentCard(c *AgentCard) ([]byte, error) { return EncodeAgentCard(c) }
+
+func (dialect03REST) EncodeTask(t *Task) (json.RawMessage, error) {
 	w, err := task03RESTWire(t)
 	if err != nil {
 		return nil, err
@@ -110,7 +121,7 @@ func encodeTask03REST(t *Task) (json.RawMessage, error) {
 	return marshal(w)
 }
 
-func encodeMessage03REST(m *Message) (json.RawMessage, error) {
+func (dialect03REST) EncodeMessage(m *Message) (json.RawMessage, error) {
 	w, err := message03RESTWire(m)
 	if err != nil {
 		return nil, err
@@ -118,9 +129,11 @@ func encodeMessage03REST(m *Message) (json.RawMessage, error) {
 	return marshal(w)
 }
 
-// encodeSendResult03REST wraps the result like 1.0: {"task":…} or
-// {"message":…}. EncodeSendResult has checked that exactly one is set.
-func encodeSendResult03REST(task *Task, msg *Message) (json.RawMessage, error) {
+// EncodeSendResult wraps the result like 1.0: {"task":…} or {"message":…}.
+func (dialect03REST) EncodeSendResult(task *Task, msg *Message) (json.RawMessage, error) {
+	if (task == nil) == (msg == nil) {
+		return nil, invalid("a send result needs exactly one of task and message")
+	}
 	if task != nil {
 		w, err := task03RESTWire(task)
 		if err != nil {
@@ -135,7 +148,7 @@ func encodeSendResult03REST(task *Task, msg *Message) (json.RawMessage, error) {
 	return marshal(map[string]any{"message": w})
 }
 
-func encodeListTasks03REST(r *ListTasksResult) (json.RawMessage, error) {
+func (dialect03REST) EncodeListTasksResult(r *ListTasksResult) (json.RawMessage, error) {
 	if r == nil {
 		r = &ListTasksResult{}
 	}
@@ -154,9 +167,11 @@ func encodeListTasks03REST(r *ListTasksResult) (json.RawMessage, error) {
 	}{tasks, r.NextPageToken, r.TotalSize})
 }
 
-// encodeStreamEvent03REST wraps the member like 1.0, with 0.3's final.
-// EncodeStreamEvent has checked that exactly one member is set.
-func encodeStreamEvent03REST(ev *StreamEvent) (json.RawMessage, error) {
+// EncodeStreamEvent wraps the member like 1.0, with 0.3's final.
+func (dialect03REST) EncodeStreamEvent(ev *StreamEvent) (json.RawMessage, error) {
+	if !oneStreamMember(ev) {
+		return nil, invalid("a stream event needs exactly one member")
+	}
 	var (
 		inner  any
 		member string
@@ -182,7 +197,7 @@ func encodeStreamEvent03REST(ev *StreamEvent) (json.RawMessage, error) {
 	return marshal(map[string]any{member: inner})
 }
 
-func encodeArtifact03REST(a *Artifact) (json.RawMessage, error) {
+func (dialect03REST) EncodeArtifact(a *Artifact) (json.RawMessage, error) {
 	if a == nil {
 		return nil, invalid("nil artifact")
 	}
@@ -193,7 +208,7 @@ func encodeArtifact03REST(a *Artifact) (json.RawMessage, error) {
 	return marshal(w)
 }
 
-func encodePushConfig03REST(c *PushConfig) (json.RawMessage, error) {
+func (dialect03REST) EncodePushConfig(c *PushConfig) (json.RawMessage, error) {
 	w, err := pushConfig03RESTWire(c)
 	if err != nil {
 		return nil, err
@@ -201,7 +216,7 @@ func encodePushConfig03REST(c *PushConfig) (json.RawMessage, error) {
 	return marshal(w)
 }
 
-func encodePushConfigList03REST(cs []PushConfig, nextPageToken string) (json.RawMessage, error) {
+func (dialect03REST) EncodePushConfigList(cs []PushConfig, nextPageToken string) (json.RawMessage, error) {
 	items := make([]any, 0, len(cs))
 	for i := range cs {
 		w, err := pushConfig03RESTWire(&cs[i])

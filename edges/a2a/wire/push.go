@@ -457,17 +457,7 @@ func pushConfigWire(v Version, c *PushConfig) (any, error) {
 // must not read them back. It fails on a config without a task id or url, or
 // with an authentication lacking a scheme.
 func EncodePushConfig(v Version, c *PushConfig) (json.RawMessage, error) {
-	if v == V03REST {
-		return encodePushConfig03REST(c)
-	}
-	if err := knownVersion(v); err != nil {
-		return nil, err
-	}
-	w, err := pushConfigWire(v, c)
-	if err != nil {
-		return nil, err
-	}
-	return marshal(w)
+	return DialectOf(v).EncodePushConfig(c)
 }
 
 // EncodePushConfigList encodes the result of list: 1.0 {configs: […],
@@ -475,9 +465,22 @@ func EncodePushConfig(v Version, c *PushConfig) (json.RawMessage, error) {
 // bare array, which has no paging, so nextPageToken is dropped; V03REST
 // {configs: […], nextPageToken} with V03REST items. The array is never null.
 func EncodePushConfigList(v Version, cs []PushConfig, nextPageToken string) (json.RawMessage, error) {
-	if v == V03REST {
-		return encodePushConfigList03REST(cs, nextPageToken)
+	return DialectOf(v).EncodePushConfigList(cs, nextPageToken)
+}
+
+func (d jsonDialect) EncodePushConfig(c *PushConfig) (json.RawMessage, error) {
+	if err := knownVersion(d.v); err != nil {
+		return nil, err
 	}
+	w, err := pushConfigWire(d.v, c)
+	if err != nil {
+		return nil, err
+	}
+	return marshal(w)
+}
+
+func (d jsonDialect) EncodePushConfigList(cs []PushConfig, nextPageToken string) (json.RawMessage, error) {
+	v := d.v
 	if err := knownVersion(v); err != nil {
 		return nil, err
 	}

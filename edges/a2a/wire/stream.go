@@ -58,14 +58,16 @@ type artifactUpdateWire struct {
 // end a stream. V03REST wraps the member like 1.0 and adds 0.3's final to a
 // statusUpdate. The hello-a2a profile does not stream.
 func EncodeStreamEvent(v Version, ev *StreamEvent) (json.RawMessage, error) {
-	if v != V10 && v != V03 && v != V03REST {
+	return DialectOf(v).EncodeStreamEvent(ev)
+}
+
+func (d jsonDialect) EncodeStreamEvent(ev *StreamEvent) (json.RawMessage, error) {
+	v := d.v
+	if v != V10 && v != V03 {
 		return nil, invalid("dialect %q has no stream events", v)
 	}
-	if ev == nil || count(ev.Task != nil, ev.Message != nil, ev.Status != nil, ev.Artifact != nil) != 1 {
+	if !oneStreamMember(ev) {
 		return nil, invalid("a stream event needs exactly one member")
-	}
-	if v == V03REST {
-		return encodeStreamEvent03REST(ev)
 	}
 	var (
 		inner  any
@@ -93,6 +95,11 @@ func EncodeStreamEvent(v Version, ev *StreamEvent) (json.RawMessage, error) {
 		return marshal(inner)
 	}
 	return marshal(map[string]any{member: inner})
+}
+
+// oneStreamMember reports whether ev has exactly one member set.
+func oneStreamMember(ev *StreamEvent) bool {
+	return ev != nil && count(ev.Task != nil, ev.Message != nil, ev.Status != nil, ev.Artifact != nil) == 1
 }
 
 func count(bs ...bool) int {
@@ -142,13 +149,14 @@ func artifactUpdateToWire(v Version, u *ArtifactUpdate) (any, error) {
 
 // EncodeArtifact encodes one artifact in dialect v.
 func EncodeArtifact(v Version, a *Artifact) (json.RawMessage, error) {
-	if v == V03REST {
-		return encodeArtifact03REST(a)
-	}
-	if err := knownVersion(v); err != nil {
+	return DialectOf(v).EncodeArtifact(a)
+}
+
+func (d jsonDialect) EncodeArtifact(a *Artifact) (json.RawMessage, error) {
+	if err := knownVersion(d.v); err != nil {
 		return nil, err
 	}
-	arts, err := artifactsWire(v, []Artifact{*a})
+	arts, err := artifactsWire(d.v, []Artifact{*a})
 	if err != nil {
 		return nil, err
 	}

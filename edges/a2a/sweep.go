@@ -1,0 +1,138 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chio-ledger/chio/edges/a2a/taskstore"
+	"github.com/chio-ledger/chio/edges/a2a/wire"
+)
+
+// The core: taking over the tasks of replicas that died.
+
+// Sweep runs until ctx ends, taking over background tasks whose accepting
+// replica stopped renewing its claim (it died): each is claimed (one
+// replica wins) and executed under the capability stored with it. The
+// execution id stays the task's, so the decision event is the same one
+// the dead replica may already have published and the ledger keeps one
+// receipt; the tool itself may run a second time if the first replica
+// died while it ran.
+func (e *Edge) Sweep(ctx context.Context, every time.Duration) {
+	// The live index makes a sweep cost the live tasks, not every task
+	// stored; the full scan stays as the fallback while it catches up or
+	// if it fails.
+	live, err := e.tasks.FollowLive(ctx)
+	if err != nil {
+		e.log.Warn("a2a: sweep: no live task index; scanning the stream", "err", err)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var refs []taskstore.TaskRef
+		ok := false
+		if live != nil {
+			refs, ok = live.Claimable(every)
+		}
+		if !ok {
+			if refs, err = e.tasks.Claimable(ctx, every); err != nil {
+				e.log.Warn("a2a: sweep", "err", err)
+				continue
+			}
+		}
+		for _, ref := range refs {
+			if e.executing.has(ref.ID) {
+				continue // lapsed on a stalled machine, but running here
+			}
+			task, err := e.tasks.Load(ctx, ref.ID, ref.Owner)
+			if err != nil {
+				continue
+			}
+			var req execRequest
+			if json.Unmarshal(task.Request, &req) != nil || req.Mode == modeDeferred {
+				continue // deferred tasks wait for their owner's next get
+			}
+			if req.Mode != modeBackground || req.Capability == "" {
+				// Nobody can resume it (no capability to act under): end it,
+				// so its streams and pollers learn what happened.
+				e.abandon(ctx, ref)
+				continue
+			}
+			claimed, won, err := e.claimFree(ctx, ref.ID, ref.Owner)
+			if err != nil || !won {
+				continue
+			}
+			e.log.Info("a2a: taking over a background task", "task", ref.ID, "from", task.ClaimedBy)
+			// Concurrently: one long task must not hold up the sweep (nor
+			// let its own lease lapse while the loop waits). The run is a
+			// call of its own, logged as such; like a client's, it is not
+			// cut by the sweep stopping but drained.
+			rctx, rec := e.begin(context.WithoutCancel(ctx), "takeover", "")
+			rec.setMethod("takeover")
+			e.spawn(rctx, func() {
+				if _, err := e.execute(rctx, caller{token: req.Capability}, claimed); err != nil {
+					e.log.Error("a2a: taken-over task failed", "task", ref.ID, "err", err)
+				}
+			})
+			rec.release()
+		}
+	}
+}
+
+// executing is the set of tasks whose tool runs on this replica.
+type executing struct {
+	mu  sync.Mutex
+	ids map[string]int // a count: a turn's run may overlap the previous one's tail
+}
+
+func (x *executing) add(id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.ids == nil {
+		x.ids = make(map[string]int)
+	}
+	x.ids[id]++
+}
+
+func (x *executing) remove(id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.ids[id]--; x.ids[id] <= 0 {
+		delete(x.ids, id)
+	}
+}
+
+func (x *executing) has(id string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.ids[id] > 0
+}
+
+// abandon fails a task whose executing replica is gone and that no other
+// replica may run; the claim decides which sweeper writes it.
+func (e *Edge) abandon(ctx context.Context, ref taskstore.TaskRef) {
+	if _, won, err := e.claimFree(ctx, ref.ID, ref.Owner); err != nil || !won {
+		return
+	}
+	msg, _ := encodeStored(&wire.Message{MessageID: uuid.Must(uuid.NewV7()).String(), Role: wire.RoleAgent,
+		Parts: []wire.Part{wire.TextPart("the replica running this task stopped; it cannot be resumed")}})
+	_, err := e.tasks.Transition(ctx, ref.ID, ref.Owner, func(cur *taskstore.Task) ([]taskstore.Event, error) {
+		if cur.State.Terminal() {
+			return nil, nil
+		}
+		return []taskstore.Event{taskstore.FinishEvent(taskstore.StateFailed, msg)}, nil
+	})
+	if err != nil {
+		e.log.Warn("a2a: could not fail an abandoned task", "task", ref.ID, "err", err)
+		return
+	}
+	e.log.Info("a2a: failed a task whose replica stopped", "task", ref.ID)
+}
