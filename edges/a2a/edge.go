@@ -186,7 +186,9 @@ func (e *Edge) card(baseURL string, profile tools.A2AProfile, enforced bool, kee
 	c := &wire.AgentCard{
 		Name: e.cfg.AgentName, Description: e.cfg.AgentDescription, Version: e.cfg.AgentVersion,
 		SupportedInterfaces: e.interfaces(strings.TrimRight(baseURL, "/")),
-		Capabilities: wire.AgentCapabilities{Streaming: true, PushNotifications: e.cfg.Push != nil, ExtendedAgentCard: true,
+		// The extended card is the view of an authenticated caller: offered
+		// where authentication is enforced, like the security it declares.
+		Capabilities: wire.AgentCapabilities{Streaming: true, PushNotifications: e.cfg.Push != nil, ExtendedAgentCard: enforced,
 			Extensions: []wire.AgentExtension{wire.TaskGenerationExtension()}},
 		DefaultInputModes: acceptedModes, DefaultOutputModes: acceptedModes,
 		Skills: []wire.AgentSkill{},

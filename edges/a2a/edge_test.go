@@ -390,9 +390,14 @@ func TestBadInputs(t *testing.T) {
 		t.Fatalf("a tool ran %d times on bad input", n)
 	}
 	// Tokens the kernel refuses get 401 (HTTP) and -31401 with their deny
-	// receipt, and no task.
-	for _, bad := range []struct{ tok, guard string }{{expired, "time"}, {"eyJmb3JnZWQiOnRydWV9", "parse"}} {
-		req, _ := http.NewRequest(http.MethodPost, url+"/a2a", strings.NewReader(send))
+	// receipt (a decision event, found by the id the error names), and no
+	// task; a follow-up message on some task id too, without its task read.
+	followUp := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m-follow","taskId":"01a00000-0000-7000-8000-000000000000","parts":[{"kind":"text","text":"hi"}]}}}`
+	for _, bad := range []struct{ tok, body, guard, tool string }{
+		{expired, send, "time", "hello_task"}, {"eyJmb3JnZWQiOnRydWV9", send, "parse", "hello_task"},
+		{expired, followUp, "time", "SendMessage"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, url+"/a2a", strings.NewReader(bad.body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+bad.tok)
 		resp, err := http.DefaultClient.Do(req)
@@ -403,8 +408,14 @@ func TestBadInputs(t *testing.T) {
 		err = json.NewDecoder(resp.Body).Decode(&m)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != `Bearer realm="chio", error="invalid_token"` ||
-			errCode(m) != wire.CodeUnauthenticated || !strings.Contains(fmt.Sprint(m), "receiptId") || !strings.Contains(fmt.Sprint(m), "refused at "+bad.guard) {
+			errCode(m) != wire.CodeUnauthenticated || !strings.Contains(fmt.Sprint(m), "refused at "+bad.guard) {
 			t.Fatalf("token refused at %s: HTTP %d %q %v %v", bad.guard, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), m, err)
+		}
+		info, _ := m["error"].(map[string]any)["data"].([]any)[0].(map[string]any)["metadata"].(map[string]any)
+		rid, _ := info["receiptId"].(string)
+		d, ok := decisionEvents(t, cl.js)[rid]
+		if !ok || d.Decision.Verdict != schemas.VerdictDeny || d.Decision.Guard != bad.guard || d.ToolName != bad.tool {
+			t.Fatalf("refused at %s: deny receipt %q: %v %+v (tool %s)", bad.guard, rid, ok, d.Decision, d.ToolName)
 		}
 	}
 	// Intents that do not fit the call (another tool; a chain whose parent

@@ -126,11 +126,16 @@ func TestExtendedCard(t *testing.T) {
 }
 
 // A tokenless caller acting under the dev capability is not authenticated:
-// no extended card for it (401), though its calls run. The 0.3 routes also
+// no extended card for it (401), though its calls run; the card does not
+// offer one where authentication is not enforced, but a presented
+// capability still gets its view. The 0.3 routes also
 // answer under the JSON-RPC URL (/a2a/v1/…), and GET /a2a is the card.
 func TestExtendedCardNeedsACredential(t *testing.T) {
 	cl := startCluster(t, 1, token(t, agentKey, "cap-dev"))
 	url := cl.edges[0].URL
+	if body, _, err := cl.raw[0].CardJSON(url, wire.V10); err != nil || !strings.Contains(string(body), `"extendedAgentCard":false`) {
+		t.Fatalf("dev-mode card offers an extended card: %s %v", body, err)
+	}
 	for _, c := range []struct {
 		method, path, tok string
 		status            int

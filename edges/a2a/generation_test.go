@@ -386,6 +386,10 @@ func TestIfGenerationMatch(t *testing.T) {
 		!strings.Contains(string(body), `"status":"ABORTED"`) {
 		t.Fatalf("REST mismatch: %d %s", status, body)
 	}
+	// Without a task to be about, the condition is bad input.
+	if res := rpcSend(`{"message":{"messageId":"m-no-task","role":"ROLE_USER","parts":[{"text":"x"}]},"configuration":{"ifGenerationMatch":1}}`); errCode(res) != wire.CodeInvalidParams {
+		t.Fatalf("ifGenerationMatch without a taskId: %v", res)
+	}
 	// Nothing changed; the matching generation starts the turn.
 	res := rpcSend(followUp("tck-complete-task-g4", fmt.Sprintf(`"ifGenerationMatch":%d`, g), ""))
 	done, _ := res["result"].(map[string]any)["task"].(map[string]any)

@@ -398,8 +398,10 @@ func (s *grpcSink) fail(werr *wire.Error) {
 
 func (s *grpcSink) keepAlive() error { return nil }
 
-// closesStream reports whether msg is a stream's natural last event: a
-// lone message, or a task or status that is terminal or waits for input.
+// closesStream reports whether msg ends a subscription by itself (the
+// only stream it is asked of): a lone message, or a terminal task or
+// status. A subscription stays open through input-required and
+// auth-required, so those do not end it.
 func closesStream(msg *a2apb.StreamResponse) bool {
 	var st a2apb.TaskState
 	switch {
@@ -414,60 +416,60 @@ func closesStream(msg *a2apb.StreamResponse) bool {
 	}
 	switch st {
 	case a2apb.TaskState_TASK_STATE_COMPLETED, a2apb.TaskState_TASK_STATE_FAILED, a2apb.TaskState_TASK_STATE_CANCELED,
-		a2apb.TaskState_TASK_STATE_REJECTED, a2apb.TaskState_TASK_STATE_INPUT_REQUIRED, a2apb.TaskState_TASK_STATE_AUTH_REQUIRED:
+		a2apb.TaskState_TASK_STATE_REJECTED:
 		return true
 	}
 	return false
 }
 
-// grpcCodes maps A2A error codes to gRPC codes as a2a-go does (the v1.0.1
+// grpcCode maps A2A error codes to gRPC codes as a2a-go does (the v1.0.1
 // table): its client maps a status back to an A2A error only when both
 // the code and the ErrorInfo reason match its own table, so matching it is
 // what makes errors.Is(err, a2a.ErrTaskNotFound) work for Go clients. The
 // v1.0.0 table (UNIMPLEMENTED for push, unsupported operation and version)
 // would turn those into a2a-go's ErrInternalError.
-var grpcCodes = map[int]codes.Code{
-	wire.CodeParseError:                codes.InvalidArgument,
-	wire.CodeInvalidRequest:            codes.InvalidArgument,
-	wire.CodeMethodNotFound:            codes.Unimplemented,
-	wire.CodeInvalidParams:             codes.InvalidArgument,
-	wire.CodeInternal:                  codes.Internal,
-	wire.CodeTaskNotFound:              codes.NotFound,
-	wire.CodeTaskNotCancelable:         codes.FailedPrecondition,
-	wire.CodePushNotSupported:          codes.FailedPrecondition,
-	wire.CodeUnsupportedOperation:      codes.FailedPrecondition,
-	wire.CodeContentTypeNotSupported:   codes.InvalidArgument,
-	wire.CodeInvalidAgentResponse:      codes.Internal,
-	wire.CodeExtendedCardNotConfigured: codes.FailedPrecondition,
-	wire.CodeExtensionSupportRequired:  codes.FailedPrecondition,
-	wire.CodeVersionNotSupported:       codes.FailedPrecondition,
-	wire.CodeUnauthenticated:           codes.Unauthenticated,
-	wire.CodePermissionDenied:          codes.PermissionDenied,
-	wire.CodeGenerationMismatch:        codes.Aborted,
+func grpcCode(code int) codes.Code {
+	switch code {
+	case wire.CodeParseError, wire.CodeInvalidRequest, wire.CodeInvalidParams, wire.CodeContentTypeNotSupported:
+		return codes.InvalidArgument
+	case wire.CodeMethodNotFound:
+		return codes.Unimplemented
+	case wire.CodeTaskNotFound:
+		return codes.NotFound
+	case wire.CodeTaskNotCancelable, wire.CodePushNotSupported, wire.CodeUnsupportedOperation,
+		wire.CodeExtendedCardNotConfigured, wire.CodeExtensionSupportRequired, wire.CodeVersionNotSupported:
+		return codes.FailedPrecondition
+	case wire.CodeUnauthenticated:
+		return codes.Unauthenticated
+	case wire.CodePermissionDenied:
+		return codes.PermissionDenied
+	case wire.CodeGenerationMismatch:
+		return codes.Aborted
+	}
+	return codes.Internal // Internal, InvalidAgentResponse and unknown codes
 }
 
-// grpcReasons are ErrorInfo reasons that differ on gRPC: a2a-go names
-// permission denied UNAUTHORIZED, and matches reasons exactly.
-var grpcReasons = map[int]string{wire.CodePermissionDenied: "UNAUTHORIZED"}
+// grpcReason is the ErrorInfo reason of code where it differs on gRPC:
+// a2a-go names permission denied UNAUTHORIZED, and matches reasons exactly.
+func grpcReason(code int, reason string) string {
+	if code == wire.CodePermissionDenied {
+		return "UNAUTHORIZED"
+	}
+	return reason
+}
 
-// grpcError is werr as a gRPC status: its code per grpcCodes (INTERNAL
+// grpcError is werr as a gRPC status: its code per grpcCode (INTERNAL
 // for unknown codes), its message, and its ErrorInfo (and BadRequest, for
 // invalid params naming fields) as details.
 func grpcError(werr *wire.Error) error {
-	code, ok := grpcCodes[werr.Code]
-	if !ok {
-		code = codes.Internal
-	}
-	st := status.New(code, werr.Message)
+	st := status.New(grpcCode(werr.Code), werr.Message)
 	info, details := grpcDetails(werr)
 	if info == nil {
 		info = &errdetails.ErrorInfo{Reason: werr.Reason(), Domain: wire.ErrorDomain}
 	}
-	if r, ok := grpcReasons[werr.Code]; ok {
-		info.Reason = r
-	}
+	info.Reason = grpcReason(werr.Code, info.Reason)
 	if info.Reason == "" {
-		info.Reason = strings.ToUpper(code.String()) // a reason is required
+		info.Reason = strings.ToUpper(st.Code().String()) // a reason is required
 	}
 	if withDetails, err := st.WithDetails(append([]protoadapt.MessageV1{info}, details...)...); err == nil {
 		st = withDetails

@@ -74,7 +74,9 @@ func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, op wire.Operation, 
 			// A finished task keeps its configs readable (the spec lets a
 			// client manage them whatever the state), though nothing more
 			// will be sent; they go like those of a task that just ended.
-			e.dropConfigLater(taskID, stored)
+			if werr := e.expireConfig(ctx, taskID, stored); werr != nil {
+				return nil, werr
+			}
 		}
 		return encodePushResult(rc.dialect.EncodePushConfig(toWirePush(stored, tenant)))
 	case *wire.GetPushConfigParams:
@@ -268,17 +270,14 @@ func (e *Edge) notify(ctx context.Context, c taskstore.Commit) error {
 	return nil
 }
 
-// dropConfigLater deletes one config of a finished task after
-// configsKept; a replica that stops within that while leaves it behind,
-// as it does the configs of a task that ends (see notify).
-func (e *Edge) dropConfigLater(taskID string, c push.Config) {
-	time.AfterFunc(configsKept, func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := e.cfg.Push.Store.Delete(dctx, c.Owner, taskID, c.ID); err != nil && !errors.Is(err, push.ErrNotFound) {
-			e.log.Warn("a2a: drop a push config of a finished task", "task", taskID, "config", c.ID, "err", err)
-		}
-	})
+// expireConfig makes one config of a finished task go after configsKept,
+// like the configs of a task that just ended; the expiry is the bucket's
+// (a per-key TTL), so no timer outlives this replica.
+func (e *Edge) expireConfig(ctx context.Context, taskID string, c push.Config) *wire.Error {
+	if err := e.cfg.Push.Store.Expire(ctx, c.Owner, taskID, c.ID, configsKept); err != nil {
+		return pushError(err)
+	}
+	return nil
 }
 
 // pushPayload is the body of one notification: a 1.0 StreamResponse, or,

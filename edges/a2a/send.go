@@ -85,6 +85,23 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, p *wire.SendParams, mode 
 	if werr := checkParts(&p.Message); werr != nil {
 		return nil, nil, werr
 	}
+	if p.Message.TaskID == "" {
+		// A condition on a task's generation needs the task it is about.
+		if g, werr := ifGenerationMatch(p); werr != nil || g != nil {
+			if werr == nil {
+				werr = wire.InvalidParams("ifGenerationMatch applies to a message that continues a task: set message.taskId",
+					wire.FieldViolation{Field: "configuration.ifGenerationMatch", Description: "needs message.taskId"})
+			}
+			return nil, nil, werr
+		}
+	}
+	// Identity first: a caller the kernel refuses learns nothing about tasks
+	// or webhook hosts (no task load, no DNS lookup), gets no task and no
+	// webhook call, and its call still gets its deny receipt.
+	id, d := e.kernel.Identify(rc.caller.token)
+	if d != nil {
+		return nil, nil, e.refuse(ctx, rc.caller, e.refusedRequest(ctx, rc, p, mode), d)
+	}
 	prior, forced, werr := e.priorTurn(ctx, rc, p)
 	if werr != nil {
 		return nil, nil, werr
@@ -96,12 +113,6 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, p *wire.SendParams, mode 
 	pc, werr := e.inlinePush(ctx, rc.dialect.Version(), p)
 	if werr != nil {
 		return nil, nil, werr
-	}
-	id, d := e.kernel.Identify(rc.caller.token)
-	if d != nil {
-		// The capability does not verify: no task, and no webhook is ever
-		// called on its behalf; the call still gets its deny receipt.
-		return nil, nil, e.refuse(ctx, rc.caller, req, d)
 	}
 	// From here the request is accepted: a client going away must not leave
 	// a task created but never claimed.
@@ -184,6 +195,21 @@ func (e *Edge) sendRequest(ctx context.Context, rc rpcCall, p *wire.SendParams, 
 		req.Capability = rc.caller.token
 	}
 	return req, nil
+}
+
+// refusedRequest is what a send refused for its capability asked for, as
+// its deny receipt names it: the skill it resolves to without its task (a
+// follow-up's task is not read for a caller the kernel refused), else
+// the A2A operation itself, a2a/SendMessage, with empty arguments.
+func (e *Edge) refusedRequest(ctx context.Context, rc rpcCall, p *wire.SendParams, mode string) execRequest {
+	if req, werr := e.sendRequest(ctx, rc, p, "", mode); werr == nil && len(req.Arguments) <= schemas.MaxParametersBytes {
+		req.Capability = "" // never stored: nothing is
+		return req
+	}
+	if p.Message.MessageID == "" {
+		p.Message.MessageID = uuid.Must(uuid.NewV7()).String()
+	}
+	return execRequest{ServerID: "a2a", ToolName: wire.OpSendMessage.String(), Arguments: json.RawMessage("{}"), RequestID: p.Message.MessageID}
 }
 
 // storeAccepted stores an accepted send's task, the next turn of prior or

@@ -22,10 +22,9 @@ type Policy struct {
 // Delay is the pause before retry attempt n (1-based; n < 1 counts as 1).
 func (p Policy) Delay(attempt int) time.Duration {
 	d := p.Cap
-	if shift := max(attempt, 1) - 1; shift < 32 {
-		if b := p.Base << shift; b > 0 && b < d {
-			d = b
-		}
+	// Base·2^shift below Cap, tested without overflowing the shift.
+	if shift := max(attempt, 1) - 1; shift < 63 && p.Base > 0 && p.Base <= p.Cap>>shift {
+		d = p.Base << shift
 	}
 	if d <= 0 {
 		return 0

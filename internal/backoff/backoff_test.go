@@ -29,6 +29,13 @@ func TestDelay(t *testing.T) {
 	if d := (Policy{}).Delay(3); d != 0 {
 		t.Fatalf("zero policy: %s", d)
 	}
+	// A large base never wraps into a short delay.
+	big := Policy{Base: time.Hour, Cap: 48 * time.Hour}
+	for _, n := range []int{20, 31, 40} {
+		if d := big.Delay(n); d < 24*time.Hour {
+			t.Fatalf("attempt %d of %+v: %s", n, big, d)
+		}
+	}
 }
 
 func TestSleepEndsWithContext(t *testing.T) {

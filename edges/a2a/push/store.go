@@ -319,6 +319,36 @@ func (s *Store) Delete(ctx context.Context, owner, taskID, id string) error {
 	return nil
 }
 
+// Expire rewrites the owner's config id of task taskID to expire after
+// ttl (at least a second): the config of a finished task, to which nothing
+// more will be sent. The expiry is the bucket's own (a per-key TTL), so it
+// happens whichever replica stops, unlike a timer's. A Put of the same id
+// racing it keeps that Put's config, without the expiry.
+func (s *Store) Expire(ctx context.Context, owner, taskID, id string, ttl time.Duration) error {
+	if !validRef(owner, taskID, id) {
+		return fmt.Errorf("expire push config: %w", ErrNotFound)
+	}
+	if ttl < time.Second {
+		return fmt.Errorf("expire push config: %w: ttl %s below 1s", ErrInvalidArgument, ttl)
+	}
+	key := configKey(owner, taskID, id)
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("expire push config: %w", ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("expire push config: %w", err)
+	}
+	// A key's TTL is set when it is created: take it out and create it again.
+	if err := s.purge(ctx, key); err != nil {
+		return fmt.Errorf("expire push config: %w", err)
+	}
+	if _, err := s.kv.Create(ctx, key, e.Value(), jetstream.KeyTTL(ttl)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("expire push config: %w", err)
+	}
+	return nil
+}
+
 // ForTask returns every config of task taskID, of any owner, ordered by
 // owner token and ID: the delivery side's view, for enqueueing a task's
 // notifications.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -299,6 +300,37 @@ func TestStoreDeleteTask(t *testing.T) {
 	}
 	if len(info.State.Subjects) != 0 {
 		t.Fatalf("task subjects left: %v", info.State.Subjects)
+	}
+}
+
+// Expire keeps the config readable until its TTL, then the bucket drops
+// it: no timer of the process's takes part.
+func TestStoreExpire(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	task := newTaskID()
+	cfg, err := e.store.Put(ctx, Config{TaskID: task, Owner: alice, URL: "https://h.example.com/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Expire(ctx, alice, task, cfg.ID, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.store.Get(ctx, alice, task, cfg.ID); err != nil || got.URL != cfg.URL {
+		t.Fatalf("right after Expire: %+v %v", got, err)
+	}
+	waitForWithin(t, "the config to expire", 30*time.Second, func() bool {
+		_, err := e.store.Get(ctx, alice, task, cfg.ID)
+		return errors.Is(err, ErrNotFound)
+	})
+	for _, c := range []struct {
+		id  string
+		ttl time.Duration
+		err error
+	}{{cfg.ID, time.Second, ErrNotFound}, {"nope", time.Second, ErrNotFound}, {cfg.ID, time.Millisecond, ErrInvalidArgument}} {
+		if err := e.store.Expire(ctx, alice, task, c.id, c.ttl); !errors.Is(err, c.err) {
+			t.Fatalf("Expire(%s, %s) = %v, want %v", c.id, c.ttl, err, c.err)
+		}
 	}
 }
 
