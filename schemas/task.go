@@ -171,7 +171,8 @@ type TaskEvent struct {
 	Seq uint64 `json:"-"`
 	// Generation is the task's generation after the event when the event
 	// is a client-visible mutation (TaskEffect.Mutation), else 0; like Seq
-	// it is set on events read back (by a watch), never stored.
+	// it is set on events read back (by the A2A edge's Watch and Follow),
+	// never stored in the event.
 	Generation int64 `json:"-"`
 }
 

@@ -57,6 +57,14 @@ import (
 // (working) is generation 2, and a stream from its start shows the task at
 // 2; a reader replaying from generation 1 gets the working status as
 // generation 2. TaskEffect.Mutation reports which events counted.
+//
+// Whether an accepted event counts depends on the event alone
+// (TaskEvent.Mutates), never on the task it applies to, and Apply counts
+// by that very predicate. A reader that has only one commit, every event
+// of which applied (the A2A edge's writer applies them strictly), and the
+// generation after it can therefore number the commit's mutations without
+// folding the task: the last mutation has that generation, each one before
+// it one less.
 
 // Errors of TaskHead.Apply, wrapped with the event they refuse; test them
 // with errors.Is.
@@ -168,13 +176,13 @@ func (h *TaskHead) Apply(e *TaskEvent) (TaskEffect, error) {
 			return bad("context id longer than %d bytes", MaxTaskContextID)
 		}
 		*h = TaskHead{Owner: *e.Owner, ContextID: e.ContextID, State: TaskSubmitted, StatusTime: e.Time,
-			Created: e.Time, Metadata: e.Metadata, Request: e.Request, Generation: 1}
-		eff := TaskEffect{Served: true, Mutation: true}
+			Created: e.Time, Metadata: e.Metadata, Request: e.Request}
+		eff := TaskEffect{Served: true}
 		if len(e.Message) > 0 {
 			eff.Message = e.Message
 			h.History = 1
 		}
-		return eff, nil
+		return h.count(e, eff), nil
 	}
 	if h.State == "" {
 		return bad("task has no created event")
@@ -183,15 +191,12 @@ func (h *TaskHead) Apply(e *TaskEvent) (TaskEffect, error) {
 		return TaskEffect{}, fmt.Errorf("%w (%s): %s refused", ErrTaskTerminal, h.State, e.Type)
 	}
 	served := TaskEffect{Served: true}
-	mutated := TaskEffect{Served: true, Mutation: true}
 	switch e.Type {
 	case TaskEventStatus:
 		if !e.State.Valid() || e.State.Terminal() {
 			return bad("state %q is not a non-terminal state", e.State)
 		}
 		h.State, h.StatusMessage, h.StatusTime = e.State, e.Message, e.Time
-		h.Generation++
-		return mutated, nil
 	case TaskEventMessage:
 		if len(e.Message) == 0 {
 			return bad("empty message")
@@ -204,10 +209,6 @@ func (h *TaskHead) Apply(e *TaskEvent) (TaskEffect, error) {
 		}
 		h.Artifacts++
 		served.Artifact = &TaskArtifact{Data: e.Artifact, Append: e.Append, LastChunk: e.LastChunk}
-		if _, _, ok := decodeTaskArtifact(e.Artifact); ok {
-			h.Generation++
-			served.Mutation = true
-		}
 	case TaskEventMetadata:
 		h.Metadata = e.Metadata
 	case TaskEventRequest:
@@ -241,8 +242,6 @@ func (h *TaskHead) Apply(e *TaskEvent) (TaskEffect, error) {
 	case TaskEventCanceled:
 		h.State, h.StatusMessage, h.StatusTime = TaskCanceled, e.Message, e.Time
 		h.ClaimedBy, h.ClaimExpires = "", time.Time{}
-		h.Generation++
-		return mutated, nil
 	case TaskEventFinished:
 		switch e.State {
 		case TaskCompleted, TaskFailed, TaskRejected:
@@ -251,12 +250,37 @@ func (h *TaskHead) Apply(e *TaskEvent) (TaskEffect, error) {
 		}
 		h.State, h.StatusMessage, h.StatusTime = e.State, e.Message, e.Time
 		h.ClaimedBy, h.ClaimExpires = "", time.Time{}
-		h.Generation++
-		return mutated, nil
 	default:
 		return bad("unknown event type")
 	}
-	return served, nil
+	return h.count(e, served), nil
+}
+
+// count advances h's generation when e, which Apply just accepted, is a
+// mutation, and says so in eff.
+func (h *TaskHead) count(e *TaskEvent, eff TaskEffect) TaskEffect {
+	if e.Mutates() {
+		h.Generation++
+		eff.Mutation = true
+	}
+	return eff
+}
+
+// Mutates reports whether e is a client-visible mutation once Apply
+// accepts it (see Generations): created, status, canceled, finished, and
+// an artifact event holding an A2A artifact. It looks at the event alone,
+// so that the mutations of a commit can be told without its task; Apply
+// counts generations by it, and TaskEffect.Mutation is its answer for an
+// accepted event.
+func (e *TaskEvent) Mutates() bool {
+	switch e.Type {
+	case TaskEventCreated, TaskEventStatus, TaskEventCanceled, TaskEventFinished:
+		return true
+	case TaskEventArtifact:
+		_, _, ok := decodeTaskArtifact(e.Artifact)
+		return ok
+	}
+	return false
 }
 
 // MergeTaskArtifacts is a task's artifacts as served, from its artifact

@@ -37,6 +37,9 @@ func TestTaskGeneration(t *testing.T) {
 			if h.Generation != want || eff.Mutation != counts {
 				t.Fatalf("%s: generation %d mutation %v, want %d %v", e.Type, h.Generation, eff.Mutation, want, counts)
 			}
+			if e.Mutates() != eff.Mutation {
+				t.Fatalf("%s: Mutates %v, Apply's mutation %v", e.Type, e.Mutates(), eff.Mutation)
+			}
 		}
 	}
 	if want < 5 {
@@ -57,8 +60,12 @@ func TestTaskGeneration(t *testing.T) {
 		{Type: TaskEventFinished, State: TaskCompleted},
 		{Type: TaskEventReceipt, ReceiptID: "r"},
 	} {
-		if _, err := h.Apply(&e); err != nil {
+		eff, err := h.Apply(&e)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if e.Mutates() != eff.Mutation {
+			t.Fatalf("%s: Mutates %v, Apply's mutation %v", e.Type, e.Mutates(), eff.Mutation)
 		}
 	}
 	if h.Generation != 5 {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -49,6 +50,23 @@ func (f *edgeFlags) cardConfig(cfg *a2a.Config) error {
 	}
 	cfg.CardModified = time.Now()
 	return nil
+}
+
+// listenOrigin is "http://" + addr, the edge's own origin when it listens
+// on addr, if addr names a concrete host and port: not an empty host,
+// 0.0.0.0 or :: (a client reaches those under some other name, which the
+// edge does not know) and not port 0 (the port is known once bound).
+// Otherwise it is "": without --public-url the edge then has no own origin
+// and serves its card unsigned.
+func listenOrigin(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" || port == "0" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // loadCardKey reads the card key at path, creating it when it is missing.
@@ -99,17 +117,22 @@ func readSource(src string) ([]byte, error) {
 	if !strings.HasPrefix(src, "http://") && !strings.HasPrefix(src, "https://") {
 		return os.ReadFile(src)
 	}
-	resp, err := fetchClient.Get(src)
+	return fetch(fetchClient, src)
+}
+
+// fetch GETs u with c: status 200, at most maxFetch bytes.
+func fetch(c *http.Client, u string) ([]byte, error) {
+	resp, err := c.Get(u)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: HTTP %d", src, resp.StatusCode)
+		return nil, fmt.Errorf("GET %s: HTTP %d", u, resp.StatusCode)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxFetch+1))
 	if err == nil && len(b) > maxFetch {
-		err = fmt.Errorf("GET %s: larger than %d bytes", src, maxFetch)
+		err = fmt.Errorf("GET %s: larger than %d bytes", u, maxFetch)
 	}
 	return b, err
 }
@@ -125,12 +148,79 @@ func cardURL(src string) string {
 	return u.String()
 }
 
+// httpOriginOf is u's origin, scheme://host:port with the scheme's default
+// port made explicit and the host lowercased, for comparing two URLs' origins.
+func httpOriginOf(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// loopbackHost is a host name that can only mean this machine.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// trustedJKU checks a jku before verify fetches it, when no key is pinned:
+// https, or http to a loopback host only (a plain-http JWKS from the network
+// can be swapped in transit), and on the origin the card was fetched from
+// (cardOrigin): the card names its own jku, so a jku elsewhere would let
+// whoever wrote the card (or served it in place of the real one) vouch for
+// it with a key they host.
+func trustedJKU(jku, cardOrigin string) error {
+	u, err := url.Parse(jku)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+		return fmt.Errorf("jku %q is not an http(s) URL", jku)
+	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+		return fmt.Errorf("jku %s is plain http on a host that is not loopback (https is required)", jku)
+	case httpOriginOf(u) != cardOrigin:
+		return fmt.Errorf("jku %s is not on the origin the card came from (%s)", jku, cardOrigin)
+	}
+	return nil
+}
+
+// jkuClient fetches a JWKS from a jku: like fetchClient, but it follows no
+// redirect to another origin, so the key comes from the origin checked.
+var jkuClient = &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if httpOriginOf(req.URL) != httpOriginOf(via[0].URL) {
+		return fmt.Errorf("redirected to another origin (%s)", httpOriginOf(req.URL))
+	}
+	return nil
+}}
+
 // verifyAgentCard is `chio verify --agent-card`: it checks the card's
 // signatures against the keys of jwks (a file or URL), or, without one,
-// against the keys at each signature's jku. Exit status 1 means no
-// signature verifies, 2 that the inputs could not be read.
+// against the keys at each signature's jku, which must be on the origin
+// the card was fetched from (trustedJKU). Exit status 1 means no
+// signature verifies, 2 that the inputs could not be read (or that a card
+// read from a file came without --jwks).
 func verifyAgentCard(cmd *cobra.Command, cardSrc, jwksSrc string) error {
-	card, err := readSource(cardURL(cardSrc))
+	src := cardURL(cardSrc)
+	var cardOrigin string // the origin the card was fetched from; "" for a file
+	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
+		u, err := url.Parse(src)
+		if err != nil || u.Host == "" {
+			return usageError(fmt.Errorf("--agent-card %q: not a URL", cardSrc))
+		}
+		cardOrigin = httpOriginOf(u)
+	} else if jwksSrc == "" {
+		// Refused rather than verified against the card's own jku: a file
+		// has no origin to hold the jku to, so anyone can write a card
+		// naming a key they host and have it "verify". An OK that proves
+		// nothing is worse than asking for the key.
+		return usageError(fmt.Errorf("--agent-card %s is a file: pass --jwks FILE|URL to pin the key that must have signed it (or give the card's URL, whose origin its jku must share)", cardSrc))
+	}
+	card, err := readSource(src)
 	if err != nil {
 		return usageError(fmt.Errorf("--agent-card: %w", err))
 	}
@@ -149,19 +239,21 @@ func verifyAgentCard(cmd *cobra.Command, cardSrc, jwksSrc string) error {
 			return usageError(fmt.Errorf("--jwks: %w", err))
 		}
 	} else {
-		// No pinned keys: fetch each signature's jku. That proves the card
-		// matches the key its publisher serves, no more.
+		// No pinned keys: fetch each signature's jku, if it is on the
+		// card's origin. That proves the card matches the key that origin
+		// serves, no more.
 		seen := map[string]bool{}
-		var fetched []string
+		var fetched, refused []string
 		for _, h := range hdrs {
 			if h.JKU == "" || seen[h.JKU] {
 				continue
 			}
 			seen[h.JKU] = true
-			if !strings.HasPrefix(h.JKU, "https://") && !strings.HasPrefix(h.JKU, "http://") {
+			if err := trustedJKU(h.JKU, cardOrigin); err != nil {
+				refused = append(refused, err.Error())
 				continue
 			}
-			raw, err := readSource(h.JKU)
+			raw, err := fetch(jkuClient, h.JKU)
 			if err != nil {
 				return &exitError{code: 1, err: fmt.Errorf("verify: FAILED agent card: jku: %v", err)}
 			}
@@ -173,9 +265,12 @@ func verifyAgentCard(cmd *cobra.Command, cardSrc, jwksSrc string) error {
 			fetched = append(fetched, h.JKU)
 		}
 		if len(fetched) == 0 {
-			return usageError(errors.New("the card's signatures name no http(s) jku: pass --jwks FILE|URL"))
+			if len(refused) > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("verify: FAILED agent card: no jku to trust: %s; pass --jwks FILE|URL to pin the key", strings.Join(refused, "; "))}
+			}
+			return usageError(errors.New("the card's signatures name no jku: pass --jwks FILE|URL"))
 		}
-		from = strings.Join(fetched, ", ") + " (the card's jku; pin the key with --jwks for an offline check)"
+		from = strings.Join(fetched, ", ") + " (the card's jku, on its origin; pin the key with --jwks for an offline check)"
 	}
 	v, err := cardsig.Verify(card, keys)
 	if err != nil {

@@ -64,8 +64,10 @@ type edgeFlags struct {
 	// the card advertises (set by listenGRPC).
 	grpcListen    string
 	grpcPublicURL string
-	// httpOrigin is http:// and the HTTP listen address: the origin of
-	// cards built off HTTP (the extended card over gRPC) without --public-url.
+	// httpOrigin is http:// and the HTTP listen address when that names a
+	// concrete host (listenOrigin), else empty: without --public-url, the
+	// origin of cards built off HTTP (the extended card over gRPC) and the
+	// one whose card the card key signs.
 	httpOrigin string
 	grpcURL    string
 	// The agent card: --card-key (the signing key file) and
@@ -449,7 +451,7 @@ func newEdgeA2ACmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ef.httpOrigin = "http://" + listen
+			ef.httpOrigin = listenOrigin(listen)
 			if stdio && grpcAddr != "" {
 				return usageError(errors.New("--grpc-listen does not apply to --stdio"))
 			}
@@ -492,6 +494,9 @@ func newEdgeA2ACmd() *cobra.Command {
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", listen, err)
+			}
+			if ef.publicURL == "" {
+				e.AddOrigin(listenOrigin(ln.Addr().String())) // the bound port, for --listen HOST:0
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "chio edge a2a: agent card http://%s/.well-known/agent-card.json, JSON-RPC http://%s/a2a\n", ln.Addr(), ln.Addr())
 			drains := []func(context.Context) error{e.Drain}

@@ -96,7 +96,7 @@ func newUpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ef.httpOrigin = "http://" + listen
+			ef.httpOrigin = listenOrigin(listen)
 			if !requireCapability && grpcAddr != "" && !loopbackAddr(grpcAddr) {
 				return usageError(fmt.Errorf("--grpc-listen %s is not a loopback address: pass --require-capability (callers must then present their own capability)", grpcAddr))
 			}
@@ -166,6 +166,9 @@ func newUpCmd() *cobra.Command {
 			}()
 			defer func() { stopProj(); <-projDone }()
 			mount := func(e *echo.Echo, addr net.Addr) {
+				if ef.publicURL == "" {
+					edge.AddOrigin(listenOrigin(addr.String())) // the bound port, for --listen HOST:0
+				}
 				edge.Register(e, hc)
 				proj.Register(e)
 				base := "http://" + addr.String()

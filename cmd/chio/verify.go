@@ -23,8 +23,9 @@ func newVerifyCmd() *cobra.Command {
 			"failed check, 2 means the inputs could not be read.\n\n" +
 			"With --agent-card (a file, a URL, or an agent's origin) it verifies the card's JWS signatures\n" +
 			"(A2A AgentCard.signatures, Ed25519 over the RFC 8785 form of the card without them) against the\n" +
-			"keys of --jwks (a file or URL: offline with a file), or else the JWKS each signature's jku names,\n" +
-			"and prints the key that verified. Exit status 1 means no signature verifies.",
+			"keys of --jwks (a file or URL: offline with a file), or else, for a card fetched from a URL, the\n" +
+			"JWKS its signature's jku names on that URL's own origin (https, or http on loopback); a card file\n" +
+			"needs --jwks. It prints the key that verified. Exit status 1 means no signature verifies.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if agentCard != "" {
@@ -78,6 +79,6 @@ func newVerifyCmd() *cobra.Command {
 	cmd.Flags().StringVar(&vkey, "vkey", "", "the log's note verifier key, or a file holding it")
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the pinned kernel public key (64 hex)")
 	cmd.Flags().StringVar(&agentCard, "agent-card", "", "verify a signed A2A agent card instead: a file, a URL, or an agent's origin")
-	cmd.Flags().StringVar(&jwks, "jwks", "", "with --agent-card: the JWKS (file or URL) holding the keys to trust (default: each signature's jku)")
+	cmd.Flags().StringVar(&jwks, "jwks", "", "with --agent-card: the JWKS (file or URL) holding the keys to trust (default, for a card URL: its jku on the same origin)")
 	return cmd
 }

@@ -5,8 +5,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/edges/a2a/cardsig"
@@ -237,15 +241,80 @@ func TestCardValidators(t *testing.T) {
 	}
 }
 
-// A signed card: every replica sharing the key serves the same bytes, the
+// getCardAs GETs path on base with the request's Host set to host.
+func getCardAs(t *testing.T, base, host, path string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+	req.Host = host
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, body
+}
+
+// extendedCardRaw asks url's JSON-RPC binding for the extended card (1.0)
+// with capability tok and returns the result as sent.
+func extendedCardRaw(t *testing.T, url, tok string) json.RawMessage {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/a2a", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("A2A-Version", "1.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m struct {
+		Result json.RawMessage `json:"result"`
+		Error  any             `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || m.Result == nil {
+		t.Fatalf("GetExtendedAgentCard: %v %+v", err, m.Error)
+	}
+	return m.Result
+}
+
+// A signed card: the card for the edge's own origin (Config.PublicURL) is
+// signed, every replica sharing the key serves the same bytes for it, the
 // signature verifies against the JWKS the edge serves at the jku, and both
-// a2a-go card parsers read the signed card.
+// a2a-go card parsers read the signed card. A card for any other origin a
+// request names (its Host) is served unsigned: the key never vouches for
+// URLs a client chose. The extended card likewise.
 func TestSignedCard(t *testing.T) {
-	cl := startCluster(t, 2, "", func(c *Config, _ jetstream.JetStream) { c.CardKey = cardKey })
-	var first []byte
-	for i, srv := range cl.edges {
-		for _, hdr := range [][]string{nil, {"A2A-Version", "0.3"}} {
-			resp, body := getCard(t, srv.URL, cardPath, hdr...)
+	// The own origin is a listener bound before the edges are built, so
+	// that Config.PublicURL can name it; replica 0 serves on it too.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownHost := ln.Addr().String()
+	own := "http://" + ownHost
+	cl := startCluster(t, 2, "", func(c *Config, _ jetstream.JetStream) { c.CardKey = cardKey; c.PublicURL = own + "/" })
+	ec := echo.New()
+	cl.raw[0].Register(ec, HTTPConfig{ServeRoot: true})
+	ownSrv := httptest.NewUnstartedServer(ec)
+	ownSrv.Listener.Close()
+	ownSrv.Listener = ln
+	ownSrv.Start()
+	t.Cleanup(ownSrv.Close)
+
+	jresp, jwks := getCard(t, own, cardsig.JWKSPath)
+	keys, err := cardsig.ParseJWKS(jwks)
+	if jresp.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("JWKS: HTTP %d %v %s", jresp.StatusCode, err, jwks)
+	}
+	for _, hdr := range [][]string{nil, {"A2A-Version", "0.3"}} {
+		var first []byte
+		// Replica 0 at the own origin; replica 1 asked with the own Host.
+		for i, base := range []string{own, cl.edges[1].URL} {
+			resp, body := getCardAs(t, base, ownHost, cardPath, hdr...)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("HTTP %d", resp.StatusCode)
 			}
@@ -253,13 +322,8 @@ func TestSignedCard(t *testing.T) {
 				check10(t, body)
 			}
 			sigs, hdrs, err := cardsig.Signatures(body)
-			if err != nil || len(sigs) != 1 || hdrs[0].JKU != srv.URL+cardsig.JWKSPath || hdrs[0].Alg != "EdDSA" || hdrs[0].Typ != "JOSE" {
+			if err != nil || len(sigs) != 1 || hdrs[0].JKU != own+cardsig.JWKSPath || hdrs[0].Alg != "EdDSA" || hdrs[0].Typ != "JOSE" {
 				t.Fatalf("signatures %+v %+v %v", sigs, hdrs, err)
-			}
-			jresp, jwks := getCard(t, srv.URL, cardsig.JWKSPath)
-			keys, err := cardsig.ParseJWKS(jwks)
-			if jresp.StatusCode != http.StatusOK || err != nil {
-				t.Fatalf("JWKS: HTTP %d %v %s", jresp.StatusCode, err, jwks)
 			}
 			v, err := cardsig.Verify(body, keys)
 			if err != nil || v.Header.KID != cardsig.KeyID(cardKey.Public().(ed25519.PublicKey)) {
@@ -273,32 +337,67 @@ func TestSignedCard(t *testing.T) {
 			if _, err := cardsig.Verify(tampered, keys); err == nil {
 				t.Fatal("a tampered card verifies")
 			}
-			if i == 0 && len(hdr) == 0 {
+			// Same origin, same key: the same signed card from either replica.
+			if i == 0 {
 				first = body
+			} else if !bytes.Equal(first, body) {
+				t.Fatalf("replicas disagree:\n%s\n%s", first, body)
+			}
+		}
+		// Another origin: the request's Host (the replica's own test
+		// server address, or one a client made up) gets its card, unsigned.
+		for _, host := range []string{strings.TrimPrefix(cl.edges[0].URL, "http://"), "evil.example"} {
+			resp, body := getCardAs(t, cl.edges[0].URL, host, cardPath, hdr...)
+			if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("http://"+host+"/a2a")) {
+				t.Fatalf("Host %s: HTTP %d %s", host, resp.StatusCode, body)
+			}
+			if _, ok := members(t, body)["signatures"]; ok {
+				t.Fatalf("Host %s: the card for a foreign origin is signed:\n%s", host, body)
 			}
 		}
 	}
-	// Same origin, same key: the same signed card from either replica.
-	req, _ := http.NewRequest(http.MethodGet, cl.edges[1].URL+cardPath, nil)
-	req.Host = strings.TrimPrefix(cl.edges[0].URL, "http://")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+
+	// A client cycling Hosts fills only the bounded cache of foreign
+	// cards; the own origin's stay.
+	for i := range maxCachedCards + 5 {
+		getCardAs(t, cl.edges[0].URL, fmt.Sprintf("h%d.example", i), cardPath)
 	}
-	other, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !bytes.Equal(first, other) {
-		t.Fatalf("replicas disagree:\n%s\n%s", first, other)
+	e0 := cl.raw[0]
+	e0.cards.mu.Lock()
+	nForeign, nOwn := len(e0.cards.entries), len(e0.cards.own)
+	e0.cards.mu.Unlock()
+	if nForeign > maxCachedCards || nOwn != 2 { // the own origin in two dialects
+		t.Fatalf("cache: %d foreign, %d own", nForeign, nOwn)
+	}
+
+	// The extended card: signed at the own origin, unsigned at another.
+	tok := narrowToken(t, "cap-signed-ext")
+	ext := extendedCardRaw(t, own, tok)
+	if v, err := cardsig.Verify(ext, keys); err != nil || v.Header.JKU != own+cardsig.JWKSPath {
+		t.Fatalf("extended card at the own origin: %+v %v\n%s", v, err, ext)
+	}
+	if ext := extendedCardRaw(t, cl.edges[0].URL, tok); bytes.Contains(ext, []byte(`"signatures"`)) {
+		t.Fatalf("extended card for a foreign origin is signed:\n%s", ext)
 	}
 
 	ctx := context.Background()
-	c10, err := agentcard.DefaultResolver.Resolve(ctx, cl.edges[0].URL)
+	c10, err := agentcard.DefaultResolver.Resolve(ctx, own)
 	if err != nil || len(c10.Signatures) != 1 || len(c10.SupportedInterfaces) == 0 {
 		t.Fatalf("a2a-go v2 resolver: %+v %v", c10, err)
 	}
-	c03, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(ctx, cl.edges[0].URL)
+	c03, err := (&agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}).Resolve(ctx, own)
 	if err != nil || len(c03.Signatures) != 1 {
 		t.Fatalf("a2a-go 0.3 parser: %+v %v", c03, err)
+	}
+
+	// An origin known only once bound (AddOrigin): signed from then on.
+	late := startCluster(t, 1, "", func(c *Config, _ jetstream.JetStream) { c.CardKey = cardKey })
+	if _, body := getCard(t, late.edges[0].URL, cardPath); bytes.Contains(body, []byte(`"signatures"`)) {
+		t.Fatal("an edge without a public URL signed a card")
+	}
+	late.raw[0].AddOrigin(late.edges[0].URL)
+	if _, body := getCard(t, late.edges[0].URL, cardPath); !bytes.Contains(body, []byte(`"signatures"`)) {
+		t.Fatalf("the added origin's card is unsigned: %s", body)
 	}
 
 	// Without a key: unsigned, and no JWKS.

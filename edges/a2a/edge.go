@@ -65,8 +65,9 @@ type Config struct {
 	// Metrics, if set, registers the edge's Prometheus series
 	// (chio_edge_calls_total).
 	Metrics prometheus.Registerer
-	// PublicURL is the HTTP origin of cards built outside an HTTP request
-	// (the extended card asked for over gRPC); HTTP requests use their own.
+	// PublicURL is the edge's own HTTP origin: the only one (with those
+	// AddOrigin adds) whose cards are signed, and the origin of cards built
+	// outside an HTTP request (the extended card asked for over gRPC).
 	PublicURL string
 	// GRPCURL, if set, is the host:port of the gRPC binding (RegisterGRPC)
 	// advertised in the card; a port alone (":8081") takes the host of the

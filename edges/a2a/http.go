@@ -16,8 +16,9 @@ import (
 
 // HTTPConfig configures the HTTP binding.
 type HTTPConfig struct {
-	// PublicURL is the origin advertised in the card; empty derives it
-	// from each request.
+	// PublicURL is the origin advertised in the card, and one whose card
+	// is signed; empty derives it from each request (signing only those
+	// for Config.PublicURL or AddOrigin's origins).
 	PublicURL string
 	// TrustedProxies may set X-Forwarded-Proto and X-Forwarded-Host.
 	TrustedProxies []netip.Prefix
@@ -59,11 +60,14 @@ func (e *Edge) Register(ec *echo.Echo, hc HTTPConfig) {
 }
 
 // serveCard serves the agent card in the dialect the request asks for
-// (cardDialect), signed when the edge has a card key, with ETag (over the
-// bytes served, signature included) and Last-Modified validators.
+// (cardDialect), with ETag (over the bytes served, signature included) and
+// Last-Modified validators. It is signed when the edge has a card key and
+// the card is for the edge's own origin (Config.PublicURL or
+// hc.PublicURL); a card for an origin a request named (Host,
+// X-Forwarded-*) that is not its own is served unsigned.
 func (e *Edge) serveCard(c echo.Context, hc HTTPConfig) error {
 	r := c.Request()
-	en, err := e.cardEntry(publicURL(r, hc), cardDialect(r, e.cfg.CardDialect))
+	en, err := e.cardEntry(publicURL(r, hc), cardDialect(r, e.cfg.CardDialect), hc.PublicURL)
 	if err != nil {
 		return c.JSON(http.StatusInternalServerError, map[string]string{"error": "agent card: " + err.Error(), "code": "card_encoding"})
 	}

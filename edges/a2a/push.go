@@ -197,7 +197,11 @@ const configsKept = 10 * time.Minute
 // notify enqueues the notifications of one task commit. It is idempotent:
 // a redelivered commit enqueues the same keys, which the outbox drops. A
 // notification that can never be queued (too large) is logged and skipped,
-// not retried forever.
+// not retried forever. Follow gives each mutation its generation (see
+// taskstore.Commit), the number a stream names the same event by, so a
+// 1.0 payload carries it in metadata (tracker.next) and a client can resume
+// a stream from it with Last-Event-ID; a commit written before commits
+// recorded generations has none to carry.
 func (e *Edge) notify(ctx context.Context, c taskstore.Commit) error {
 	visible := false
 	for _, ev := range c.Events {

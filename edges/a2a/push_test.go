@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -318,5 +319,77 @@ func TestPushOff(t *testing.T) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&card); err != nil || card.Capabilities.PushNotifications || !card.Capabilities.Streaming {
 		t.Fatalf("capabilities %v %v", card.Capabilities, err)
+	}
+}
+
+// The 1.0 push payloads of a task carry its generations, as its stream
+// events do: each update once, with the generation, the member and the
+// content of the stream event of that generation, contiguous up to the
+// task's generation (its first, working status may precede the config,
+// which the send stores after the task's first commit).
+func TestPushGenerations(t *testing.T) {
+	cl := startCluster(t, 2, "", withPush(t))
+	tok := token(t, agentKey, "cap-push-gen")
+	a := sdkClient(t, cl.edges[0].URL, tok)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rcv, hook := newReceiver(t, 0)
+	res, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("go")),
+		Metadata: stepTarget, Config: &a2apb.SendMessageConfig{ReturnImmediately: true, PushConfig: &a2apb.PushConfig{URL: hook}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := string(res.(*a2apb.Task).ID)
+	cl.step.open(stepChunks)
+	got := rcv.waitFor(t, stepChunks+1)
+
+	// The task's own events, replayed from its start on the other replica.
+	st, _, reply := openSSE(t, cl.edges[1].URL+"/a2a", tok, true, subscribeBody(id), map[string]string{"Last-Event-ID": "1"})
+	if st == nil {
+		t.Fatalf("replay refused: %v", reply)
+	}
+	frames := st.all(t)
+	shapes := contiguous(t, frames, 2)
+	if len(shapes) != stepChunks+2 || shapes[len(shapes)-1] != "statusUpdate:TASK_STATE_COMPLETED" {
+		t.Fatalf("the task's events: %v", shapes)
+	}
+	final := int64(len(frames) + 1)
+	m := rpc(t, cl.edges[0].URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"GetTask","params":{"id":%q}}`, id))
+	if r, _ := m["result"].(map[string]any); r == nil || generationOf(t, r) != final {
+		t.Fatalf("task %v, want generation %d", m, final)
+	}
+	byGeneration := map[int64]map[string]any{}
+	for _, f := range frames {
+		g, _, _ := checkFrame(t, f)
+		byGeneration[g] = f.data["result"].(map[string]any)
+	}
+
+	seen := map[int64]bool{}
+	low := final + 1
+	for _, d := range got {
+		var sr map[string]any
+		raw, _ := json.Marshal(d.body)
+		if err := json.Unmarshal(raw, &sr); err != nil {
+			t.Fatal(err)
+		}
+		kind, obj := sseEvent{data: sr}.member(t)
+		g := generationOf(t, obj)
+		if seen[g] {
+			t.Fatalf("generation %d pushed twice", g)
+		}
+		seen[g] = true
+		low = min(low, g)
+		want, ok := byGeneration[g]
+		if !ok {
+			t.Fatalf("pushed %s at generation %d, which the task does not have", kind, g)
+		}
+		gotJSON, _ := json.Marshal(sr) // both re-encoded: keys sorted
+		wantJSON, _ := json.Marshal(want)
+		if !bytes.Equal(gotJSON, wantJSON) {
+			t.Fatalf("generation %d: pushed %s, streamed %s", g, gotJSON, wantJSON)
+		}
+	}
+	if low > 3 || len(seen) != int(final-low+1) {
+		t.Fatalf("pushed generations %v, want %d…%d without a gap", seen, low, final)
 	}
 }

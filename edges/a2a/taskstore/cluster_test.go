@@ -56,17 +56,19 @@ func startCluster(t *testing.T) []*natsserver.Server {
 			t.Fatal("cluster node not ready")
 		}
 	}
-	// JetStream answers once the nodes have elected a meta leader.
+	// JetStream answers once the nodes have elected a meta leader, and
+	// places an R3 stream once that leader has current stats from every
+	// node (before, a create fails: "no suitable peers for placement").
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		led := false
+		ready := false
 		for _, ns := range nodes {
-			led = led || ns.JetStreamIsLeader()
+			ready = ready || ns.JetStreamIsLeader() && len(ns.JetStreamClusterPeers()) == len(nodes)
 		}
-		if led {
+		if ready {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no JetStream meta leader within a minute")
+			t.Fatal("no JetStream meta leader with every peer online within a minute")
 		}
 	}
 	return nodes

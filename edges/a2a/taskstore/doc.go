@@ -83,7 +83,7 @@
 // # Listing
 //
 // Every commit also carries, in a header, the summary of the task it
-// produces (owner, context, state, status time, claim). The last message
+// produces (owner, context, state, status time, claim, generation). The last message
 // of each task subject therefore describes the task as of now, and
 // Store.List reads only those headers through an ephemeral headers-only
 // consumer with DeliverLastPerSubject: there is no separate index that
@@ -115,7 +115,8 @@
 // created, then +1 per client-visible mutation, which a stream shows as
 // exactly one event. The rule is part of the fold (schemas.TaskHead.Apply,
 // "Generations"), so Load, Watch and the projections compute it alike from
-// the commits, on any replica, and nothing stores it:
+// the commits, on any replica; no event stores it (each commit's summary
+// header records it for Follow, see below):
 //
 //   - mutations: created (1), status (any non-terminal status, a progress
 //     update that keeps the state included), canceled, finished, and an
@@ -133,4 +134,27 @@
 // same numbers from the stream), and checks a send's ifGenerationMatch
 // against it inside Transition's compare-and-set, so the check and the
 // turn it starts are one atomic write.
+//
+// Follow sets Event.Generation too (push notifications carry it), with the
+// same numbers, but without folding: a shared follower sees each commit
+// once, of any task, and folding the task from its start for every commit
+// would cost a read of the whole task per commit. Instead every commit
+// records, in its summary header ("g"), the task's generation after it,
+// which the writer knows: it has just folded the commit's events onto the
+// task it expects to append to (the expected subject sequence makes that
+// the task the commit lands on). Whether an accepted event is a mutation
+// depends on the event alone (schemas.TaskEvent.Mutates, by which the fold
+// itself counts), and every event of a commit a store wrote was accepted,
+// so Follow numbers the commit's mutations backwards from that generation:
+// the last one has it, each one before it one less. The header field is
+// optional, so the layout stays compatible both ways: commits written
+// before it existed decode as before and their events keep Generation 0
+// (a push of such a commit carries no generation), and a reader that
+// predates it ignores it. It records derived state, like the rest of the
+// summary, never anything the fold reads: Load, Watch and the projections
+// still compute generations from the events. Storing it in the commit
+// body instead would have counted against the task's size limit and
+// changed the document the projections decode; a cache of generations per
+// task in the follower would not survive a restart or be shared by the
+// replicas the follower's consumer spreads commits over.
 package taskstore

@@ -1,6 +1,7 @@
 package taskstore
 
 import (
+	"github.com/chio-ledger/chio/internal/backoff"
 	"github.com/chio-ledger/chio/schemas"
 
 	"context"
@@ -21,7 +22,13 @@ type Commit struct {
 	ContextID string
 	State     State // the task's state after the commit
 	Seq       uint64
-	Events    []Event
+	// Generation is the task's generation after the commit, 0 for a
+	// commit written before commits recorded it.
+	Generation int64
+	// Events are the commit's events, each with Seq and, when the commit
+	// records its generation, Generation as Watch sets it: the task's
+	// generation after the event for a mutation, 0 for the rest.
+	Events []Event
 }
 
 // Follow hands every commit appended to the store after the durable
@@ -30,7 +37,9 @@ type Commit struct {
 // each commit goes to one of them; a commit is acknowledged when fn
 // returns nil and offered again (to any of them) when it returns an error
 // or the replica dies, so delivery is at least once. Commits of one task
-// arrive in order unless a redelivery reorders them.
+// arrive in order unless a redelivery reorders them. Each event carries
+// the generation Watch gives it (see Commit), read from the commit alone:
+// Follow folds no task.
 func (s *Store) Follow(ctx context.Context, durable string, fn func(context.Context, Commit) error) error {
 	cons, err := s.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       durable,
@@ -97,19 +106,53 @@ func decodeCommit(m jetstream.Msg) (Commit, error) {
 		return Commit{}, fmt.Errorf("body: %w", err)
 	}
 	for i := range body.Events {
-		body.Events[i].Seq = meta.Sequence.Stream
+		body.Events[i].Seq, body.Events[i].Generation = meta.Sequence.Stream, 0
 	}
+	numberMutations(body.Events, sm.Generation)
 	return Commit{
 		TaskID: id, Owner: Owner{Subject: sm.Subject, Tenant: sm.Tenant}, ContextID: sm.ContextID,
-		State: sm.State, Seq: meta.Sequence.Stream, Events: body.Events,
+		State: sm.State, Seq: meta.Sequence.Stream, Generation: sm.Generation, Events: body.Events,
 	}, nil
 }
 
-// redeliveryDelay backs a failing commit off: 1s, 2s, 4s … up to a minute.
-func redeliveryDelay(m jetstream.Msg) time.Duration {
-	n := uint64(1)
-	if meta, err := m.Metadata(); err == nil {
-		n = max(meta.NumDelivered, 1)
+// numberMutations sets the generation of each mutation among events, the
+// events of one commit after which the task is at generation after: the
+// last mutation is at after, each one before it one less. Every event of
+// a commit the store wrote applied to its task (commit checks them
+// strictly against the task it expects to append to), and whether an
+// accepted event is a mutation depends on the event alone
+// (schemas.TaskEvent.Mutates), so these are the numbers the fold gives,
+// as Watch does. A commit that does not record its generation (after 0,
+// written before commits did) or records one too small for its mutations
+// (not written by a store) leaves every event at 0.
+func numberMutations(events []Event, after int64) {
+	var n int64
+	for i := range events {
+		if events[i].Mutates() {
+			n++
+		}
 	}
-	return min(time.Second<<min(n-1, 6), time.Minute)
+	g := after - n
+	if after <= 0 || g < 0 {
+		return
+	}
+	for i := range events {
+		if events[i].Mutates() {
+			g++
+			events[i].Generation = g
+		}
+	}
 }
+
+// redeliveryDelay backs a failing commit off: about 1s, 2s, 4s … up to a
+// minute, jittered like every retry (internal/backoff).
+func redeliveryDelay(m jetstream.Msg) time.Duration {
+	n := 1
+	if meta, err := m.Metadata(); err == nil {
+		n = int(min(max(meta.NumDelivered, 1), 64))
+	}
+	return followRetry.Delay(n)
+}
+
+// followRetry paces the redelivery of a commit its handler failed.
+var followRetry = backoff.Policy{Base: time.Second, Cap: time.Minute}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/internal/backoff"
 )
 
 // defaultReadBatch is how many messages one direct get request asks for.
@@ -64,7 +66,7 @@ func (s *Store) readCommits(ctx context.Context, subject string, fn func(seq uin
 		if (errors.Is(err, errUnanswered) || errors.Is(err, nats.ErrNoResponders)) && ctx.Err() == nil {
 			// A replica that died or was cut off with the request: another
 			// one answers the next.
-			sleepCtx(ctx, retryPause(attempt))
+			_ = backoff.Sleep(ctx, retryPause(attempt)) // an ended ctx ends the next attempt
 			continue
 		}
 		if err != nil {
@@ -101,16 +103,6 @@ func retryPause(attempt int) time.Duration {
 	return min(time.Duration(attempt)*50*time.Millisecond, 250*time.Millisecond)
 }
 
-// sleepCtx pauses for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // leaderLast asks the stream leader (the non-direct message get) for the
 // last sequence on subject, 0 if it has none. While the stream has no
 // reachable leader (an election after a node died, or this client's node
@@ -124,7 +116,7 @@ func (s *Store) leaderLast(ctx context.Context, subject string) (uint64, error) 
 		if err == nil || !errors.Is(err, errLeaderUnavailable) || ctx.Err() != nil {
 			return seq, err
 		}
-		sleepCtx(ctx, retryPause(attempt)) // an ended ctx ends the next attempt at once
+		_ = backoff.Sleep(ctx, retryPause(attempt)) // an ended ctx ends the next attempt at once
 	}
 }
 

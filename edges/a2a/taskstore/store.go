@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/backoff"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -433,7 +433,7 @@ func (s *Store) transition(ctx context.Context, id string, owner Owner, fn func(
 	var last *Task // mine: ids of this transition's commits whose outcome is unknown
 	for attempt := range s.opts.maxAttempts {
 		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
+			if err := conflictRetry.Wait(ctx, attempt); err != nil {
 				return last, err
 			}
 		}
@@ -479,18 +479,10 @@ type unknownOutcomeError struct{ err error }
 func (e *unknownOutcomeError) Error() string { return "append outcome unknown: " + e.err.Error() }
 func (e *unknownOutcomeError) Unwrap() error { return e.err }
 
-// backoff sleeps a jittered, growing interval before retry attempt.
-func backoff(ctx context.Context, attempt int) error {
-	ceil := min(time.Millisecond<<min(attempt, 6), 50*time.Millisecond)
-	timer := time.NewTimer(rand.N(ceil) + time.Millisecond)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// conflictRetry paces the retries of a transition that lost its
+// compare-and-set: short and jittered, since the winner's commit is there
+// to read and contending replicas must not retry in lockstep.
+var conflictRetry = backoff.Policy{Base: 2 * time.Millisecond, Cap: 50 * time.Millisecond}
 
 // commit is one message on a task's subject: the events of one
 // transition, written atomically.
@@ -498,7 +490,10 @@ type commit = schemas.TaskCommit
 
 // summary is the task's state after a commit, carried by that commit in
 // summaryHeader, so that the last message of every task subject
-// describes the task (List reads only those headers).
+// describes the task (List reads only those headers). Generation, the
+// task's generation after the commit, lets Follow number the commit's
+// mutations without folding the task (see the package doc); commits
+// written before it was added lack it (0).
 type summary struct {
 	Subject      string    `json:"o"`
 	Tenant       string    `json:"n,omitempty"`
@@ -509,13 +504,14 @@ type summary struct {
 	ClaimExpires time.Time `json:"ce,omitzero"`
 	HasRequest   bool      `json:"r,omitempty"`
 	Created      time.Time `json:"cr"`
+	Generation   int64     `json:"g,omitempty"`
 }
 
 func summarize(t *Task) summary {
 	return summary{
 		Subject: t.Owner.Subject, Tenant: t.Owner.Tenant, ContextID: t.ContextID,
 		State: t.State, StatusTime: t.StatusTime, ClaimedBy: t.ClaimedBy, ClaimExpires: t.ClaimExpires,
-		HasRequest: len(t.Request) > 0, Created: t.Created,
+		HasRequest: len(t.Request) > 0, Created: t.Created, Generation: t.Generation,
 	}
 }
 
