@@ -140,23 +140,9 @@ func (e *Edge) subscribe(ctx context.Context, rc rpcCall, p *wire.CancelTaskPara
 // the client goes away (ctx) or the event source fails.
 func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 	defer st.cancel()
-	tr := newTracker(st.taskID)
-	sentTask := st.task == nil // a resumed stream has no snapshot
-	sendTask := func() error {
-		sentTask = true
-		w, err := toWire(st.task, nil, true)
-		if err != nil {
-			return err
-		}
-		raw, err := st.dialect.EncodeStreamEvent(&wire.StreamEvent{Task: w})
-		if err != nil {
-			return err
-		}
-		return s.event(wire.GenerationEventID(st.task.Generation), raw)
-	}
-	if !sentTask && !st.holdTask {
-		if err := sendTask(); err != nil {
-			s.fail(wire.InternalError(err.Error()))
+	w := &streamWriter{st: st, s: s, tr: newTracker(st.taskID), sentTask: st.task == nil} // a resumed stream has no snapshot
+	if !w.sentTask && !st.holdTask {
+		if !w.sendTask() {
 			return
 		}
 		// The snapshot says the task waits for its client: a send's
@@ -169,68 +155,109 @@ func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
-		var ev taskstore.Event
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return
-		case <-st.draining:
-			return
-		case <-tick.C:
-			if s.keepAlive() != nil {
-				return
-			}
-			continue
-		case ev, ok = <-st.events:
-		}
+		ev, ok := w.await(ctx, tick)
 		if !ok {
-			if ctx.Err() == nil {
-				s.fail(wire.InternalError(fmt.Sprintf("the event stream of task %s ended before the task did", st.taskID)))
-			}
 			return
 		}
-		out := tr.next(ev)
-		if ev.Generation <= st.after {
-			if ev.Terminal() {
-				return // the client has the task's end already
-			}
-			continue // in the snapshot, or before the resume point
-		}
-		if out == nil {
-			continue // nothing a client sees
-		}
-		id := wire.GenerationEventID(ev.Generation)
-		if !sentTask {
-			if reply := tr.directReply(ev); reply != nil {
-				raw, err := st.dialect.EncodeStreamEvent(&wire.StreamEvent{Message: reply})
-				if err == nil {
-					err = s.event(id, raw)
-				}
-				if err != nil {
-					s.fail(wire.InternalError(err.Error()))
-				}
-				return
-			}
-			if err := sendTask(); err != nil {
-				s.fail(wire.InternalError(err.Error()))
-				return
-			}
-		}
-		raw, err := st.dialect.EncodeStreamEvent(out)
-		if err != nil {
-			s.fail(wire.InternalError(err.Error()))
+		sent, done := w.deliver(ev)
+		if done {
 			return
 		}
-		if s.event(id, raw) != nil {
-			return
-		}
-		tick.Reset(keepAlive)
-		// A stream ends with the task; a send's also when the task waits
-		// for its client (the binding's "terminal or interrupted").
-		if ev.Terminal() || (!st.untilTerminal && ev.Type == taskstore.EventStatus && ev.State.Interrupted()) {
-			return
+		if sent {
+			tick.Reset(keepAlive)
 		}
 	}
+}
+
+// streamWriter is one run of a stream: what it has sent so far.
+type streamWriter struct {
+	st       *stream
+	s        sink
+	tr       *tracker
+	sentTask bool // the snapshot went out (or a resume needs none)
+}
+
+// sendTask sends the task snapshot; false if the stream must end (it
+// failed, and the sink was told).
+func (w *streamWriter) sendTask() bool {
+	w.sentTask = true
+	t, err := toWire(w.st.task, nil, true)
+	var raw json.RawMessage
+	if err == nil {
+		raw, err = w.st.dialect.EncodeStreamEvent(&wire.StreamEvent{Task: t})
+	}
+	if err == nil {
+		err = w.s.event(wire.GenerationEventID(w.st.task.Generation), raw)
+	}
+	if err != nil {
+		w.s.fail(wire.InternalError(err.Error()))
+		return false
+	}
+	return true
+}
+
+// await is the task's next event, keeping the stream alive while it is
+// idle; false when the stream must end (the client went away, the replica
+// drains, a keep-alive failed, or the event source ended before the task).
+func (w *streamWriter) await(ctx context.Context, tick *time.Ticker) (taskstore.Event, bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return taskstore.Event{}, false
+		case <-w.st.draining:
+			return taskstore.Event{}, false
+		case <-tick.C:
+			if w.s.keepAlive() != nil {
+				return taskstore.Event{}, false
+			}
+		case ev, ok := <-w.st.events:
+			if !ok && ctx.Err() == nil {
+				w.s.fail(wire.InternalError(fmt.Sprintf("the event stream of task %s ended before the task did", w.st.taskID)))
+			}
+			return ev, ok
+		}
+	}
+}
+
+// deliver writes what ev becomes for the client, if anything: sent when
+// an event went out, done when the stream ends with it (or failed).
+func (w *streamWriter) deliver(ev taskstore.Event) (sent, done bool) {
+	out := w.tr.next(ev)
+	if ev.Generation <= w.st.after {
+		// In the snapshot, or before the resume point; a stream whose
+		// client has the task's end already is over.
+		return false, ev.Terminal()
+	}
+	if out == nil {
+		return false, false // nothing a client sees
+	}
+	id := wire.GenerationEventID(ev.Generation)
+	if !w.sentTask {
+		if reply := w.tr.directReply(ev); reply != nil {
+			raw, err := w.st.dialect.EncodeStreamEvent(&wire.StreamEvent{Message: reply})
+			if err == nil {
+				err = w.s.event(id, raw)
+			}
+			if err != nil {
+				w.s.fail(wire.InternalError(err.Error()))
+			}
+			return err == nil, true
+		}
+		if !w.sendTask() {
+			return false, true
+		}
+	}
+	raw, err := w.st.dialect.EncodeStreamEvent(out)
+	if err != nil {
+		w.s.fail(wire.InternalError(err.Error()))
+		return false, true
+	}
+	if w.s.event(id, raw) != nil {
+		return false, true
+	}
+	// A stream ends with the task; a send's also when the task waits for
+	// its client (the binding's "terminal or interrupted").
+	return true, ev.Terminal() || (!w.st.untilTerminal && ev.Type == taskstore.EventStatus && ev.State.Interrupted())
 }
 
 // tracker folds what a client-facing event needs from the events before
