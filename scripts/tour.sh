@@ -95,6 +95,11 @@ for _ in $(seq 100); do curl -sf -H "$OP" "http://$http/v1/reports/authorization
 curl -sf -H "$OP" "http://$http/v1/reports/authorization-context?capabilityId=$CAP&authorizationLimit=20" | grep -q '"purpose":"greet the world"'
 bin/chio trust authorization-context list --url "http://$http" --capability "$CAP" --limit 20 --token @.chio/operator.token | grep -q '"intentId": "intent-1"'
 curl -sf -H "$OP" "http://$http/v1/lineage/$CAP/chain" | grep -q "\"capability_id\":\"$CAP\""
+curl -sf "http://$http/openai/v1/tools?format=chat" | grep -q '"name":"hello_task"'
+curl -sf "http://$http/openai/v1/tool-calls" -H 'Content-Type: application/json' \
+  -d '{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"hello_task","arguments":"{\"text\":\"world\"}"}}]}' \
+  | tee openai.json
+grep -q '"tool_call_id":"call_1"' openai.json && grep -q '"denied":false' openai.json && grep -q '"receipt_ref":"' openai.json
 edgeaddr=${TOUR_EDGE:-127.0.0.1:18082}
 bin/chio edge a2a --nats "nats://$natsaddr" --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub --demo conformance > edge.log 2>&1 &
 edge_pid=$!

@@ -218,6 +218,12 @@ type replica struct {
 	edge   *a2a.Edge
 	checks []health.Check // beyond nats
 	close  func()
+	// The parts other surfaces of the same process share (chio up's
+	// OpenAI adapter): one kernel, one dispatcher, one registry.
+	kernel   *kernel.Kernel
+	dispatch *dispatch.Dispatcher
+	registry *tools.Registry
+	policy   *kernel.LoadedPolicy
 }
 
 // startEdge builds a replica: kernel, dispatcher, task store and edge,
@@ -265,7 +271,7 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		return nil, err
 	}
 	e := a2a.New(cfg, k, reg, d, ts)
-	return &replica{edge: e, checks: edgeChecks(js, k), close: k.Close}, nil
+	return &replica{edge: e, checks: edgeChecks(js, k), close: k.Close, kernel: k, dispatch: d, registry: reg, policy: policy}, nil
 }
 
 // startEdgeRetrying starts a replica, trying again while creating its
@@ -396,7 +402,7 @@ func loadOrCreateKey(path string) (ed25519.PrivateKey, error) {
 
 func newEdgeCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "edge", Short: "Run a protocol edge"}
-	cmd.AddCommand(newEdgeA2ACmd())
+	cmd.AddCommand(newEdgeA2ACmd(), newEdgeOpenAICmd())
 	return cmd
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/edges/a2a"
+	"github.com/chio-ledger/chio/edges/openai"
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
@@ -119,6 +120,9 @@ func newUpCmd() *cobra.Command {
 			}
 			defer r.close()
 			edge := r.edge
+			// The OpenAI surface shares the A2A edge's kernel and dispatcher;
+			// its exposure reads openai.expose (--tier is A2A's).
+			oa := openai.New(r.kernel, r.registry, r.dispatch, openaiOptions(js, r.policy, &ef, "", edgeToken)...)
 			hc, err := ef.httpConfig()
 			if err != nil {
 				return err
@@ -170,11 +174,13 @@ func newUpCmd() *cobra.Command {
 					edge.AddOrigin(listenOrigin(addr.String())) // the bound port, for --listen HOST:0
 				}
 				edge.Register(e, hc)
+				oa.Register(e)
 				proj.Register(e)
 				base := "http://" + addr.String()
 				fmt.Fprintf(out, "chio up: agent card   %s/.well-known/agent-card.json\n", base)
 				fmt.Fprintf(out, "chio up: JSON-RPC     %s/a2a\n", base)
 				fmt.Fprintf(out, "chio up: HTTP+JSON    %s%s\n", base, a2a.RESTPath)
+				fmt.Fprintf(out, "chio up: OpenAI       %s%s  %s%s\n", base, openai.ToolsPath, base, openai.ToolCallsPath)
 				if grpcLn != nil {
 					fmt.Fprintf(out, "chio up: gRPC         %s (A2A 1.0, lf.a2a.v1.A2AService)\n", grpcLn.Addr())
 				}

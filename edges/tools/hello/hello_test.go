@@ -186,7 +186,7 @@ func TestHelloThroughRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const wantTool = `{"name":"hello_task","description":"Return a collated greeting","input_schema":{"type":"object","x-chio-streaming":true,"x-chio-partial-output":true},"has_side_effects":false,"metadata":{"a2a.expose":true}}`
+	const wantTool = `{"name":"hello_task","description":"Return a collated greeting","input_schema":{"type":"object","x-chio-streaming":true,"x-chio-partial-output":true},"has_side_effects":false,"metadata":{"a2a.expose":true,"openai.expose":true}}`
 	if string(raw) != wantTool {
 		t.Errorf("tool JSON = %s\nwant       %s", raw, wantTool)
 	}

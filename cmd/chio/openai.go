@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/openai"
+	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/internal/health"
+)
+
+// openaiExposure is the OpenAI surface's audience: the policy's "openai"
+// settings, --expose-all, and --tier where the command has its own.
+func openaiExposure(p *kernel.LoadedPolicy, f *edgeFlags, tier string) tools.Exposure {
+	e := p.ToolExposure("openai", f.exposeAll)
+	if tier != "" {
+		e.Tier = tier
+	}
+	return e
+}
+
+// openaiOptions are the adapter's options from the flags: its exposure,
+// the dev capability (empty: none) and --await-receipt.
+func openaiOptions(js jetstream.JetStream, p *kernel.LoadedPolicy, f *edgeFlags, tier, devToken string) []openai.Option {
+	opts := []openai.Option{openai.WithExposure(openaiExposure(p, f, tier)), openai.WithDevToken(devToken)}
+	if f.awaitReceipt > 0 {
+		opts = append(opts, openai.WithAwaitReceipt(js, f.awaitReceipt))
+	}
+	return opts
+}
+
+// startOpenAI builds a standalone OpenAI replica: kernel, dispatcher and
+// adapter, their series registered on metrics. close stops the kernel.
+func startOpenAI(ctx context.Context, js jetstream.JetStream, f *edgeFlags, metrics prometheus.Registerer) (*openai.Adapter, []health.Check, func(), error) {
+	policy, err := f.policy()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	reg, err := f.registry()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	id := f.edgeID
+	if id == "" {
+		host, _ := os.Hostname()
+		id = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg), kernel.WithReplicas(f.replicas), kernel.WithMetrics(metrics))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	d, err := dispatch.New(ctx, js, k, reg, id, f.replicas, dispatch.WithMetrics(metrics))
+	if err != nil {
+		k.Close()
+		return nil, nil, nil, err
+	}
+	a := openai.New(k, reg, d, openaiOptions(js, policy, f, f.tier, "")...)
+	return a, edgeChecks(js, k), k.Close, nil
+}
+
+func newEdgeOpenAICmd() *cobra.Command {
+	var ef edgeFlags
+	var natsURL, listen string
+	cmd := &cobra.Command{
+		Use:   "openai --nats URL --listen ADDR (--policy FILE | --issuer-pub FILE)",
+		Short: "Run a stateless OpenAI function-calling edge replica",
+		Long: "Serves governed tools as OpenAI function definitions at GET " + openai.ToolsPath + "?format=chat|responses\n" +
+			"and runs a model's function calls (a Chat Completions assistant message with tool_calls, or Responses\n" +
+			"output items) at POST " + openai.ToolCallsPath + ", each through the kernel, with a receipt.\n" +
+			"Callers must present a capability (Authorization: Bearer or X-Chio-Capability). Tools are shown\n" +
+			"when their manifest sets openai.expose: true (or with --expose-all).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			nc, js, err := connectNATS(orDefault(natsURL, nats.DefaultURL), "chio-edge-openai")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			metrics := newMetricsRegistry()
+			a, checks, closeKernel, err := startOpenAI(ctx, js, &ef, metrics)
+			if err != nil {
+				return err
+			}
+			defer closeKernel() // before the connection closes (deferred earlier)
+			ec := newEdgeEcho()
+			a.Register(ec)
+			serveMetrics(ec, metrics)
+			health.Register(ec, append([]health.Check{health.NATS(js)}, checks...)...)
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w", listen, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "chio edge openai: tools http://%s%s, tool calls http://%s%s\n", ln.Addr(), openai.ToolsPath, ln.Addr(), openai.ToolCallsPath)
+			// Shutdown waits for the batches in flight: each call's events
+			// are published before the kernel and NATS close.
+			return serve(ctx, ec, ln, ef.drainTimeout)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+")")
+	f.StringVar(&listen, "listen", "127.0.0.1:8083", "HTTP listen address")
+	f.StringVar(&ef.policyFile, "policy", "", "policy document (chio.policy.v1); default: trust --issuer-pub with the default guards")
+	f.StringVar(&ef.issuerPub, "issuer-pub", "", "file with the trusted capability issuer's public key (when no --policy)")
+	f.StringArrayVar(&ef.manifests, "manifest", nil, "chio.manifest.v1 file to register (repeatable; manifest-only tools are listed but have no server here)")
+	f.BoolVar(&ef.exposeAll, "expose-all", false, "dev only: expose tools without openai.expose (internal namespaces stay hidden)")
+	f.StringVar(&ef.tier, "tier", "", "expose only tools whose openai.tier equals this")
+	f.StringArrayVar(&ef.demos, "demo", nil, `built-in demo tool server to add: "conformance"`)
+	f.StringVar(&ef.edgeID, "edge-id", "", "this replica's name in events (default: host name and pid)")
+	f.IntVar(&ef.replicas, "replicas", 1, "replicas of the streams and buckets the edge creates (3 on a cluster)")
+	f.DurationVar(&ef.awaitReceipt, "await-receipt", 0, "wait up to this long for the ledger to integrate each call's receipt and embed it under chio.receipt")
+	f.DurationVar(&ef.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGINT/SIGTERM, how long batches in flight get to finish")
+	return cmd
+}

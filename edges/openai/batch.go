@@ -1,0 +1,180 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// The decisions a result's chio.decision takes.
+const (
+	DecisionAllow            = "allow"
+	DecisionDeny             = "deny"
+	DecisionToolError        = "tool_error"
+	DecisionUnknownFunction  = "unknown_function"
+	DecisionInvalidArguments = "invalid_arguments"
+	DecisionUnsupported      = "unsupported"
+	DecisionError            = "error"
+)
+
+// Run executes a batch under token (an authenticated caller: see Refuse
+// for one the kernel refused): every function call in input order, each
+// through the dispatcher, one failure never stopping the next. A client
+// that goes away stops the calls not yet started (they never reached the
+// kernel); a call already started finishes, and its receipt with it.
+func (a *Adapter) Run(ctx context.Context, token string, b *Batch) []Result {
+	results := make([]Result, 0, len(b.Items))
+	for _, it := range b.Items {
+		if ctx.Err() != nil {
+			break
+		}
+		results = append(results, a.runItem(context.WithoutCancel(ctx), token, b.Dialect, it))
+	}
+	return results
+}
+
+// runItem runs one item: refused before the kernel when it is not a
+// function call, names no exposed tool or has bad arguments.
+func (a *Adapter) runItem(ctx context.Context, token string, d Dialect, it Item) Result {
+	call, res := a.prepare(d, it)
+	if res != nil {
+		return *res
+	}
+	call.Token = token
+	started := time.Now()
+	out, err := a.dispatch.Do(ctx, call)
+	r := a.result(it, call, out, err)
+	if r.Chio.ReceiptRef != "" && a.await.js != nil {
+		// A receipt not yet integrated is no failure of the call.
+		if rec, err := a.await.awaitReceipt(ctx, call.ServerID, r.Chio.ReceiptRef, started); err == nil {
+			r.Chio.Receipt = rec
+		} else {
+			a.log.Warn("openai: receipt not embedded", "receipt_id", r.Chio.ReceiptRef, "err", err)
+		}
+	}
+	return r
+}
+
+// prepare checks an item before the kernel and builds its dispatcher
+// call; a non-nil Result is the item's answer (no kernel call).
+func (a *Adapter) prepare(d Dialect, it Item) (dispatch.Call, *Result) {
+	if !it.IsFunction() {
+		return dispatch.Call{}, refused(it, DecisionUnsupported, Chio{},
+			fmt.Sprintf("%s items are not run by Chio: only function calls are governed here", it.Type))
+	}
+	bd, ok := a.names.Resolve(it.Name)
+	if !ok {
+		// Hidden and internal tools get the same answer as absent ones.
+		return dispatch.Call{}, refused(it, DecisionUnknownFunction, Chio{}, fmt.Sprintf("unknown function %q", it.Name))
+	}
+	ch := Chio{ToolName: bd.Entry.Tool.Name, ServerID: bd.Entry.Manifest.ServerID}
+	if bd.Mapped {
+		ch.FunctionName = bd.Function
+	}
+	args, err := parseArguments(it.Arguments)
+	if err != nil {
+		return dispatch.Call{}, refused(it, DecisionInvalidArguments, ch, err.Error())
+	}
+	return dispatch.Call{ServerID: ch.ServerID, ToolName: ch.ToolName, Arguments: args, Exposure: &a.exposure,
+		Metadata: callMetadata(d, it, bd)}, nil
+}
+
+// callMetadata is the decision event's metadata: the protocol, the call
+// id under the dialect's own name and, when mapped, the function name.
+func callMetadata(d Dialect, it Item, bd *Binding) map[string]any {
+	idKey := "tool_call_id"
+	if d == Responses {
+		idKey = "call_id"
+	}
+	o := map[string]any{idKey: it.CallID}
+	if bd.Mapped {
+		o["function_name"] = bd.Function
+	}
+	return map[string]any{"protocol": string(d), "openai": o}
+}
+
+// parseArguments reads a call's arguments, a JSON string holding an
+// object. An empty string means no arguments ({}), as models send for a
+// function without parameters.
+func parseArguments(s string) (json.RawMessage, error) {
+	raw := bytes.TrimSpace([]byte(s))
+	if len(raw) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	if len(raw) > schemas.MaxParametersBytes {
+		return nil, fmt.Errorf("arguments are %d bytes, over %d", len(raw), schemas.MaxParametersBytes)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, errors.New("arguments must be a JSON object (a JSON string holding {…})")
+	}
+	return raw, nil
+}
+
+// result turns the dispatcher's answer into the item's result.
+func (a *Adapter) result(it Item, call dispatch.Call, out *dispatch.Result, err error) Result {
+	ch := Chio{ToolName: call.ToolName, ServerID: call.ServerID}
+	if fn, ok := call.Metadata["openai"].(map[string]any)["function_name"].(string); ok {
+		ch.FunctionName = fn
+	}
+	switch {
+	case errors.Is(err, dispatch.ErrBadArguments):
+		return *refused(it, DecisionInvalidArguments, ch, err.Error())
+	case err != nil:
+		// No durable decision: no receipt, and no tool ran.
+		a.log.Error("openai: call not recorded", "call_id", it.CallID, "err", err)
+		return *refused(it, DecisionError, ch, "the call could not be recorded, so it did not run: "+err.Error())
+	}
+	ch.ReceiptRef = out.ReceiptID
+	switch {
+	case !out.Decision.Allow:
+		return *refused(it, DecisionDeny, ch, fmt.Sprintf("denied at %s: %s", out.Decision.Guard, out.Decision.Reason))
+	case out.ToolErr != nil:
+		return *refused(it, DecisionToolError, ch, "the tool failed: "+schemas.TruncateText(out.ToolErr.Error()))
+	}
+	ch.Decision = DecisionAllow
+	return Result{Item: it, Output: string(out.Output), Chio: ch}
+}
+
+// refused is a denied result whose output is the reason.
+func refused(it Item, decision string, ch Chio, reason string) *Result {
+	ch.Denied, ch.Decision, ch.Reason = true, decision, reason
+	return &Result{Item: it, Output: "chio: " + reason, Chio: ch}
+}
+
+// Refusal is the deny receipt of one call of a batch whose capability
+// the kernel refused.
+type Refusal struct {
+	CallID     string `json:"call_id"`
+	ReceiptRef string `json:"receipt_ref"`
+}
+
+// Refuse records a deny receipt for each function call of a batch that
+// names an exposed tool with well-formed arguments, on dec, the kernel's
+// refusal of token (kernel.Identify): a call turned away for its
+// credential is still recorded (DESIGN §5). Nothing runs. The other
+// calls never reached the kernel and have none.
+func (a *Adapter) Refuse(ctx context.Context, token string, b *Batch, dec *kernel.Decision) ([]Refusal, error) {
+	ctx = context.WithoutCancel(ctx) // the receipts must be written
+	out := []Refusal{}
+	for _, it := range b.Items {
+		call, res := a.prepare(b.Dialect, it)
+		if res != nil {
+			continue
+		}
+		call.Token = token
+		r, err := a.dispatch.Refuse(ctx, call, dec)
+		if err != nil {
+			return out, fmt.Errorf("record the refusal of call %s: %w", it.CallID, err)
+		}
+		out = append(out, Refusal{CallID: it.CallID, ReceiptRef: r.ReceiptID})
+	}
+	return out, nil
+}

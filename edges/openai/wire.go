@@ -1,0 +1,325 @@
+// Package openai is the OpenAI function-calling edge: it lists the exposed
+// tools a caller's capability may call as OpenAI function definitions
+// (Chat Completions or Responses shapes) and runs the function calls a
+// model produced, each through edges/dispatch (kernel, durable decision
+// event, tool, durable outcome event), answering with tool messages or
+// function_call_output items that carry Chio's verdict and receipt id.
+//
+// The adapter keeps no state: names are computed from the registry, and
+// everything else lives in JetStream.
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Dialect is the OpenAI API a batch came from; its value is the protocol
+// recorded on each call's decision event.
+type Dialect string
+
+// The two dialects.
+const (
+	Chat      Dialect = "openai.chat"
+	Responses Dialect = "openai.responses"
+)
+
+// Bounds of a batch request.
+const (
+	// MaxBodyBytes bounds a request body: 64 calls of the largest
+	// arguments (32 KiB each, escaped in a JSON string) fit.
+	MaxBodyBytes = 4 << 20
+	// MaxItems bounds the items of one batch: a model's turn rarely
+	// holds more than a handful of calls.
+	MaxItems = 64
+	// MaxCallIDBytes bounds a call id, which is recorded in the receipt.
+	MaxCallIDBytes = 128
+)
+
+// Item is one entry of a batch: a function call, or a call the adapter
+// refuses (Type says which kind).
+type Item struct {
+	// CallID is the Chat tool_call id or the Responses call_id (the item
+	// id for a hosted call that has none).
+	CallID string
+	// Type is "function" (Chat) or "function_call" (Responses) for a
+	// function call; anything else is refused.
+	Type      string
+	Name      string
+	Arguments string
+}
+
+// IsFunction reports whether the item is a function call the adapter runs.
+func (it Item) IsFunction() bool { return it.Type == "function" || it.Type == "function_call" }
+
+// Batch is a decoded request: its calls in input order.
+type Batch struct {
+	Dialect Dialect
+	Items   []Item
+}
+
+// Error is an OpenAI-style error answer.
+type Error struct {
+	Status  int
+	Message string
+	Type    string
+	Code    string
+	Param   string
+	// Extra is added to the error object under "chio" (the receipts of a
+	// refused credential's calls).
+	Extra any
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// MarshalJSON writes {"error":{"message","type","code","param"}}, with null
+// for an unset code or param as OpenAI does.
+func (e *Error) MarshalJSON() ([]byte, error) {
+	body := map[string]any{"message": e.Message, "type": e.Type, "code": nullable(e.Code), "param": nullable(e.Param)}
+	if e.Extra != nil {
+		body["chio"] = e.Extra
+	}
+	return json.Marshal(map[string]any{"error": body})
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// invalid is a 400 invalid_request_error.
+func invalid(code, param, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// DecodeBatch reads a POST /openai/v1/tool-calls body. Accepted shapes:
+//
+//   - Chat Completions: an assistant message {"role":"assistant","tool_calls":[…]},
+//     the same under "message", or {"tool_calls":[…]} alone;
+//   - Responses: {"output":[…]} (a response's output as is) or a bare
+//     array of output items.
+//
+// Responses items of type "message" and "reasoning" are not calls and are
+// skipped, so a response's whole output can be sent; every other item is
+// a call, run when it is a function_call and refused otherwise. A body
+// that is no such shape, holds no call, more than MaxItems items, or a
+// call without a usable id is an error, and nothing runs.
+func DecodeBatch(body []byte) (*Batch, *Error) {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 {
+		return nil, invalid("invalid_json", "", "the body is empty: send an assistant message with tool_calls, or Responses output items")
+	}
+	if !json.Valid(trimmed) {
+		return nil, invalid("invalid_json", "", "the body is not valid JSON")
+	}
+	if trimmed[0] == '[' {
+		return decodeResponses(trimmed, "")
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &top); err != nil {
+		return nil, invalid("invalid_request", "", "the body must be a JSON object or an array of Responses output items")
+	}
+	switch {
+	case top["output"] != nil:
+		return decodeResponses(top["output"], "output")
+	case top["message"] != nil:
+		return decodeChat(top["message"], "message.")
+	case top["tool_calls"] != nil:
+		return decodeChat(trimmed, "")
+	}
+	return nil, invalid("invalid_request", "", `no tool calls: send {"role":"assistant","tool_calls":[…]} (Chat Completions) or {"output":[…]} (Responses)`)
+}
+
+// chatMessage is the part of a Chat Completions assistant message the
+// adapter reads; its other fields (content, refusal, audio…) are ignored.
+type chatMessage struct {
+	Role      *string    `json:"role"`
+	ToolCalls []chatCall `json:"tool_calls"`
+}
+
+type chatCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function *struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+	Custom *struct {
+		Name string `json:"name"`
+	} `json:"custom"`
+}
+
+func decodeChat(raw json.RawMessage, prefix string) (*Batch, *Error) {
+	var m chatMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, invalid("invalid_request", strings.TrimSuffix(prefix, "."), "not a Chat Completions assistant message: %v", err)
+	}
+	if m.Role != nil && *m.Role != "assistant" {
+		return nil, invalid("invalid_request", prefix+"role", "role is %q: tool calls come in an assistant message", *m.Role)
+	}
+	if err := checkCount(len(m.ToolCalls), prefix+"tool_calls"); err != nil {
+		return nil, err
+	}
+	b := &Batch{Dialect: Chat}
+	for i, c := range m.ToolCalls {
+		it := Item{CallID: c.ID, Type: c.Type}
+		switch {
+		case c.Function != nil:
+			it.Name, it.Arguments = c.Function.Name, c.Function.Arguments
+		case c.Custom != nil:
+			it.Name = c.Custom.Name
+		}
+		b.Items = append(b.Items, it)
+		if err := checkID(c.ID, fmt.Sprintf("%stool_calls[%d].id", prefix, i)); err != nil {
+			return nil, err
+		}
+	}
+	return b, checkUnique(b.Items, prefix+"tool_calls")
+}
+
+// responsesItem is a Responses output item as far as the adapter reads it.
+type responsesItem struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+func decodeResponses(raw json.RawMessage, param string) (*Batch, *Error) {
+	var items []responsesItem
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, invalid("invalid_request", param, "not a list of Responses output items: %v", err)
+	}
+	if len(items) > MaxItems {
+		return nil, checkCount(len(items), param)
+	}
+	b := &Batch{Dialect: Responses}
+	for i, r := range items {
+		switch r.Type {
+		case "message", "reasoning":
+			continue // not calls: a response's whole output may be sent
+		case "":
+			return nil, invalid("invalid_request", itemParam(param, i)+".type", "item %d has no type", i)
+		}
+		id := r.CallID
+		if id == "" && !(Item{Type: r.Type}).IsFunction() {
+			id = r.ID // hosted calls (mcp_call, web_search_call…) carry only an item id
+		}
+		if err := checkID(id, itemParam(param, i)+".call_id"); err != nil {
+			return nil, err
+		}
+		b.Items = append(b.Items, Item{CallID: id, Type: r.Type, Name: r.Name, Arguments: r.Arguments})
+	}
+	if err := checkCount(len(b.Items), param); err != nil {
+		return nil, err
+	}
+	return b, checkUnique(b.Items, param)
+}
+
+func itemParam(param string, i int) string {
+	if param == "" {
+		return fmt.Sprintf("[%d]", i)
+	}
+	return fmt.Sprintf("%s[%d]", param, i)
+}
+
+func checkCount(n int, param string) *Error {
+	switch {
+	case n == 0:
+		return invalid("no_tool_calls", param, "no tool calls to run")
+	case n > MaxItems:
+		return invalid("too_many_tool_calls", param, "%d items: at most %d per request", n, MaxItems)
+	}
+	return nil
+}
+
+func checkID(id, param string) *Error {
+	switch {
+	case id == "":
+		return invalid("missing_call_id", param, "%s is required: each result answers one call by its id", param)
+	case len(id) > MaxCallIDBytes:
+		return invalid("invalid_call_id", param, "%s is longer than %d bytes", param, MaxCallIDBytes)
+	}
+	return nil
+}
+
+// checkUnique refuses two calls with one id: their results could not be
+// told apart.
+func checkUnique(items []Item, param string) *Error {
+	seen := make(map[string]bool, len(items))
+	for _, it := range items {
+		if seen[it.CallID] {
+			return invalid("duplicate_call_id", param, "call id %q appears twice", it.CallID)
+		}
+		seen[it.CallID] = true
+	}
+	return nil
+}
+
+// Chio is the Chio verdict on one call, in each result under "chio".
+type Chio struct {
+	Denied bool `json:"denied"`
+	// ReceiptRef is the receipt id: present exactly when the call reached
+	// the kernel and its decision event is durable.
+	ReceiptRef string `json:"receipt_ref,omitempty"`
+	// Decision is allow, deny, tool_error, unknown_function,
+	// invalid_arguments, unsupported or error (see the README's table).
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+	ToolName string `json:"tool_name,omitempty"`
+	ServerID string `json:"server_id,omitempty"`
+	// FunctionName is the name the model used, when it is not ToolName.
+	FunctionName string `json:"function_name,omitempty"`
+	// Receipt is the signed receipt, with AwaitReceipt.
+	Receipt json.RawMessage `json:"receipt,omitempty"`
+}
+
+// Result is the answer to one item.
+type Result struct {
+	Item   Item
+	Output string
+	Chio   Chio
+}
+
+type chatToolMessage struct {
+	Role       string `json:"role"`
+	ToolCallID string `json:"tool_call_id"`
+	Content    string `json:"content"`
+	Chio       Chio   `json:"chio"`
+}
+
+type responsesOutput struct {
+	Type   string `json:"type"`
+	CallID string `json:"call_id"`
+	Output string `json:"output"`
+	Chio   Chio   `json:"chio"`
+}
+
+// Answer is the body of a batch's answer, in input order:
+// {"messages":[tool messages]} for Chat Completions,
+// {"output":[function_call_output items]} for Responses. A refused custom
+// tool call is answered with a custom_tool_call_output item.
+func Answer(d Dialect, results []Result) any {
+	if d == Chat {
+		msgs := make([]chatToolMessage, len(results))
+		for i, r := range results {
+			msgs[i] = chatToolMessage{Role: "tool", ToolCallID: r.Item.CallID, Content: r.Output, Chio: r.Chio}
+		}
+		return map[string]any{"messages": msgs}
+	}
+	out := make([]responsesOutput, len(results))
+	for i, r := range results {
+		typ := "function_call_output"
+		if r.Item.Type == "custom_tool_call" {
+			typ = "custom_tool_call_output"
+		}
+		out[i] = responsesOutput{Type: typ, CallID: r.Item.CallID, Output: r.Output, Chio: r.Chio}
+	}
+	return map[string]any{"output": out}
+}
