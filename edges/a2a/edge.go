@@ -331,10 +331,18 @@ func (e *Edge) resolveSkill(p *wire.SendParams, forced string) (*tools.Entry, js
 		args = json.RawMessage("{}")
 	}
 	var obj map[string]json.RawMessage
-	if len(args) > schemas.MaxParametersBytes || json.Unmarshal(args, &obj) != nil || obj == nil {
+	if len(args) > schemas.MaxParametersBytes || json.Unmarshal(args, &obj) != nil || obj == nil || !canonicalizable(args) {
 		return nil, nil, wire.InvalidParams(fmt.Sprintf("the arguments of skill %q must be a JSON object of at most %d bytes", target, schemas.MaxParametersBytes))
 	}
 	return en, args, nil
+}
+
+// canonicalizable reports whether args have an RFC 8785 form, as the
+// dispatcher demands before the kernel decides (no duplicate member, no
+// number out of range, no lone surrogate): refused here, nothing is stored.
+func canonicalizable(args json.RawMessage) bool {
+	_, err := schemas.CanonicalizeJSON(args)
+	return err == nil
 }
 
 func targetSkill(meta map[string]any) string {

@@ -137,9 +137,11 @@ type Result struct {
 // the process's one coalescing writer (edges/eventwriter), so concurrent
 // calls share their writes.
 func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
-	if err := checkArguments(c.Arguments); err != nil {
+	args, err := canonicalArguments(c.Arguments)
+	if err != nil {
 		return nil, err
 	}
+	c.Arguments = args
 	if c.ReceiptID == "" {
 		c.ReceiptID = uuid.Must(uuid.NewV7()).String()
 	}
@@ -193,9 +195,11 @@ func (d *Dispatcher) Refuse(ctx context.Context, c Call, dec *kernel.Decision) (
 	if dec == nil || dec.Allow {
 		return nil, errors.New("refuse: the decision is not a deny")
 	}
-	if err := checkArguments(c.Arguments); err != nil {
+	args, err := canonicalArguments(c.Arguments)
+	if err != nil {
 		return nil, err
 	}
+	c.Arguments = args
 	if c.ReceiptID == "" {
 		c.ReceiptID = uuid.Must(uuid.NewV7()).String()
 	}
@@ -306,10 +310,7 @@ func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.Decis
 		}
 		rawMeta = b
 	}
-	params, err := schemas.CanonicalizeJSON(c.Arguments)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
-	}
+	params := c.Arguments // canonical already (canonicalArguments)
 	evidence := dec.Evidence
 	if len(evidence) > schemas.MaxEvidence {
 		evidence = evidence[:schemas.MaxEvidence]
@@ -360,13 +361,23 @@ func fitEvent(ev *schemas.DecisionEvent) ([]byte, error) {
 	}
 }
 
-func checkArguments(args json.RawMessage) error {
+// canonicalArguments checks a call's arguments (a JSON object of at most
+// MaxParametersBytes) and returns their RFC 8785 form, or ErrBadArguments.
+func canonicalArguments(args json.RawMessage) (json.RawMessage, error) {
 	if len(args) > schemas.MaxParametersBytes {
-		return fmt.Errorf("%w of at most %d bytes", ErrBadArguments, schemas.MaxParametersBytes)
+		return nil, fmt.Errorf("%w of at most %d bytes", ErrBadArguments, schemas.MaxParametersBytes)
 	}
-	// A scan, not a decode: the canonical form is computed from them later.
-	if t := bytes.TrimLeft(args, " \t\r\n"); len(t) == 0 || t[0] != '{' || !json.Valid(args) {
-		return ErrBadArguments
+	if t := bytes.TrimLeft(args, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, ErrBadArguments
 	}
-	return nil
+	// Canonical before the kernel decides: arguments JCS refuses (a
+	// duplicate member, a number out of range, a lone surrogate) must be
+	// turned away before any guard runs or budget is charged, or the call
+	// would have a decision and no receipt. The canonical bytes are what
+	// the decision event records and the tool gets.
+	canon, err := schemas.CanonicalizeJSON(args)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
+	}
+	return canon, nil
 }

@@ -191,10 +191,15 @@ func TestDeniedAndFailedCalls(t *testing.T) {
 	if !bytes.Contains(ev[schemas.SubjectOutcome][0], []byte("backend unavailable")) {
 		t.Fatalf("failure reason missing: %s", ev[schemas.SubjectOutcome][0])
 	}
-	for _, args := range []string{`[1]`, `"x"`, `{`, `null`} {
+	// Arguments JCS refuses are refused before the kernel: no decision, so
+	// no budget charged and no receipt owed.
+	for _, args := range []string{`[1]`, `"x"`, `{`, `null`, `{"a":1,"a":2}`, `{"n":1e400}`, `{"s":"\ud800"}`} {
 		if _, err := f.d.Do(ctx, Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(args)}); !errors.Is(err, ErrBadArguments) {
 			t.Fatalf("arguments %s: %v", args, err)
 		}
+	}
+	if n := len(f.events(t)[schemas.SubjectDecision]); n != 2 {
+		t.Fatalf("%d decision events after refused arguments, want the 2 before", n)
 	}
 }
 
