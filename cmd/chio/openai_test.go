@@ -30,13 +30,19 @@ func TestUpServesOpenAIWithVerifiableReceipts(t *testing.T) {
 	msg := oa.ChatCompletionAssistantMessageParam{ToolCalls: []oa.ChatCompletionMessageToolCallUnionParam{{
 		OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{ID: "call_up_1",
 			Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "hello_task", Arguments: `{"text":"world"}`}}}}}
-	raw, _ := json.Marshal(msg)
+	raw, err := json.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.Post(up.httpURL+openai.ToolCallsPath, "application/json", bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ = io.ReadAll(resp.Body)
+	body, err = io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ans struct {
 		Messages []struct {
 			ToolCallID string      `json:"tool_call_id"`
@@ -65,12 +71,22 @@ func TestUpServesOpenAIWithVerifiableReceipts(t *testing.T) {
 		wrapped.Receipt.Metadata.Protocol != "openai.chat" || wrapped.Receipt.Metadata.OpenAI.ToolCallID != "call_up_1" {
 		t.Fatalf("receipt: %d %v %s", code, err, receipt)
 	}
-	_, proof := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid+"/tlog-proof")
+	code, proof := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid+"/tlog-proof")
+	if code != http.StatusOK {
+		t.Fatalf("proof: %d %s", code, proof)
+	}
 	dir := t.TempDir()
 	rf, pf := filepath.Join(dir, "r.json"), filepath.Join(dir, "p.tlog-proof")
-	_ = os.WriteFile(rf, receipt, 0o600)
-	_ = os.WriteFile(pf, proof, 0o600)
-	kernelPub, _ := os.ReadFile(filepath.Join(up.dir, "keys", kernelPubFile))
+	if err := os.WriteFile(rf, receipt, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pf, proof, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kernelPub, err := os.ReadFile(filepath.Join(up.dir, "keys", kernelPubFile))
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := chio(context.Background(), "verify", "--receipt", rf, "--proof", pf, "--vkey", filepath.Join(up.dir, "keys", checkpointVKeyFile), "--kernel-key", strings.TrimSpace(string(kernelPub)))
 	if err != nil || !strings.Contains(out, "verify: OK") {
 		t.Fatalf("verify: %v %s", err, out)

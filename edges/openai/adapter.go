@@ -47,7 +47,7 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, opts ...
 	if a.exposure.Protocol == "" {
 		a.exposure.Protocol = "openai"
 	}
-	a.names = NewNames(reg.Exposed(a.exposure))
+	a.names = NewNames(reg.Exposed(a.exposure), a.log)
 	return a
 }
 

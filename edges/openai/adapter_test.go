@@ -130,21 +130,38 @@ func fullToken(t *testing.T) string {
 
 func do(t *testing.T, method, url, token string, body []byte) (int, http.Header, []byte) {
 	t.Helper()
+	h := map[string]string{"Content-Type": "application/json"}
+	if token != "" {
+		h["Authorization"] = "Bearer " + token
+	}
+	return doWith(t, method, url, h, body)
+}
+
+// doWith sends body with exactly the headers h.
+func doWith(t *testing.T, method, url string, h map[string]string, body []byte) (int, http.Header, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range h {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return resp.StatusCode, resp.Header, b
+}
+
+// openAIError is an error answer in OpenAI's shape.
+type openAIError struct {
+	Error struct{ Type, Code, Message string }
 }
 
 func mustJSON(t *testing.T, v any) []byte {
@@ -324,7 +341,9 @@ func TestChatBatch(t *testing.T) {
 		if err := json.Unmarshal(ans.Messages[i], &m); err != nil {
 			t.Fatal(err)
 		}
-		_ = json.Unmarshal(ans.Messages[i], &c)
+		if err := json.Unmarshal(ans.Messages[i], &c); err != nil {
+			t.Fatal(err)
+		}
 		ch := c.Chio
 		if m.ToolCallID != w.id || m.Content.OfString.Value == "" || ch.Decision != w.decision || ch.Denied != w.denied ||
 			(ch.ReceiptRef != "") != w.ref || ch.ToolName != w.tool || ch.FunctionName != w.fnName {
@@ -347,7 +366,9 @@ func TestChatBatch(t *testing.T) {
 	var ok struct {
 		Content string `json:"content"`
 	}
-	_ = json.Unmarshal(ans.Messages[0], &ok)
+	if err := json.Unmarshal(ans.Messages[0], &ok); err != nil {
+		t.Fatal(err)
+	}
 	var out struct {
 		Message   string          `json:"message"`
 		Arguments json.RawMessage `json:"arguments"`
@@ -361,9 +382,11 @@ func TestChatBatch(t *testing.T) {
 	}
 }
 
-// The Responses shape: a response's output as is (reasoning and message
-// items skipped), a guard denial in the middle not stopping the next
-// call, hosted calls refused.
+// The Responses shape: a response's output as is (reasoning, message,
+// server-run calls and outputs skipped), a guard denial in the middle not
+// stopping the next call, a namespaced call never run, and client-run
+// calls Chio does not govern refused: a custom_tool_call answered with a
+// custom_tool_call_output, the others listed under "refused".
 func TestResponsesBatch(t *testing.T) {
 	f := start(t)
 	narrow := capability(t, "cap-hello", time.Now().Add(-time.Minute), time.Now().Add(time.Hour), hello.ServerID)
@@ -372,18 +395,31 @@ func TestResponsesBatch(t *testing.T) {
 		responses.ResponseFunctionToolCall{CallID: "call_1", Name: "hello_task", Arguments: `{"text":"a"}`, Type: "function_call"},
 		responses.ResponseFunctionToolCall{CallID: "call_2", Name: "explode", Arguments: `{}`, Type: "function_call"},
 		responses.ResponseFunctionToolCall{CallID: "call_3", Name: "hello_task", Arguments: `{"text":"c"}`, Type: "function_call"},
+		responses.ResponseFunctionToolCall{CallID: "call_ns", Name: "hello_task", Namespace: "crm", Arguments: `{}`, Type: "function_call"},
+		responses.ResponseCustomToolCall{CallID: "ct_1", Name: "hello_task", Input: "hi", Type: "custom_tool_call"},
+		// Server-run calls and outputs need no answer.
 		responses.ResponseOutputItemMcpCall{ID: "mcp_1", Name: "rm", Arguments: `{}`, ServerLabel: "x", Type: "mcp_call"},
+		map[string]any{"type": "web_search_call", "id": "ws_1", "status": "completed"},
+		map[string]any{"type": "function_call_output", "call_id": "call_old", "output": "done"},
+		map[string]any{"type": "shell_call_output", "call_id": "sh_old", "output": []any{}},
+		map[string]any{"type": "tool_search_call", "id": "ts_1", "call_id": "ts_c1", "execution": "server", "arguments": map[string]any{}},
+		// Client-run calls Chio does not govern.
 		map[string]any{"type": "shell_call", "call_id": "sh_1", "action": map[string]any{"commands": []string{"ls"}}},
+		map[string]any{"type": "computer_call", "id": "cu_1", "call_id": "cu_c1", "action": map[string]any{"type": "screenshot"}},
+		map[string]any{"type": "mcp_approval_request", "id": "mcpr_1", "name": "rm", "arguments": "{}", "server_label": "x"},
 	}
 	code, _, body := do(t, http.MethodPost, f.url+ToolCallsPath, narrow, mustJSON(t, map[string]any{"output": items}))
 	var ans struct {
-		Output []json.RawMessage `json:"output"`
+		Output  []json.RawMessage `json:"output"`
+		Refused []map[string]string
 	}
 	if err := json.Unmarshal(body, &ans); code != http.StatusOK || err != nil || len(ans.Output) != 5 {
 		t.Fatalf("%d %v %s", code, err, body)
 	}
-	wants := []struct{ id, decision string }{
-		{"call_1", DecisionAllow}, {"call_2", DecisionDeny}, {"call_3", DecisionAllow}, {"mcp_1", DecisionUnsupported}, {"sh_1", DecisionUnsupported},
+	wants := []struct{ typ, id, decision string }{
+		{"function_call_output", "call_1", DecisionAllow}, {"function_call_output", "call_2", DecisionDeny},
+		{"function_call_output", "call_3", DecisionAllow}, {"function_call_output", "call_ns", DecisionUnknownFunction},
+		{"custom_tool_call_output", "ct_1", DecisionUnsupported},
 	}
 	events := decisionEvents(t, f.js)
 	for i, w := range wants {
@@ -392,8 +428,10 @@ func TestResponsesBatch(t *testing.T) {
 		if err := json.Unmarshal(ans.Output[i], &item); err != nil {
 			t.Fatal(err)
 		}
-		_ = json.Unmarshal(ans.Output[i], &c)
-		if item.CallID.Value != w.id || item.Output.OfString.Value == "" || c.Chio.Decision != w.decision {
+		if err := json.Unmarshal(ans.Output[i], &c); err != nil {
+			t.Fatal(err)
+		}
+		if string(item.Type) != w.typ || item.CallID.Value != w.id || item.Output.OfString.Value == "" || c.Chio.Decision != w.decision {
 			t.Errorf("item %d: %s", i, ans.Output[i])
 		}
 		if w.decision == DecisionDeny || w.decision == DecisionAllow {
@@ -404,11 +442,32 @@ func TestResponsesBatch(t *testing.T) {
 			if w.decision == DecisionDeny && (ev.Decision.Verdict != schemas.VerdictDeny || !c.Chio.Denied) {
 				t.Errorf("deny of %s: %+v %s", w.id, ev.Decision, ans.Output[i])
 			}
+		} else if c.Chio.ReceiptRef != "" || !c.Chio.Denied {
+			t.Errorf("%s reached the kernel: %s", w.id, ans.Output[i])
+		}
+	}
+	// The namespaced call named an exposed tool, yet nothing ran it: only
+	// the three plain calls reached the kernel.
+	if len(events) != 3 {
+		t.Errorf("%d decision events", len(events))
+	}
+	wantRefused := []map[string]string{
+		{"call_id": "sh_1", "type": "shell_call"},
+		{"call_id": "cu_c1", "type": "computer_call"},
+		{"id": "mcpr_1", "type": "mcp_approval_request"},
+	}
+	if len(ans.Refused) != len(wantRefused) {
+		t.Fatalf("refused: %s", body)
+	}
+	for i, w := range wantRefused {
+		r := ans.Refused[i]
+		if r["call_id"] != w["call_id"] || r["id"] != w["id"] || r["type"] != w["type"] || !strings.Contains(r["reason"], "not run by Chio") {
+			t.Errorf("refused %d: %v", i, r)
 		}
 	}
 	// A bare array is the same shape.
 	code, _, body = do(t, http.MethodPost, f.url+ToolCallsPath, narrow, mustJSON(t, items[1:2]))
-	if code != http.StatusOK || !strings.Contains(string(body), `"type":"function_call_output"`) {
+	if code != http.StatusOK || !strings.Contains(string(body), `"type":"function_call_output"`) || !strings.Contains(string(body), `"refused":[]`) {
 		t.Fatalf("bare array: %d %s", code, body)
 	}
 }
@@ -464,15 +523,29 @@ func TestBadRequestsRunNothing(t *testing.T) {
 		{"missing id", `{"message":{"role":"assistant","tool_calls":[` + call("") + `]}}`, "missing_call_id", 400},
 		{"duplicate id", `{"tool_calls":[` + call("c1") + "," + call("c1") + `]}`, "duplicate_call_id", 400},
 		{"tool_calls not a list", `{"tool_calls":{"id":"x"}}`, "invalid_request", 400},
+		{"chat call without type", `{"tool_calls":[{"id":"c1","function":{"name":"hello_task","arguments":"{}"}}]}`, "invalid_request", 400},
+		{"both shapes", `{"tool_calls":[` + call("c1") + `],"output":[{"type":"function_call","call_id":"c2","name":"hello_task","arguments":"{}"}]}`, "ambiguous_request", 400},
+		{"only outputs", `{"output":[{"type":"function_call_output","call_id":"c1","output":"x"}]}`, "no_tool_calls", 400},
 		{"too large", `{"tool_calls":[` + call(strings.Repeat("x", MaxBodyBytes)) + `]}`, "body_too_large", 413},
 	}
 	for _, c := range cases {
 		code, _, raw := do(t, http.MethodPost, f.url+ToolCallsPath, tok, []byte(c.body))
-		var e struct {
-			Error struct{ Type, Code, Message string }
-		}
+		var e openAIError
 		if err := json.Unmarshal(raw, &e); code != c.status || err != nil || e.Error.Code != c.code || e.Error.Type != "invalid_request_error" || e.Error.Message == "" {
 			t.Errorf("%s: %d %v %s", c.name, code, err, raw)
+		}
+	}
+	// A body not declared JSON: 415, whatever it holds.
+	for _, ct := range []string{"text/plain", "", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"} {
+		h := map[string]string{"Authorization": "Bearer " + tok}
+		if ct != "" {
+			h["Content-Type"] = ct
+		}
+		code, _, raw := doWith(t, http.MethodPost, f.url+ToolCallsPath, h, []byte(`{"tool_calls":[`+call("c1")+`]}`))
+		var e openAIError
+		if err := json.Unmarshal(raw, &e); code != http.StatusUnsupportedMediaType || err != nil ||
+			e.Error.Code != "unsupported_media_type" || e.Error.Type != "invalid_request_error" || e.Error.Message == "" {
+			t.Errorf("content type %q: %d %v %s", ct, code, err, raw)
 		}
 	}
 	if n := len(decisionEvents(t, f.js)); n != 0 {
@@ -485,11 +558,67 @@ func TestBadRequestsRunNothing(t *testing.T) {
 	}
 }
 
-// The dev capability acts for callers that send none.
+// The dev capability acts for callers that send none, but not for a
+// browser page of another site (CSRF against a loopback chio up).
 func TestDevToken(t *testing.T) {
-	f := start(t, WithDevToken(fullToken(t)))
-	code, _, body := do(t, http.MethodPost, f.url+ToolCallsPath, "", []byte(`{"tool_calls":[{"id":"c1","type":"function","function":{"name":"hello_task","arguments":"{}"}}]}`))
+	tok := fullToken(t)
+	f := start(t, WithDevToken(tok))
+	batch := []byte(`{"tool_calls":[{"id":"c1","type":"function","function":{"name":"hello_task","arguments":"{}"}}]}`)
+	code, _, body := do(t, http.MethodPost, f.url+ToolCallsPath, "", batch)
 	if code != http.StatusOK || !strings.Contains(string(body), `"decision":"allow"`) {
 		t.Fatalf("%d %s", code, body)
+	}
+	host := strings.TrimPrefix(f.url, "http://")
+	base := map[string]string{"Content-Type": "application/json"}
+	with := func(h map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range base {
+			out[k] = v
+		}
+		for k, v := range h {
+			out[k] = v
+		}
+		return out
+	}
+	// Browser requests from this origin, or typed by the user, still act.
+	for _, h := range []map[string]string{
+		{"Sec-Fetch-Site": "same-origin", "Origin": f.url},
+		{"Sec-Fetch-Site": "none"},
+		{"Origin": "http://" + strings.ToUpper(host)},
+	} {
+		if code, _, body := doWith(t, http.MethodPost, f.url+ToolCallsPath, with(h), batch); code != http.StatusOK {
+			t.Errorf("%v: %d %s", h, code, body)
+		}
+	}
+	before := len(decisionEvents(t, f.js))
+	// Cross-site browser requests under the dev capability: 403, nothing runs.
+	for _, h := range []map[string]string{
+		{"Sec-Fetch-Site": "cross-site"},
+		{"Sec-Fetch-Site": "same-site"},
+		{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"},
+		{"Origin": "https://evil.example"},
+		{"Origin": "null"},
+		{"Sec-Fetch-Site": "same-origin", "Origin": "http://localhost:1"},
+	} {
+		code, _, raw := doWith(t, http.MethodPost, f.url+ToolCallsPath, with(h), batch)
+		var e openAIError
+		if err := json.Unmarshal(raw, &e); code != http.StatusForbidden || err != nil || e.Error.Code != "cross_site_request" ||
+			!strings.Contains(e.Error.Message, "dev capability") {
+			t.Errorf("%v: %d %v %s", h, code, err, raw)
+		}
+	}
+	// The classic CSRF form: a text/plain body, refused before anything else.
+	code, _, body = doWith(t, http.MethodPost, f.url+ToolCallsPath, map[string]string{"Content-Type": "text/plain", "Sec-Fetch-Site": "cross-site"}, batch)
+	if code != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain: %d %s", code, body)
+	}
+	if n := len(decisionEvents(t, f.js)); n != before {
+		t.Fatalf("%d decision events after refused cross-site requests, want %d", n, before)
+	}
+	// A caller presenting its own capability is not acting under the dev
+	// one: a cross-site header does not stop it.
+	code, _, body = doWith(t, http.MethodPost, f.url+ToolCallsPath, with(map[string]string{"Authorization": "Bearer " + tok, "Origin": "https://app.example"}), batch)
+	if code != http.StatusOK {
+		t.Errorf("explicit capability: %d %s", code, body)
 	}
 }

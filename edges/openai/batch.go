@@ -43,14 +43,14 @@ func (a *Adapter) Run(ctx context.Context, token string, b *Batch) []Result {
 // runItem runs one item: refused before the kernel when it is not a
 // function call, names no exposed tool or has bad arguments.
 func (a *Adapter) runItem(ctx context.Context, token string, d Dialect, it Item) Result {
-	call, res := a.prepare(d, it)
+	call, ch, res := a.prepare(d, it)
 	if res != nil {
 		return *res
 	}
 	call.Token = token
 	started := time.Now()
 	out, err := a.dispatch.Do(ctx, call)
-	r := a.result(it, call, out, err)
+	r := a.result(it, ch, out, err)
 	if r.Chio.ReceiptRef != "" && a.await.js != nil {
 		// A receipt not yet integrated is no failure of the call.
 		if rec, err := a.await.awaitReceipt(ctx, call.ServerID, r.Chio.ReceiptRef, started); err == nil {
@@ -62,17 +62,24 @@ func (a *Adapter) runItem(ctx context.Context, token string, d Dialect, it Item)
 	return r
 }
 
-// prepare checks an item before the kernel and builds its dispatcher
-// call; a non-nil Result is the item's answer (no kernel call).
-func (a *Adapter) prepare(d Dialect, it Item) (dispatch.Call, *Result) {
+// prepare checks an item before the kernel and builds its dispatcher call
+// and the verdict's tool names; a non-nil Result is the item's answer (no
+// kernel call).
+func (a *Adapter) prepare(d Dialect, it Item) (dispatch.Call, Chio, *Result) {
 	if !it.IsFunction() {
-		return dispatch.Call{}, refused(it, DecisionUnsupported, Chio{},
+		return dispatch.Call{}, Chio{}, refused(it, DecisionUnsupported, Chio{},
 			fmt.Sprintf("%s items are not run by Chio: only function calls are governed here", it.Type))
+	}
+	if it.Namespace != "" {
+		// Chio lists its tools without a namespace: a namespaced call is
+		// for some other tool that happens to share a name.
+		return dispatch.Call{}, Chio{}, refused(it, DecisionUnknownFunction, Chio{},
+			fmt.Sprintf("unknown function %q in namespace %q: Chio's functions have no namespace", it.Name, it.Namespace))
 	}
 	bd, ok := a.names.Resolve(it.Name)
 	if !ok {
 		// Hidden and internal tools get the same answer as absent ones.
-		return dispatch.Call{}, refused(it, DecisionUnknownFunction, Chio{}, fmt.Sprintf("unknown function %q", it.Name))
+		return dispatch.Call{}, Chio{}, refused(it, DecisionUnknownFunction, Chio{}, fmt.Sprintf("unknown function %q", it.Name))
 	}
 	ch := Chio{ToolName: bd.Entry.Tool.Name, ServerID: bd.Entry.Manifest.ServerID}
 	if bd.Mapped {
@@ -80,10 +87,10 @@ func (a *Adapter) prepare(d Dialect, it Item) (dispatch.Call, *Result) {
 	}
 	args, err := parseArguments(it.Arguments)
 	if err != nil {
-		return dispatch.Call{}, refused(it, DecisionInvalidArguments, ch, err.Error())
+		return dispatch.Call{}, ch, refused(it, DecisionInvalidArguments, ch, err.Error())
 	}
 	return dispatch.Call{ServerID: ch.ServerID, ToolName: ch.ToolName, Arguments: args, Exposure: &a.exposure,
-		Metadata: callMetadata(d, it, bd)}, nil
+		Metadata: callMetadata(d, it, bd)}, ch, nil
 }
 
 // callMetadata is the decision event's metadata: the protocol, the call
@@ -118,12 +125,9 @@ func parseArguments(s string) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// result turns the dispatcher's answer into the item's result.
-func (a *Adapter) result(it Item, call dispatch.Call, out *dispatch.Result, err error) Result {
-	ch := Chio{ToolName: call.ToolName, ServerID: call.ServerID}
-	if fn, ok := call.Metadata["openai"].(map[string]any)["function_name"].(string); ok {
-		ch.FunctionName = fn
-	}
+// result turns the dispatcher's answer into the item's result; ch names
+// the tool (prepare's verdict).
+func (a *Adapter) result(it Item, ch Chio, out *dispatch.Result, err error) Result {
 	switch {
 	case errors.Is(err, dispatch.ErrBadArguments):
 		return *refused(it, DecisionInvalidArguments, ch, err.Error())
@@ -165,7 +169,7 @@ func (a *Adapter) Refuse(ctx context.Context, token string, b *Batch, dec *kerne
 	ctx = context.WithoutCancel(ctx) // the receipts must be written
 	out := []Refusal{}
 	for _, it := range b.Items {
-		call, res := a.prepare(b.Dialect, it)
+		call, _, res := a.prepare(b.Dialect, it)
 		if res != nil {
 			continue
 		}

@@ -3,6 +3,7 @@ package openai
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"regexp"
 	"strings"
 
@@ -83,34 +84,69 @@ type Names struct {
 // tool keeps its own name when that fits OpenAI's rule and no other entry
 // would answer to it; otherwise it gets MappedName. So two servers with a
 // tool of the same name both get mapped names naming their server, rather
-// than one silently winning.
-func NewNames(entries []*tools.Entry) *Names {
+// than one silently winning. No function name ever answers for two tools:
+// a collision left after mapping (two mapped names equal, which takes a
+// digest collision) drops both tools from the table, logged on log (nil
+// for slog.Default()).
+func NewNames(entries []*tools.Entry, log *slog.Logger) *Names {
+	if log == nil {
+		log = slog.Default()
+	}
 	count := map[string]int{}
 	for _, en := range entries {
 		count[en.Tool.Name]++
 	}
-	n := &Names{byFunction: make(map[string]*Binding, len(entries))}
+	var bound []*Binding
 	for _, en := range entries {
 		b := &Binding{Function: en.Tool.Name, Entry: en}
 		if !FitsOpenAI(b.Function) || count[b.Function] > 1 {
 			b.Function, b.Mapped = MappedName(en.Manifest.ServerID, en.Tool.Name), true
 		}
-		n.ordered = append(n.ordered, b)
+		bound = append(bound, b)
 	}
 	// A mapped name that equals another tool's own name (only a tool named
 	// after the mapping's shape could) maps that tool too: its digest
-	// differs, so names stay unique and no call can reach the wrong tool.
-	for _, b := range n.ordered {
-		if !b.Mapped {
-			continue
-		}
-		for _, o := range n.ordered {
-			if !o.Mapped && o.Function == b.Function {
-				o.Function, o.Mapped = MappedName(o.Entry.Manifest.ServerID, o.Entry.Tool.Name), true
+	// differs. That new mapped name may in turn equal a third tool's own
+	// name, so repeat until nothing changes. Each pass that changes
+	// anything maps at least one more tool and a mapped name never changes
+	// again, so len(bound) passes reach the fixed point.
+	for range len(bound) {
+		mapped := map[string]bool{}
+		for _, b := range bound {
+			if b.Mapped {
+				mapped[b.Function] = true
 			}
 		}
+		changed := false
+		for _, o := range bound {
+			if !o.Mapped && mapped[o.Function] {
+				o.Function, o.Mapped = MappedName(o.Entry.Manifest.ServerID, o.Entry.Tool.Name), true
+				changed = true
+			}
+		}
+		if !changed {
+			break
+		}
 	}
-	for _, b := range n.ordered {
+	return uniqueNames(bound, log)
+}
+
+// uniqueNames builds the table from bindings, dropping every binding whose
+// function name another binding also has: a call by that name could reach
+// either tool, so it reaches neither.
+func uniqueNames(bound []*Binding, log *slog.Logger) *Names {
+	count := make(map[string]int, len(bound))
+	for _, b := range bound {
+		count[b.Function]++
+	}
+	n := &Names{byFunction: make(map[string]*Binding, len(bound))}
+	for _, b := range bound {
+		if count[b.Function] > 1 {
+			log.Warn("openai: function name answers for several tools: all of them are left off this surface",
+				"function_name", b.Function, "server_id", b.Entry.Manifest.ServerID, "tool_name", b.Entry.Tool.Name)
+			continue
+		}
+		n.ordered = append(n.ordered, b)
 		n.byFunction[b.Function] = b
 	}
 	return n

@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"bytes"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -46,7 +48,7 @@ func TestMappedNameFitsAndIsStable(t *testing.T) {
 func TestNamesDirectMappedAndDuplicates(t *testing.T) {
 	n := NewNames([]*tools.Entry{
 		entry("a", "echo"), entry("a", "get_weather"), entry("a", "fs.read"), entry("b", "echo"),
-	})
+	}, nil)
 	want := map[string]struct {
 		server, tool string
 		mapped       bool
@@ -76,10 +78,58 @@ func TestNamesDirectMappedAndDuplicates(t *testing.T) {
 // name answers for two tools.
 func TestNamesShadowedDirectName(t *testing.T) {
 	shadow := MappedName("a", "x.y")
-	n := NewNames([]*tools.Entry{entry("a", "x.y"), entry("b", shadow)})
+	n := NewNames([]*tools.Entry{entry("a", "x.y"), entry("b", shadow)}, nil)
 	b1, ok1 := n.Resolve(shadow)
 	b2, ok2 := n.Resolve(MappedName("b", shadow))
 	if !ok1 || b1.Entry.Manifest.ServerID != "a" || !ok2 || b2.Entry.Manifest.ServerID != "b" {
 		t.Fatalf("%+v %v %+v %v", b1, ok1, b2, ok2)
+	}
+}
+
+// A chain of shadowing names: z's mapped name is y's own name, and y's
+// mapped name is x's own name. Remapping y must remap x too, so every
+// tool keeps a name of its own.
+func TestNamesShadowChain(t *testing.T) {
+	zName := MappedName("z", "x.y")
+	yName := MappedName("y", zName)
+	xName := MappedName("x", yName)
+	n := NewNames([]*tools.Entry{entry("x", yName), entry("y", zName), entry("z", "x.y")}, nil)
+	if len(n.All()) != 3 {
+		t.Fatalf("%d bindings", len(n.All()))
+	}
+	seen := map[string]bool{}
+	for _, b := range n.All() {
+		if seen[b.Function] {
+			t.Fatalf("%q names two tools", b.Function)
+		}
+		seen[b.Function] = true
+	}
+	for fn, server := range map[string]string{zName: "z", yName: "y", xName: "x"} {
+		b, ok := n.Resolve(fn)
+		if !ok || b.Entry.Manifest.ServerID != server || !b.Mapped {
+			t.Errorf("Resolve(%q) = %+v, %v: want server %s", fn, b, ok, server)
+		}
+	}
+}
+
+// A name left answering for two tools (a digest collision) drops both,
+// with a warning, rather than letting one silently win.
+func TestNamesCollisionDropsBoth(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	a, b, c := entry("a", "t1"), entry("b", "t2"), entry("c", "ok")
+	n := uniqueNames([]*Binding{
+		{Function: "same_name_0123456789", Entry: a, Mapped: true},
+		{Function: "ok", Entry: c},
+		{Function: "same_name_0123456789", Entry: b, Mapped: true},
+	}, log)
+	if _, ok := n.Resolve("same_name_0123456789"); ok {
+		t.Error("a colliding name still resolves")
+	}
+	if len(n.All()) != 1 || n.All()[0].Entry != c {
+		t.Errorf("bindings %+v", n.All())
+	}
+	if out := logged.String(); strings.Count(out, "level=WARN") != 2 || !strings.Contains(out, "server_id=a") || !strings.Contains(out, "server_id=b") {
+		t.Errorf("log %q", out)
 	}
 }

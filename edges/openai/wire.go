@@ -50,6 +50,12 @@ type Item struct {
 	Type      string
 	Name      string
 	Arguments string
+	// Namespace is a Responses function call's namespace: Chio's
+	// functions have none, so a call that names one is never run.
+	Namespace string
+	// ByItemID reports that CallID is the item id (a Responses call
+	// that has no call_id, such as mcp_approval_request).
+	ByItemID bool
 }
 
 // IsFunction reports whether the item is a function call the adapter runs.
@@ -104,11 +110,12 @@ func invalid(code, param, format string, args ...any) *Error {
 //   - Responses: {"output":[…]} (a response's output as is) or a bare
 //     array of output items.
 //
-// Responses items of type "message" and "reasoning" are not calls and are
-// skipped, so a response's whole output can be sent; every other item is
-// a call, run when it is a function_call and refused otherwise. A body
-// that is no such shape, holds no call, more than MaxItems items, or a
-// call without a usable id is an error, and nothing runs.
+// Responses items that need no answer are skipped (see SkipsItem), so a
+// response's whole output can be sent; every other item is a call, run
+// when it is a function_call and refused otherwise. A body that is no
+// such shape or more than one of them, holds no call, more than MaxItems
+// items, or a call without a usable id or type is an error, and nothing
+// runs.
 func DecodeBatch(body []byte) (*Batch, *Error) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 {
@@ -123,6 +130,15 @@ func DecodeBatch(body []byte) (*Batch, *Error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &top); err != nil {
 		return nil, invalid("invalid_request", "", "the body must be a JSON object or an array of Responses output items")
+	}
+	var shapes []string
+	for _, k := range []string{"output", "message", "tool_calls"} {
+		if _, ok := top[k]; ok {
+			shapes = append(shapes, k)
+		}
+	}
+	if len(shapes) > 1 {
+		return nil, invalid("ambiguous_request", "", "the body holds both %s and %s: send one shape, Chat Completions (tool_calls) or Responses (output)", shapes[0], shapes[1])
 	}
 	switch {
 	case top["output"] != nil:
@@ -167,6 +183,10 @@ func decodeChat(raw json.RawMessage, prefix string) (*Batch, *Error) {
 	}
 	b := &Batch{Dialect: Chat}
 	for i, c := range m.ToolCalls {
+		if c.Type == "" {
+			return nil, invalid("invalid_request", fmt.Sprintf("%stool_calls[%d].type", prefix, i),
+				`%stool_calls[%d] has no type: a function call is {"id","type":"function","function":{"name","arguments"}}`, prefix, i)
+		}
 		it := Item{CallID: c.ID, Type: c.Type}
 		switch {
 		case c.Function != nil:
@@ -188,7 +208,37 @@ type responsesItem struct {
 	ID        string `json:"id"`
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
+	Arguments any    `json:"arguments"` // a string for function_call; tool_search_call's is an object
+	Namespace string `json:"namespace"`
+	// Execution is tool_search_call's: "server" or "client".
+	Execution string `json:"execution"`
+}
+
+// skippedItems are Responses output items that need no answer: content,
+// and calls OpenAI ran itself (their results are in the response).
+var skippedItems = map[string]bool{
+	"message": true, "reasoning": true, "compaction": true, "additional_tools": true,
+	"web_search_call": true, "file_search_call": true, "code_interpreter_call": true,
+	"image_generation_call": true, "mcp_call": true, "mcp_list_tools": true,
+	"mcp_approval_response": true,
+}
+
+// SkipsItem reports whether a Responses output item of type typ (and,
+// for tool_search_call, execution) is skipped: it is not a call the
+// client must answer. Outputs (function_call_output, any *_output type)
+// are answers already; server-executed calls were run by OpenAI. Every
+// other item is a call: a function_call is run, the rest (computer_call,
+// shell_call, local_shell_call, apply_patch_call, mcp_approval_request,
+// custom_tool_call, a client tool_search_call, types not known here) are
+// refused and never run.
+func SkipsItem(typ, execution string) bool {
+	switch {
+	case skippedItems[typ], strings.HasSuffix(typ, "_output"):
+		return true
+	case typ == "tool_search_call":
+		return execution != "client"
+	}
+	return false
 }
 
 func decodeResponses(raw json.RawMessage, param string) (*Batch, *Error) {
@@ -201,20 +251,26 @@ func decodeResponses(raw json.RawMessage, param string) (*Batch, *Error) {
 	}
 	b := &Batch{Dialect: Responses}
 	for i, r := range items {
-		switch r.Type {
-		case "message", "reasoning":
-			continue // not calls: a response's whole output may be sent
-		case "":
+		switch {
+		case r.Type == "":
 			return nil, invalid("invalid_request", itemParam(param, i)+".type", "item %d has no type", i)
+		case SkipsItem(r.Type, r.Execution):
+			continue // needs no answer: a response's whole output may be sent
 		}
-		id := r.CallID
-		if id == "" && !(Item{Type: r.Type}).IsFunction() {
-			id = r.ID // hosted calls (mcp_call, web_search_call…) carry only an item id
+		it := Item{CallID: r.CallID, Type: r.Type, Name: r.Name, Namespace: r.Namespace}
+		if it.IsFunction() {
+			args, ok := r.Arguments.(string)
+			if !ok && r.Arguments != nil {
+				return nil, invalid("invalid_request", itemParam(param, i)+".arguments", "item %d: arguments must be a JSON string", i)
+			}
+			it.Arguments = args
+		} else if it.CallID == "" {
+			it.CallID, it.ByItemID = r.ID, true // mcp_approval_request carries only an item id
 		}
-		if err := checkID(id, itemParam(param, i)+".call_id"); err != nil {
+		if err := checkID(it.CallID, itemParam(param, i)+".call_id"); err != nil {
 			return nil, err
 		}
-		b.Items = append(b.Items, Item{CallID: id, Type: r.Type, Name: r.Name, Arguments: r.Arguments})
+		b.Items = append(b.Items, it)
 	}
 	if err := checkCount(len(b.Items), param); err != nil {
 		return nil, err
@@ -301,10 +357,23 @@ type responsesOutput struct {
 	Chio   Chio   `json:"chio"`
 }
 
+// refusedItem is a Responses call Chio refused and does not answer: the
+// client that runs such calls answers them itself.
+type refusedItem struct {
+	ID     string `json:"id,omitempty"`
+	CallID string `json:"call_id,omitempty"`
+	Type   string `json:"type"`
+	Reason string `json:"reason"`
+}
+
 // Answer is the body of a batch's answer, in input order:
-// {"messages":[tool messages]} for Chat Completions,
-// {"output":[function_call_output items]} for Responses. A refused custom
-// tool call is answered with a custom_tool_call_output item.
+// {"messages":[tool messages]} for Chat Completions;
+// {"output":[function_call_output items],"refused":[…]} for Responses. A
+// refused custom_tool_call is answered with a custom_tool_call_output
+// item; the other calls Chio does not run (computer_call, shell_call,
+// local_shell_call, apply_patch_call, mcp_approval_request…) have output
+// types of their own that Chio does not invent: they are listed under
+// "refused" as {"call_id" (or "id"),"type","reason"} instead.
 func Answer(d Dialect, results []Result) any {
 	if d == Chat {
 		msgs := make([]chatToolMessage, len(results))
@@ -313,13 +382,22 @@ func Answer(d Dialect, results []Result) any {
 		}
 		return map[string]any{"messages": msgs}
 	}
-	out := make([]responsesOutput, len(results))
-	for i, r := range results {
-		typ := "function_call_output"
-		if r.Item.Type == "custom_tool_call" {
-			typ = "custom_tool_call_output"
+	out, ref := []responsesOutput{}, []refusedItem{}
+	for _, r := range results {
+		switch {
+		case r.Item.IsFunction():
+			out = append(out, responsesOutput{Type: "function_call_output", CallID: r.Item.CallID, Output: r.Output, Chio: r.Chio})
+		case r.Item.Type == "custom_tool_call":
+			out = append(out, responsesOutput{Type: "custom_tool_call_output", CallID: r.Item.CallID, Output: r.Output, Chio: r.Chio})
+		default:
+			it := refusedItem{Type: r.Item.Type, Reason: r.Chio.Reason}
+			if r.Item.ByItemID {
+				it.ID = r.Item.CallID
+			} else {
+				it.CallID = r.Item.CallID
+			}
+			ref = append(ref, it)
 		}
-		out[i] = responsesOutput{Type: typ, CallID: r.Item.CallID, Output: r.Output, Chio: r.Chio}
 	}
-	return map[string]any{"output": out}
+	return map[string]any{"output": out, "refused": ref}
 }
