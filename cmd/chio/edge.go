@@ -226,9 +226,18 @@ type replica struct {
 	policy   *kernel.LoadedPolicy
 }
 
-// startEdge builds a replica: kernel, dispatcher, task store and edge,
-// their Prometheus series registered on metrics.
-func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devToken string, metrics prometheus.Registerer) (*replica, error) {
+// governance is what every edge of a process governs its calls with.
+type governance struct {
+	policy   *kernel.LoadedPolicy
+	registry *tools.Registry
+	id       string // this replica's name in events and claims
+	kernel   *kernel.Kernel
+	dispatch *dispatch.Dispatcher
+}
+
+// governance builds the policy, registry, kernel and dispatcher from the
+// flags, their series registered on metrics; the caller closes the kernel.
+func (f *edgeFlags) governance(ctx context.Context, js jetstream.JetStream, metrics prometheus.Registerer) (*governance, error) {
 	policy, err := f.policy()
 	if err != nil {
 		return nil, err
@@ -251,6 +260,17 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		k.Close()
 		return nil, err
 	}
+	return &governance{policy: policy, registry: reg, id: id, kernel: k, dispatch: d}, nil
+}
+
+// startEdge builds a replica: kernel, dispatcher, task store and edge,
+// their Prometheus series registered on metrics.
+func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devToken string, metrics prometheus.Registerer) (*replica, error) {
+	g, err := f.governance(ctx, js, metrics)
+	if err != nil {
+		return nil, err
+	}
+	policy, reg, id, k, d := g.policy, g.registry, g.id, g.kernel, g.dispatch
 	ts, err := taskstore.Open(ctx, js, taskstore.WithReplicas(max(f.replicas, 1)))
 	if err != nil {
 		k.Close()

@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/openai"
 	"github.com/chio-ledger/chio/edges/tools"
@@ -41,30 +39,12 @@ func openaiOptions(js jetstream.JetStream, p *kernel.LoadedPolicy, f *edgeFlags,
 // startOpenAI builds a standalone OpenAI replica: kernel, dispatcher and
 // adapter, their series registered on metrics. close stops the kernel.
 func startOpenAI(ctx context.Context, js jetstream.JetStream, f *edgeFlags, metrics prometheus.Registerer) (*openai.Adapter, []health.Check, func(), error) {
-	policy, err := f.policy()
+	g, err := f.governance(ctx, js, metrics)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	reg, err := f.registry()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	id := f.edgeID
-	if id == "" {
-		host, _ := os.Hostname()
-		id = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg), kernel.WithReplicas(f.replicas), kernel.WithMetrics(metrics))
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	d, err := dispatch.New(ctx, js, k, reg, id, f.replicas, dispatch.WithMetrics(metrics))
-	if err != nil {
-		k.Close()
-		return nil, nil, nil, err
-	}
-	a := openai.New(k, reg, d, openaiOptions(js, policy, f, f.tier, "")...)
-	return a, edgeChecks(js, k), k.Close, nil
+	a := openai.New(g.kernel, g.registry, g.dispatch, openaiOptions(js, g.policy, f, f.tier, "")...)
+	return a, edgeChecks(js, g.kernel), g.kernel.Close, nil
 }
 
 func newEdgeOpenAICmd() *cobra.Command {

@@ -14,6 +14,7 @@ import (
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/internal/receiptwait"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -355,7 +356,7 @@ func (e *Edge) resultMetadata(ctx context.Context, req execRequest, out *outputs
 	}
 	if res != nil && e.cfg.AwaitReceipt > 0 && e.cfg.JetStream != nil {
 		c := m["chio"].(map[string]any)
-		if sr, err := e.awaitReceipt(ctx, e.cfg.JetStream, req.ServerID, res.ReceiptID, started); err != nil {
+		if sr, err := receiptwait.Await(ctx, e.cfg.JetStream, req.ServerID, res.ReceiptID, started, e.cfg.AwaitReceipt); err != nil {
 			c["receiptAwaitError"] = err.Error()
 		} else {
 			c["receipt"], c["leafIndex"] = sr.Receipt, sr.LeafIndex

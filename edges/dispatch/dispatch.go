@@ -137,16 +137,9 @@ type Result struct {
 // the process's one coalescing writer (edges/eventwriter), so concurrent
 // calls share their writes.
 func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
-	args, err := canonicalArguments(c.Arguments)
+	c, err := prepared(c)
 	if err != nil {
 		return nil, err
-	}
-	c.Arguments = args
-	if c.ReceiptID == "" {
-		c.ReceiptID = uuid.Must(uuid.NewV7()).String()
-	}
-	if c.RequestID == "" {
-		c.RequestID = c.ReceiptID // one request, one receipt: a chain can name either
 	}
 	dec := d.kernel.Decide(ctx, &kernel.Request{
 		Token: c.Token, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments, Exposure: c.Exposure,
@@ -195,18 +188,29 @@ func (d *Dispatcher) Refuse(ctx context.Context, c Call, dec *kernel.Decision) (
 	if dec == nil || dec.Allow {
 		return nil, errors.New("refuse: the decision is not a deny")
 	}
-	args, err := canonicalArguments(c.Arguments)
+	c, err := prepared(c)
 	if err != nil {
 		return nil, err
+	}
+	return d.decide(ctx, c, dec)
+}
+
+// prepared is c ready for its decision: canonical arguments (refused as
+// ErrBadArguments before the kernel sees them) and its receipt and
+// request ids.
+func prepared(c Call) (Call, error) {
+	args, err := canonicalArguments(c.Arguments)
+	if err != nil {
+		return c, err
 	}
 	c.Arguments = args
 	if c.ReceiptID == "" {
 		c.ReceiptID = uuid.Must(uuid.NewV7()).String()
 	}
 	if c.RequestID == "" {
-		c.RequestID = c.ReceiptID
+		c.RequestID = c.ReceiptID // one request, one receipt: a chain can name either
 	}
-	return d.decide(ctx, c, dec)
+	return c, nil
 }
 
 // decide makes the call's decision event durable.

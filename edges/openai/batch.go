@@ -10,6 +10,7 @@ import (
 
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/internal/receiptwait"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -53,8 +54,8 @@ func (a *Adapter) runItem(ctx context.Context, token string, d Dialect, it Item)
 	r := a.result(it, ch, out, err)
 	if r.Chio.ReceiptRef != "" && a.await.js != nil {
 		// A receipt not yet integrated is no failure of the call.
-		if rec, err := a.await.awaitReceipt(ctx, call.ServerID, r.Chio.ReceiptRef, started); err == nil {
-			r.Chio.Receipt = rec
+		if sr, err := receiptwait.Await(ctx, a.await.js, call.ServerID, r.Chio.ReceiptRef, started, a.await.max); err == nil {
+			r.Chio.Receipt = sr.Receipt
 		} else {
 			a.log.Warn("openai: receipt not embedded", "receipt_id", r.Chio.ReceiptRef, "err", err)
 		}
