@@ -102,7 +102,8 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, p *wire.SendParams, mode 
 	if d != nil {
 		return nil, nil, e.refuse(ctx, rc.caller, e.refusedRequest(ctx, rc, p, mode), d)
 	}
-	prior, forced, werr := e.priorTurn(ctx, rc, p)
+	owner := taskstore.Owner{Subject: id.Principal, Tenant: p.Tenant}
+	prior, forced, werr := e.priorTurn(ctx, owner, p)
 	if werr != nil {
 		return nil, nil, werr
 	}
@@ -117,7 +118,6 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, p *wire.SendParams, mode 
 	// From here the request is accepted: a client going away must not leave
 	// a task created but never claimed.
 	ctx = background(ctx)
-	owner := taskstore.Owner{Subject: id.Principal, Tenant: p.Tenant}
 	meta := chioMeta(nil, mode, true, "")
 	if prior == nil && mode == modeBlocking && !req.Native && pc == nil {
 		nt, err := e.newTask(owner, p, req, meta, true)
@@ -133,13 +133,9 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, p *wire.SendParams, mode 
 // priorTurn is the task a follow-up message (one naming a taskId)
 // continues, and the skill its next turn goes to, the same as before; nil
 // and "" for a message that starts a task.
-func (e *Edge) priorTurn(ctx context.Context, rc rpcCall, p *wire.SendParams) (*taskstore.Task, string, *wire.Error) {
+func (e *Edge) priorTurn(ctx context.Context, owner taskstore.Owner, p *wire.SendParams) (*taskstore.Task, string, *wire.Error) {
 	if p.Message.TaskID == "" {
 		return nil, "", nil
-	}
-	owner, werr := e.owner(rc.caller, p.Tenant)
-	if werr != nil {
-		return nil, "", werr
 	}
 	t, err := e.tasks.Load(ctx, p.Message.TaskID, owner)
 	if err != nil {
