@@ -19,6 +19,7 @@ type Adapter struct {
 	devToken string
 	log      *slog.Logger
 	await    awaitConfig
+	upstream *Upstream
 }
 
 // Option configures an Adapter.
@@ -73,24 +74,37 @@ var emptyParameters = json.RawMessage(`{"type":"object","properties":{}}`)
 // written for OpenAI's strict subset).
 func (a *Adapter) Definitions(id *kernel.Identity, f Format) []any {
 	out := []any{}
-	for _, b := range a.names.All() {
-		en := b.Entry
-		if !id.Invokes(en.Manifest.ServerID, en.Tool.Name) {
-			continue
-		}
-		params := en.Tool.InputSchema
-		if t := bytes.TrimSpace(params); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-			params = emptyParameters
-		}
-		fn := map[string]any{"name": b.Function, "description": en.Tool.Description, "parameters": params}
-		if f == FormatResponses {
-			fn["type"], fn["strict"] = "function", false
-			out = append(out, fn)
-			continue
-		}
-		out = append(out, map[string]any{"type": "function", "function": fn})
+	for _, b := range a.invokable(id) {
+		out = append(out, definition(b, f))
 	}
 	return out
+}
+
+// invokable are the bindings of the exposed tools id may invoke, in
+// registry order.
+func (a *Adapter) invokable(id *kernel.Identity) []*Binding {
+	var out []*Binding
+	for _, b := range a.names.All() {
+		if id.Invokes(b.Entry.Manifest.ServerID, b.Entry.Tool.Name) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// definition is b's function definition in format f.
+func definition(b *Binding, f Format) any {
+	en := b.Entry
+	params := en.Tool.InputSchema
+	if t := bytes.TrimSpace(params); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		params = emptyParameters
+	}
+	fn := map[string]any{"name": b.Function, "description": en.Tool.Description, "parameters": params}
+	if f == FormatResponses {
+		fn["type"], fn["strict"] = "function", false
+		return fn
+	}
+	return map[string]any{"type": "function", "function": fn}
 }
 
 // ParseFormat reads the format query parameter; empty means chat.

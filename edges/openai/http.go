@@ -1,9 +1,7 @@
 package openai
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -21,10 +19,14 @@ const (
 	ToolCallsPath = "/openai/v1/tool-calls"
 )
 
-// Register mounts GET /openai/v1/tools and POST /openai/v1/tool-calls.
+// Register mounts GET /openai/v1/tools and POST /openai/v1/tool-calls,
+// and, with WithUpstream, the governing proxy's two paths.
 func (a *Adapter) Register(e *echo.Echo) {
 	e.GET(ToolsPath, a.handleTools)
 	e.POST(ToolCallsPath, a.handleToolCalls)
+	if a.upstream != nil {
+		a.registerProxy(e)
+	}
 }
 
 // handleTools answers {"tools":[…]}: the function definitions the caller's
@@ -123,18 +125,7 @@ func refuseCrossSite(r *http.Request) *Error {
 }
 
 // readBody reads at most MaxBodyBytes.
-func readBody(r *http.Request) ([]byte, *Error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge) || len(body) > MaxBodyBytes:
-		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "body_too_large",
-			Message: fmt.Sprintf("the body is over %d bytes", MaxBodyBytes)}
-	case err != nil:
-		return nil, invalid("invalid_body", "", "read the body: %v", err)
-	}
-	return body, nil
-}
+func readBody(r *http.Request) ([]byte, *Error) { return readBodyMax(r, MaxBodyBytes) }
 
 // token is the caller's capability (Authorization: Bearer or
 // X-Chio-Capability), or the dev capability (dev true) for a caller that
