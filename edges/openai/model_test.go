@@ -147,7 +147,7 @@ func (m *model) chat(w http.ResponseWriter, req map[string]any, round int) {
 		}
 		writeJSON(w, map[string]any{"id": id, "object": "chat.completion", "created": 1700000000, "model": req["model"],
 			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
-			"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
 		return
 	}
 	sse := newSSE(w)
