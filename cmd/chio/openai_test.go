@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -13,8 +14,11 @@ import (
 	"testing"
 
 	oa "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/chio-ledger/chio/edges/openai"
+	"github.com/chio-ledger/chio/internal/openaitest"
 )
 
 // chio up serves the OpenAI adapter beside the A2A edge: the demo tool is
@@ -71,6 +75,14 @@ func TestUpServesOpenAIWithVerifiableReceipts(t *testing.T) {
 		wrapped.Receipt.Metadata.Protocol != "openai.chat" || wrapped.Receipt.Metadata.OpenAI.ToolCallID != "call_up_1" {
 		t.Fatalf("receipt: %d %v %s", code, err, receipt)
 	}
+	verifyOffline(t, up, rid, receipt)
+}
+
+// verifyOffline checks, with chio verify, that receipt (as the log API
+// serves it) is in the log under rid: its inclusion proof, checkpoint and
+// kernel signature.
+func verifyOffline(t *testing.T, up *upProcess, rid string, receipt []byte) {
+	t.Helper()
 	code, proof := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid+"/tlog-proof")
 	if code != http.StatusOK {
 		t.Fatalf("proof: %d %s", code, proof)
@@ -90,6 +102,71 @@ func TestUpServesOpenAIWithVerifiableReceipts(t *testing.T) {
 	out, err := chio(context.Background(), "verify", "--receipt", rf, "--proof", pf, "--vkey", filepath.Join(up.dir, "keys", checkpointVKeyFile), "--kernel-key", strings.TrimSpace(string(kernelPub)))
 	if err != nil || !strings.Contains(out, "verify: OK") {
 		t.Fatalf("verify: %v %s", err, out)
+	}
+}
+
+// chio up --openai-upstream: an unchanged official client, its API key
+// the dev capability, asks a model through the proxy; the model's call to
+// the demo tool runs in chio, with a receipt that is in the log and
+// verifies; the upstream saw the operator's key from --openai-key-file.
+func TestUpOpenAIProxy(t *testing.T) {
+	const key = "sk-test-upstream-key"
+	m := openaitest.Start(t, key)
+	keyFile := filepath.Join(t.TempDir(), "openai.key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := startUp(t, "--openai-upstream", m.BaseURL(), "--openai-key-file", keyFile)
+	tok, err := os.ReadFile(filepath.Join(up.dir, "dev-capability.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := oa.NewClient(option.WithBaseURL(up.httpURL+"/openai/v1/"), option.WithAPIKey(strings.TrimSpace(string(tok))), option.WithMaxRetries(0))
+	var hr *http.Response
+	resp, err := c.Responses.New(context.Background(), responses.ResponseNewParams{Model: "test-model",
+		Input: responses.ResponseNewParamsInputUnion{OfString: oa.String("use hello_task")}}, option.WithResponseInto(&hr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rid := hr.Header.Get(openai.ReceiptsHeader)
+	if !strings.Contains(resp.OutputText(), "hello from a2a") || rid == "" || resp.Metadata["chio_receipts"] != rid || m.Count() != 2 || m.Auth(0) != "Bearer "+key {
+		t.Fatalf("answer %q, receipts %q, metadata %v, upstream requests %d", resp.OutputText(), rid, resp.Metadata, m.Count())
+	}
+	awaitLogReceipt(t, up.httpURL, up.token, rid)
+	code, receipt := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid)
+	if code != http.StatusOK || !strings.Contains(string(receipt), `"protocol":"openai.responses"`) || !strings.Contains(string(receipt), `"call_id":"call_1_0"`) {
+		t.Fatalf("receipt: %d %s", code, receipt)
+	}
+	verifyOffline(t, up, rid, receipt)
+}
+
+// Proxy flag mistakes are usage errors before anything starts.
+func TestOpenAIProxyFlags(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.key")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-from-env")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"key file without upstream", []string{"--openai-key-file", empty}, "needs --openai-upstream"},
+		{"not a URL", []string{"--openai-upstream", "api.openai.com"}, "want an http(s) base URL"},
+		{"credentials in the URL", []string{"--openai-upstream", "https://u:p@api.example/v1"}, "without credentials"},
+		{"empty key file", []string{"--openai-upstream", "https://api.example/v1", "--openai-key-file", empty}, "is empty"},
+		{"key in clear over the network", []string{"--openai-upstream", "http://model.example/v1"}, "plain http"},
+		{"zero rounds", []string{"--openai-upstream", "https://api.example/v1", "--openai-max-rounds", "0"}, "at least 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := chio(context.Background(), append([]string{"up", "--data-dir", t.TempDir()}, c.args...)...)
+			var ee *exitError
+			if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error()+out, c.want) {
+				t.Fatalf("err %v, out %s", err, out)
+			}
+		})
 	}
 }
 

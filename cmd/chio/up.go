@@ -29,6 +29,7 @@ func newUpCmd() *cobra.Command {
 	var dataDir, listen, natsListen string
 	var lf ledgerFlags
 	var ef edgeFlags
+	var of openaiFlags
 	var requireCapability bool
 	var serviceToken string
 	cmd := &cobra.Command{
@@ -36,6 +37,9 @@ func newUpCmd() *cobra.Command {
 		Short: "Run everything in one process: embedded NATS JetStream, the ledger, the A2A edge with the demo tools, one HTTP address",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := of.proxy(); err != nil {
+				return err // a flag mistake, before anything starts
+			}
 			// The log store is opened first: its directory lock is what stops
 			// a second `chio up` on the same data dir, before anything else starts.
 			keys, store, err := openDataDir(dataDir, &lf)
@@ -122,7 +126,11 @@ func newUpCmd() *cobra.Command {
 			edge := r.edge
 			// The OpenAI surface shares the A2A edge's kernel and dispatcher;
 			// its exposure reads openai.expose (--tier is A2A's).
-			oa := openai.New(r.kernel, r.registry, r.dispatch, openaiOptions(js, r.policy, &ef, "", edgeToken)...)
+			oaOpts, err := openaiOptions(js, r.policy, &ef, &of, "", edgeToken)
+			if err != nil {
+				return err
+			}
+			oa := openai.New(r.kernel, r.registry, r.dispatch, oaOpts...)
 			hc, err := ef.httpConfig()
 			if err != nil {
 				return err
@@ -181,6 +189,9 @@ func newUpCmd() *cobra.Command {
 				fmt.Fprintf(out, "chio up: JSON-RPC     %s/a2a\n", base)
 				fmt.Fprintf(out, "chio up: HTTP+JSON    %s%s\n", base, a2a.RESTPath)
 				fmt.Fprintf(out, "chio up: OpenAI       %s%s  %s%s\n", base, openai.ToolsPath, base, openai.ToolCallsPath)
+				if of.upstream != "" {
+					fmt.Fprintf(out, "chio up: OpenAI proxy %s/openai/v1 (chat/completions, responses) -> %s\n", base, of.upstream)
+				}
 				if grpcLn != nil {
 					fmt.Fprintf(out, "chio up: gRPC         %s (A2A 1.0, lf.a2a.v1.A2AService)\n", grpcLn.Addr())
 				}
@@ -203,6 +214,7 @@ func newUpCmd() *cobra.Command {
 	cmd.Flags().StringVar(&natsListen, "nats-listen", "127.0.0.1:4222", `client address of the embedded NATS server ("none": in-process only)`)
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
 	ef.register(cmd)
+	of.register(cmd.Flags())
 	ef.registerGRPC(cmd, grpcAuto, `gRPC listen address of the A2A 1.0 gRPC binding ("auto": the --listen host, port+1, e.g. 127.0.0.1:8081; "none": off)`)
 	cmd.Flags().StringVar(&serviceToken, "service-token", "", "bootstrap operator credential: a bearer token that reads everything (default $"+serviceTokenEnv+"); the operator token chio up writes does the same")
 	cmd.Flags().BoolVar(&requireCapability, "require-capability", false, "refuse callers without a capability instead of acting under the dev capability")

@@ -73,7 +73,7 @@ type fixture struct {
 	a   *Adapter
 }
 
-func start(t *testing.T, opts ...Option) *fixture {
+func start(t testing.TB, opts ...Option) *fixture {
 	t.Helper()
 	_, _, js := natstest.Start(t)
 	reg := tools.NewRegistry()
@@ -106,7 +106,7 @@ func start(t *testing.T, opts ...Option) *fixture {
 }
 
 // capability issues a token granting servers, valid from..until.
-func capability(t *testing.T, id string, from, until time.Time, servers ...string) string {
+func capability(t testing.TB, id string, from, until time.Time, servers ...string) string {
 	t.Helper()
 	var grants []schemas.ToolGrant
 	for _, s := range servers {
@@ -124,7 +124,7 @@ func capability(t *testing.T, id string, from, until time.Time, servers ...strin
 	return h
 }
 
-func fullToken(t *testing.T) string {
+func fullToken(t testing.TB) string {
 	return capability(t, "cap-full", time.Now().Add(-time.Minute), time.Now().Add(time.Hour), hello.ServerID, "files-srv", "twin-srv")
 }
 

@@ -16,15 +16,16 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/internal/openaitest"
 )
 
 const upstreamKey = "sk-upstream-secret-0123456789"
 
 // startProxy starts the adapter with its proxy in front of an in-test model.
-func startProxy(t *testing.T, maxRounds int, opts ...Option) (*fixture, *model) {
+func startProxy(t testing.TB, maxRounds int, opts ...Option) (*fixture, *openaitest.Model) {
 	t.Helper()
-	m := startModel(t, upstreamKey)
-	u, err := url.Parse(m.baseURL())
+	m := openaitest.Start(t, upstreamKey)
+	u, err := url.Parse(m.BaseURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,19 +215,19 @@ func TestProxyRunsGovernedToolRounds(t *testing.T) {
 					t.Fatalf("receipt %s metadata %+v", ids[i], meta)
 				}
 			}
-			if m.count() != 2 {
-				t.Fatalf("upstream requests: %d", m.count())
+			if m.Count() != 2 {
+				t.Fatalf("upstream requests: %d", m.Count())
 			}
-			for i, a := range m.auth {
-				if a != "Bearer "+upstreamKey {
+			for i := range m.Count() {
+				if a := m.Auth(i); a != "Bearer "+upstreamKey {
 					t.Fatalf("upstream request %d sent %q", i, a)
 				}
 			}
-			first, _ := json.Marshal(m.request(0)["tools"])
+			first, _ := json.Marshal(m.Request(0)["tools"])
 			if !strings.Contains(string(first), `"name":"hello_task"`) {
 				t.Fatalf("governed tools not added upstream: %s", first)
 			}
-			second, _ := json.Marshal(m.request(1))
+			second, _ := json.Marshal(m.Request(1))
 			if strings.Contains(string(second), `"chio"`) || !strings.Contains(string(second), "call_1_1") {
 				t.Fatalf("round 2 request: %s", second)
 			}
@@ -268,7 +269,7 @@ func TestProxyDenyPaths(t *testing.T) {
 		}
 	}
 	// The capability lists only hello_task to the model.
-	first, _ := json.Marshal(m.request(0)["tools"])
+	first, _ := json.Marshal(m.Request(0)["tools"])
 	if strings.Contains(string(first), "explode") {
 		t.Fatalf("ungranted tool offered: %s", first)
 	}
@@ -288,8 +289,8 @@ func TestProxyMixedTurnHoldsGovernedCalls(t *testing.T) {
 			if len(ans.calls) != 1 || ans.calls[0] != "client_lookup" || ans.callIDs[0] != "call_1_1" {
 				t.Fatalf("client calls %v %v", ans.calls, ans.callIDs)
 			}
-			if ids := receiptsOf(ans.header); len(ids) != 0 || m.count() != 1 || len(decisionEvents(t, f.js)) != 0 {
-				t.Fatalf("receipts %v, upstream requests %d", ids, m.count())
+			if ids := receiptsOf(ans.header); len(ids) != 0 || m.Count() != 1 || len(decisionEvents(t, f.js)) != 0 {
+				t.Fatalf("receipts %v, upstream requests %d", ids, m.Count())
 			}
 			if ans.report != "" && !strings.Contains(ans.report, `"deferred":[{"call_id":"call_1_0","function":"hello_task"}]`) {
 				t.Fatalf("report %s", ans.report)
@@ -336,8 +337,8 @@ func TestProxyRefusesBeforeUpstream(t *testing.T) {
 			}
 		})
 	}
-	if m.count() != 0 || len(decisionEvents(t, f.js)) != 0 {
-		t.Fatalf("upstream requests %d", m.count())
+	if m.Count() != 0 || len(decisionEvents(t, f.js)) != 0 {
+		t.Fatalf("upstream requests %d", m.Count())
 	}
 }
 
@@ -350,8 +351,8 @@ func TestProxyMaxRounds(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadGateway || apiErr.Code != "max_tool_rounds" {
 		t.Fatalf("err %v", err)
 	}
-	if m.count() != 3 || len(receiptsOf(apiErr.Response.Header)) != 2 || len(decisionEvents(t, f.js)) != 2 {
-		t.Fatalf("upstream requests %d, header %v", m.count(), apiErr.Response.Header)
+	if m.Count() != 3 || len(receiptsOf(apiErr.Response.Header)) != 2 || len(decisionEvents(t, f.js)) != 2 {
+		t.Fatalf("upstream requests %d, header %v", m.Count(), apiErr.Response.Header)
 	}
 	if !strings.Contains(apiErr.RawJSON(), `"calls":[{"round":1`) {
 		t.Fatalf("error body %s", apiErr.RawJSON())
@@ -362,13 +363,13 @@ func TestProxyMaxRounds(t *testing.T) {
 // a 502. The operator's key is in neither.
 func TestProxyUpstreamFailures(t *testing.T) {
 	f, m := startProxy(t, 0)
-	m.fail = http.StatusTooManyRequests
+	m.Fail(http.StatusTooManyRequests)
 	_, err := ask(t, client(f, fullToken(t)), Chat, false, "hi")
 	var apiErr *oa.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || apiErr.Code != "rate_limit_exceeded" {
 		t.Fatalf("err %v", err)
 	}
-	m.srv.Close()
+	m.Server.Close()
 	_, err = ask(t, client(f, fullToken(t)), Responses, true, "hi")
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadGateway || apiErr.Code != "upstream_unavailable" ||
 		strings.Contains(apiErr.RawJSON(), upstreamKey) {

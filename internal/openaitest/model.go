@@ -1,4 +1,7 @@
-package openai
+// Package openaitest is an in-test OpenAI-compatible model API (Chat
+// Completions and Responses, streamed or not) with a scripted model, the
+// upstream that the OpenAI adapter's proxy tests talk to.
+package openaitest
 
 import (
 	"encoding/json"
@@ -11,7 +14,7 @@ import (
 	"testing"
 )
 
-// model is an in-test OpenAI-compatible upstream (Chat Completions and
+// Model is an OpenAI-compatible upstream (Chat Completions and
 // Responses, streamed or not) with a scripted model. The first user
 // message is its instruction:
 //
@@ -21,43 +24,61 @@ import (
 //   - anything else: answer "hello, TEXT".
 //
 // A function written "F!" gets arguments that are not JSON. It records
-// every request it gets.
-type model struct {
-	t    *testing.T
-	srv  *httptest.Server
-	key  string
-	fail int // when set, every request is answered with this status
+// every request it gets, and refuses one without its key.
+type Model struct {
+	Server *httptest.Server
+	key    string
 
 	mu       sync.Mutex
+	fail     int
 	requests []map[string]any
 	auth     []string
 }
 
-func startModel(t *testing.T, key string) *model {
-	m := &model{t: t, key: key}
+// Start serves a model that expects key as Authorization: Bearer; it
+// stops when the test ends.
+func Start(t testing.TB, key string) *Model {
+	m := &Model{key: key}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, m.chat) })
 	mux.HandleFunc("POST /v1/responses", func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, m.responses) })
-	m.srv = httptest.NewServer(mux)
-	t.Cleanup(m.srv.Close)
+	m.Server = httptest.NewServer(mux)
+	t.Cleanup(m.Server.Close)
 	return m
 }
 
-func (m *model) baseURL() string { return m.srv.URL + "/v1" }
+// BaseURL is the API base, as a client's base URL.
+func (m *Model) BaseURL() string { return m.Server.URL + "/v1" }
 
-func (m *model) count() int {
+// Fail makes every later request fail with status (0: succeed again).
+func (m *Model) Fail(status int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fail = status
+}
+
+// Count is the number of requests received.
+func (m *Model) Count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.requests)
 }
 
-func (m *model) request(i int) map[string]any {
+// Request is the i-th request's body.
+func (m *Model) Request(i int) map[string]any {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.requests[i]
 }
 
-func (m *model) serve(w http.ResponseWriter, r *http.Request, api func(http.ResponseWriter, map[string]any, int)) {
+// Auth is the i-th request's Authorization header.
+func (m *Model) Auth(i int) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.auth[i]
+}
+
+func (m *Model) serve(w http.ResponseWriter, r *http.Request, api func(http.ResponseWriter, map[string]any, int)) {
 	body, _ := io.ReadAll(r.Body)
 	var req map[string]any
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -67,11 +88,11 @@ func (m *model) serve(w http.ResponseWriter, r *http.Request, api func(http.Resp
 	m.mu.Lock()
 	m.requests = append(m.requests, req)
 	m.auth = append(m.auth, r.Header.Get("Authorization"))
-	round := len(m.requests)
+	round, fail := len(m.requests), m.fail
 	m.mu.Unlock()
-	if m.fail != 0 {
+	if fail != 0 {
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(m.fail)
+		w.WriteHeader(fail)
 		fmt.Fprintf(w, `{"error":{"message":"rate limited by the model","type":"requests","code":"rate_limit_exceeded","param":null}}`)
 		return
 	}
@@ -108,7 +129,7 @@ func decide(instruction string, outputs []string) (text string, calls []modelCal
 	return "hello, " + instruction, nil
 }
 
-func (m *model) chat(w http.ResponseWriter, req map[string]any, round int) {
+func (m *Model) chat(w http.ResponseWriter, req map[string]any, round int) {
 	msgs, _ := req["messages"].([]any)
 	instruction := ""
 	var outputs []string
@@ -177,7 +198,7 @@ func (m *model) chat(w http.ResponseWriter, req map[string]any, round int) {
 	sse.raw("", "[DONE]")
 }
 
-func (m *model) responses(w http.ResponseWriter, req map[string]any, round int) {
+func (m *Model) responses(w http.ResponseWriter, req map[string]any, round int) {
 	instruction := ""
 	var outputs []string
 	switch in := req["input"].(type) {
