@@ -196,7 +196,7 @@ func (e *Edge) extendedCard(rc rpcCall) (any, *wire.Error) {
 	}
 	origin, own := e.ownOrigin(origin)
 	c := e.card(origin, tools.A2AProfile{GRPC: e.cfg.GRPCURL != ""}, e.cfg.DevToken == "", func(en *tools.Entry) bool {
-		return id.Invokes(en.Manifest.ServerID, en.Tool.Name)
+		return id.Invokes(en)
 	})
 	body, err := rc.dialect.EncodeAgentCard(c)
 	if err == nil {

@@ -240,8 +240,13 @@ func (k *Kernel) decide(ctx context.Context, req *Request) *Decision {
 		return k.deny(d, StepRevocation, fmt.Sprintf("ancestor capability %s of %s is revoked", id, tok.ID))
 	}
 
-	gi := matchGrant(tok.Scope.Grants, req.ServerID, req.ToolName, op)
+	byName := d.Tool.DenyByDefault()
+	gi := matchGrant(tok.Scope.Grants, req.ServerID, req.ToolName, op, byName)
 	if gi < 0 {
+		if byName && matchGrant(tok.Scope.Grants, req.ServerID, req.ToolName, op, false) >= 0 {
+			return k.deny(d, StepGrant, fmt.Sprintf("capability %s grants %s on %s/%s only through a wildcard: the tool has side effects and is denied by default unless a grant names it",
+				tok.ID, op, req.ServerID, req.ToolName))
+		}
 		return k.deny(d, StepGrant, fmt.Sprintf("capability %s grants no %s on %s/%s", tok.ID, op, req.ServerID, req.ToolName))
 	}
 	d.GrantIndex = gi
@@ -383,11 +388,12 @@ func (k *Kernel) chargeBudgets(ctx context.Context, v *verified, gi int, req *Re
 // from overflowing a budget's running total.
 const maxCostUnits = 1<<53 - 1
 
-// matchGrant is the index of the first grant covering server/tool/op, or -1.
-func matchGrant(gs []schemas.ToolGrant, server, tool string, op schemas.Operation) int {
+// matchGrant is the index of the first grant covering server/tool/op, or
+// -1; byName leaves out wildcard grants (a deny-by-default tool).
+func matchGrant(gs []schemas.ToolGrant, server, tool string, op schemas.Operation, byName bool) int {
 	for i := range gs {
 		g := &gs[i]
-		if g.ServerID != server || (g.ToolName != "*" && g.ToolName != tool) {
+		if g.ServerID != server || (g.ToolName != tool && (byName || g.ToolName != "*")) {
 			continue
 		}
 		for _, o := range g.Operations {
@@ -415,12 +421,12 @@ type Identity struct {
 	grants    []schemas.ToolGrant
 }
 
-// Invokes reports whether the capability grants invoking server/tool. It
-// says what the token allows, not what a call would be allowed: guards,
-// budgets and intents are decided per call (Decide). Edges use it to show
-// a caller the tools it may call.
-func (id *Identity) Invokes(server, tool string) bool {
-	return matchGrant(id.grants, server, tool, schemas.OpInvoke) >= 0
+// Invokes reports whether the capability grants invoking the tool (by
+// name when it is deny-by-default). It says what the token allows, not
+// what a call would be allowed: guards, budgets and intents are decided
+// per call (Decide). Edges use it to show a caller the tools it may call.
+func (id *Identity) Invokes(e *tools.Entry) bool {
+	return matchGrant(id.grants, e.Manifest.ServerID, e.Tool.Name, schemas.OpInvoke, e.DenyByDefault()) >= 0
 }
 
 // Identify authenticates a token for calls that run no tool (get, list,

@@ -728,6 +728,49 @@ func TestRevocationBucketRecreated(t *testing.T) {
 	})
 }
 
+// A deny-by-default tool (the OpenAPI bridge's side-effecting operations)
+// runs only under a grant that names it: a wildcard grant on its server
+// is denied at the grant step, with a reason that says so, and Invokes
+// does not list it.
+func TestDenyByDefaultNeedsAGrantByName(t *testing.T) {
+	e := startNATS(t)
+	m := &schemas.ToolManifest{Schema: schemas.ManifestSchema, ServerID: "api", Name: "api", Version: "1",
+		Tools: []schemas.ToolDefinition{
+			{Name: "listPets", Description: "read", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			{Name: "deletePet", Description: "write", HasSideEffects: true, InputSchema: json.RawMessage(`{"type":"object"}`),
+				Metadata: map[string]json.RawMessage{tools.MetaDenyByDefault: json.RawMessage(`true`)}},
+		}}
+	reg := tools.NewRegistry()
+	if err := reg.AddManifest(m); err != nil {
+		t.Fatal(err)
+	}
+	k := newKernel(t, e, testPolicy(t, func(p *Policy) { p.Guards.Egress = nil }), WithRegistry(reg))
+	wild := header(t, issue(t, issuerKey, body("cap-wild", grant("api", "*"))))
+	named := header(t, issue(t, issuerKey, body("cap-named", grant("api", "*"), grant("api", "deletePet"))))
+	cases := []struct {
+		name, token, tool string
+		allow             bool
+		reason            string
+	}{
+		{"wildcard reaches a read", wild, "listPets", true, ""},
+		{"wildcard does not reach a write", wild, "deletePet", false, "denied by default unless a grant names it"},
+		{"a grant by name does", named, "deletePet", true, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := k.Decide(context.Background(), req(c.token, "api", c.tool, `{}`))
+			if d.Allow != c.allow || (!c.allow && (d.Guard != StepGrant || !strings.Contains(d.Reason, c.reason))) {
+				t.Fatalf("%+v", d)
+			}
+			id, dec := k.Identify(c.token)
+			en, _ := reg.Tool("api", c.tool)
+			if dec != nil || id.Invokes(en) != c.allow {
+				t.Fatalf("Invokes = %v, want %v", !c.allow, c.allow)
+			}
+		})
+	}
+}
+
 func TestIdentify(t *testing.T) {
 	e := startNATS(t)
 	k := newKernel(t, e, testPolicy(t, nil))
@@ -740,7 +783,8 @@ func TestIdentify(t *testing.T) {
 		server, tool string
 		want         bool
 	}{{"srv", "tool", true}, {"srv", "other", false}, {"other", "tool", false}} {
-		if got := id.Invokes(c.server, c.tool); got != c.want {
+		e := &tools.Entry{Manifest: &schemas.ToolManifest{ServerID: c.server}, Tool: &schemas.ToolDefinition{Name: c.tool}}
+		if got := id.Invokes(e); got != c.want {
 			t.Errorf("Invokes(%s, %s) = %v, want %v", c.server, c.tool, got, c.want)
 		}
 	}

@@ -85,7 +85,7 @@ func (a *Adapter) Definitions(id *kernel.Identity, f Format) []any {
 func (a *Adapter) invokable(id *kernel.Identity) []*Binding {
 	var out []*Binding
 	for _, b := range a.names.All() {
-		if id.Invokes(b.Entry.Manifest.ServerID, b.Entry.Tool.Name) {
+		if id.Invokes(b.Entry) {
 			out = append(out, b)
 		}
 	}

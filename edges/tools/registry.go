@@ -27,6 +27,12 @@ type Entry struct {
 	Server   Server // nil for a manifest registered without a server
 }
 
+// DenyByDefault reports whether the tool runs only under a grant naming
+// it (MetaDenyByDefault).
+func (e *Entry) DenyByDefault() bool {
+	return e != nil && string(bytes.TrimSpace(e.Tool.Metadata[MetaDenyByDefault])) == "true"
+}
+
 // Invoke calls the tool on its server under invocation id.
 func (e *Entry) Invoke(ctx context.Context, id string, args json.RawMessage) (json.RawMessage, error) {
 	if e.Server == nil {
