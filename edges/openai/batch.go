@@ -87,6 +87,9 @@ func (a *Adapter) prepare(d Dialect, it Item) (dispatch.Call, Chio, *Result) {
 		ch.FunctionName = bd.Function
 	}
 	args, err := parseArguments(it.Arguments)
+	if it.BadArguments != "" {
+		err = errors.New(it.BadArguments)
+	}
 	if err != nil {
 		return dispatch.Call{}, ch, refused(it, DecisionInvalidArguments, ch, err.Error())
 	}

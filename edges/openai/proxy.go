@@ -116,11 +116,30 @@ type turn struct {
 	content *string
 	// output is the response's output items (Responses).
 	output []json.RawMessage
+	// cut reports a turn the model did not finish (Chat finish_reason
+	// length or content_filter, a Responses status other than completed):
+	// its calls may be truncated, so none is run.
+	cut bool
 }
 
 type turnCall struct {
 	Item
 	pos int
+}
+
+// checkCalls refuses a turn whose governed calls cannot be answered: a
+// result names its call by id, so an id must be present, bounded and
+// unique.
+func checkCalls(items []Item) error {
+	if werr := checkUnique(items, ""); werr != nil {
+		return errors.New(werr.Message)
+	}
+	for _, it := range items {
+		if werr := checkID(it.CallID, "call id"); werr != nil {
+			return fmt.Errorf("call to %q: %s", it.Name, werr.Message)
+		}
+	}
+	return nil
 }
 
 // proxyReport is what the proxy tells the client about the calls it ran.
@@ -269,7 +288,7 @@ func (p *proxyRun) run(c echo.Context) error {
 			}
 			clientCalls = true
 		}
-		if len(governed) == 0 || clientCalls {
+		if len(governed) == 0 || clientCalls || t.cut {
 			for i := range deferred {
 				p.rep.Held = append(p.rep.Held, heldCall{CallID: t.calls[i].CallID, Function: t.calls[i].Name})
 			}
@@ -283,6 +302,10 @@ func (p *proxyRun) run(c echo.Context) error {
 			return p.fail(c, &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "too_many_tool_calls",
 				Message: fmt.Sprintf("the model made %d governed calls in one turn: at most %d are run", len(governed), MaxItems)})
 		}
+		if err := checkCalls(governed); err != nil {
+			return p.fail(c, &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_invalid",
+				Message: fmt.Sprintf("round %d: the model's calls cannot be answered: %v", p.rep.Rounds, err)})
+		}
 		results := p.a.Run(ctx, p.token, &Batch{Dialect: p.api.dialect(), Items: governed})
 		for _, r := range results {
 			p.rep.Calls = append(p.rep.Calls, proxyCall{Round: p.rep.Rounds, CallID: r.Item.CallID, Chio: r.Chio})
@@ -293,7 +316,45 @@ func (p *proxyRun) run(c echo.Context) error {
 		if err := p.api.extend(p.req, t, results); err != nil {
 			return p.fail(c, fmt.Errorf("build round %d: %w", p.rep.Rounds+1, err))
 		}
+		// A forced choice ("required", one named function) has been
+		// honoured: forcing it again would make the model call forever.
+		relaxToolChoice(p.req)
 	}
+}
+
+// relaxToolChoice sets a forcing tool_choice to "auto": "required", a
+// named function or custom tool, or allowed_tools in required mode (which
+// keeps its list).
+func relaxToolChoice(req map[string]json.RawMessage) {
+	raw, ok := req["tool_choice"]
+	if !ok {
+		return
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "required" {
+			req["tool_choice"] = json.RawMessage(`"auto"`)
+		}
+		return
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return
+	}
+	if stringField(obj, "type") == "allowed_tools" {
+		if stringField(obj, "mode") == "required" {
+			obj["mode"] = json.RawMessage(`"auto"`)
+		} else if inner := obj["allowed_tools"]; inner != nil { // Chat nests {mode, tools}
+			var at map[string]json.RawMessage
+			if json.Unmarshal(inner, &at) == nil && stringField(at, "mode") == "required" {
+				at["mode"] = json.RawMessage(`"auto"`)
+				obj["allowed_tools"], _ = json.Marshal(at)
+			}
+		}
+		req["tool_choice"], _ = json.Marshal(obj)
+		return
+	}
+	req["tool_choice"] = json.RawMessage(`"auto"`) // a named function or custom tool
 }
 
 // governs reports whether the proxy runs a call: a function call, with
@@ -342,6 +403,12 @@ func (p *proxyRun) roundTrip(ctx context.Context) (*turn, error) {
 	}
 	defer resp.Body.Close()
 	resp.Body = http.MaxBytesReader(nil, resp.Body, MaxProxyBodyBytes)
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		// The upstream refused the operator's key: not the client's
+		// fault, and its message may quote part of the key.
+		return nil, &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_auth",
+			Message: fmt.Sprintf("round %d: the upstream model API refused the proxy's own credentials (%d): the operator's key (--openai-key-file or $%s) is wrong or lacks access", p.rep.Rounds, resp.StatusCode, "OPENAI_API_KEY")}
+	}
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return nil, &upstreamError{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), body: b}
@@ -404,6 +471,11 @@ func (p *proxyRun) readStream(resp *http.Response) (*turn, error) {
 // OpenAI-style error carrying the calls run so far.
 func (p *proxyRun) fail(c echo.Context, err error) error {
 	p.rep.setHeaders(c.Response().Header())
+	if len(p.rep.Calls) > 0 {
+		// Tools have run: a client retrying the request would run them
+		// again (the official clients retry 429 and 5xx unless told not to).
+		c.Response().Header().Set("X-Should-Retry", "false")
+	}
 	var ue *upstreamError
 	if errors.As(err, &ue) {
 		ct := ue.ctype
@@ -448,7 +520,12 @@ func (p *proxyRun) answer(c echo.Context, t *turn, deferred map[int]bool) error 
 		if ev.Type != "" {
 			fmt.Fprintf(&buf, "event: %s\n", ev.Type)
 		}
-		fmt.Fprintf(&buf, "data: %s\n\n", ev.Data)
+		// An event's data may span lines (SSE joins data: lines with
+		// \n); each line goes back as its own data: line.
+		for _, line := range bytes.Split(ev.Data, []byte("\n")) {
+			fmt.Fprintf(&buf, "data: %s\n", line)
+		}
+		buf.WriteByte('\n')
 		if _, err := w.Write(buf.Bytes()); err != nil {
 			return nil // the client went away
 		}
@@ -488,6 +565,16 @@ func addGoverned(req map[string]json.RawMessage, bs []*Binding, f Format, nameOf
 		governed[b.Function] = true
 	}
 	names := map[string]bool{}
+	defer func() {
+		// A turn that mixes the client's calls with governed ones cannot be
+		// finished here (see run): unless the client asked otherwise, one
+		// call per turn keeps the two apart.
+		if len(names) > 0 && len(bs) > 0 {
+			if _, set := req["parallel_tool_calls"]; !set {
+				req["parallel_tool_calls"] = json.RawMessage("false")
+			}
+		}
+	}()
 	for i, raw := range tools {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {

@@ -38,7 +38,8 @@ func (chatAPI) prepare(req map[string]json.RawMessage, bs []*Binding) (map[strin
 
 // chatChoice is the part of a completion's first choice the proxy reads.
 type chatChoice struct {
-	Message struct {
+	FinishReason string `json:"finish_reason"`
+	Message      struct {
 		Content   *string    `json:"content"`
 		ToolCalls []chatCall `json:"tool_calls"`
 	} `json:"message"`
@@ -55,15 +56,21 @@ func (chatAPI) parse(body []byte) (*turn, error) {
 		return nil, errors.New("the chat completion has no choices")
 	}
 	m := resp.Choices[0].Message
-	t := &turn{body: body, content: m.Content}
+	t := &turn{body: body, content: m.Content, cut: cutShort(resp.Choices[0].FinishReason)}
 	for i, c := range m.ToolCalls {
 		t.calls = append(t.calls, turnCall{Item: chatItem(c), pos: i})
 	}
 	return t, nil
 }
 
+// cutShort reports a finish reason that left the turn unfinished.
+func cutShort(reason string) bool { return reason == "length" || reason == "content_filter" }
+
 func chatItem(c chatCall) Item {
 	it := Item{CallID: c.ID, Type: c.Type}
+	if it.Type == "" && c.Function != nil {
+		it.Type = "function" // some compatible servers leave it out
+	}
 	switch {
 	case c.Function != nil:
 		it.Name, it.Arguments = c.Function.Name, c.Function.Arguments
@@ -76,7 +83,8 @@ func chatItem(c chatCall) Item {
 // chatChunk is the part of a completion chunk the proxy reads.
 type chatChunk struct {
 	Choices []struct {
-		Delta struct {
+		FinishReason *string `json:"finish_reason"`
+		Delta        struct {
 			Content   *string `json:"content"`
 			ToolCalls []struct {
 				Index    int    `json:"index"`
@@ -113,6 +121,9 @@ func (chatAPI) parseStream(events []ssestream.Event) (*turn, error) {
 		}
 		if len(ch.Choices) == 0 {
 			continue // the usage chunk
+		}
+		if fr := ch.Choices[0].FinishReason; fr != nil && cutShort(*fr) {
+			t.cut = true
 		}
 		d := ch.Choices[0].Delta
 		if d.Content != nil {

@@ -28,6 +28,13 @@ func (responsesAPI) prepare(req map[string]json.RawMessage, bs []*Binding) (map[
 			return nil, invalid("invalid_type", "input", "%v", err)
 		}
 	}
+	if unstored(req) && req["reasoning"] != nil {
+		// Reasoning items are sent back each round; unstored, they must
+		// carry their encrypted content to be accepted.
+		if werr := includeEncryptedReasoning(req); werr != nil {
+			return nil, werr
+		}
+	}
 	return addGoverned(req, bs, FormatResponses, func(t map[string]json.RawMessage) string {
 		if typ := stringField(t, "type"); typ == "function" || typ == "custom" {
 			return stringField(t, "name")
@@ -36,14 +43,38 @@ func (responsesAPI) prepare(req map[string]json.RawMessage, bs []*Binding) (map[
 	})
 }
 
+// unstored reports a request with store: false.
+func unstored(req map[string]json.RawMessage) bool { return string(req["store"]) == "false" }
+
+// encryptedReasoning is the include value that returns reasoning items
+// with their encrypted content.
+const encryptedReasoning = "reasoning.encrypted_content"
+
+func includeEncryptedReasoning(req map[string]json.RawMessage) *Error {
+	var include []string
+	if raw, ok := req["include"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &include); err != nil {
+			return invalid("invalid_type", "include", "include must be an array of strings")
+		}
+	}
+	for _, v := range include {
+		if v == encryptedReasoning {
+			return nil
+		}
+	}
+	req["include"], _ = json.Marshal(append(include, encryptedReasoning))
+	return nil
+}
+
 func (responsesAPI) parse(body []byte) (*turn, error) {
 	var resp struct {
+		Status string            `json:"status"`
 		Output []json.RawMessage `json:"output"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, fmt.Errorf("not a response: %w", err)
 	}
-	t := &turn{body: body, output: resp.Output}
+	t := &turn{body: body, output: resp.Output, cut: resp.Status != "" && resp.Status != "completed"}
 	for i, raw := range resp.Output {
 		var r responsesItem
 		if err := json.Unmarshal(raw, &r); err != nil {
@@ -55,6 +86,8 @@ func (responsesAPI) parse(body []byte) (*turn, error) {
 		it := Item{CallID: r.CallID, Type: r.Type, Name: r.Name, Namespace: r.Namespace}
 		if s, ok := r.Arguments.(string); ok {
 			it.Arguments = s
+		} else if it.IsFunction() && r.Arguments != nil {
+			it.BadArguments = "arguments must be a JSON string holding an object"
 		}
 		if it.CallID == "" {
 			it.CallID, it.ByItemID = r.ID, true
@@ -108,6 +141,16 @@ func inputItems(raw json.RawMessage) ([]json.RawMessage, error) {
 	return items, nil
 }
 
+// droppedReasoning reports a reasoning item without encrypted content:
+// an unstored response's reasoning the upstream could not take back.
+func droppedReasoning(item json.RawMessage) bool {
+	var r struct {
+		Type             string  `json:"type"`
+		EncryptedContent *string `json:"encrypted_content"`
+	}
+	return json.Unmarshal(item, &r) == nil && r.Type == "reasoning" && r.EncryptedContent == nil
+}
+
 // extend appends the round's whole output (reasoning, messages, calls)
 // and one function_call_output per result to the input, so that the
 // next round works with store:false and with any compatible upstream. In
@@ -120,7 +163,13 @@ func (responsesAPI) extend(req map[string]json.RawMessage, t *turn, results []Re
 		if err != nil {
 			return err
 		}
-		items = append(in, t.output...)
+		items = in
+		for _, o := range t.output {
+			if unstored(req) && droppedReasoning(o) {
+				continue
+			}
+			items = append(items, o)
+		}
 	}
 	for _, r := range results {
 		raw, err := json.Marshal(map[string]string{"type": "function_call_output", "call_id": r.Item.CallID, "output": r.Output})

@@ -292,8 +292,13 @@ func TestProxyMixedTurnHoldsGovernedCalls(t *testing.T) {
 			if ids := receiptsOf(ans.header); len(ids) != 0 || m.Count() != 1 || len(decisionEvents(t, f.js)) != 0 {
 				t.Fatalf("receipts %v, upstream requests %d", ids, m.Count())
 			}
-			if ans.report != "" && !strings.Contains(ans.report, `"deferred":[{"call_id":"call_1_0","function":"hello_task"}]`) {
+			if (tc.dialect == Responses || !tc.stream) && !strings.Contains(ans.report, `"deferred":[{"call_id":"call_1_0","function":"hello_task"}]`) {
 				t.Fatalf("report %s", ans.report)
+			}
+			// The client has tools of its own: one call per turn, unless it
+			// asked otherwise.
+			if m.Request(0)["parallel_tool_calls"] != false {
+				t.Fatalf("parallel_tool_calls %v", m.Request(0)["parallel_tool_calls"])
 			}
 		})
 	}
@@ -375,4 +380,89 @@ func TestProxyUpstreamFailures(t *testing.T) {
 		strings.Contains(apiErr.RawJSON(), upstreamKey) {
 		t.Fatalf("err %v", err)
 	}
+}
+
+// Once a governed tool has run, a failure is answered with
+// X-Should-Retry: false: the official client, which retries 5xx by
+// default, does not send the request again and run the tool twice.
+func TestProxyNoRetryAfterToolsRan(t *testing.T) {
+	f, m := startProxy(t, 0)
+	m.FailFrom(2, http.StatusServiceUnavailable)
+	c := oa.NewClient(option.WithBaseURL(f.url+"/openai/v1/"), option.WithAPIKey(fullToken(t)), option.WithMaxRetries(2),
+		option.WithRequestTimeout(30*time.Second))
+	_, err := ask(t, c, Chat, false, "use hello_task")
+	var apiErr *oa.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Response.Header.Get("X-Should-Retry") != "false" {
+		t.Fatalf("err %v", err)
+	}
+	if m.Count() != 2 || len(decisionEvents(t, f.js)) != 1 {
+		t.Fatalf("upstream requests %d, decisions %d: the request was retried", m.Count(), len(decisionEvents(t, f.js)))
+	}
+}
+
+// A forced tool choice is honoured once: after a governed round it is
+// "auto", so the model can answer.
+func TestProxyRelaxesForcedToolChoice(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		choice string
+	}{{"required", `"required"`}, {"named function", `{"type":"function","function":{"name":"hello_task"}}`}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, m := startProxy(t, 0)
+			body := `{"model":"m","tool_choice":` + tc.choice + `,"messages":[{"role":"user","content":"use hello_task"}]}`
+			status, h, resp := do(t, http.MethodPost, f.url+ChatCompletionsPath, fullToken(t), []byte(body))
+			if status != http.StatusOK || h.Get(RoundsHeader) != "2" || !strings.Contains(string(resp), "results: ") {
+				t.Fatalf("%d %v %s", status, h, resp)
+			}
+			if got := m.Request(1)["tool_choice"]; got != "auto" {
+				t.Fatalf("round 2 tool_choice %v", got)
+			}
+		})
+	}
+}
+
+// What compatible servers (and OpenAI) may send: Chat tool calls without
+// a type are still function calls; Responses arguments that are not a
+// string are answered invalid_arguments without a run; data split over
+// lines streams through; an upstream refusing the operator's key is a 502
+// that names the proxy's credentials, with no part of the upstream's
+// answer.
+func TestProxyUpstreamQuirks(t *testing.T) {
+	cases := []struct {
+		name     string
+		q        openaitest.Quirks
+		d        Dialect
+		stream   bool
+		receipts int
+		text     string
+	}{
+		{"chat call without type", openaitest.Quirks{OmitCallType: true}, Chat, false, 1, "hello from a2a"},
+		{"responses object arguments", openaitest.Quirks{ObjectArguments: true}, Responses, false, 0, "arguments must be a JSON string"},
+		{"chat data over two lines", openaitest.Quirks{SplitData: true}, Chat, true, 1, "hello from a2a"},
+		{"responses data over two lines", openaitest.Quirks{SplitData: true}, Responses, true, 1, "hello from a2a"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, m := startProxy(t, 0)
+			m.SetQuirks(tc.q)
+			ans, err := ask(t, client(f, fullToken(t)), tc.d, tc.stream, "use hello_task")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := receiptsOf(ans.header); len(got) != tc.receipts || !strings.Contains(ans.text, tc.text) || len(ans.calls) != 0 {
+				t.Fatalf("receipts %v, answer %+v", got, ans)
+			}
+		})
+	}
+	t.Run("upstream refuses the key", func(t *testing.T) {
+		m := openaitest.Start(t, "sk-another-key")
+		u, _ := url.Parse(m.BaseURL())
+		f := start(t, WithUpstream(Upstream{BaseURL: u, APIKey: upstreamKey}))
+		_, err := ask(t, client(f, fullToken(t)), Chat, false, "hi")
+		var apiErr *oa.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadGateway || apiErr.Code != "upstream_auth" ||
+			strings.Contains(apiErr.RawJSON(), "wrong upstream key") {
+			t.Fatalf("err %v", err)
+		}
+	})
 }

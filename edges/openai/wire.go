@@ -56,6 +56,10 @@ type Item struct {
 	// ByItemID reports that CallID is the item id (a Responses call
 	// that has no call_id, such as mcp_approval_request).
 	ByItemID bool
+	// BadArguments, when set, says why the call's arguments cannot be
+	// read (a model's call whose arguments are not a string): the call is
+	// answered invalid_arguments and never reaches the kernel.
+	BadArguments string
 }
 
 // IsFunction reports whether the item is a function call the adapter runs.

@@ -31,8 +31,37 @@ type Model struct {
 
 	mu       sync.Mutex
 	fail     int
+	failFrom int
+	quirks   Quirks
 	requests []map[string]any
 	auth     []string
+}
+
+// Quirks are departures from OpenAI's own answers that compatible
+// servers (or OpenAI itself) make.
+type Quirks struct {
+	// OmitCallType leaves "type" out of Chat tool calls.
+	OmitCallType bool
+	// ObjectArguments sends Responses function_call arguments as an
+	// object instead of a JSON string.
+	ObjectArguments bool
+	// SplitData writes each SSE event's JSON over two data: lines.
+	SplitData bool
+}
+
+// SetQuirks sets the quirks of later answers.
+func (m *Model) SetQuirks(q Quirks) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.quirks = q
+}
+
+// FailFrom makes the n-th request (1-based) and every later one fail
+// with status.
+func (m *Model) FailFrom(n, status int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failFrom, m.fail = n, status
 }
 
 // Start serves a model that expects key as Authorization: Bearer; it
@@ -51,11 +80,7 @@ func Start(t testing.TB, key string) *Model {
 func (m *Model) BaseURL() string { return m.Server.URL + "/v1" }
 
 // Fail makes every later request fail with status (0: succeed again).
-func (m *Model) Fail(status int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.fail = status
-}
+func (m *Model) Fail(status int) { m.FailFrom(0, status) }
 
 // Count is the number of requests received.
 func (m *Model) Count() int {
@@ -78,7 +103,7 @@ func (m *Model) Auth(i int) string {
 	return m.auth[i]
 }
 
-func (m *Model) serve(w http.ResponseWriter, r *http.Request, api func(http.ResponseWriter, map[string]any, int)) {
+func (m *Model) serve(w http.ResponseWriter, r *http.Request, api func(http.ResponseWriter, map[string]any, int, Quirks)) {
 	body, _ := io.ReadAll(r.Body)
 	var req map[string]any
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -88,7 +113,10 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request, api func(http.Resp
 	m.mu.Lock()
 	m.requests = append(m.requests, req)
 	m.auth = append(m.auth, r.Header.Get("Authorization"))
-	round, fail := len(m.requests), m.fail
+	round, fail, q := len(m.requests), m.fail, m.quirks
+	if round < m.failFrom {
+		fail = 0
+	}
 	m.mu.Unlock()
 	if fail != 0 {
 		w.Header().Set("Content-Type", "application/json")
@@ -102,19 +130,20 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request, api func(http.Resp
 		fmt.Fprintf(w, `{"error":{"message":"wrong upstream key","type":"invalid_request_error","code":"invalid_api_key","param":null}}`)
 		return
 	}
-	api(w, req, round)
+	api(w, req, round, q)
 }
 
 // modelCall is a call the script makes.
 type modelCall struct{ name, args string }
 
-// decide runs the script on the instruction and the trailing outputs.
-func decide(instruction string, outputs []string) (text string, calls []modelCall) {
+// decide runs the script on the instruction and the trailing outputs; a
+// forced tool choice ("required") makes it call even after outputs.
+func decide(instruction string, outputs []string, forced bool) (text string, calls []modelCall) {
 	words := strings.Fields(instruction)
 	switch {
 	case len(words) > 1 && words[0] == "forever":
 		return "", []modelCall{{words[1], `{"text":"again"}`}}
-	case len(words) > 1 && words[0] == "use" && len(outputs) == 0:
+	case len(words) > 1 && words[0] == "use" && (len(outputs) == 0 || forced):
 		for _, w := range words[1:] {
 			args := `{"text":"world"}`
 			if strings.HasSuffix(w, "!") {
@@ -129,7 +158,7 @@ func decide(instruction string, outputs []string) (text string, calls []modelCal
 	return "hello, " + instruction, nil
 }
 
-func (m *Model) chat(w http.ResponseWriter, req map[string]any, round int) {
+func (m *Model) chat(w http.ResponseWriter, req map[string]any, round int, q Quirks) {
 	msgs, _ := req["messages"].([]any)
 	instruction := ""
 	var outputs []string
@@ -148,12 +177,16 @@ func (m *Model) chat(w http.ResponseWriter, req map[string]any, round int) {
 			outputs = append(outputs, s)
 		}
 	}
-	text, calls := decide(instruction, outputs)
+	text, calls := decide(instruction, outputs, req["tool_choice"] == "required")
 	id := fmt.Sprintf("chatcmpl-%d", round)
 	var toolCalls []any
 	for i, c := range calls {
-		toolCalls = append(toolCalls, map[string]any{"id": fmt.Sprintf("call_%d_%d", round, i), "type": "function",
-			"function": map[string]any{"name": c.name, "arguments": c.args}})
+		tc := map[string]any{"id": fmt.Sprintf("call_%d_%d", round, i), "type": "function",
+			"function": map[string]any{"name": c.name, "arguments": c.args}}
+		if q.OmitCallType {
+			delete(tc, "type")
+		}
+		toolCalls = append(toolCalls, tc)
 	}
 	finish := "stop"
 	if len(calls) > 0 {
@@ -171,7 +204,7 @@ func (m *Model) chat(w http.ResponseWriter, req map[string]any, round int) {
 			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
 		return
 	}
-	sse := newSSE(w)
+	sse := newSSE(w, q.SplitData)
 	chunk := func(delta map[string]any, finish any) {
 		sse.data(map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1700000000, "model": req["model"],
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
@@ -198,7 +231,7 @@ func (m *Model) chat(w http.ResponseWriter, req map[string]any, round int) {
 	sse.raw("", "[DONE]")
 }
 
-func (m *Model) responses(w http.ResponseWriter, req map[string]any, round int) {
+func (m *Model) responses(w http.ResponseWriter, req map[string]any, round int, q Quirks) {
 	instruction := ""
 	var outputs []string
 	switch in := req["input"].(type) {
@@ -221,7 +254,7 @@ func (m *Model) responses(w http.ResponseWriter, req map[string]any, round int) 
 			}
 		}
 	}
-	text, calls := decide(instruction, outputs)
+	text, calls := decide(instruction, outputs, req["tool_choice"] == "required")
 	id := fmt.Sprintf("resp_%d", round)
 	var output []any
 	if text != "" {
@@ -229,8 +262,15 @@ func (m *Model) responses(w http.ResponseWriter, req map[string]any, round int) 
 			"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}})
 	}
 	for i, c := range calls {
+		var args any = c.args
+		if q.ObjectArguments {
+			var obj any
+			if json.Unmarshal([]byte(c.args), &obj) == nil {
+				args = obj
+			}
+		}
 		output = append(output, map[string]any{"id": fmt.Sprintf("fc_%d_%d", round, i), "type": "function_call", "status": "completed",
-			"call_id": fmt.Sprintf("call_%d_%d", round, i), "name": c.name, "arguments": c.args})
+			"call_id": fmt.Sprintf("call_%d_%d", round, i), "name": c.name, "arguments": args})
 	}
 	metadata := req["metadata"]
 	if metadata == nil {
@@ -246,7 +286,7 @@ func (m *Model) responses(w http.ResponseWriter, req map[string]any, round int) 
 		writeJSON(w, resp("completed", output))
 		return
 	}
-	sse := newSSE(w)
+	sse := newSSE(w, q.SplitData)
 	sse.event("response.created", map[string]any{"response": resp("in_progress", []any{})})
 	sse.event("response.in_progress", map[string]any{"response": resp("in_progress", []any{})})
 	for i, v := range output {
@@ -261,7 +301,7 @@ func (m *Model) responses(w http.ResponseWriter, req map[string]any, round int) 
 			}
 			sse.event("response.output_text.done", map[string]any{"item_id": itemID, "output_index": i, "content_index": 0, "text": text, "logprobs": []any{}})
 		} else {
-			args := item["arguments"].(string)
+			args, _ := item["arguments"].(string)
 			sse.event("response.output_item.added", map[string]any{"output_index": i, "item": map[string]any{"id": itemID, "type": "function_call",
 				"status": "in_progress", "call_id": item["call_id"], "name": item["name"], "arguments": ""}})
 			half := len(args) / 2
@@ -282,21 +322,28 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // sse writes a text/event-stream answer.
 type sse struct {
-	w   http.ResponseWriter
-	seq int
+	w     http.ResponseWriter
+	seq   int
+	split bool
 }
 
-func newSSE(w http.ResponseWriter) *sse {
+func newSSE(w http.ResponseWriter, split bool) *sse {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
-	return &sse{w: w}
+	return &sse{w: w, split: split}
 }
 
 func (s *sse) raw(event, data string) {
 	if event != "" {
 		fmt.Fprintf(s.w, "event: %s\n", event)
 	}
-	fmt.Fprintf(s.w, "data: %s\n\n", data)
+	if rest, ok := strings.CutPrefix(data, "{"); s.split && ok {
+		// Legal SSE: the reader joins the lines with a newline, which is
+		// white space after the object's opening brace.
+		fmt.Fprintf(s.w, "data: {\ndata: %s\n\n", rest)
+	} else {
+		fmt.Fprintf(s.w, "data: %s\n\n", data)
+	}
 	s.w.(http.Flusher).Flush()
 }
 
