@@ -74,6 +74,9 @@ type edgeFlags struct {
 	// --card-version (the dialect of a request that names none).
 	cardKey     string
 	cardVersion string
+	// servers are in-process tool servers the command built itself (the
+	// OpenAPI bridge), registered beside the demos.
+	servers []tools.Server
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
@@ -135,6 +138,11 @@ func (f *edgeFlags) registry() (*tools.Registry, error) {
 	}
 	if err := f.addRelay(reg); err != nil {
 		return nil, err
+	}
+	for _, s := range f.servers {
+		if err := reg.Register(s); err != nil {
+			return nil, fmt.Errorf("register %s: %w", s.ServerID(), err)
+		}
 	}
 	for _, path := range f.manifests {
 		m, err := tools.LoadManifestFile(path)

@@ -296,7 +296,12 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 // returned: stopping was asked for, and it happened.
 func serve(ctx context.Context, e *echo.Echo, ln net.Listener, drainTimeout time.Duration, drains ...func(context.Context) error) error {
 	e.Listener = ln
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+	return serveHandler(ctx, e, ln, drainTimeout, drains...)
+}
+
+// serveHandler is serve for any handler.
+func serveHandler(ctx context.Context, h http.Handler, ln net.Listener, drainTimeout time.Duration, drains ...func(context.Context) error) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

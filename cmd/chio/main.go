@@ -70,6 +70,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newKeygenCmd(), newLedgerCmd(), newVerifyCmd(), newUpCmd(), newEmitCmd(), newCapabilityCmd(), newEdgeCmd())
 	root.AddCommand(newProjectionsCmd())
 	root.AddCommand(newTrustCmd())
+	root.AddCommand(newOpenAPICmd(), newBridgeCmd(), newAPICmd())
 	return root
 }
 

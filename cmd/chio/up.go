@@ -15,7 +15,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/edges/a2a"
+	mcpedge "github.com/chio-ledger/chio/edges/mcp"
 	"github.com/chio-ledger/chio/edges/openai"
+	"github.com/chio-ledger/chio/edges/openapi"
+	"github.com/chio-ledger/chio/edges/protect"
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
@@ -30,6 +33,8 @@ func newUpCmd() *cobra.Command {
 	var lf ledgerFlags
 	var ef edgeFlags
 	var of openaiFlags
+	var oapi openapiFlags
+	var protectListen string
 	var requireCapability bool
 	var serviceToken string
 	cmd := &cobra.Command{
@@ -39,6 +44,17 @@ func newUpCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := of.proxy(); err != nil {
 				return err // a flag mistake, before anything starts
+			}
+			if protectListen != "" && oapi.spec == "" {
+				return usageError(errors.New("--openapi-protect-listen needs --openapi"))
+			}
+			var bridge *openapi.Bridge
+			if oapi.spec != "" {
+				b, srv, err := oapi.server(cmd.Context())
+				if err != nil {
+					return err
+				}
+				bridge, ef.servers = b, append(ef.servers, srv)
 			}
 			// The log store is opened first: its directory lock is what stops
 			// a second `chio up` on the same data dir, before anything else starts.
@@ -131,6 +147,26 @@ func newUpCmd() *cobra.Command {
 				return err
 			}
 			oa := openai.New(r.kernel, r.registry, r.dispatch, oaOpts...)
+			// MCP serves the tools whose manifests set mcp.expose (the
+			// bridged API's, with --openapi).
+			mcpEdge := mcpedge.New(r.kernel, r.registry, r.dispatch, mcpedge.WithExposure(r.policy.ToolExposure("mcp", ef.exposeAll)),
+				mcpedge.WithDevToken(edgeToken))
+			if protectListen != "" {
+				pln, err := net.Listen("tcp", protectListen)
+				if err != nil {
+					return fmt.Errorf("listen on %s: %w", protectListen, err)
+				}
+				fmt.Fprintf(out, "chio up: api protect  http://%s -> %s\n", pln.Addr(), orDefault(oapi.upstream, "the spec's server"))
+				pctx, stopProtect := context.WithCancel(cmd.Context())
+				protected := make(chan struct{})
+				go func() {
+					defer close(protected)
+					if err := serveHandler(pctx, protect.New(r.kernel, r.dispatch, bridge), pln, ef.drainTimeout); err != nil {
+						slog.Error("api protect stopped", "err", err)
+					}
+				}()
+				defer func() { stopProtect(); <-protected }()
+			}
 			hc, err := ef.httpConfig()
 			if err != nil {
 				return err
@@ -183,6 +219,7 @@ func newUpCmd() *cobra.Command {
 				}
 				edge.Register(e, hc)
 				oa.Register(e)
+				mcpEdge.Register(e)
 				proj.Register(e)
 				base := "http://" + addr.String()
 				fmt.Fprintf(out, "chio up: agent card   %s/.well-known/agent-card.json\n", base)
@@ -192,6 +229,7 @@ func newUpCmd() *cobra.Command {
 				if of.upstream != "" {
 					fmt.Fprintf(out, "chio up: OpenAI proxy %s/openai/v1 (chat/completions, responses) -> %s\n", base, of.upstream)
 				}
+				fmt.Fprintf(out, "chio up: MCP          %s%s\n", base, mcpedge.Path)
 				if grpcLn != nil {
 					fmt.Fprintf(out, "chio up: gRPC         %s (A2A 1.0, lf.a2a.v1.A2AService)\n", grpcLn.Addr())
 				}
@@ -215,6 +253,8 @@ func newUpCmd() *cobra.Command {
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
 	ef.register(cmd)
 	of.register(cmd.Flags())
+	oapi.register(cmd.Flags(), "openapi")
+	cmd.Flags().StringVar(&protectListen, "openapi-protect-listen", "", "serve `chio api protect` for the --openapi API on this address")
 	ef.registerGRPC(cmd, grpcAuto, `gRPC listen address of the A2A 1.0 gRPC binding ("auto": the --listen host, port+1, e.g. 127.0.0.1:8081; "none": off)`)
 	cmd.Flags().StringVar(&serviceToken, "service-token", "", "bootstrap operator credential: a bearer token that reads everything (default $"+serviceTokenEnv+"); the operator token chio up writes does the same")
 	cmd.Flags().BoolVar(&requireCapability, "require-capability", false, "refuse callers without a capability instead of acting under the dev capability")

@@ -1,0 +1,33 @@
+// Package mcp is the Model Context Protocol edge: the exposed tools of any
+// tools.Server in the registry, served to MCP clients over the streamable
+// HTTP transport (stateless, at Path) and over newline-delimited stdio
+// JSON-RPC, with the official MCP Go SDK doing the protocol.
+//
+// tools/list shows the tools the caller's capability may invoke;
+// tools/call runs each call through edges/dispatch (kernel, durable
+// decision event, tool, durable outcome event) and answers a
+// CallToolResult whose _meta.chio carries Chio's verdict and receipt id.
+// The capability comes with every HTTP request (Authorization: Bearer or
+// X-Chio-Capability), so any replica can serve any request: the edge keeps
+// no session and no state of its own.
+//
+// Tool names. A tool is listed under its own name when that fits MCP's
+// rule ([A-Za-z0-9_.-], at most 128 characters) and no other exposed tool
+// has it; otherwise under "<server>__<tool>", or, when that does not fit
+// or is taken, under a sanitized form ending in a digest of the pair (see
+// Edge.Name). Names depend only on the exposed tools, so every replica
+// agrees; adding a server whose tool shares a name renames both.
+//
+// Results. An allowed call whose tool succeeded has structuredContent =
+// the tool's JSON output when that is an object, else {"result": output},
+// and one text content holding that JSON. An output object with a numeric
+// "httpStatus" of 400 or more (the shape of the OpenAPI bridge's tools) is
+// still an allowed call, the API having answered, but is marked isError so
+// the model notices. Denials, tool failures and calls that could not be
+// recorded are isError results whose text starts with "chio:". Protocol
+// mistakes (unknown tool, arguments that are not a JSON object) are
+// JSON-RPC errors, and nothing reaches the kernel; a tool outside the
+// caller's capability is answered as unknown too, so a caller cannot probe
+// for it. A capability the kernel refuses gets 401 (a JSON-RPC error over
+// stdio) after the deny receipts of the request's calls to listed tools.
+package mcp

@@ -1,0 +1,125 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/tools"
+)
+
+// Path is where Register mounts the streamable HTTP transport.
+const Path = "/mcp"
+
+// MaxBodyBytes bounds an HTTP request body, as the SDK's default does.
+const MaxBodyBytes = sdk.DefaultMaxRequestBodyBytes
+
+// Edge serves the exposed tools over MCP. It is safe for concurrent use.
+type Edge struct {
+	kernel   *kernel.Kernel
+	dispatch *dispatch.Dispatcher
+	opts     options
+	log      *slog.Logger
+	bindings []*binding // registry order
+	byName   map[string]*binding
+	server   *sdk.Server
+	http     http.Handler
+}
+
+// New builds the edge over a kernel built with kernel.WithRegistry(reg)
+// and its dispatcher. The registry must be complete: tool names are fixed
+// here.
+func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, opts ...Option) *Edge {
+	o := options{exposure: tools.Exposure{Protocol: "mcp"}, name: "chio", version: "dev"}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.exposure.Protocol == "" {
+		o.exposure.Protocol = "mcp"
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	e := &Edge{kernel: k, dispatch: d, opts: o, log: o.log, byName: map[string]*binding{}}
+	// The list never changes, so the tools capability promises no
+	// list_changed notifications; leaving logging out keeps the SDK's
+	// default logging capability off.
+	e.server = sdk.NewServer(&sdk.Implementation{Name: o.name, Version: o.version}, &sdk.ServerOptions{
+		Logger:       quiet(o.log),
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
+	})
+	for _, b := range bindTools(reg.Exposed(o.exposure), o.log) {
+		if err := e.addTool(b); err != nil {
+			o.log.Warn("mcp: tool left off this surface", "server_id", b.entry.Manifest.ServerID,
+				"tool_name", b.entry.Tool.Name, "err", err)
+			continue
+		}
+		e.bindings = append(e.bindings, b)
+		e.byName[b.name] = b
+	}
+	e.server.AddReceivingMiddleware(e.govern)
+	e.http = e.authenticate(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return e.server },
+		&sdk.StreamableHTTPOptions{
+			Stateless: true, JSONResponse: true, Logger: quiet(o.log),
+			// authenticate has bounded the body already; stamping request
+			// ids into it may add a few bytes per call.
+			MaxRequestBodyBytes: -1,
+		}))
+	return e
+}
+
+// addTool registers b with the SDK server, turning the SDK's panic on a
+// schema it refuses into an error: a manifest must not take a replica down.
+func (e *Edge) addTool(b *binding) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("add tool %q: %v", b.name, r)
+		}
+	}()
+	e.server.AddTool(b.tool, e.handle(b))
+	return nil
+}
+
+// Handler is the streamable HTTP transport, stateless: every request
+// carries its capability and needs no session.
+func (e *Edge) Handler() http.Handler { return e.http }
+
+// Register mounts Handler at Path (POST; GET and DELETE get the SDK's 405,
+// as a stateless server offers no stream nor session).
+func (e *Edge) Register(ec *echo.Echo) {
+	ec.Match([]string{http.MethodPost, http.MethodGet, http.MethodDelete}, Path, echo.WrapHandler(e.http))
+}
+
+// Name is the MCP name of a listed tool.
+func (e *Edge) Name(serverID, tool string) (string, bool) {
+	for _, b := range e.bindings {
+		if b.entry.Manifest.ServerID == serverID && b.entry.Tool.Name == tool {
+			return b.name, true
+		}
+	}
+	return "", false
+}
+
+// quiet passes on only warnings and errors: the SDK logs every stateless
+// request's session at info level.
+func quiet(l *slog.Logger) *slog.Logger { return slog.New(minLevel{l.Handler(), slog.LevelWarn}) }
+
+// minLevel drops records below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(a), h.min}
+}
+func (h minLevel) WithGroup(n string) slog.Handler { return minLevel{h.Handler.WithGroup(n), h.min} }

@@ -1,0 +1,71 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
+)
+
+// toolCall is a tools/call as the transport read it.
+type toolCall struct {
+	name      string
+	args      json.RawMessage
+	requestID any // the JSON-RPC id, when known
+}
+
+// Refusal is the deny receipt of a tools/call whose capability the kernel
+// refused.
+type Refusal struct {
+	RequestID  any    `json:"request_id,omitempty"`
+	ReceiptRef string `json:"receipt_ref"`
+}
+
+// Refused is the data of the error answering a refused capability.
+type Refused struct {
+	Decision string    `json:"decision"`
+	Denied   bool      `json:"denied"`
+	Guard    string    `json:"guard"`
+	Reason   string    `json:"reason"`
+	Receipts []Refusal `json:"receipts"`
+}
+
+// refusedMessage names the failed step of a refused capability.
+func refusedMessage(dec *kernel.Decision) string {
+	return fmt.Sprintf("chio: capability refused at %s: %s", dec.Guard, dec.Reason)
+}
+
+// refuse records a deny receipt for each call that names a listed tool
+// with object arguments, on dec, the kernel's refusal of token
+// (kernel.Identify): a call turned away for its credential is still on the
+// record (DESIGN §5). Nothing runs. The other calls never reached the
+// kernel and get none; in simulation mode nothing is recorded at all.
+func (e *Edge) refuse(ctx context.Context, token string, calls []toolCall, dec *kernel.Decision) (*Refused, error) {
+	out := &Refused{Decision: DecisionDeny, Denied: true, Guard: dec.Guard, Reason: dec.Reason, Receipts: []Refusal{}}
+	if e.opts.simulate {
+		return out, nil
+	}
+	ctx = context.WithoutCancel(ctx) // the receipts must be written
+	for _, c := range calls {
+		b, ok := e.byName[c.name]
+		if !ok {
+			continue
+		}
+		args, err := arguments(c.args)
+		if err != nil {
+			continue
+		}
+		r, err := e.dispatch.Refuse(ctx, e.call(token, b, args, c.requestID), dec)
+		switch {
+		case errors.Is(err, dispatch.ErrBadArguments):
+			continue
+		case err != nil:
+			return out, fmt.Errorf("record the refusal of tool %q: %w", c.name, err)
+		}
+		out.Receipts = append(out.Receipts, Refusal{RequestID: c.requestID, ReceiptRef: r.ReceiptID})
+	}
+	return out, nil
+}

@@ -1,0 +1,169 @@
+package openapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// RawResponse receives the upstream response in raw mode.
+type RawResponse struct {
+	Status int
+	Header http.Header // minus hop-by-hop headers
+	Body   []byte
+}
+
+type rawKey struct{}
+
+// WithRawResponse asks Invoke, for a reverse proxy, to copy the upstream
+// response's status, headers (minus hop-by-hop ones) and body bytes into
+// sink, and to return {"httpStatus", "method", "path", "bodySha256",
+// "bodyBytes"} instead of the parsed body, so the receipt records the status
+// and a hash of the body the client gets.
+func WithRawResponse(ctx context.Context, sink *RawResponse) context.Context {
+	return context.WithValue(ctx, rawKey{}, sink)
+}
+
+func rawSink(ctx context.Context) *RawResponse {
+	sink, _ := ctx.Value(rawKey{}).(*RawResponse)
+	return sink
+}
+
+// rawOutput fills the sink and describes the response for the receipt.
+func rawOutput(sink *RawResponse, rt *Route, resp *http.Response, body []byte, redacted bool, redact func([]byte) ([]byte, bool)) (json.RawMessage, error) {
+	h := resp.Header.Clone()
+	removeHopByHop(h)
+	for k, vs := range h {
+		for i, v := range vs {
+			if r, ok := redact([]byte(v)); ok {
+				h[k][i] = string(r)
+			}
+		}
+	}
+	if redacted {
+		// The body changed length; the upstream's framing no longer fits.
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	sink.Status, sink.Header, sink.Body = resp.StatusCode, h, body
+	sum := sha256.Sum256(body)
+	out, err := marshal(struct {
+		HTTPStatus int    `json:"httpStatus"`
+		Method     string `json:"method"`
+		Path       string `json:"path"`
+		BodySHA256 string `json:"bodySha256"`
+		BodyBytes  int    `json:"bodyBytes"`
+	}{resp.StatusCode, rt.Method, rt.Path, hex.EncodeToString(sum[:]), len(body)})
+	if err != nil {
+		return nil, fmt.Errorf("invoke %s: %w", rt.Tool, err)
+	}
+	return out, nil
+}
+
+// parsedOutput is {"httpStatus", "method", "path", "body"[, "bodyEncoding"]}.
+func parsedOutput(rt *Route, resp *http.Response, body []byte) (json.RawMessage, error) {
+	out := struct {
+		HTTPStatus   int             `json:"httpStatus"`
+		Method       string          `json:"method"`
+		Path         string          `json:"path"`
+		Body         json.RawMessage `json:"body"`
+		BodyEncoding string          `json:"bodyEncoding,omitempty"`
+	}{HTTPStatus: resp.StatusCode, Method: rt.Method, Path: rt.Path}
+	var buf bytes.Buffer
+	var err error
+	switch {
+	case len(body) == 0:
+		out.Body = json.RawMessage(`null`)
+	case jsonMediaType(resp.Header.Get("Content-Type")) && json.Compact(&buf, body) == nil:
+		out.Body = buf.Bytes()
+	case utf8.Valid(body):
+		out.Body, err = marshal(string(body))
+	default:
+		out.Body, err = marshal(base64.StdEncoding.EncodeToString(body))
+		out.BodyEncoding = "base64"
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode response body: %w", err)
+	}
+	return marshal(out)
+}
+
+// removeHopByHop deletes the connection's headers (RFC 9110 §7.6.1),
+// those the Connection header names included.
+func removeHopByHop(h http.Header) {
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
+		h.Del(name)
+	}
+}
+
+// minSecret is the shortest operator header value redacted: shorter ones
+// would match ordinary text far more often than they protect a credential.
+const minSecret = 8
+
+// redaction replaces an operator header value found in a response.
+const redaction = "[REDACTED]"
+
+// secretsOf lists what redact looks for: each operator header value, the
+// credential of an "<scheme> <credential>" value (the token of a Bearer
+// header, which an upstream may echo alone), and their JSON-escaped forms.
+func secretsOf(h http.Header) [][]byte {
+	var out [][]byte
+	add := func(s string) {
+		if len(s) < minSecret {
+			return
+		}
+		out = append(out, []byte(s))
+		if esc, err := marshal(s); err == nil {
+			if e := esc[1 : len(esc)-1]; string(e) != s {
+				out = append(out, e)
+			}
+		}
+	}
+	for _, vs := range h {
+		for _, v := range vs {
+			add(v)
+			if _, cred, ok := strings.Cut(strings.TrimSpace(v), " "); ok {
+				add(strings.TrimSpace(cred))
+			}
+		}
+	}
+	// Longest first, so a whole value goes before the credential inside
+	// it, and the result does not depend on map order.
+	slices.SortFunc(out, func(a, b []byte) int {
+		if d := len(b) - len(a); d != 0 {
+			return d
+		}
+		return bytes.Compare(a, b)
+	})
+	return slices.CompactFunc(out, bytes.Equal)
+}
+
+// redact replaces the operator's header values in an upstream response
+// (an API that echoes request headers, like httpbin's /headers, or an error
+// page quoting them), so credentials never reach the tool's caller nor its
+// receipt. It reports whether anything was replaced.
+func (s *Server) redact(b []byte) ([]byte, bool) {
+	changed := false
+	for _, sec := range s.secrets {
+		if bytes.Contains(b, sec) {
+			b = bytes.ReplaceAll(b, sec, []byte(redaction))
+			changed = true
+		}
+	}
+	return b, changed
+}

@@ -1,0 +1,169 @@
+// Package protect is `chio api protect`: a reverse proxy that puts Chio's
+// governance in front of an HTTP API described by OpenAPI. Each request is
+// matched to its operation (unknown routes never reach the upstream),
+// checked as a governed call of that operation's tool (capability, guards
+// on the parameters and body, a durable decision), forwarded when allowed,
+// and recorded with the response status and a hash of the response body
+// as its outcome. Side-effecting operations are deny-by-default: only a
+// grant naming the operation's tool reaches them.
+//
+// The proxy keeps no state; receipts come from the ledger like every
+// other call's.
+package protect
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/openapi"
+	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// ReceiptHeader names the receipt of a forwarded or refused request.
+const ReceiptHeader = "X-Chio-Receipt"
+
+// Proxy serves one API. It is safe for concurrent use.
+type Proxy struct {
+	kernel   *kernel.Kernel
+	dispatch *dispatch.Dispatcher
+	bridge   *openapi.Bridge
+	serverID string
+	exposure tools.Exposure
+	log      *slog.Logger
+}
+
+// Option configures a Proxy.
+type Option func(*Proxy)
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(p *Proxy) { p.log = l } }
+
+// New builds the proxy for bridge b, whose tools.Server (openapi.NewServer)
+// is registered in the registry of kernel k and dispatcher d.
+func New(k *kernel.Kernel, d *dispatch.Dispatcher, b *openapi.Bridge, opts ...Option) *Proxy {
+	p := &Proxy{kernel: k, dispatch: d, bridge: b, serverID: b.Manifest().ServerID, log: slog.Default(),
+		// The operator chose to protect this API: every operation of the
+		// spec is reachable, and the hard floor still holds.
+		exposure: tools.Exposure{Protocol: "http", ExposeAll: true}}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// denial is the JSON body of a refused request, as the reference gives it
+// ({"error":"chio_access_denied","message","receipt_id","suggestion"}).
+type denial struct {
+	Error      string `json:"error"`
+	Message    string `json:"message"`
+	ReceiptID  string `json:"receipt_id,omitempty"`
+	Guard      string `json:"guard,omitempty"`
+	Suggestion string `json:"suggestion,omitempty"`
+}
+
+// ServeHTTP matches, governs and forwards one request.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, params, err := p.bridge.Match(r)
+	switch {
+	case errors.Is(err, openapi.ErrMethodNotAllowed):
+		writeJSON(w, http.StatusMethodNotAllowed, denial{Error: "method_not_allowed", Message: err.Error()})
+		return
+	case err != nil:
+		writeJSON(w, http.StatusNotFound, denial{Error: "not_found",
+			Message: fmt.Sprintf("%s %s is not an operation of the protected API", r.Method, r.URL.Path)})
+		return
+	}
+	token, err := schemas.CapabilityFromHeaders(r.Header)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="chio"`)
+		writeJSON(w, http.StatusUnauthorized, denial{Error: "chio_capability_required",
+			Message:    "a chio.capability.v1 token is required for " + rt.Tool + ": " + err.Error(),
+			Suggestion: "send it as X-Chio-Capability or Authorization: Bearer"})
+		return
+	}
+	args, err := p.bridge.Arguments(rt, r, params)
+	if err != nil {
+		status, code := http.StatusBadRequest, "bad_request"
+		if errors.Is(err, openapi.ErrBodyTooLarge) {
+			status, code = http.StatusRequestEntityTooLarge, "body_too_large"
+		}
+		writeJSON(w, status, denial{Error: code, Message: err.Error()})
+		return
+	}
+	call := dispatch.Call{Token: token, ServerID: p.serverID, ToolName: rt.Tool, Arguments: args, Exposure: &p.exposure,
+		Metadata: map[string]any{"protocol": "http", "http": map[string]any{"method": rt.Method, "route": rt.Path}}}
+	ctx := r.Context()
+	if _, dec := p.kernel.Identify(token); dec != nil {
+		res, err := p.dispatch.Refuse(ctx, call, dec)
+		p.refused(w, http.StatusUnauthorized, res, err, dec)
+		return
+	}
+	var raw openapi.RawResponse
+	res, err := p.dispatch.Do(openapi.WithRawResponse(ctx, &raw), call)
+	switch {
+	case err != nil:
+		p.refused(w, 0, nil, err, nil)
+	case !res.Decision.Allow:
+		p.refused(w, http.StatusForbidden, res, nil, res.Decision)
+	case res.ToolErr != nil:
+		w.Header().Set(ReceiptHeader, res.ReceiptID)
+		writeJSON(w, http.StatusBadGateway, denial{Error: "upstream_error", ReceiptID: res.ReceiptID,
+			Message: "the upstream API did not answer: " + schemas.TruncateText(res.ToolErr.Error())})
+	default:
+		h := w.Header()
+		for k, vs := range raw.Header {
+			h[k] = vs
+		}
+		h.Set(ReceiptHeader, res.ReceiptID)
+		w.WriteHeader(raw.Status)
+		if _, err := w.Write(raw.Body); err != nil {
+			p.log.Debug("protect: client went away", "receipt_id", res.ReceiptID, "err", err)
+		}
+	}
+}
+
+// refused answers a request that did not reach the upstream: a denial
+// (its receipt named), or bad arguments, or a decision that could not be
+// recorded (then nothing ran and there is no receipt).
+func (p *Proxy) refused(w http.ResponseWriter, status int, res *dispatch.Result, err error, dec *kernel.Decision) {
+	switch {
+	case errors.Is(err, dispatch.ErrBadArguments):
+		code := http.StatusBadRequest
+		if strings.Contains(err.Error(), "at most") {
+			code = http.StatusRequestEntityTooLarge
+		}
+		writeJSON(w, code, denial{Error: "bad_request", Message: err.Error()})
+		return
+	case err != nil:
+		p.log.Error("protect: call not recorded", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, denial{Error: "not_recorded",
+			Message: "the call could not be recorded, so it was not forwarded: " + err.Error()})
+		return
+	}
+	w.Header().Set(ReceiptHeader, res.ReceiptID)
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="chio", error="invalid_token"`)
+	}
+	d := denial{Error: "chio_access_denied", ReceiptID: res.ReceiptID, Guard: dec.Guard,
+		Message: fmt.Sprintf("denied at %s: %s", dec.Guard, dec.Reason)}
+	switch dec.Guard {
+	case kernel.StepGrant:
+		d.Suggestion = "ask for a capability whose grant names this operation's tool"
+	case kernel.StepTime, kernel.StepRevocation, kernel.StepSignature:
+		d.Suggestion = "present a current, unrevoked capability"
+	}
+	writeJSON(w, status, d)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
