@@ -1,0 +1,310 @@
+package protect
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mccutchen/go-httpbin/v2/httpbin"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/openapi"
+	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/internal/natstest"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+var (
+	issuerKey = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32))
+	agentKey  = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{2}, 32))
+)
+
+const operatorSecret = "operator-secret-value-0123456789"
+
+type fixture struct {
+	url      string
+	js       jetstream.JetStream
+	upstream *atomic.Int64 // requests the API received
+}
+
+// start runs the proxy for testdata/httpbin.yaml (the bridge's) in front
+// of a real go-httpbin, with a real kernel, dispatcher and JetStream.
+func start(t *testing.T) *fixture {
+	t.Helper()
+	var hits atomic.Int64
+	hb := httpbin.New()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		hb.ServeHTTP(w, r)
+	}))
+	t.Cleanup(api.Close)
+	ctx := context.Background()
+	spec, err := openapi.Load(ctx, "../openapi/testdata/httpbin.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := openapi.Build(spec, openapi.Config{ServerID: "httpbin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := url.Parse(api.URL)
+	srv, err := openapi.NewServer(b, openapi.Upstream{BaseURL: base, Headers: http.Header{"X-Api-Key": {operatorSecret}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	if err := reg.Register(srv); err != nil {
+		t.Fatal(err)
+	}
+	_, _, js := natstest.Start(t)
+	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{schemas.EncodePublicKey(issuerKey.Public().(ed25519.PublicKey))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	d, err := dispatch.New(ctx, js, k, reg, "protect-test", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httptest.NewServer(New(k, d, b))
+	t.Cleanup(proxy.Close)
+	return &fixture{url: proxy.URL, js: js, upstream: &hits}
+}
+
+// capability grants tools of httpbin ("*" for all), valid from..until.
+func capability(t *testing.T, from, until time.Time, toolNames ...string) string {
+	t.Helper()
+	var grants []schemas.ToolGrant
+	for _, n := range toolNames {
+		grants = append(grants, schemas.ToolGrant{ServerID: "httpbin", ToolName: n, Operations: []schemas.Operation{schemas.OpInvoke}})
+	}
+	tok, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{ID: "cap-" + strings.ReplaceAll(strings.Join(toolNames, "-"), "*", "all"),
+		Issuer: schemas.EncodePublicKey(issuerKey.Public().(ed25519.PublicKey)), Subject: schemas.EncodePublicKey(agentKey.Public().(ed25519.PublicKey)),
+		Scope: schemas.Scope{Grants: grants}, IssuedAt: uint64(from.Unix()), ExpiresAt: uint64(until.Unix())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := schemas.EncodeCapabilityHeader(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func valid(t *testing.T, toolNames ...string) string {
+	return capability(t, time.Now().Add(-time.Minute), time.Now().Add(time.Hour), toolNames...)
+}
+
+// decisions reads the decision events on CHIO_EVENTS by receipt id.
+func decisions(t *testing.T, js jetstream.JetStream) map[string]schemas.DecisionEvent {
+	t.Helper()
+	c, err := js.OrderedConsumer(context.Background(), schemas.EventsStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{schemas.SubjectDecision, schemas.SubjectEnvelope}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.FetchNoWait(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]schemas.DecisionEvent{}
+	for m := range batch.Messages() {
+		evs, err := schemas.UnpackEvents(m.Subject(), m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Subject != schemas.SubjectDecision {
+				continue
+			}
+			var d schemas.DecisionEvent
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			out[d.ReceiptID] = d
+		}
+	}
+	return out
+}
+
+// outcomes reads the outcome events by receipt id.
+func outcomes(t *testing.T, js jetstream.JetStream) map[string]schemas.OutcomeEvent {
+	t.Helper()
+	c, err := js.OrderedConsumer(context.Background(), schemas.EventsStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{schemas.SubjectOutcome, schemas.SubjectEnvelope}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.FetchNoWait(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]schemas.OutcomeEvent{}
+	for m := range batch.Messages() {
+		evs, err := schemas.UnpackEvents(m.Subject(), m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Subject != schemas.SubjectOutcome {
+				continue
+			}
+			var o schemas.OutcomeEvent
+			if err := json.Unmarshal(e.Data, &o); err != nil {
+				t.Fatal(err)
+			}
+			out[o.ReceiptID] = o
+		}
+	}
+	return out
+}
+
+func send(t *testing.T, method, u, token, ctype string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("X-Chio-Capability", token)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// An allowed request is forwarded with what the guards saw and the
+// operator's credential; the client gets the API's answer as is, with
+// its receipt named, and the outcome records the status and the body's
+// hash.
+func TestForwardsAllowedRequests(t *testing.T) {
+	f := start(t)
+	cases := []struct {
+		name, method, path, route, token, ctype, body string
+		want                                          string
+	}{
+		{"read under a wildcard grant", "GET", "/get?q=hello%20world&undeclared=dropped", "/get", valid(t, "*"), "", "", `"q"`},
+		{"write under a grant naming it", "POST", "/post", "/post", valid(t, "httpPost"), "application/json", `{"name":"rex","count":2}`, `"rex"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := f.upstream.Load()
+			resp, body := send(t, c.method, f.url+c.path, c.token, c.ctype, []byte(c.body))
+			rid := resp.Header.Get(ReceiptHeader)
+			if resp.StatusCode != http.StatusOK || rid == "" || !strings.Contains(string(body), c.want) || f.upstream.Load() != before+1 {
+				t.Fatalf("%d %q %s", resp.StatusCode, rid, body)
+			}
+			// The operator's key reached the API (httpbin echoes headers) and
+			// an undeclared query parameter did not.
+			if c.method == "GET" && (strings.Contains(string(body), "undeclared") || !strings.Contains(string(body), "X-Api-Key")) {
+				t.Fatalf("forwarded request: %s", body)
+			}
+			d, ok := decisions(t, f.js)[rid]
+			if !ok || d.Decision.Verdict != schemas.VerdictAllow || !strings.Contains(string(d.Metadata), `"protocol":"http"`) {
+				t.Fatalf("decision %+v %s", d, d.Metadata)
+			}
+			// The outcome's content hash covers the status and the hash of
+			// exactly the body the client got.
+			sum := sha256.Sum256(body)
+			canon, err := schemas.CanonicalizeJSON(mustJSON(t, map[string]any{"httpStatus": 200, "method": c.method, "path": c.route,
+				"bodySha256": hex.EncodeToString(sum[:]), "bodyBytes": len(body)}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, ok := outcomes(t, f.js)[rid]
+			if !ok || o.Outcome != schemas.OutcomeCompleted || o.ContentHash != schemas.SHA256Hex(canon) {
+				t.Fatalf("outcome %+v, want content hash of %s", o, canon)
+			}
+		})
+	}
+}
+
+// Requests Chio refuses never reach the API. Those that reached the
+// kernel have a deny receipt, named in the answer.
+func TestRefusesBeforeTheAPI(t *testing.T) {
+	f := start(t)
+	expired := capability(t, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour), "*")
+	huge := `{"name":"` + strings.Repeat("x", openapi.MaxBodyBytes) + `"}`
+	big := `{"name":"` + strings.Repeat("x", schemas.MaxParametersBytes) + `"}`
+	cases := []struct {
+		name, method, path, token, ctype, body string
+		status                                 int
+		errCode, guard                         string
+	}{
+		{"unknown route", "GET", "/nowhere", valid(t, "*"), "", "", 404, "not_found", ""},
+		{"method the route lacks", "PUT", "/get", valid(t, "*"), "", "", 405, "method_not_allowed", ""},
+		{"no capability", "GET", "/get", "", "", "", 401, "chio_capability_required", ""},
+		{"expired capability", "GET", "/get", expired, "", "", 401, "chio_access_denied", kernel.StepTime},
+		{"grant for another operation", "GET", "/get", valid(t, "headers"), "", "", 403, "chio_access_denied", kernel.StepGrant},
+		{"side effect under a wildcard grant", "POST", "/post", valid(t, "*"), "application/json", `{"name":"rex"}`, 403, "chio_access_denied", kernel.StepGrant},
+		{"guard: a secret in the body", "POST", "/post", valid(t, "httpPost"), "application/json", `{"name":"AKIAIOSFODNN7EXAMPLE"}`, 403, "chio_access_denied", "SecretLeakGuard"},
+		{"traversal in a path parameter", "GET", "/status/..", valid(t, "*"), "", "", 400, "bad_request", ""},
+		{"encoded traversal", "GET", "/anything/%2e%2e", valid(t, "*"), "", "", 400, "bad_request", ""},
+		{"encoded slash", "GET", "/anything/a%2Fb", valid(t, "*"), "", "", 400, "bad_request", ""},
+		{"body over the bridge's bound", "POST", "/post", valid(t, "httpPost"), "application/json", huge, 413, "body_too_large", ""},
+		{"body over the call's bound", "POST", "/post", valid(t, "httpPost"), "application/json", big, 413, "bad_request", ""},
+		{"body not JSON", "POST", "/post", valid(t, "httpPost"), "application/json", `{"name":`, 400, "bad_request", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := send(t, c.method, f.url+c.path, c.token, c.ctype, []byte(c.body))
+			var d denial
+			if err := json.Unmarshal(body, &d); resp.StatusCode != c.status || err != nil || d.Error != c.errCode {
+				t.Fatalf("%d %s, want %d %s", resp.StatusCode, body, c.status, c.errCode)
+			}
+			if c.guard == "" {
+				if d.ReceiptID != "" {
+					t.Fatalf("a receipt for a request that never reached the kernel: %s", body)
+				}
+				return
+			}
+			ev, ok := decisions(t, f.js)[d.ReceiptID]
+			if d.ReceiptID == "" || resp.Header.Get(ReceiptHeader) != d.ReceiptID || !ok || ev.Decision.Verdict != schemas.VerdictDeny ||
+				!strings.HasPrefix(ev.Decision.Guard, c.guard) {
+				t.Fatalf("deny receipt %q: %+v (%s)", d.ReceiptID, ev.Decision, body)
+			}
+		})
+	}
+	if n := f.upstream.Load(); n != 0 {
+		t.Fatalf("the API received %d refused requests", n)
+	}
+	if strings.Contains(string(mustJSON(t, decisions(t, f.js))), operatorSecret) {
+		t.Fatal("the operator's credential is in a decision event")
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
