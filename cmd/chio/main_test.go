@@ -60,6 +60,8 @@ type upProcess struct {
 	// the tests' reads of receipts, tasks, lineage and reports.
 	token string
 	stop  func() error
+	// out is what chio up printed until it was ready.
+	out string
 }
 
 func startUp(t *testing.T, extra ...string) *upProcess {
@@ -68,7 +70,7 @@ func startUp(t *testing.T, extra ...string) *upProcess {
 	httpRE := regexp.MustCompile(`log API on (http://[0-9.:]+)`)
 	natsRE := regexp.MustCompile(`NATS JetStream on (nats://[0-9.:]+)`)
 	out, stop := startCommand(t, httpRE, append([]string{"up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"}, extra...)...)
-	return &upProcess{dir: dir, httpURL: httpRE.FindStringSubmatch(out)[1], natsURL: natsRE.FindStringSubmatch(out)[1], token: upOperatorToken(t, dir), stop: stop}
+	return &upProcess{dir: dir, httpURL: httpRE.FindStringSubmatch(out)[1], natsURL: natsRE.FindStringSubmatch(out)[1], token: upOperatorToken(t, dir), stop: stop, out: out}
 }
 
 // startCommand runs a long-lived chio command in-process until its output

@@ -68,13 +68,9 @@ func (o *openapiFlags) load(ctx context.Context) (*openapi.Bridge, error) {
 	}
 	s, err := openapi.Load(ctx, o.spec)
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", o.spec, err)
+		return nil, err // names the spec
 	}
-	b, err := openapi.Build(s, openapi.Config{ServerID: o.serverID, OutputSchemas: o.outputSchemas})
-	if err != nil {
-		return nil, fmt.Errorf("manifest of %s: %w", o.spec, err)
-	}
-	return b, nil
+	return openapi.Build(s, openapi.Config{ServerID: o.serverID, OutputSchemas: o.outputSchemas})
 }
 
 // server builds the bridge and the tool server calling the upstream.
