@@ -7,6 +7,7 @@ work=$(mktemp -d)
 http=${TOUR_HTTP:-127.0.0.1:18080}
 natsaddr=${TOUR_NATS:-127.0.0.1:14222}
 cleanup() {
+  for pid in ${bridge_pid:-} ${protect_pid:-}; do kill -INT "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; done
   [ -n "${edge_pid:-}" ] && kill -INT "$edge_pid" 2>/dev/null && wait "$edge_pid" 2>/dev/null || true
   [ -n "${up_pid:-}" ] && kill -INT "$up_pid" 2>/dev/null && wait "$up_pid" 2>/dev/null || true
   rm -rf "$work"
@@ -15,6 +16,7 @@ trap cleanup EXIT
 
 cd "$repo"
 go build -o "$work/bin/chio" ./cmd/chio
+cp -r examples "$work/examples"
 cd "$work"
 bin/chio up --listen "$http" --nats-listen "$natsaddr" > up.log 2>&1 &
 up_pid=$!
@@ -100,6 +102,26 @@ curl -sf "http://$http/openai/v1/tool-calls" -H 'Content-Type: application/json'
   -d '{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"hello_task","arguments":"{\"text\":\"world\"}"}}]}' \
   | tee openai.json
 grep -q '"tool_call_id":"call_1"' openai.json && grep -q '"denied":false' openai.json && grep -q '"receipt_ref":"' openai.json
+bin/chio openapi manifest --spec examples/openapi/chio-log-api.yaml --server-id chio-log-api | grep -q '"name": "getCheckpoint"'
+bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" --grant 'chio-log-api/*' --output header > api.tok
+bridgeaddr=${TOUR_BRIDGE:-127.0.0.1:18084}
+protectaddr=${TOUR_PROTECT:-127.0.0.1:19090}
+bin/chio bridge openapi --spec examples/openapi/chio-log-api.yaml --server-id chio-log-api --upstream "http://$http" \
+  --listen "$bridgeaddr" --nats "nats://$natsaddr" --issuer-pub .chio/keys/issuer.pub > bridge.log 2>&1 &
+bridge_pid=$!
+bin/chio api protect --spec examples/openapi/chio-log-api.yaml --server-id chio-log-api --upstream "http://$http" \
+  --listen "$protectaddr" --nats "nats://$natsaddr" --issuer-pub .chio/keys/issuer.pub > protect.log 2>&1 &
+protect_pid=$!
+for _ in $(seq 100); do grep -q 'MCP http' bridge.log && grep -q 'api protect: http' protect.log && break; sleep 0.1; done
+curl -s "http://$bridgeaddr/mcp" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+  -H "Authorization: Bearer $(cat api.tok)" -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"getCheckpoint","arguments":{}}}' \
+  | tee mcp.json
+grep -q '"httpStatus":200' mcp.json && grep -q '"receipt_ref":"' mcp.json
+curl -si "http://$protectaddr/log/checkpoint" -H "X-Chio-Capability: $(cat api.tok)" | tee protected.txt
+grep -q '^HTTP/1.1 200' protected.txt && grep -qi '^X-Chio-Receipt: ' protected.txt
+curl -s "http://$protectaddr/openai/v1/tool-calls" -H "X-Chio-Capability: $(cat api.tok)" -H 'Content-Type: application/json' -d '{}' \
+  | tee denied.json
+grep -q '"error":"chio_access_denied"' denied.json && grep -q 'denied by default' denied.json
 edgeaddr=${TOUR_EDGE:-127.0.0.1:18082}
 bin/chio edge a2a --nats "nats://$natsaddr" --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub --demo conformance > edge.log 2>&1 &
 edge_pid=$!

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -70,7 +71,14 @@ func (o *openapiFlags) load(ctx context.Context) (*openapi.Bridge, error) {
 	if err != nil {
 		return nil, err // names the spec
 	}
-	return openapi.Build(s, openapi.Config{ServerID: o.serverID, OutputSchemas: o.outputSchemas})
+	b, err := openapi.Build(s, openapi.Config{ServerID: o.serverID, OutputSchemas: o.outputSchemas})
+	if err != nil {
+		return nil, err
+	}
+	for _, sk := range b.Skipped() {
+		slog.Warn("openapi: operation left out", "spec", o.spec, "method", sk.Method, "path", sk.Path, "reason", sk.Reason)
+	}
+	return b, nil
 }
 
 // server builds the bridge and the tool server calling the upstream.
