@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -149,4 +150,44 @@ func TestOpenAPIManifestCommand(t *testing.T) {
 	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "upstream header") {
 		t.Fatalf("bad header: %v", err)
 	}
+}
+
+// chio bridge openapi --stdio: an MCP session on stdin/stdout under
+// --token, against chio up's NATS; the call's receipt reaches the log.
+func TestBridgeOpenAPIStdio(t *testing.T) {
+	api := httptest.NewServer(httpbin.New())
+	t.Cleanup(api.Close)
+	up := startUp(t)
+	// A capability naming the write, issued with chio up's issuer key.
+	keyFile := filepath.Join(up.dir, "keys", "issuer.key")
+	pubOut, err := chio(context.Background(), "capability", "keygen", "--out", filepath.Join(t.TempDir(), "agent.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokOut, err := chio(context.Background(), "capability", "issue", "--issuer-key", keyFile, "--subject", strings.TrimSpace(pubOut),
+		"--grant", "httpbin/httpPost", "--output", "header")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"httpPost","arguments":{"body":{"name":"rex"}}}}`,
+	}, "\n") + "\n"
+	root := newRoot()
+	var out syncBuffer
+	root.SetArgs([]string{"--log-level", "warn", "bridge", "openapi", "--stdio", "--spec", filepath.Join("..", "..", "edges", "openapi", "testdata", "httpbin.yaml"),
+		"--server-id", "httpbin", "--upstream", api.URL, "--nats", up.natsURL, "--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile),
+		"--token", strings.TrimSpace(tokOut)})
+	root.SetIn(strings.NewReader(in))
+	root.SetOut(&out)
+	root.SetErr(io.Discard)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("bridge: %v\n%s", err, out.String())
+	}
+	m := regexp.MustCompile(`"receipt_ref":"([^"]+)"`).FindStringSubmatch(out.String())
+	if m == nil || !strings.Contains(out.String(), `"id":2`) || !strings.Contains(out.String(), `\"name\":\"rex\"`) {
+		t.Fatalf("stdio answers:\n%s", out.String())
+	}
+	awaitLogReceipt(t, up.httpURL, up.token, m[1])
 }

@@ -95,6 +95,9 @@ type stampingReader struct {
 	pending []byte
 	long    bool // inside a line longer than the buffer
 	err     error
+	// flight, when set, counts the requests read; the end of the input
+	// is reported only once they are answered.
+	flight *inflight
 }
 
 func newStampingReader(in io.Reader) *stampingReader {
@@ -106,6 +109,9 @@ func newStampingReader(in io.Reader) *stampingReader {
 func (r *stampingReader) Read(p []byte) (int, error) {
 	for len(r.pending) == 0 {
 		if r.err != nil {
+			if r.flight != nil {
+				r.flight.wait()
+			}
 			return 0, r.err
 		}
 		line, err := r.src.ReadSlice('\n')
@@ -119,6 +125,9 @@ func (r *stampingReader) Read(p []byte) (int, error) {
 			r.pending = append(r.pending[:0], line...)
 		default:
 			body, nl := bytes.CutSuffix(line, []byte("\n"))
+			if r.flight != nil {
+				r.flight.add(countMessages(body, false))
+			}
 			r.pending = append(r.pending[:0], stampIDs(body)...)
 			if nl {
 				r.pending = append(r.pending, '\n')

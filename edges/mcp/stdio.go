@@ -1,10 +1,13 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,14 +28,109 @@ func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out i
 	if _, dec := e.kernel.Identify(token); dec != nil {
 		return fmt.Errorf("serve mcp over stdio: %s", refusedMessage(dec))
 	}
-	t := &sdk.IOTransport{Reader: newStampingReader(in), Writer: nopWriteCloser{out}}
+	fl := newInflight(ctx)
+	r := newStampingReader(in)
+	r.flight = fl
+	t := &sdk.IOTransport{Reader: r, Writer: &answerWriter{w: out, flight: fl}}
 	if err := e.server.Run(withCaller(ctx, &caller{token: token}), t); err != nil {
 		return fmt.Errorf("serve mcp over stdio: %w", err)
 	}
 	return nil
 }
 
-// nopWriteCloser leaves closing out to its owner.
-type nopWriteCloser struct{ io.Writer }
+// inflight counts the requests read and not yet answered, so that the end
+// of the input waits for their answers: a client that writes its requests
+// and closes stdin (a pipe, a script) still gets every answer.
+type inflight struct {
+	ctx  context.Context
+	mu   sync.Mutex
+	cond *sync.Cond
+	n    int
+}
 
-func (nopWriteCloser) Close() error { return nil }
+func newInflight(ctx context.Context) *inflight {
+	f := &inflight{ctx: ctx}
+	f.cond = sync.NewCond(&f.mu)
+	context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.cond.Broadcast()
+	})
+	return f
+}
+
+func (f *inflight) add(n int) {
+	if n == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n += n
+	f.cond.Broadcast()
+}
+
+// wait blocks until every request read has its answer, or ctx is done.
+func (f *inflight) wait() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.n > 0 && f.ctx.Err() == nil {
+		f.cond.Wait()
+	}
+}
+
+// countMessages counts, in one line of JSON-RPC (a message or a batch),
+// the requests (a method and an id) or the answers (an id and a result or
+// an error).
+func countMessages(line []byte, answers bool) int {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return 0
+	}
+	var msgs []map[string]json.RawMessage
+	if line[0] == '[' {
+		if json.Unmarshal(line, &msgs) != nil {
+			return 0
+		}
+	} else {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(line, &m) != nil {
+			return 0
+		}
+		msgs = append(msgs, m)
+	}
+	n := 0
+	for _, m := range msgs {
+		_, id := m["id"]
+		_, method := m["method"]
+		_, result := m["result"]
+		_, rpcErr := m["error"]
+		if id && ((answers && !method && (result || rpcErr)) || (!answers && method)) {
+			n++
+		}
+	}
+	return n
+}
+
+// answerWriter passes the server's messages to w and counts the answers
+// among them. It leaves closing w to its owner.
+type answerWriter struct {
+	w       io.Writer
+	flight  *inflight
+	partial []byte
+}
+
+func (a *answerWriter) Write(p []byte) (int, error) {
+	n, err := a.w.Write(p)
+	a.partial = append(a.partial, p[:n]...)
+	for {
+		line, rest, ok := bytes.Cut(a.partial, []byte("\n"))
+		if !ok {
+			break
+		}
+		a.flight.add(-countMessages(line, true))
+		a.partial = append(a.partial[:0], rest...)
+	}
+	return n, err
+}
+
+func (*answerWriter) Close() error { return nil }
