@@ -88,6 +88,11 @@ func (o *openapiFlags) server(ctx context.Context) (*openapi.Bridge, *openapi.Se
 		return nil, nil, err
 	}
 	up := openapi.Upstream{Headers: http.Header{}}
+	if len(o.headers) > 0 && o.upstream == "" {
+		// Credentials go where the operator says, not where a spec
+		// (perhaps fetched from elsewhere) points.
+		return nil, nil, usageError(errors.New("upstream headers need an explicit upstream (--upstream, or --openapi-upstream on chio up)"))
+	}
 	if o.upstream != "" {
 		u, err := url.Parse(o.upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {

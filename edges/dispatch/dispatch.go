@@ -17,7 +17,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math/big"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -383,5 +386,42 @@ func canonicalArguments(args json.RawMessage) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
 	}
+	if err := exactNumbers(args); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
+	}
 	return canon, nil
+}
+
+// exactNumbers refuses a number that RFC 8785 would change in value: JCS
+// writes a number as the shortest decimal that reads back as the same
+// IEEE double, and the tool gets the canonical arguments, so an id of
+// 9007199254740993 would reach it as ...992, another record. 1.10 or 1e2
+// keep their value (1.1, 100) and pass. Such a value must travel as a
+// string. It runs after canonicalization, so every number is in range.
+func exactNumbers(args json.RawMessage) error {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		n, ok := tok.(json.Number)
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(string(n), 64)
+		if err != nil {
+			return fmt.Errorf("number %s: %v", schemas.TruncateText(string(n)), err)
+		}
+		sent, ok1 := new(big.Rat).SetString(string(n))
+		kept, ok2 := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+		if !ok1 || !ok2 || sent.Cmp(kept) != 0 {
+			return fmt.Errorf("number %s cannot be carried exactly (it would become %s): send it as a string",
+				schemas.TruncateText(string(n)), strconv.FormatFloat(f, 'g', -1, 64))
+		}
+	}
 }

@@ -193,13 +193,22 @@ func TestDeniedAndFailedCalls(t *testing.T) {
 	}
 	// Arguments JCS refuses are refused before the kernel: no decision, so
 	// no budget charged and no receipt owed.
-	for _, args := range []string{`[1]`, `"x"`, `{`, `null`, `{"a":1,"a":2}`, `{"n":1e400}`, `{"s":"\ud800"}`} {
+	// So are numbers JCS would change in value (the tool gets the
+	// canonical arguments).
+	for _, args := range []string{`[1]`, `"x"`, `{`, `null`, `{"a":1,"a":2}`, `{"n":1e400}`, `{"s":"\ud800"}`,
+		`{"id":9007199254740993}`, `{"a":[{"p":0.30000000000000000001}]}`} {
 		if _, err := f.d.Do(ctx, Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(args)}); !errors.Is(err, ErrBadArguments) {
 			t.Fatalf("arguments %s: %v", args, err)
 		}
 	}
 	if n := len(f.events(t)[schemas.SubjectDecision]); n != 2 {
 		t.Fatalf("%d decision events after refused arguments, want the 2 before", n)
+	}
+	// Numbers whose value survives run: 1.10 is 1.1, 1e2 is 100.
+	for _, args := range []string{`{"price":1.10,"n":1e2,"id":9007199254740992,"p":0.1,"z":-0}`} {
+		if _, err := f.d.Do(ctx, Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(args)}); err != nil {
+			t.Fatalf("arguments %s: %v", args, err)
+		}
 	}
 }
 

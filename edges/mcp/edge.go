@@ -55,6 +55,11 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, opts ...
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
 	})
 	for _, b := range bindTools(reg.Exposed(o.exposure), o.log) {
+		if o.simulate {
+			// A simulation answers the request it would send, not the
+			// tool's output: the output schema does not describe it.
+			b.tool.OutputSchema = nil
+		}
 		if err := e.addTool(b); err != nil {
 			o.log.Warn("mcp: tool left off this surface", "server_id", b.entry.Manifest.ServerID,
 				"tool_name", b.entry.Tool.Name, "err", err)

@@ -100,7 +100,9 @@ func countMessages(line []byte, answers bool) int {
 	}
 	n := 0
 	for _, m := range msgs {
-		_, id := m["id"]
+		// A null id is a notification to the SDK: it is never answered.
+		rawID, id := m["id"]
+		id = id && string(bytes.TrimSpace(rawID)) != "null"
 		_, method := m["method"]
 		_, result := m["result"]
 		_, rpcErr := m["error"]

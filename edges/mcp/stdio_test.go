@@ -122,3 +122,30 @@ func TestStdioRefusedAtStart(t *testing.T) {
 		t.Errorf("dev capability: %v", err)
 	}
 }
+
+// The end of the input waits for the answers to the requests read, and
+// only for those: notifications, null ids (which the SDK never answers)
+// and answers are not requests.
+func TestCountMessages(t *testing.T) {
+	cases := []struct {
+		line    string
+		answers bool
+		want    int
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, false, 1},
+		{`{"jsonrpc":"2.0","id":"a","method":"ping"}`, false, 1},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, false, 0},
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, false, 0},
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`, false, 2},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, false, 0},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, true, 1},
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}`, true, 1},
+		{`{"jsonrpc":"2.0","id":7,"method":"sampling/createMessage"}`, true, 0},
+		{`not json`, false, 0},
+	}
+	for _, c := range cases {
+		if got := countMessages([]byte(c.line), c.answers); got != c.want {
+			t.Errorf("countMessages(%s, %v) = %d, want %d", c.line, c.answers, got, c.want)
+		}
+	}
+}

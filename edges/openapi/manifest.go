@@ -204,27 +204,34 @@ func inputSchema(cs *components, c *candidate) (map[string]any, error) {
 }
 
 // outputSchema is the shape Invoke returns, {httpStatus, method, path,
-// body}, with the success response's JSON schema under body: the 200
-// response, else 201, else the first other 2xx (by code) with a JSON schema;
-// with none, body is unconstrained.
+// body}. The success response's JSON schema (the 200 response, else 201,
+// else the first other 2xx by code) constrains body only when httpStatus
+// is that response's status: any other answer (a 204, a redirect, an
+// error) is still the tool's output, and MCP clients reject structured
+// content that does not match the schema.
 func outputSchema(cs *components, op *openapi3.Operation) (json.RawMessage, error) {
 	conv := newConverter(cs)
-	var body any = map[string]any{}
-	if ref := successSchema(op); ref != nil {
-		var err error
-		if body, err = conv.schema(ref); err != nil {
-			return nil, fmt.Errorf("response schema: %w", err)
-		}
-	}
 	root := map[string]any{
 		"type": "object",
 		"properties": map[string]any{
 			"httpStatus": map[string]any{"type": "integer"},
 			"method":     map[string]any{"type": "string"},
 			"path":       map[string]any{"type": "string"},
-			"body":       body,
+			"body":       map[string]any{},
 		},
 		"required": []string{"httpStatus", "method", "path", "body"},
+	}
+	if ref, code := successSchema(op); ref != nil {
+		body, err := conv.schema(ref)
+		if err != nil {
+			return nil, fmt.Errorf("response schema: %w", err)
+		}
+		status := map[string]any{"minimum": 200, "maximum": 299}
+		if n, err := strconv.Atoi(code); err == nil {
+			status = map[string]any{"const": n}
+		}
+		root["if"] = map[string]any{"properties": map[string]any{"httpStatus": status}}
+		root["then"] = map[string]any{"properties": map[string]any{"body": body}}
 	}
 	defs, err := conv.finish()
 	if err != nil {
@@ -236,9 +243,9 @@ func outputSchema(cs *components, op *openapi3.Operation) (json.RawMessage, erro
 	return marshal(root)
 }
 
-func successSchema(op *openapi3.Operation) *openapi3.SchemaRef {
+func successSchema(op *openapi3.Operation) (*openapi3.SchemaRef, string) {
 	if op.Responses == nil {
-		return nil
+		return nil, ""
 	}
 	codes := []string{"200", "201"}
 	for _, k := range slices.Sorted(maps.Keys(op.Responses.Map())) {
@@ -254,11 +261,11 @@ func successSchema(op *openapi3.Operation) *openapi3.SchemaRef {
 		}
 		for _, mt := range slices.Sorted(maps.Keys(r.Value.Content)) {
 			if media := r.Value.Content[mt]; jsonMediaType(mt) && media != nil && media.Schema != nil {
-				return media.Schema
+				return media.Schema, code
 			}
 		}
 	}
-	return nil
+	return nil, ""
 }
 
 // mediaSchema is the schema of a content entry; for a wildcard picked as

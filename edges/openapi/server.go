@@ -140,6 +140,11 @@ func usableBase(u *url.URL) error {
 		return fmt.Errorf("%w: user info in the URL; put credentials in the upstream headers", ErrNoUpstream)
 	case u.Fragment != "":
 		return fmt.Errorf("%w: the URL has a fragment", ErrNoUpstream)
+	case u.RawQuery != "":
+		// A query would be copied into every request, and with it into
+		// errors, receipts and simulations: credentials belong in the
+		// upstream headers.
+		return fmt.Errorf("%w: the URL has a query; put credentials in the upstream headers", ErrNoUpstream)
 	}
 	return nil
 }
@@ -203,7 +208,12 @@ func (s *Server) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMess
 		if runCtx.Err() != nil {
 			err = context.Cause(runCtx)
 		}
-		// The error names the URL (arguments only) and never a header.
+		// The error names the route template, never the upstream URL (its
+		// host is the operator's business) nor a header.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("invoke %s: %s %s: %w", rt.Tool, rt.Method, rt.Path, err)
 	}
 	defer resp.Body.Close()

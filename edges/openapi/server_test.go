@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/mccutchen/go-httpbin/v2/httpbin"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/chio-ledger/chio/edges/tools"
 )
@@ -185,6 +186,11 @@ func TestInvoke(t *testing.T) {
 			if err := json.Unmarshal(raw, &out); err != nil {
 				t.Fatalf("output %s: %v", raw, err)
 			}
+			// MCP clients check structured content against the output
+			// schema: every answer, whatever its status, must match it.
+			if err := matchesOutputSchema(srv, tt.tool, raw); err != nil {
+				t.Errorf("output does not match the tool's output schema: %v\n%s", err, raw)
+			}
 			if out.HTTPStatus != tt.status || out.Method != tt.method || out.Path != tt.template {
 				t.Errorf("output = %d %s %s, want %d %s %s", out.HTTPStatus, out.Method, out.Path, tt.status, tt.method, tt.template)
 			}
@@ -219,6 +225,34 @@ func TestInvoke(t *testing.T) {
 			}
 		})
 	}
+}
+
+// matchesOutputSchema validates a tool's output against its manifest
+// output schema.
+func matchesOutputSchema(srv *Server, tool string, out []byte) error {
+	for _, td := range srv.Manifest().Tools {
+		if td.Name != tool {
+			continue
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(td.OutputSchema))
+		if err != nil {
+			return err
+		}
+		c := newCompiler()
+		if err := c.AddResource("output.json", doc); err != nil {
+			return err
+		}
+		sch, err := c.Compile("output.json")
+		if err != nil {
+			return err
+		}
+		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(out))
+		if err != nil {
+			return err
+		}
+		return sch.Validate(inst)
+	}
+	return fmt.Errorf("no tool %s", tool)
 }
 
 // TestInvokeRefused: bad arguments and path traversal never reach the
@@ -503,6 +537,7 @@ func TestNewServer(t *testing.T) {
 		{name: "relative server without a spec URL", b: catalog, wantErr: ErrNoUpstream},
 		{name: "BaseURL for a relative server", b: catalog, up: Upstream{BaseURL: mustURL("https://catalog.example")}, wantURL: "https://catalog.example/items"},
 		{name: "user info refused", b: zoo, up: Upstream{BaseURL: mustURL("https://u:p@zoo.example")}, wantErr: ErrNoUpstream},
+		{name: "query refused (credentials belong in headers)", b: zoo, up: Upstream{BaseURL: mustURL("https://zoo.example/?api_key=s3cret")}, wantErr: ErrNoUpstream},
 		{name: "not http", b: zoo, up: Upstream{BaseURL: mustURL("ftp://zoo.example")}, wantErr: ErrNoUpstream},
 		{name: "bad operator header, value not echoed", b: zoo, up: Upstream{Headers: http.Header{"X-Key": {"secret-value\r\nX: y"}}}, hidden: "secret-value"},
 	}

@@ -73,6 +73,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, params, err := p.bridge.Match(r)
 	switch {
 	case errors.Is(err, openapi.ErrMethodNotAllowed):
+		w.Header().Set("Allow", strings.Join(p.allowed(r), ", ")) // RFC 9110 §15.5.6
 		writeJSON(w, http.StatusMethodNotAllowed, denial{Error: "method_not_allowed", Message: err.Error()})
 		return
 	case err != nil:
@@ -113,9 +114,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !res.Decision.Allow:
 		p.refused(w, http.StatusForbidden, res, nil, res.Decision)
 	case res.ToolErr != nil:
+		// The cause (an address, a timeout) is the operator's: it is in
+		// the log and the receipt, not in the client's answer.
+		p.log.Warn("protect: upstream call failed", "receipt_id", res.ReceiptID, "tool", rt.Tool, "err", res.ToolErr)
 		w.Header().Set(ReceiptHeader, res.ReceiptID)
 		writeJSON(w, http.StatusBadGateway, denial{Error: "upstream_error", ReceiptID: res.ReceiptID,
-			Message: "the upstream API did not answer: " + schemas.TruncateText(res.ToolErr.Error())})
+			Message: "the upstream API did not answer " + rt.Method + " " + rt.Path})
 	default:
 		h := w.Header()
 		for k, vs := range raw.Header {
@@ -127,6 +131,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.log.Debug("protect: client went away", "receipt_id", res.ReceiptID, "err", err)
 		}
 	}
+}
+
+// allowed are the methods of r's path that the spec publishes.
+func (p *Proxy) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead, http.MethodOptions} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, _, err := p.bridge.Match(probe); err == nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // refused answers a request that did not reach the upstream: a denial
