@@ -70,7 +70,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newKeygenCmd(), newLedgerCmd(), newVerifyCmd(), newUpCmd(), newEmitCmd(), newCapabilityCmd(), newEdgeCmd())
 	root.AddCommand(newProjectionsCmd())
 	root.AddCommand(newTrustCmd())
-	root.AddCommand(newOpenAPICmd(), newBridgeCmd(), newAPICmd())
+	root.AddCommand(newOpenAPICmd(), newBridgeCmd(), newAPICmd(), newA2ACmd(), newToolsCmd())
 	return root
 }
 

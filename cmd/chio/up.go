@@ -35,6 +35,8 @@ func newUpCmd() *cobra.Command {
 	var of openaiFlags
 	var oapi openapiFlags
 	var protectListen string
+	var a2af a2aFlags
+	var a2aTargets []string
 	var requireCapability bool
 	var serviceToken string
 	cmd := &cobra.Command{
@@ -83,6 +85,13 @@ func newUpCmd() *cobra.Command {
 			}
 			defer stopNATS()
 			out := cmd.OutOrStdout()
+			// Partner agents' skills become tools before the kernel is
+			// built: discovery fails closed at start.
+			partners, err := a2af.adapters(cmd.Context(), js, lf.replicas, a2aTargets)
+			if err != nil {
+				return err
+			}
+			ef.servers = append(ef.servers, partners...)
 			if !cfg.DontListen {
 				fmt.Fprintf(out, "chio up: NATS JetStream on %s (data under %s)\n", ns.ClientURL(), dataDir)
 			}
@@ -255,6 +264,8 @@ func newUpCmd() *cobra.Command {
 	of.register(cmd.Flags())
 	oapi.register(cmd.Flags(), "openapi")
 	cmd.Flags().StringVar(&protectListen, "openapi-protect-listen", "", "serve `chio api protect` for the --openapi API on this address")
+	cmd.Flags().StringArrayVar(&a2aTargets, "a2a-target", nil, "a partner A2A agent (base or card URL) whose skills become tools a2a:<host>/<skill> (repeatable; the --a2a-* flags configure them)")
+	a2af.register(cmd.Flags(), "a2a-")
 	ef.registerGRPC(cmd, grpcAuto, `gRPC listen address of the A2A 1.0 gRPC binding ("auto": the --listen host, port+1, e.g. 127.0.0.1:8081; "none": off)`)
 	cmd.Flags().StringVar(&serviceToken, "service-token", "", "bootstrap operator credential: a bearer token that reads everything (default $"+serviceTokenEnv+"); the operator token chio up writes does the same")
 	cmd.Flags().BoolVar(&requireCapability, "require-capability", false, "refuse callers without a capability instead of acting under the dev capability")
