@@ -7,7 +7,7 @@ work=$(mktemp -d)
 http=${TOUR_HTTP:-127.0.0.1:18080}
 natsaddr=${TOUR_NATS:-127.0.0.1:14222}
 cleanup() {
-  for pid in ${bridge_pid:-} ${protect_pid:-}; do kill -INT "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; done
+  for pid in ${bridge_pid:-} ${protect_pid:-} ${adapter_pid:-}; do kill -INT "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; done
   [ -n "${edge_pid:-}" ] && kill -INT "$edge_pid" 2>/dev/null && wait "$edge_pid" 2>/dev/null || true
   [ -n "${up_pid:-}" ] && kill -INT "$up_pid" 2>/dev/null && wait "$up_pid" 2>/dev/null || true
   rm -rf "$work"
@@ -122,6 +122,20 @@ grep -q '^HTTP/1.1 200' protected.txt && grep -qi '^X-Chio-Receipt: ' protected.
 curl -s "http://$protectaddr/openai/v1/tool-calls" -H "X-Chio-Capability: $(cat api.tok)" -H 'Content-Type: application/json' -d '{}' \
   | tee denied.json
 grep -q '"error":"chio_access_denied"' denied.json && grep -q 'denied by default' denied.json
+bin/chio a2a discover "http://$http" --partner self --require-skill hello_task | tee discover.json
+grep -q "\"a2a:$http\"" discover.json
+bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" --grant "a2a:$http/*" --output header > partner.tok
+adapteraddr=${TOUR_ADAPTER:-127.0.0.1:18085}
+bin/chio a2a serve --target "http://$http" --partner self --listen "$adapteraddr" \
+  --nats "nats://$natsaddr" --issuer-pub .chio/keys/issuer.pub > adapter.log 2>&1 &
+adapter_pid=$!
+for _ in $(seq 100); do grep -q 'MCP http' adapter.log && break; sleep 0.1; done
+bin/chio tools list --url "http://$adapteraddr" --token @partner.tok | tee tools.txt
+grep -q "a2a:$http/hello_task" tools.txt
+curl -s "http://$adapteraddr/mcp" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+  -H "Authorization: Bearer $(cat partner.tok)" -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hello_task","arguments":{"message":"world"}}}' \
+  | tee adapter.json
+grep -q '"decision":"allow"' adapter.json && grep -q 'hello from a2a' adapter.json
 edgeaddr=${TOUR_EDGE:-127.0.0.1:18082}
 bin/chio edge a2a --nats "nats://$natsaddr" --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub --demo conformance > edge.log 2>&1 &
 edge_pid=$!
