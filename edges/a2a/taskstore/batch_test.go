@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/internal/natstest"
 )
@@ -423,6 +424,16 @@ func TestGroupCommitUnanswered(t *testing.T) {
 // Without group commit (threshold 0, or a replicated stream) every commit
 // is a message of its own, as before; the stream configuration depends on
 // the replicas only, so a store and the projections never disagree on it.
+// allCurrent reports whether every peer of a replicated stream is current.
+func allCurrent(peers []*jetstream.PeerInfo) bool {
+	for _, p := range peers {
+		if !p.Current || p.Offline {
+			return false
+		}
+	}
+	return len(peers) > 0
+}
+
 func TestGroupCommitOff(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -442,11 +453,14 @@ func TestGroupCommitOff(t *testing.T) {
 			// A new R3 stream answers once its leader is elected; on a
 			// loaded machine that can follow Open.
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				if info, err := s.stream.Info(t.Context()); err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
+				// A leader alone can still answer the first publishes with
+				// "no response" on a loaded machine: wait for every peer
+				// to be current as well.
+				if info, err := s.stream.Info(t.Context()); err == nil && info.Cluster != nil && info.Cluster.Leader != "" && allCurrent(info.Cluster.Replicas) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatal("the task stream has no leader after 30s")
+					t.Fatal("the task stream has no leader with current peers after 30s")
 				}
 			}
 			return s
