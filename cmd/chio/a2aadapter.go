@@ -67,7 +67,7 @@ func (a *a2aFlags) register(f *pflag.FlagSet, prefix string) {
 	f.StringVar(&a.bearerFile, n("bearer-file"), "", "file holding the bearer token for cards that declare a bearer (or OAuth2/OpenID) scheme (default $"+a2aBearerEnv+")")
 	f.StringVar(&a.basicUser, n("basic-user"), "", "HTTP Basic user, for cards that declare Basic")
 	f.StringVar(&a.basicPassFile, n("basic-password-file"), "", "file holding the HTTP Basic password (default $"+a2aBasicPassEnv+")")
-	f.StringArrayVar(&a.apiKeys, n("api-key"), nil, "API key for the card's apiKey scheme NAME: 'NAME=@file' or 'NAME=value'; NAME * for any (repeatable)")
+	f.StringArrayVar(&a.apiKeys, n("api-key"), nil, "API key for the card's apiKey scheme NAME, read from a file: 'NAME=@file'; NAME * for any (repeatable)")
 	f.StringVar(&a.oauthClientID, n("oauth-client-id"), "", "OAuth2 client id for client credentials at the card's token URL (or its OpenID provider)")
 	f.StringVar(&a.oauthSecretFile, n("oauth-client-secret-file"), "", "file holding the OAuth2 client secret (default $"+a2aOAuthSecretEnv+")")
 	f.StringArrayVar(&a.oauthScopes, n("oauth-scope"), nil, "OAuth2 scope added to the card's (repeatable)")
@@ -132,6 +132,10 @@ func (a *a2aFlags) credentials() (auth.Credentials, error) {
 		c.Basic = &auth.Basic{User: a.basicUser, Password: pass}
 	}
 	for _, kv := range a.apiKeys {
+		if name, value, _ := strings.Cut(kv, "="); !strings.HasPrefix(value, "@") {
+			// A key on the command line is in ps and the shell history.
+			return c, usageError(fmt.Errorf("--api-key %s: give the key as NAME=@file", name))
+		}
 		name, value, err := pairValue("--api-key", kv)
 		if err != nil {
 			return c, err
@@ -210,17 +214,28 @@ func (a *a2aFlags) tlsConfig() (*auth.TLS, error) {
 	return t, nil
 }
 
-// discoveryClient fetches cards: the configured CA and client identity,
-// no credentials.
+// discoveryClient fetches cards: the configured CA, no credentials and no
+// client certificate (shown only to a card that asks for mutual TLS), and
+// no redirect to another origin.
 func discoveryClient(t *auth.TLS) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if t != nil {
 		tr.TLSClientConfig = &tls.Config{RootCAs: t.RootCAs, MinVersion: tls.VersionTLS12}
-		if t.ClientCert != nil {
-			tr.TLSClientConfig.Certificates = []tls.Certificate{*t.ClientCert}
-		}
 	}
-	return &http.Client{Transport: tr, Timeout: a2aDiscoverTimeout}
+	return &http.Client{Transport: tr, Timeout: a2aDiscoverTimeout, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+		if len(via) >= 5 || r.URL.Scheme != via[0].URL.Scheme || r.URL.Host != via[0].URL.Host {
+			return fmt.Errorf("card fetch redirected to %s: only redirects on the same origin are followed", r.URL.Redacted())
+		}
+		return nil
+	}}
+}
+
+// configured reports whether any credential, extra, policy or partner
+// flag is set: these describe one partner.
+func (a *a2aFlags) configured() bool {
+	return a.bearerFile != "" || a.basicUser != "" || len(a.apiKeys) > 0 || a.oauthClientID != "" || a.clientCert != "" ||
+		len(a.headers) > 0 || len(a.query) > 0 || len(a.cookies) > 0 || a.requiredTenant != "" || len(a.requireSkills) > 0 ||
+		len(a.requireSchemes) > 0 || len(a.allowOrigins) > 0 || a.partnerServerID != "" || os.Getenv(a2aBearerEnv) != ""
 }
 
 // discover builds the adapter of one target.
@@ -229,11 +244,21 @@ func (a *a2aFlags) discover(ctx context.Context, target string, tasks *a2aadapte
 	if err != nil {
 		return nil, err
 	}
+	origins := a.allowOrigins
+	if len(origins) == 0 {
+		// Credentials go to the target's own origin unless the operator
+		// names others: a card may list interfaces anywhere.
+		u, err := url.Parse(target)
+		if err != nil || u.Host == "" {
+			return nil, usageError(fmt.Errorf("target %q is not a URL", target))
+		}
+		origins = []string{u.Scheme + "://" + u.Host}
+	}
 	return a2aadapter.Discover(ctx, a2aadapter.Config{
 		Target: target, Discovery: discoveryClient(creds.TLS), Authorize: creds.Authorize, Tasks: tasks,
 		PartnerServerID: a.partnerServerID,
 		Policy: a2aadapter.Policy{Partner: a.partner, RequiredTenant: a.requiredTenant, RequireSkills: a.requireSkills,
-			RequireSchemes: a.requireSchemes, AllowOrigins: a.allowOrigins},
+			RequireSchemes: a.requireSchemes, AllowOrigins: origins},
 	})
 }
 
@@ -241,6 +266,11 @@ func (a *a2aFlags) discover(ctx context.Context, target string, tasks *a2aadapte
 func (a *a2aFlags) adapters(ctx context.Context, js jetstream.JetStream, replicas int, targets []string) ([]tools.Server, error) {
 	if len(targets) == 0 {
 		return nil, nil
+	}
+	if len(targets) > 1 && a.configured() {
+		// The flags describe one partner: with two targets, one partner's
+		// credentials would go to the other.
+		return nil, usageError(errors.New("credential, extra and policy flags describe one partner: give one target per process (chio a2a serve) when any is set"))
 	}
 	tasks, err := a2aadapter.OpenTaskRegistry(ctx, js, max(replicas, 1))
 	if err != nil {
@@ -356,6 +386,11 @@ func newToolsCmd() *cobra.Command {
 					return fmt.Errorf("--token: %w", err)
 				}
 				tok = strings.TrimSpace(string(b))
+			}
+			u, err := url.Parse(base)
+			if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) {
+				// A capability sent in clear over the network is anyone's.
+				return usageError(fmt.Errorf("--url %q: want https, or http to a loopback host", base))
 			}
 			listed, err := mcpedge.ListTools(cmd.Context(), strings.TrimSuffix(base, "/")+mcpedge.Path, tok)
 			if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -94,5 +95,26 @@ func TestA2ADiscoverCommand(t *testing.T) {
 	}
 	if _, err := chio(ctx, "a2a", "discover", "http://partner.example"); err == nil || !strings.Contains(err.Error(), "https") {
 		t.Fatalf("http to a remote host: %v", err)
+	}
+}
+
+// The --a2a-* flags describe one partner: with two targets and a
+// credential, chio up refuses to start rather than send one partner's
+// secret to the other; an API key on the command line is refused too.
+func TestA2AFlagsDescribeOnePartner(t *testing.T) {
+	ctx := context.Background()
+	tok := filepath.Join(t.TempDir(), "tok")
+	if err := os.WriteFile(tok, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--a2a-target", "https://a.example", "--a2a-target", "https://b.example", "--a2a-bearer-file", tok},
+		{"--a2a-target", "https://a.example", "--a2a-api-key", "key=inline-secret"},
+	} {
+		_, err := chio(ctx, append([]string{"up", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", "none"}, args...)...)
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != 2 {
+			t.Fatalf("%v: %v", args, err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 
 	"github.com/chio-ledger/chio/schemas"
@@ -92,6 +93,14 @@ func parseArgs(raw json.RawMessage, f features) (*args, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage("{}")
 	}
+	// encoding/json matches member names without regard to case and lets
+	// a later member win, while the kernel's guards read members by exact
+	// name: {"message":"short","MESSAGE":"long"} would pass a length
+	// constraint on /message and send "long". Every member the contract
+	// names must be spelled as it is.
+	if err := exactMembers(raw, reflect.TypeFor[args](), ""); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	dec.UseNumber() // large integers in data and metadata stay exact
@@ -111,6 +120,54 @@ func parseArgs(raw json.RawMessage, f features) (*args, error) {
 		return a, a.checkSend(f)
 	}
 	return a, a.checkFollowUp(f)
+}
+
+// exactMembers checks that every member of the JSON object raw (and of
+// the objects it nests where typ is a struct) names a field of typ by its
+// exact JSON name. Free-form members (maps, raw JSON) are not looked into.
+func exactMembers(raw json.RawMessage, typ reflect.Type, at string) error {
+	for typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	switch typ.Kind() {
+	case reflect.Struct:
+	case reflect.Slice:
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return nil // the decoder reports the type error
+		}
+		for i, it := range items {
+			if err := exactMembers(it, typ.Elem(), fmt.Sprintf("%s/%d", at, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		return nil
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil || members == nil {
+		return nil // not an object: the decoder reports it
+	}
+	fields := map[string]reflect.Type{}
+	for f := range typ.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" && f.IsExported() {
+			fields[name] = f.Type
+		}
+	}
+	for name, v := range members {
+		ft, ok := fields[name]
+		if !ok {
+			return fmt.Errorf("unknown argument %s/%s (names are case-sensitive)", at, name)
+		}
+		if ft == reflect.TypeFor[json.RawMessage]() {
+			continue
+		}
+		if err := exactMembers(v, ft, at+"/"+name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (a *args) decodeData() error {
@@ -214,6 +271,11 @@ func (a *args) checkSend(f features) error {
 }
 
 func (a *args) checkFollowUp(f features) error {
+	if a.CancelTask != nil {
+		if _, ok := a.CancelTask.Metadata[chioKey]; ok {
+			return fmt.Errorf("%w: cancel_task.metadata.%s is reserved for the adapter", ErrInvalidArguments, chioKey)
+		}
+	}
 	id := func(field, v string) error {
 		if !schemas.ValidName(v) {
 			return fmt.Errorf("%w: %s.%s must be 1 to 256 bytes of text", ErrInvalidArguments, a.mode, field)

@@ -36,6 +36,14 @@ func TestParseArgs(t *testing.T) {
 		{"empty task id", `{"get_task":{"id":""}}`, all, "", ErrInvalidArguments},
 		{"unknown mode field", `{"get_task":{"id":"t","extra":1}}`, all, "", ErrInvalidArguments},
 		{"unknown field", `{"message":"hi","skill":"x"}`, all, "", ErrInvalidArguments},
+		// Names are exact: encoding/json would fold case, and the guards
+		// read members by their exact names.
+		{"a member in another case", `{"message":"short","MESSAGE":"long"}`, all, "", ErrInvalidArguments},
+		{"a mode in another case", `{"Get_Task":{"id":"B"}}`, all, "", ErrInvalidArguments},
+		{"a nested member in another case", `{"get_task":{"id":"A","Id":"B"}}`, all, "", ErrInvalidArguments},
+		{"a push url in another case", `{"create_push_config":{"task_id":"t","url":"https://ok.example/h","URL":"https://evil.example/x"}}`, all, "", ErrInvalidArguments},
+		{"cancel metadata cannot carry chio", `{"cancel_task":{"id":"t","metadata":{"chio":{"x":1}}}}`, all, "", ErrInvalidArguments},
+		{"free-form metadata keeps any key", `{"message":"hi","metadata":{"Anything":1,"anything":2}}`, all, modeSend, nil},
 		{"trailing data", `{"message":"hi"} {}`, all, "", ErrInvalidArguments},
 		{"not an object", `["hi"]`, all, "", ErrInvalidArguments},
 		{"reserved metadata", `{"message":"hi","metadata":{"chio":{"targetSkillId":"other"}}}`, all, "", ErrInvalidArguments},

@@ -16,6 +16,7 @@ import (
 // {"deleted":{…}} for the push family; {"events":[…]} (each a
 // StreamResponse) for stream:true and subscribe_task.
 func (a *Adapter) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMessage, error) {
+	ctx = withCaller(ctx, inv)
 	sk, ar, err := a.prepare(ctx, inv)
 	if err != nil {
 		return nil, err
@@ -44,6 +45,7 @@ func (a *Adapter) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMes
 // "statusUpdate"|"artifactUpdate": …}), marking Last on a lone message or a
 // terminal state. Any other call emits Invoke's result as its one chunk.
 func (a *Adapter) InvokeStream(ctx context.Context, inv tools.Invocation, emit func(tools.Chunk) error) error {
+	ctx = withCaller(ctx, inv)
 	sk, ar, err := a.prepare(ctx, inv)
 	if err != nil {
 		return err
@@ -91,7 +93,7 @@ func (a *Adapter) prepare(ctx context.Context, inv tools.Invocation) (*skill, *a
 			return fail(fmt.Errorf("%w: no task registry is configured", ErrFollowUpRefused))
 		}
 		for _, id := range ids {
-			if err := a.tasks.check(ctx, a.bindingOf(sk), id); err != nil {
+			if err := a.tasks.check(ctx, a.bindingOf(ctx, sk), id); err != nil {
 				return fail(err)
 			}
 		}
@@ -99,11 +101,26 @@ func (a *Adapter) prepare(ctx context.Context, inv tools.Invocation) (*skill, *a
 	return sk, ar, nil
 }
 
-// bindingOf is the TaskBinding of sk's tasks.
-func (a *Adapter) bindingOf(sk *skill) TaskBinding {
+// bindingOf is the TaskBinding of sk's tasks started by the call in ctx.
+func (a *Adapter) bindingOf(ctx context.Context, sk *skill) TaskBinding {
 	b := a.binding
 	b.Tool = sk.tool
+	b.Caller, _ = ctx.Value(callerKey{}).(string)
 	return b
+}
+
+// callerKey carries the subject of the capability a call runs under.
+type callerKey struct{}
+
+// withCaller puts inv's caller (the subject of its capability) in ctx: a
+// task belongs to the caller that started it, and another caller's
+// follow-up is refused like a foreign task's.
+func withCaller(ctx context.Context, inv tools.Invocation) context.Context {
+	subject := ""
+	if inv.Governance != nil {
+		subject = inv.Governance.Subject
+	}
+	return context.WithValue(ctx, callerKey{}, subject)
 }
 
 // observe records a task the partner reported, when there is a registry.
@@ -111,7 +128,7 @@ func (a *Adapter) observe(ctx context.Context, sk *skill, id a2a.TaskID, state a
 	if a.tasks == nil || id == "" {
 		return nil
 	}
-	rec := TaskRecord{TaskID: string(id), TaskBinding: a.bindingOf(sk), Partner: a.partner, Source: source}
+	rec := TaskRecord{TaskID: string(id), TaskBinding: a.bindingOf(ctx, sk), Partner: a.partner, Source: source}
 	if state != a2a.TaskStateUnspecified {
 		rec.State = string(state)
 	}

@@ -35,13 +35,15 @@ const (
 var ErrTaskNotRecorded = errors.New("task is not recorded")
 
 // TaskBinding is what a follow-up must match: the tool, server, binding,
-// interface and tenant the task was observed through.
+// interface and tenant the task was observed through, and the caller (the
+// subject of the capability) whose call started it.
 type TaskBinding struct {
 	Tool         string `json:"tool"`
 	ServerID     string `json:"server_id"`
 	InterfaceURL string `json:"interface_url"`
 	Binding      string `json:"binding"`
 	Tenant       string `json:"tenant"`
+	Caller       string `json:"caller"`
 }
 
 // TaskRecord is one observed upstream task.

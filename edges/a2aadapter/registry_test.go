@@ -7,12 +7,13 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/internal/natstest"
 )
 
 // TestTaskRegistry runs the registry on a real embedded JetStream: a task is
 // followed up only through the tool, server, binding, interface and tenant
-// that observed it, and the records outlive the registry that wrote them.
+// that observed it, by the caller whose call started it, and the records outlive the registry that wrote them.
 func TestTaskRegistry(t *testing.T) {
 	ns, _, js := natstest.Start(t)
 	reg, err := OpenTaskRegistry(t.Context(), js, 1)
@@ -29,6 +30,20 @@ func TestTaskRegistry(t *testing.T) {
 		rec.State == "" || rec.Updated.IsZero() {
 		t.Fatalf("record %+v, %v; want binding %+v", rec, err, want)
 	}
+
+	t.Run("another caller's task is refused before any call", func(t *testing.T) {
+		before := p.requests.Load()
+		for _, args := range []string{fmt.Sprintf(`{"get_task":{"id":%q}}`, id), fmt.Sprintf(`{"cancel_task":{"id":%q}}`, id)} {
+			inv := call(a, "slow", args)
+			inv.Governance = &tools.Governance{RequestID: "r", ReceiptID: "r", Subject: "mallory"}
+			if _, err := a.Invoke(t.Context(), inv); !errors.Is(err, ErrFollowUpRefused) {
+				t.Fatalf("%s by another caller: err = %v, want ErrFollowUpRefused", args, err)
+			}
+		}
+		if p.requests.Load() != before {
+			t.Fatal("another caller's follow-up reached the partner")
+		}
+	})
 
 	t.Run("foreign task ids are refused before any call", func(t *testing.T) {
 		other := startPartner(t, partnerOpts{})
@@ -71,6 +86,7 @@ func TestTaskRegistry(t *testing.T) {
 			func(b *TaskBinding) { b.InterfaceURL = p.srv.URL + "/rest" },
 			func(b *TaskBinding) { b.Binding = "HTTP+JSON" },
 			func(b *TaskBinding) { b.Tenant = "tenant-alpha" },
+			func(b *TaskBinding) { b.Caller = "mallory" },
 		} {
 			b := want
 			change(&b)

@@ -130,11 +130,17 @@ func lastEvent(ev a2a.Event) bool {
 	case *a2a.Message:
 		return true
 	case *a2a.Task:
-		return v.Status.State.Terminal()
+		return ends(v.Status.State)
 	case *a2a.TaskStatusUpdateEvent:
-		return v.Status.State.Terminal()
+		return ends(v.Status.State)
 	}
 	return false
+}
+
+// ends reports a state an A2A 1.0 stream ends on: a terminal state, or
+// one that waits for the client (input or authentication required).
+func ends(s a2a.TaskState) bool {
+	return s.Terminal() || s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
 }
 
 // checkPushConfig validates a push config the partner returned for taskID.
