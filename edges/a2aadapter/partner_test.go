@@ -2,8 +2,11 @@ package a2aadapter
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"io"
 	"iter"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -141,6 +144,12 @@ type partnerOpts struct {
 	extra []*a2a.AgentInterface
 	// noPush and noStreaming withdraw those capabilities.
 	noPush, noStreaming bool
+	// enforce, when set, is the partner's authentication of each A2A call
+	// (the card fetch is public): an error answers 401.
+	enforce func(*http.Request) error
+	// serverTLS, when set, serves TLS with this configuration (its own
+	// certificate, client certificate checks) instead of httptest's.
+	serverTLS *tls.Config
 }
 
 // partner is a running test partner.
@@ -200,12 +209,25 @@ func startPartner(t *testing.T, o partnerOpts) *partner {
 				http.Error(w, "unauthenticated", http.StatusUnauthorized)
 				return
 			}
+			if o.enforce != nil {
+				if err := o.enforce(r); err != nil {
+					http.Error(w, "unauthenticated", http.StatusUnauthorized)
+					return
+				}
+			}
 		}
 		mux.ServeHTTP(w, r)
 	})
-	if o.tls {
+	switch {
+	case o.serverTLS != nil:
+		p.srv = httptest.NewUnstartedServer(calls)
+		p.srv.TLS = o.serverTLS
+		// Refused handshakes are expected in the mTLS tests; keep them quiet.
+		p.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+		p.srv.StartTLS()
+	case o.tls:
 		p.srv = httptest.NewTLSServer(calls)
-	} else {
+	default:
 		p.srv = httptest.NewServer(calls)
 	}
 	t.Cleanup(p.srv.Close)
