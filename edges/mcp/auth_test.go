@@ -9,6 +9,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -53,14 +54,14 @@ func TestCredentials(t *testing.T) {
 		}
 		wantEvents += c.refs
 		for _, r := range data.Receipts {
-			ev, ok := decisionEvents(t, f.js)[r.ReceiptRef]
+			ev, ok := natstest.Decisions(t, f.js)[r.ReceiptRef]
 			if !ok || ev.Decision.Verdict != schemas.VerdictDeny || metaOf(t, ev).Protocol != "mcp" ||
 				metaOf(t, ev).MCP.RequestID != r.RequestID || r.RequestID == nil {
 				t.Errorf("%s: deny event %+v %s", c.name, ev.Decision, ev.Metadata)
 			}
 		}
 	}
-	if n := len(decisionEvents(t, f.js)); n != wantEvents {
+	if n := len(natstest.Decisions(t, f.js)); n != wantEvents {
 		t.Errorf("%d decision events, want %d", n, wantEvents)
 	}
 
@@ -118,7 +119,7 @@ func TestDevToken(t *testing.T) {
 			t.Errorf("%s: %+v", c.name, a.Error)
 		}
 	}
-	if n := len(decisionEvents(t, f.js)); n != allowed {
+	if n := len(natstest.Decisions(t, f.js)); n != allowed {
 		t.Fatalf("%d decision events, want %d: a refused cross-site request reached the kernel", n, allowed)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -59,7 +60,7 @@ func TestCallTool(t *testing.T) {
 				}
 				refs[c.name] = v.ReceiptRef
 			}
-			events := decisionEvents(t, f.js)
+			events := natstest.Decisions(t, f.js)
 			if len(events) != len(cases) {
 				t.Errorf("%d decision events, want %d", len(events), len(cases))
 			}
@@ -104,7 +105,7 @@ func TestUnknownTools(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}
-	if n := len(decisionEvents(t, f.js)); n != 0 {
+	if n := len(natstest.Decisions(t, f.js)); n != 0 {
 		t.Fatalf("%d decision events after unknown tools", n)
 	}
 	for _, tool := range []string{"read", "files-srv__echo"} {
@@ -113,7 +114,7 @@ func TestUnknownTools(t *testing.T) {
 			t.Fatalf("%s outside the capability: %v %+v", tool, err, res)
 		}
 		v := verdictOf(t, res.Meta)
-		if v.Decision != DecisionDeny || v.ReceiptRef == "" || decisionEvents(t, f.js)[v.ReceiptRef].Decision.Guard != "grant" {
+		if v.Decision != DecisionDeny || v.ReceiptRef == "" || natstest.Decisions(t, f.js)[v.ReceiptRef].Decision.Guard != "grant" {
 			t.Fatalf("%s outside the capability: %+v", tool, v)
 		}
 	}
@@ -143,7 +144,7 @@ func TestBadRequests(t *testing.T) {
 			t.Errorf("%s: %d %+v %s", c.name, status, a.Error, a.Result)
 		}
 	}
-	if n := len(decisionEvents(t, f.js)); n != 0 {
+	if n := len(natstest.Decisions(t, f.js)); n != 0 {
 		t.Fatalf("%d decision events after bad requests", n)
 	}
 	// Still serving: a good call over the same sessionless POST.
@@ -152,7 +153,7 @@ func TestBadRequests(t *testing.T) {
 	if err := json.Unmarshal(a.Result, &res); status != 200 || err != nil || res.IsError || string(a.ID) != `"after"` {
 		t.Fatalf("after bad requests: %d %s %v", status, a.Result, err)
 	}
-	ev := decisionEvents(t, f.js)[verdictOf(t, res.Meta).ReceiptRef]
+	ev := natstest.Decisions(t, f.js)[verdictOf(t, res.Meta).ReceiptRef]
 	if m := metaOf(t, ev); m.MCP.RequestID != "after" {
 		t.Fatalf("request id %v", m.MCP.RequestID)
 	}

@@ -272,38 +272,6 @@ func callBody(id any, name, args string) string {
 
 func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
-// decisionEvents reads every decision event on CHIO_EVENTS by receipt id.
-func decisionEvents(t testing.TB, js jetstream.JetStream) map[string]schemas.DecisionEvent {
-	t.Helper()
-	c, err := js.OrderedConsumer(context.Background(), schemas.EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{schemas.SubjectDecision, schemas.SubjectEnvelope}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := c.FetchNoWait(1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]schemas.DecisionEvent{}
-	for m := range batch.Messages() {
-		evs, err := schemas.UnpackEvents(m.Subject(), m.Data())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range evs {
-			if e.Subject != schemas.SubjectDecision {
-				continue
-			}
-			var d schemas.DecisionEvent
-			if err := json.Unmarshal(e.Data, &d); err != nil {
-				t.Fatal(err)
-			}
-			out[d.ReceiptID] = d
-		}
-	}
-	return out
-}
-
 // eventMeta is the MCP part of a decision event's metadata.
 type eventMeta struct {
 	Protocol string `json:"protocol"`

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/chio-ledger/chio/internal/natstest"
 )
 
 // Two clients with different capabilities call at once through the same
@@ -57,7 +59,7 @@ func TestParallelClients(t *testing.T) {
 	if len(refs) != 2*calls {
 		t.Fatalf("%d distinct receipts, want %d", len(refs), 2*calls)
 	}
-	events := decisionEvents(t, f.js)
+	events := natstest.Decisions(t, f.js)
 	for ref, who := range refs {
 		ev, ok := events[ref]
 		if !ok || (who == "twin") != (ev.ToolServer == "twin-srv") {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/chio-ledger/chio/internal/natstest"
 )
 
 // Simulation mode runs no tool and writes nothing: a Simulator's answer
@@ -57,7 +59,7 @@ func TestSimulation(t *testing.T) {
 	if status != http.StatusUnauthorized || a.Error == nil || json.Unmarshal(a.Error.Data, &data) != nil || len(data.Receipts) != 0 {
 		t.Errorf("expired: %d %+v", status, a.Error)
 	}
-	if n := len(decisionEvents(t, f.js)); n != 0 {
+	if n := len(natstest.Decisions(t, f.js)); n != 0 {
 		t.Fatalf("%d decision events in simulation mode", n)
 	}
 }

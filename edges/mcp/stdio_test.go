@@ -14,6 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -52,7 +53,7 @@ func TestStdio(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("call: %v %+v", err, res)
 	}
-	ev, ok := decisionEvents(t, f.js)[verdictOf(t, res.Meta).ReceiptRef]
+	ev, ok := natstest.Decisions(t, f.js)[verdictOf(t, res.Meta).ReceiptRef]
 	if m := metaOf(t, ev); !ok || ev.Decision.Verdict != schemas.VerdictAllow || m.Protocol != "mcp" || m.MCP.RequestID == nil {
 		t.Fatalf("event %+v %s", ev.Decision, ev.Metadata)
 	}
@@ -80,7 +81,7 @@ func TestStdio(t *testing.T) {
 	if !errors.As(err, &werr) || json.Unmarshal(werr.Data, &data) != nil || len(data.Receipts) != 1 {
 		t.Fatalf("revoked call data: %v", err)
 	}
-	deny, ok := decisionEvents(t, f.js)[data.Receipts[0].ReceiptRef]
+	deny, ok := natstest.Decisions(t, f.js)[data.Receipts[0].ReceiptRef]
 	if !ok || deny.Decision.Verdict != schemas.VerdictDeny || metaOf(t, deny).MCP.RequestID == nil {
 		t.Fatalf("deny event %+v %s", deny.Decision, deny.Metadata)
 	}

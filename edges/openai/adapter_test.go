@@ -173,38 +173,6 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-// decisionEvents reads every decision event on CHIO_EVENTS by receipt id.
-func decisionEvents(t *testing.T, js jetstream.JetStream) map[string]schemas.DecisionEvent {
-	t.Helper()
-	c, err := js.OrderedConsumer(context.Background(), schemas.EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{schemas.SubjectDecision, schemas.SubjectEnvelope}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := c.FetchNoWait(1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]schemas.DecisionEvent{}
-	for m := range batch.Messages() {
-		evs, err := schemas.UnpackEvents(m.Subject(), m.Data())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range evs {
-			if e.Subject != schemas.SubjectDecision {
-				continue
-			}
-			var d schemas.DecisionEvent
-			if err := json.Unmarshal(e.Data, &d); err != nil {
-				t.Fatal(err)
-			}
-			out[d.ReceiptID] = d
-		}
-	}
-	return out
-}
-
 // eventMeta is the openai part of a decision event's metadata.
 type eventMeta struct {
 	Protocol string `json:"protocol"`
@@ -334,7 +302,7 @@ func TestChatBatch(t *testing.T) {
 		{"call_custom", DecisionUnsupported, true, false, "", ""},
 		{"call_after", DecisionAllow, false, true, "hello_task", ""},
 	}
-	events := decisionEvents(t, f.js)
+	events := natstest.Decisions(t, f.js)
 	for i, w := range wants {
 		var m oa.ChatCompletionToolMessageParam
 		var c chioOf
@@ -421,7 +389,7 @@ func TestResponsesBatch(t *testing.T) {
 		{"function_call_output", "call_3", DecisionAllow}, {"function_call_output", "call_ns", DecisionUnknownFunction},
 		{"custom_tool_call_output", "ct_1", DecisionUnsupported},
 	}
-	events := decisionEvents(t, f.js)
+	events := natstest.Decisions(t, f.js)
 	for i, w := range wants {
 		var item responses.ResponseInputItemFunctionCallOutputParam
 		var c chioOf
@@ -491,7 +459,7 @@ func TestRefusedCapabilityGetsDenyReceipts(t *testing.T) {
 		e.Error.Code != "invalid_capability" || len(e.Error.Chio.Receipts) != 1 || e.Error.Chio.Receipts[0].CallID != "c1" {
 		t.Fatalf("%d %v %s", code, err, raw)
 	}
-	ev, ok := decisionEvents(t, f.js)[e.Error.Chio.Receipts[0].ReceiptRef]
+	ev, ok := natstest.Decisions(t, f.js)[e.Error.Chio.Receipts[0].ReceiptRef]
 	if !ok || ev.Decision.Verdict != schemas.VerdictDeny || metaOf(t, ev).OpenAI.ToolCallID != "c1" {
 		t.Fatalf("deny event %+v", ev)
 	}
@@ -548,7 +516,7 @@ func TestBadRequestsRunNothing(t *testing.T) {
 			t.Errorf("content type %q: %d %v %s", ct, code, err, raw)
 		}
 	}
-	if n := len(decisionEvents(t, f.js)); n != 0 {
+	if n := len(natstest.Decisions(t, f.js)); n != 0 {
 		t.Fatalf("%d decision events after bad requests", n)
 	}
 	// No credential and no dev capability: 401, nothing recorded.
@@ -590,7 +558,7 @@ func TestDevToken(t *testing.T) {
 			t.Errorf("%v: %d %s", h, code, body)
 		}
 	}
-	before := len(decisionEvents(t, f.js))
+	before := len(natstest.Decisions(t, f.js))
 	// Cross-site browser requests under the dev capability: 403, nothing runs.
 	for _, h := range []map[string]string{
 		{"Sec-Fetch-Site": "cross-site"},
@@ -612,7 +580,7 @@ func TestDevToken(t *testing.T) {
 	if code != http.StatusUnsupportedMediaType {
 		t.Errorf("text/plain: %d %s", code, body)
 	}
-	if n := len(decisionEvents(t, f.js)); n != before {
+	if n := len(natstest.Decisions(t, f.js)); n != before {
 		t.Fatalf("%d decision events after refused cross-site requests, want %d", n, before)
 	}
 	// A caller presenting its own capability is not acting under the dev

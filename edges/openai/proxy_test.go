@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/internal/openaitest"
 )
 
@@ -200,7 +201,7 @@ func TestProxyRunsGovernedToolRounds(t *testing.T) {
 					t.Fatalf("report %s: %v", ans.report, err)
 				}
 			}
-			evs := decisionEvents(t, f.js)
+			evs := natstest.Decisions(t, f.js)
 			for i, want := range []string{hello.ToolName, "explode"} {
 				d, ok := evs[ids[i]]
 				if !ok || d.ToolName != want {
@@ -289,7 +290,7 @@ func TestProxyMixedTurnHoldsGovernedCalls(t *testing.T) {
 			if len(ans.calls) != 1 || ans.calls[0] != "client_lookup" || ans.callIDs[0] != "call_1_1" {
 				t.Fatalf("client calls %v %v", ans.calls, ans.callIDs)
 			}
-			if ids := receiptsOf(ans.header); len(ids) != 0 || m.Count() != 1 || len(decisionEvents(t, f.js)) != 0 {
+			if ids := receiptsOf(ans.header); len(ids) != 0 || m.Count() != 1 || len(natstest.Decisions(t, f.js)) != 0 {
 				t.Fatalf("receipts %v, upstream requests %d", ids, m.Count())
 			}
 			if (tc.dialect == Responses || !tc.stream) && !strings.Contains(ans.report, `"deferred":[{"call_id":"call_1_0","function":"hello_task"}]`) {
@@ -342,7 +343,7 @@ func TestProxyRefusesBeforeUpstream(t *testing.T) {
 			}
 		})
 	}
-	if m.Count() != 0 || len(decisionEvents(t, f.js)) != 0 {
+	if m.Count() != 0 || len(natstest.Decisions(t, f.js)) != 0 {
 		t.Fatalf("upstream requests %d", m.Count())
 	}
 }
@@ -356,7 +357,7 @@ func TestProxyMaxRounds(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadGateway || apiErr.Code != "max_tool_rounds" {
 		t.Fatalf("err %v", err)
 	}
-	if m.Count() != 3 || len(receiptsOf(apiErr.Response.Header)) != 2 || len(decisionEvents(t, f.js)) != 2 {
+	if m.Count() != 3 || len(receiptsOf(apiErr.Response.Header)) != 2 || len(natstest.Decisions(t, f.js)) != 2 {
 		t.Fatalf("upstream requests %d, header %v", m.Count(), apiErr.Response.Header)
 	}
 	if !strings.Contains(apiErr.RawJSON(), `"calls":[{"round":1`) {
@@ -395,8 +396,8 @@ func TestProxyNoRetryAfterToolsRan(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Response.Header.Get("X-Should-Retry") != "false" {
 		t.Fatalf("err %v", err)
 	}
-	if m.Count() != 2 || len(decisionEvents(t, f.js)) != 1 {
-		t.Fatalf("upstream requests %d, decisions %d: the request was retried", m.Count(), len(decisionEvents(t, f.js)))
+	if m.Count() != 2 || len(natstest.Decisions(t, f.js)) != 1 {
+		t.Fatalf("upstream requests %d, decisions %d: the request was retried", m.Count(), len(natstest.Decisions(t, f.js)))
 	}
 }
 

@@ -191,14 +191,7 @@ func decodeChat(raw json.RawMessage, prefix string) (*Batch, *Error) {
 			return nil, invalid("invalid_request", fmt.Sprintf("%stool_calls[%d].type", prefix, i),
 				`%stool_calls[%d] has no type: a function call is {"id","type":"function","function":{"name","arguments"}}`, prefix, i)
 		}
-		it := Item{CallID: c.ID, Type: c.Type}
-		switch {
-		case c.Function != nil:
-			it.Name, it.Arguments = c.Function.Name, c.Function.Arguments
-		case c.Custom != nil:
-			it.Name = c.Custom.Name
-		}
-		b.Items = append(b.Items, it)
+		b.Items = append(b.Items, chatItem(c))
 		if err := checkID(c.ID, fmt.Sprintf("%stool_calls[%d].id", prefix, i)); err != nil {
 			return nil, err
 		}

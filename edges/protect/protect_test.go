@@ -112,70 +112,6 @@ func valid(t *testing.T, toolNames ...string) string {
 	return capability(t, time.Now().Add(-time.Minute), time.Now().Add(time.Hour), toolNames...)
 }
 
-// decisions reads the decision events on CHIO_EVENTS by receipt id.
-func decisions(t *testing.T, js jetstream.JetStream) map[string]schemas.DecisionEvent {
-	t.Helper()
-	c, err := js.OrderedConsumer(context.Background(), schemas.EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{schemas.SubjectDecision, schemas.SubjectEnvelope}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := c.FetchNoWait(1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]schemas.DecisionEvent{}
-	for m := range batch.Messages() {
-		evs, err := schemas.UnpackEvents(m.Subject(), m.Data())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range evs {
-			if e.Subject != schemas.SubjectDecision {
-				continue
-			}
-			var d schemas.DecisionEvent
-			if err := json.Unmarshal(e.Data, &d); err != nil {
-				t.Fatal(err)
-			}
-			out[d.ReceiptID] = d
-		}
-	}
-	return out
-}
-
-// outcomes reads the outcome events by receipt id.
-func outcomes(t *testing.T, js jetstream.JetStream) map[string]schemas.OutcomeEvent {
-	t.Helper()
-	c, err := js.OrderedConsumer(context.Background(), schemas.EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{schemas.SubjectOutcome, schemas.SubjectEnvelope}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := c.FetchNoWait(1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]schemas.OutcomeEvent{}
-	for m := range batch.Messages() {
-		evs, err := schemas.UnpackEvents(m.Subject(), m.Data())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range evs {
-			if e.Subject != schemas.SubjectOutcome {
-				continue
-			}
-			var o schemas.OutcomeEvent
-			if err := json.Unmarshal(e.Data, &o); err != nil {
-				t.Fatal(err)
-			}
-			out[o.ReceiptID] = o
-		}
-	}
-	return out
-}
-
 func send(t *testing.T, method, u, token, ctype string, body []byte) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, u, bytes.NewReader(body))
@@ -227,10 +163,10 @@ func TestForwardsAllowedRequests(t *testing.T) {
 			if c.method == "GET" && (strings.Contains(string(body), "undeclared") || !strings.Contains(string(body), `"X-Api-Key"`) || !strings.Contains(string(body), `[REDACTED]`)) {
 				t.Fatalf("forwarded request: %s", body)
 			}
-			if strings.Contains(string(body), operatorSecret) || strings.Contains(string(mustJSON(t, outcomes(t, f.js))), operatorSecret) {
+			if strings.Contains(string(body), operatorSecret) || strings.Contains(string(mustJSON(t, natstest.Outcomes(t, f.js))), operatorSecret) {
 				t.Fatalf("the operator's credential reached the client or the record: %s", body)
 			}
-			d, ok := decisions(t, f.js)[rid]
+			d, ok := natstest.Decisions(t, f.js)[rid]
 			if !ok || d.Decision.Verdict != schemas.VerdictAllow || !strings.Contains(string(d.Metadata), `"protocol":"http"`) {
 				t.Fatalf("decision %+v %s", d, d.Metadata)
 			}
@@ -242,7 +178,7 @@ func TestForwardsAllowedRequests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o, ok := outcomes(t, f.js)[rid]
+			o, ok := natstest.Outcomes(t, f.js)[rid]
 			if !ok || o.Outcome != schemas.OutcomeCompleted || o.ContentHash != schemas.SHA256Hex(canon) {
 				t.Fatalf("outcome %+v, want content hash of %s", o, canon)
 			}
@@ -293,7 +229,7 @@ func TestRefusesBeforeTheAPI(t *testing.T) {
 				}
 				return
 			}
-			ev, ok := decisions(t, f.js)[d.ReceiptID]
+			ev, ok := natstest.Decisions(t, f.js)[d.ReceiptID]
 			if d.ReceiptID == "" || resp.Header.Get(ReceiptHeader) != d.ReceiptID || !ok || ev.Decision.Verdict != schemas.VerdictDeny ||
 				!strings.HasPrefix(ev.Decision.Guard, c.guard) {
 				t.Fatalf("deny receipt %q: %+v (%s)", d.ReceiptID, ev.Decision, body)
