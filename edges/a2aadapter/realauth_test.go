@@ -16,6 +16,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/chio-ledger/chio/edges/a2aadapter/auth"
+	"github.com/chio-ledger/chio/internal/authtest"
 )
 
 // Secrets of the end-to-end auth tests; a request may carry one only where
@@ -130,13 +131,13 @@ func (rec *recorder) requests() []carried {
 
 // e2eCredentials holds every kind of credential, so that each case shows
 // the card gets only the one it asks for.
-func e2eCredentials(roots *x509.CertPool, pk testPKI) auth.Credentials {
+func e2eCredentials(roots *x509.CertPool, pk *authtest.PKI) auth.Credentials {
 	return auth.Credentials{
 		Bearer:  e2eBearer,
 		Basic:   &auth.Basic{User: e2eUser, Password: e2ePassword},
 		APIKeys: map[string]string{"*": e2eAPIKey},
 		OAuth2:  &auth.ClientCredentials{ClientID: e2eClientID, ClientSecret: e2eClientSecret},
-		TLS:     &auth.TLS{RootCAs: roots, ClientCert: &pk.client},
+		TLS:     &auth.TLS{RootCAs: roots, ClientCert: &pk.Client},
 	}
 }
 
@@ -146,13 +147,13 @@ func e2eCredentials(roots *x509.CertPool, pk testPKI) auth.Credentials {
 // that scheme's credential in its place and no other. Each case is run
 // again with the credential spoiled, to show the partner really refuses.
 func TestRealAuthSchemes(t *testing.T) {
-	pk := newTestPKI(t, "chio test CA")
-	rogue := newTestPKI(t, "rogue CA") // same client CN, other CA
-	o := startTestOP(t)
-	verifier := o.verifier(t)
+	pk := authtest.NewPKI(t, "chio test CA", e2eClientID)
+	rogue := authtest.NewPKI(t, "rogue CA", e2eClientID) // same client CN, other CA
+	o := authtest.StartOP(t, e2eClientID, e2eClientSecret)
+	verifier := o.Verifier(t)
 	// Creds trust the partners' CA and the OP's httptest certificate.
-	roots := pk.pool.Clone()
-	roots.AddCert(o.srv.Certificate())
+	roots := pk.Pool.Clone()
+	roots.AddCert(o.Server.Certificate())
 
 	equal := func(what, got, want string) error {
 		if got != want {
@@ -245,7 +246,7 @@ func TestRealAuthSchemes(t *testing.T) {
 		{
 			name: "oauth2 client credentials at the declared token URL",
 			scheme: a2a.OAuth2SecurityScheme{Flows: a2a.ClientCredentialsOAuthFlow{
-				TokenURL: o.tokenURL, Scopes: map[string]string{"a2a.invoke": "invoke skills"}}},
+				TokenURL: o.TokenURL, Scopes: map[string]string{"a2a.invoke": "invoke skills"}}},
 			scopes: []string{"a2a.invoke"},
 			check:  accessToken,
 			slots:  []string{slotAuthorization},
@@ -254,7 +255,7 @@ func TestRealAuthSchemes(t *testing.T) {
 		},
 		{
 			name:        "openid connect discovery then client credentials",
-			scheme:      a2a.OpenIDConnectSecurityScheme{OpenIDConnectURL: o.issuer + "/.well-known/openid-configuration"},
+			scheme:      a2a.OpenIDConnectSecurityScheme{OpenIDConnectURL: o.Issuer + "/.well-known/openid-configuration"},
 			check:       accessToken,
 			slots:       []string{slotAuthorization},
 			spoil:       forgedToken,
@@ -272,7 +273,7 @@ func TestRealAuthSchemes(t *testing.T) {
 				return equal("client certificate CN", r.TLS.VerifiedChains[0][0].Subject.CommonName, e2eClientID)
 			},
 			slots: []string{slotCert},
-			spoil: func(c *auth.Credentials) { c.TLS = &auth.TLS{RootCAs: roots, ClientCert: &rogue.client} },
+			spoil: func(c *auth.Credentials) { c.TLS = &auth.TLS{RootCAs: roots, ClientCert: &rogue.Client} },
 		},
 	}
 	bindings := []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON}
@@ -290,20 +291,20 @@ func TestRealAuthSchemes(t *testing.T) {
 						schemes:      a2a.NamedSecuritySchemes{schemeName: tc.scheme},
 						requirements: a2a.SecurityRequirementsOptions{{schemeName: tc.scopes}},
 						enforce:      rec.enforce,
-						serverTLS:    pk.partnerTLS(tc.mtls),
+						serverTLS:    partnerTLS(pk, tc.mtls),
 					})
 					// The card fetch is not under test; it needs the client
 					// certificate only where every connection does.
 					var identity *tls.Certificate
 					if tc.mtls {
-						identity = &pk.client
+						identity = &pk.Client
 					}
 					creds := e2eCredentials(roots, pk)
 					if spoiled {
 						tc.spoil(&creds)
 					}
-					tokens, discoveries := o.tokens.Load(), o.discoveries.Load()
-					a := discover(t, p, Config{Discovery: cardClient(pk.pool, identity), Authorize: creds.Authorize})
+					tokens, discoveries := o.Tokens(), o.Discoveries()
+					a := discover(t, p, Config{Discovery: cardClient(pk.Pool, identity), Authorize: creds.Authorize})
 					if got := a.Report().Auth; !slices.Equal(got.Schemes, []string{schemeName}) || got.Unsatisfiable != "" {
 						t.Fatalf("auth plan %+v, want %s satisfied", got, schemeName)
 					}
@@ -358,10 +359,10 @@ func TestRealAuthSchemes(t *testing.T) {
 						}
 						noE2ESecretIn(t, fmt.Sprintf("request %d's other headers, parameters and cookies", i), c.rest)
 					}
-					if got := o.tokens.Load() - tokens; got != tc.tokens {
+					if got := o.Tokens() - tokens; got != tc.tokens {
 						t.Errorf("token requests = %d, want %d", got, tc.tokens)
 					}
-					if got := o.discoveries.Load() - discoveries; got != tc.discoveries {
+					if got := o.Discoveries() - discoveries; got != tc.discoveries {
 						t.Errorf("OpenID discoveries = %d, want %d", got, tc.discoveries)
 					}
 				})
@@ -374,11 +375,11 @@ func TestRealAuthSchemes(t *testing.T) {
 // credentials cannot meet is discovered (the report says why) and every
 // call is denied locally; the partner serves the card and no A2A request.
 func TestRealAuthUnsatisfiable(t *testing.T) {
-	pk := newTestPKI(t, "chio test CA")
-	full := e2eCredentials(pk.pool, pk)
+	pk := authtest.NewPKI(t, "chio test CA", e2eClientID)
+	full := e2eCredentials(pk.Pool, pk)
 	noKeys, noCert := full, full
 	noKeys.APIKeys = nil
-	noCert.TLS = &auth.TLS{RootCAs: pk.pool}
+	noCert.TLS = &auth.TLS{RootCAs: pk.Pool}
 	for _, tc := range []struct {
 		name    string
 		schemes a2a.NamedSecuritySchemes
@@ -408,9 +409,9 @@ func TestRealAuthUnsatisfiable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The partner accepts anything: only the adapter stands in the way.
-			p := startPartner(t, partnerOpts{schemes: tc.schemes, requirements: tc.reqs, serverTLS: pk.partnerTLS(false),
+			p := startPartner(t, partnerOpts{schemes: tc.schemes, requirements: tc.reqs, serverTLS: partnerTLS(pk, false),
 				enforce: func(*http.Request) error { return nil }})
-			a := discover(t, p, Config{Discovery: cardClient(pk.pool, nil), Authorize: tc.creds.Authorize})
+			a := discover(t, p, Config{Discovery: cardClient(pk.Pool, nil), Authorize: tc.creds.Authorize})
 			r := a.Report()
 			if r.Auth.Unsatisfiable == "" || len(r.Auth.Schemes) != 0 {
 				t.Fatalf("auth plan %+v, want unsatisfiable", r.Auth)

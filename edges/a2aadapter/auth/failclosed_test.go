@@ -10,6 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/chio-ledger/chio/edges/a2aadapter/auth"
+	"github.com/chio-ledger/chio/internal/authtest"
 )
 
 // TestAuthorizeFailsClosed: every card here demands something the
@@ -17,9 +18,9 @@ import (
 // reason, leak no secret, and send nothing to the partner or the provider.
 func TestAuthorizeFailsClosed(t *testing.T) {
 	roots := httptestRoots(t)
-	o := startOP(t)
+	o := authtest.StartOP(t, clientID, clientSecret)
 	p := newPartner(t, true, nil)
-	oidcScheme := a2a.OpenIDConnectSecurityScheme{OpenIDConnectURL: o.issuer + "/.well-known/openid-configuration"}
+	oidcScheme := a2a.OpenIDConnectSecurityScheme{OpenIDConnectURL: o.Issuer + "/.well-known/openid-configuration"}
 	tests := []struct {
 		name string
 		card *a2a.AgentCard
@@ -55,7 +56,7 @@ func TestAuthorizeFailsClosed(t *testing.T) {
 		},
 		{
 			name: "oauth2 authorization code flow without a bearer token",
-			card: card(a2a.NamedSecuritySchemes{"oauth": a2a.OAuth2SecurityScheme{Flows: a2a.AuthorizationCodeOAuthFlow{AuthorizationURL: o.issuer + "/authorize", TokenURL: o.tokenURL}}},
+			card: card(a2a.NamedSecuritySchemes{"oauth": a2a.OAuth2SecurityScheme{Flows: a2a.AuthorizationCodeOAuthFlow{AuthorizationURL: o.Issuer + "/authorize", TokenURL: o.TokenURL}}},
 				a2a.SecurityRequirements{"oauth": {}}),
 			creds:      func(c auth.Credentials) auth.Credentials { c.Bearer = ""; return c },
 			wantScheme: "oauth", wantReason: "flow authorizationCode is not supported",
@@ -121,7 +122,7 @@ func TestAuthorizeFailsClosed(t *testing.T) {
 			if n := len(p.requests()); n != 0 {
 				t.Errorf("partner saw %d requests, want 0", n)
 			}
-			if d, tk := o.discoveries.Load(), o.tokens.Load(); d+tk != 0 {
+			if d, tk := o.Discoveries(), o.Tokens(); d+tk != 0 {
 				t.Errorf("provider saw %d discoveries and %d token requests, want none", d, tk)
 			}
 		})

@@ -9,22 +9,23 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/chio-ledger/chio/edges/a2aadapter/auth"
+	"github.com/chio-ledger/chio/internal/authtest"
 )
 
 // TestMutualTLS uses a CA, server and client certificates made here; the
 // partner verifies client certificates against that CA.
 func TestMutualTLS(t *testing.T) {
-	pk := newPKI(t)
+	pk := authtest.NewPKI(t, "chio test CA", clientID)
 	serve := func(mode tls.ClientAuthType) func(*httptest.Server) {
 		return func(s *httptest.Server) {
-			s.TLS = &tls.Config{Certificates: []tls.Certificate{pk.server}, ClientAuth: mode, ClientCAs: pk.pool}
+			s.TLS = pk.ServerTLS(mode)
 		}
 	}
 	mtlsCard := card(a2a.NamedSecuritySchemes{"mtls": a2a.MutualTLSSecurityScheme{}}, a2a.SecurityRequirements{"mtls": {}})
 	keyCard := card(a2a.NamedSecuritySchemes{"partnerKey": a2a.APIKeySecurityScheme{Location: a2a.APIKeySecuritySchemeLocationHeader, Name: "X-Partner-Key"}},
 		a2a.SecurityRequirements{"partnerKey": {}})
-	withCert := auth.Credentials{APIKeys: map[string]string{"*": apiKeyValue}, TLS: &auth.TLS{RootCAs: pk.pool, ClientCert: &pk.client}}
-	withoutCert := auth.Credentials{APIKeys: map[string]string{"*": apiKeyValue}, TLS: &auth.TLS{RootCAs: pk.pool}}
+	withCert := auth.Credentials{APIKeys: map[string]string{"*": apiKeyValue}, TLS: &auth.TLS{RootCAs: pk.Pool, ClientCert: &pk.Client}}
+	withoutCert := auth.Credentials{APIKeys: map[string]string{"*": apiKeyValue}, TLS: &auth.TLS{RootCAs: pk.Pool}}
 
 	tests := []struct {
 		name      string

@@ -9,6 +9,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/chio-ledger/chio/edges/a2aadapter/auth"
+	"github.com/chio-ledger/chio/internal/authtest"
 )
 
 func TestCredentialsFormatWithoutSecrets(t *testing.T) {
@@ -24,10 +25,10 @@ func TestCredentialsFormatWithoutSecrets(t *testing.T) {
 // TestUnsatisfiableWrapsCause: a discovery cut short by the caller's context
 // is both unsatisfiable and recognisably cancelled.
 func TestUnsatisfiableWrapsCause(t *testing.T) {
-	o := startOP(t)
+	o := authtest.StartOP(t, clientID, clientSecret)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	c := card(a2a.NamedSecuritySchemes{"oidc": a2a.OpenIDConnectSecurityScheme{OpenIDConnectURL: o.issuer + "/.well-known/openid-configuration"}},
+	c := card(a2a.NamedSecuritySchemes{"oidc": a2a.OpenIDConnectSecurityScheme{OpenIDConnectURL: o.Issuer + "/.well-known/openid-configuration"}},
 		a2a.SecurityRequirements{"oidc": {}})
 	_, _, err := everything(httptestRoots(t)).Authorize(ctx, c)
 	if !errors.Is(err, auth.ErrUnsatisfiable) || !errors.Is(err, context.Canceled) {

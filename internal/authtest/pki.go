@@ -1,4 +1,4 @@
-package auth_test
+package authtest
 
 import (
 	"crypto/ecdsa"
@@ -13,14 +13,23 @@ import (
 	"time"
 )
 
-// pki is a test CA with a server and a client certificate it issued.
-type pki struct {
-	pool   *x509.CertPool
-	server tls.Certificate
-	client tls.Certificate
+// PKI is a test CA with a server and a client certificate it issued, all
+// valid from an hour ago to an hour from now.
+type PKI struct {
+	// Pool holds the CA certificate alone: trust it to accept the server
+	// certificate, or require client certificates issued by it.
+	Pool *x509.CertPool
+	// Server is a certificate for the loopback addresses (127.0.0.1 and
+	// ::1) with common name "partner".
+	Server tls.Certificate
+	// Client is a client certificate with the common name given to NewPKI.
+	Client tls.Certificate
 }
 
-func newPKI(t *testing.T) pki {
+// NewPKI makes a CA named caName and has it issue the server certificate
+// and a client certificate for clientCN. Two PKIs never trust each other's
+// certificates, even with the same names.
+func NewPKI(t testing.TB, caName, clientCN string) *PKI {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -28,7 +37,7 @@ func newPKI(t *testing.T) pki {
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "chio test CA"},
+		Subject:               pkix.Name{CommonName: caName},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(time.Hour),
 		IsCA:                  true,
@@ -66,9 +75,15 @@ func newPKI(t *testing.T) pki {
 		}
 		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 	}
-	return pki{
-		pool:   pool,
-		server: leaf(2, "partner", x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}),
-		client: leaf(3, clientID, x509.ExtKeyUsageClientAuth, nil),
+	return &PKI{
+		Pool:   pool,
+		Server: leaf(2, "partner", x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}),
+		Client: leaf(3, clientCN, x509.ExtKeyUsageClientAuth, nil),
 	}
+}
+
+// ServerTLS is a server configuration that presents the server certificate
+// and checks client certificates against the CA as mode says.
+func (p *PKI) ServerTLS(mode tls.ClientAuthType) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{p.Server}, ClientAuth: mode, ClientCAs: p.Pool}
 }
