@@ -37,7 +37,7 @@ func syntheticSpec(ops, depth int) []byte {
 }
 
 func BenchmarkBuild(b *testing.B) {
-	for _, size := range []struct{ ops, depth int }{{10, 5}, {200, 20}} {
+	for _, size := range []struct{ ops, depth int }{{10, 5}, {30, 6}} {
 		b.Run(fmt.Sprintf("ops=%d/depth=%d", size.ops, size.depth), func(b *testing.B) {
 			s, err := Parse(context.Background(), syntheticSpec(size.ops, size.depth), "synthetic")
 			if err != nil {
