@@ -1,0 +1,119 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/tools"
+)
+
+// DefaultTaskTTL is how long a deferred task is kept by default.
+const DefaultTaskTTL = 7 * 24 * time.Hour
+
+// bucketTimeout bounds creating the tasks bucket.
+const bucketTimeout = 30 * time.Second
+
+// Edge serves the exposed tools as ACP capabilities. It is safe for
+// concurrent use.
+type Edge struct {
+	kernel   *kernel.Kernel
+	dispatch *dispatch.Dispatcher
+	tasks    jetstream.KeyValue
+	opts     options
+	log      *slog.Logger
+	caps     []*binding          // published, registry order
+	byID     map[string]*binding // capability id → binding
+}
+
+// binding is one published capability and the tool behind it.
+type binding struct {
+	entry *tools.Entry
+	cap   Capability
+	// stream says the tool streams its output: a deferred task runs it
+	// with InvokeStream and returns the chunks collected.
+	stream bool
+}
+
+// New builds the edge over a kernel built with kernel.WithRegistry(reg),
+// its dispatcher and the JetStream that holds deferred tasks. The
+// registry must be complete: the capability table is fixed here.
+func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, js jetstream.JetStream, opts ...Option) (*Edge, error) {
+	if k == nil || reg == nil || d == nil || js == nil {
+		return nil, errors.New("new acp edge: kernel, registry, dispatcher and JetStream are required")
+	}
+	o := options{exposure: tools.Exposure{Protocol: "acp"}, defaultCategory: tools.ACPTool, replicas: 1,
+		taskTTL: DefaultTaskTTL, name: "chio", version: "dev"}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.exposure.Protocol == "" {
+		o.exposure.Protocol = "acp"
+	}
+	if o.defaultCategory == "" {
+		o.defaultCategory = tools.ACPTool
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	if o.replicas < 1 {
+		o.replicas = 1
+	}
+	// New takes no context (it is built once at start); a bounded wait
+	// keeps an unreachable JetStream from hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), bucketTimeout)
+	defer cancel()
+	kv, err := js.CreateOrUpdateKeyValue(ctx, TasksBucketConfig(o.replicas, o.taskTTL))
+	if err != nil {
+		return nil, fmt.Errorf("new acp edge: tasks bucket: %w", err)
+	}
+	e := &Edge{kernel: k, dispatch: d, tasks: kv, opts: o, log: o.log, byID: map[string]*binding{}}
+	e.bind(reg.Exposed(o.exposure))
+	return e, nil
+}
+
+// bind builds the capability table. A capability id is a bare tool name,
+// so a name two servers expose is withheld rather than silently given to
+// one of them; unsupported fidelity is withheld as the seed requires.
+func (e *Edge) bind(entries []*tools.Entry) {
+	count := map[string]int{}
+	for _, en := range entries {
+		count[en.Tool.Name]++
+	}
+	for _, en := range entries {
+		name := en.Tool.Name
+		if count[name] > 1 {
+			e.log.Warn("acp: capability withheld: several servers expose the tool name",
+				"server_id", en.Manifest.ServerID, "tool_name", name)
+			continue
+		}
+		cat, fid := tools.ACPFidelity(en.Tool, e.opts.defaultCategory)
+		if !fid.Publishable() {
+			e.log.Debug("acp: capability withheld", "tool_name", name, "reason", fid.Reason)
+			continue
+		}
+		// Publishable implies readable hints.
+		h, _ := tools.ReadHints(en.Tool)
+		b := &binding{entry: en, stream: h.Streaming, cap: Capability{
+			ID: name, Name: name, Description: en.Tool.Description, Category: cat,
+			RequiresPermission: e.opts.requirePermission || h.SideEffects, BridgeFidelity: fid,
+		}}
+		e.caps = append(e.caps, b)
+		e.byID[name] = b
+	}
+}
+
+// Capabilities are every published capability, whoever asks.
+func (e *Edge) Capabilities() []Capability {
+	out := make([]Capability, 0, len(e.caps))
+	for _, b := range e.caps {
+		out = append(out, b.cap)
+	}
+	return out
+}

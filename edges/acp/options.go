@@ -1,0 +1,58 @@
+package acp
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/chio-ledger/chio/edges/tools"
+)
+
+// options is what New is told.
+type options struct {
+	exposure          tools.Exposure
+	devToken          string
+	defaultCategory   tools.ACPCategory
+	requirePermission bool
+	log               *slog.Logger
+	replicas          int
+	taskTTL           time.Duration
+	name, version     string
+}
+
+// Option configures an Edge.
+type Option func(*options)
+
+// WithExposure sets which tools the edge shows and runs. The default,
+// tools.Exposure{Protocol: "acp"}, exposes only tools whose manifest
+// metadata sets "acp.expose": true.
+func WithExposure(e tools.Exposure) Option { return func(o *options) { o.exposure = e } }
+
+// WithDevToken sets the capability used for callers that present none
+// (the dev mode of `chio up`); without it such callers are refused.
+func WithDevToken(tok string) Option { return func(o *options) { o.devToken = tok } }
+
+// WithDefaultCategory sets the category of a tool whose name matches no
+// keyword (the seed's AcpEdgeConfig.default_category; "tool" by default).
+func WithDefaultCategory(c tools.ACPCategory) Option {
+	return func(o *options) { o.defaultCategory = c }
+}
+
+// WithPermissionRequired marks every capability requiresPermission, not
+// only those with side effects (the seed's "config requires permission").
+func WithPermissionRequired(on bool) Option { return func(o *options) { o.requirePermission = on } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithReplicas sets the replicas of the CHIO_ACP_TASKS bucket (1 by
+// default), as the other buckets of a deployment are set.
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// WithTaskTTL sets how long a deferred task is kept (DefaultTaskTTL by
+// default): a task never resumed must not stay forever.
+func WithTaskTTL(d time.Duration) Option { return func(o *options) { o.taskTTL = d } }
+
+// WithAgentInfo sets the name and version initialize reports.
+func WithAgentInfo(name, version string) Option {
+	return func(o *options) { o.name, o.version = name, version }
+}
