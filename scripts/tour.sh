@@ -122,6 +122,9 @@ grep -q '^HTTP/1.1 200' protected.txt && grep -qi '^X-Chio-Receipt: ' protected.
 curl -s "http://$protectaddr/openai/v1/tool-calls" -H "X-Chio-Capability: $(cat api.tok)" -H 'Content-Type: application/json' -d '{}' \
   | tee denied.json
 grep -q '"error":"chio_access_denied"' denied.json && grep -q 'denied by default' denied.json
+echo '{"jsonrpc":"2.0","id":1,"method":"tool/invoke","params":{"capabilityId":"hello_task","arguments":{"text":"world"}}}' \
+  | bin/chio edge acp --stdio --nats "nats://$natsaddr" --issuer-pub .chio/keys/issuer.pub --token @.chio/dev-capability.token \
+  | grep -q '"receiptId":"'
 bin/chio a2a discover "http://$http" --partner self --require-skill hello_task | tee discover.json
 grep -q "\"a2a:$http\"" discover.json
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" --grant "a2a:$http/*" --output header > partner.tok

@@ -430,7 +430,7 @@ func loadOrCreateKey(path string) (ed25519.PrivateKey, error) {
 
 func newEdgeCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "edge", Short: "Run a protocol edge"}
-	cmd.AddCommand(newEdgeA2ACmd(), newEdgeOpenAICmd())
+	cmd.AddCommand(newEdgeA2ACmd(), newEdgeOpenAICmd(), newEdgeACPCmd())
 	return cmd
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/edges/a2a"
+	"github.com/chio-ledger/chio/edges/acp"
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
 	"github.com/chio-ledger/chio/edges/openai"
 	"github.com/chio-ledger/chio/edges/openapi"
@@ -160,6 +161,11 @@ func newUpCmd() *cobra.Command {
 			// bridged API's, with --openapi).
 			mcpEdge := mcpedge.New(r.kernel, r.registry, r.dispatch, mcpedge.WithExposure(r.policy.ToolExposure("mcp", ef.exposeAll)),
 				mcpedge.WithDevToken(edgeToken))
+			acpEdge, err := acp.New(r.kernel, r.registry, r.dispatch, js, acp.WithExposure(r.policy.ToolExposure("acp", ef.exposeAll)),
+				acp.WithDevToken(edgeToken), acp.WithReplicas(lf.replicas))
+			if err != nil {
+				return err
+			}
 			if protectListen != "" {
 				pln, err := net.Listen("tcp", protectListen)
 				if err != nil {
@@ -229,6 +235,7 @@ func newUpCmd() *cobra.Command {
 				edge.Register(e, hc)
 				oa.Register(e)
 				mcpEdge.Register(e)
+				acpEdge.Register(e)
 				proj.Register(e)
 				base := "http://" + addr.String()
 				fmt.Fprintf(out, "chio up: agent card   %s/.well-known/agent-card.json\n", base)
@@ -238,7 +245,7 @@ func newUpCmd() *cobra.Command {
 				if of.upstream != "" {
 					fmt.Fprintf(out, "chio up: OpenAI proxy %s/openai/v1 (chat/completions, responses) -> %s\n", base, of.upstream)
 				}
-				fmt.Fprintf(out, "chio up: MCP          %s%s\n", base, mcpedge.Path)
+				fmt.Fprintf(out, "chio up: MCP          %s%s   ACP %s%s\n", base, mcpedge.Path, base, acp.Path)
 				if grpcLn != nil {
 					fmt.Fprintf(out, "chio up: gRPC         %s (A2A 1.0, lf.a2a.v1.A2AService)\n", grpcLn.Addr())
 				}

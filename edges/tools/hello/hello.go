@@ -44,7 +44,8 @@ func (s *Server) Manifest() *schemas.ToolManifest {
 			// The hints make the A2A rating adapted: output streams, partially.
 			InputSchema:    json.RawMessage(`{"type":"object","x-chio-streaming":true,"x-chio-partial-output":true}`),
 			HasSideEffects: false,
-			Metadata:       map[string]json.RawMessage{"a2a.expose": json.RawMessage(`true`), "openai.expose": json.RawMessage(`true`)},
+			Metadata: map[string]json.RawMessage{"a2a.expose": json.RawMessage(`true`), "openai.expose": json.RawMessage(`true`),
+				"acp.expose": json.RawMessage(`true`)},
 		}},
 	}
 }

@@ -186,7 +186,7 @@ func TestHelloThroughRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const wantTool = `{"name":"hello_task","description":"Return a collated greeting","input_schema":{"type":"object","x-chio-streaming":true,"x-chio-partial-output":true},"has_side_effects":false,"metadata":{"a2a.expose":true,"openai.expose":true}}`
+	const wantTool = `{"name":"hello_task","description":"Return a collated greeting","input_schema":{"type":"object","x-chio-streaming":true,"x-chio-partial-output":true},"has_side_effects":false,"metadata":{"a2a.expose":true,"acp.expose":true,"openai.expose":true}}`
 	if string(raw) != wantTool {
 		t.Errorf("tool JSON = %s\nwant       %s", raw, wantTool)
 	}
@@ -204,8 +204,8 @@ func TestHelloThroughRegistry(t *testing.T) {
 	if len(exposed) != 1 || exposed[0].Tool.Name != ToolName {
 		t.Fatalf("Exposed(a2a) = %v", exposed)
 	}
-	if got := r.Exposed(tools.Exposure{Protocol: "acp"}); len(got) != 0 {
-		t.Errorf("Exposed(acp) = %v; hello opts in to A2A only", got)
+	if got := r.Exposed(tools.Exposure{Protocol: "mcp"}); len(got) != 0 {
+		t.Errorf("Exposed(mcp) = %v; hello opts in to A2A, OpenAI and ACP only", got)
 	}
 
 	fid := tools.A2AFidelity(exposed[0].Tool, tools.A2AProfile{Stdio: true})
