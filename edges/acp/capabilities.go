@@ -65,9 +65,9 @@ func (e *Edge) requestPermission(c *call) (any, *Error) {
 	return answer(DecisionAllow, "the caller's capability grants the tool by name")
 }
 
-// explicitGrant reports whether the leaf token of c, which the kernel has
-// validated (identify), has a grant naming en's server and tool exactly,
-// not "*", with the invoke operation. Chio has no separate permission
+// explicitGrant reports whether the token of c, which the kernel has
+// validated (identify), is a root token (not delegated) with a grant
+// naming en's server and tool exactly, not "*", with the invoke operation. Chio has no separate permission
 // operation: naming the tool in the grant is the explicit act of the
 // issuer that a wildcard is not.
 func (e *Edge) explicitGrant(c *call, en *tools.Entry) bool {
@@ -79,6 +79,11 @@ func (e *Edge) explicitGrant(c *call, en *tools.Entry) bool {
 	// The kernel verified the token it identified; the id check keeps a
 	// token decoded differently from granting anything here.
 	if err != nil || tok.ID != c.id.CapabilityID {
+		return false
+	}
+	// Only the issuer's own grant is explicit: a holder of a wildcard
+	// grant could otherwise delegate to itself a child naming the tool.
+	if len(c.id.Lineage) > 1 {
 		return false
 	}
 	for _, g := range tok.Scope.Grants {

@@ -7,6 +7,7 @@ import (
 	"errors"
 
 	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -47,6 +48,9 @@ func (e *Edge) invoke(ctx context.Context, c *call) (any, *Error) {
 	if perr != nil {
 		return nil, perr
 	}
+	if perr := e.permitted(ctx, c, b, args, ""); perr != nil {
+		return nil, perr
+	}
 	// The decision and outcome are recorded even if the client goes away.
 	res, err := e.dispatch.Do(context.WithoutCancel(ctx), e.dispatchCall(c, b, args, ""))
 	out, rerr := e.outcome(res, err)
@@ -54,6 +58,27 @@ func (e *Edge) invoke(ctx context.Context, c *call) (any, *Error) {
 		return nil, rerr
 	}
 	return invokeResult{Result: out, ReceiptID: res.ReceiptID}, nil
+}
+
+// permitted enforces the permission model on a call about to run: a
+// capability that requires permission runs only when the caller's
+// capability grants it explicitly (explicitGrant), whatever
+// session/request_permission was or was not asked. A refusal is recorded
+// with its deny receipt.
+func (e *Edge) permitted(ctx context.Context, c *call, b *binding, args json.RawMessage, taskID string) *Error {
+	if !b.cap.RequiresPermission || e.explicitGrant(c, b.entry) {
+		return nil
+	}
+	reason := "the capability requires permission: the caller's capability must grant the tool by name with the invoke operation"
+	dec := &kernel.Decision{Allow: false, Guard: "acp_permission", Reason: reason, CapabilityID: c.id.CapabilityID, GrantIndex: -1,
+		PolicyHash: e.kernel.Policy().Hash, Subject: c.id.Subject}
+	data := Refused{Decision: DecisionDeny, Guard: dec.Guard, Reason: reason}
+	res, err := e.dispatch.Refuse(context.WithoutCancel(ctx), e.dispatchCall(c, b, args, taskID), dec)
+	if err != nil {
+		return rpcErr(CodeNotRecorded, data, "chio: the refusal could not be recorded: %v", err)
+	}
+	data.ReceiptID = res.ReceiptID
+	return rpcErr(CodeDenied, data, "chio: denied at %s: %s", dec.Guard, reason)
 }
 
 // callParams reads tool/invoke's and tool/stream's params.

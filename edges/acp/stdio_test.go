@@ -91,7 +91,11 @@ func TestStdioEndToEnd(t *testing.T) {
 	var inv struct {
 		ReceiptID string `json:"receiptId"`
 	}
-	ok(t, c.call(t, MethodInvoke, map[string]any{"capabilityId": "exec_command", "arguments": map[string]any{"path": "ls"}}), &inv)
+	// The deny is enforced, not advisory: the invoke is refused too.
+	if code := c.call(t, MethodInvoke, map[string]any{"capabilityId": "exec_command", "arguments": map[string]any{"path": "ls"}}).code(); code != CodeDenied {
+		t.Fatalf("invoke after a permission deny: %d", code)
+	}
+	ok(t, c.call(t, MethodInvoke, map[string]any{"capabilityId": "read_file", "arguments": map[string]any{"path": "/tmp/x"}}), &inv)
 	if inv.ReceiptID == "" {
 		t.Fatal("no receipt id")
 	}

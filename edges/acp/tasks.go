@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/chio-ledger/chio/schemas"
 	"time"
 
 	"github.com/google/uuid"
@@ -77,6 +78,14 @@ func (e *Edge) stream(ctx context.Context, c *call) (any, *Error) {
 	if perr != nil {
 		return nil, perr
 	}
+	// A task is stored only for a tool the caller may invoke, with
+	// arguments within the call bound: the bucket is not free storage.
+	if !c.id.Invokes(b.entry) {
+		return nil, rpcErr(CodeInvalidParams, nil, "unknown capability %q", b.cap.ID)
+	}
+	if len(args) > schemas.MaxParametersBytes {
+		return nil, rpcErr(CodeInvalidParams, nil, "arguments are %d bytes, over %d", len(args), schemas.MaxParametersBytes)
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, rpcErr(CodeInternal, nil, "chio: task id: %v", err)
@@ -109,6 +118,9 @@ func (e *Edge) resume(ctx context.Context, c *call) (any, *Error) {
 	if !ok {
 		// The table changed under the task (another build): fail closed.
 		return nil, rpcErr(CodeTaskState, nil, "task %s: capability %q is no longer published", rec.Task.ID, rec.Task.CapabilityID)
+	}
+	if perr := e.permitted(ctx, c, b, rec.Arguments, rec.Task.ID); perr != nil {
+		return nil, perr // the task stays pending: a permitted caller may resume it
 	}
 	rec.Task.State, rec.Task.UpdatedAt = TaskRunning, time.Now().UTC()
 	rev, err := e.putTask(ctx, rec, rev)

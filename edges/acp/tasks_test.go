@@ -102,6 +102,25 @@ func TestConcurrentResumesDispatchOnce(t *testing.T) {
 	}
 }
 
+// A task is stored only for a tool the caller may invoke; one that needs
+// permission is resumed only under an explicit grant: under a wildcard the
+// resume is denied with a receipt, and the task stays pending.
+func TestStreamAndResumeEnforcePermission(t *testing.T) {
+	f := start(t)
+	ro := token(t, "cap-ro", agentKey, grant("read_file"))
+	if a := f.call(t, ro, MethodStream, map[string]any{"capabilityId": "search"}); a.code() != CodeInvalidParams {
+		t.Fatalf("stream of a tool the caller may not invoke: %d", a.code())
+	}
+	task := f.newTask(t, wildcard(t), "exec_command")
+	a := f.call(t, wildcard(t), MethodResume, map[string]any{"taskId": task.ID})
+	if v := verdict(t, a); a.code() != CodeDenied || v.ReceiptID == "" {
+		t.Fatalf("resume under a wildcard: %d %+v", a.code(), v)
+	}
+	if a := f.call(t, wildcard(t), MethodInvoke, map[string]any{"capabilityId": "exec_command", "arguments": map[string]any{"path": "ls"}}); a.code() != CodeDenied {
+		t.Fatalf("invoke under a wildcard: %d", a.code())
+	}
+}
+
 func TestResumeDeniedAndFailed(t *testing.T) {
 	f := start(t)
 	cases := []struct {
@@ -109,7 +128,6 @@ func TestResumeDeniedAndFailed(t *testing.T) {
 		code                  int
 		state                 TaskState
 	}{
-		{"denied", token(t, "cap-ro", agentKey, grant("read_file")), "search", CodeDenied, TaskDenied},
 		{"tool error", wildcard(t), "explode", CodeToolFailed, TaskFailed},
 	}
 	for _, c := range cases {
