@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -24,7 +23,6 @@ import (
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
 	"github.com/chio-ledger/chio/edges/openai"
 	"github.com/chio-ledger/chio/edges/tools"
-	"github.com/chio-ledger/chio/internal/health"
 )
 
 // The environment variables that may hold the adapter's secrets (a flag
@@ -330,30 +328,26 @@ func newA2AServeCmd() *cobra.Command {
 			if len(targets) == 0 {
 				return usageError(errors.New("--target is required"))
 			}
-			nc, js, err := connectNATS(orDefault(natsURL, nats.DefaultURL), "chio-a2a-serve")
+			sa, err := connectStandalone(natsURL, "", "chio-a2a-serve", false)
 			if err != nil {
 				return err
 			}
-			defer nc.Close()
-			servers, err := af.adapters(ctx, js, ef.replicas, targets)
+			defer sa.close()
+			servers, err := af.adapters(ctx, sa.js, ef.replicas, targets)
 			if err != nil {
 				return err
 			}
 			ef.servers = append(ef.servers, servers...)
-			metrics := newMetricsRegistry()
-			g, err := ef.governance(ctx, js, metrics)
-			if err != nil {
+			if err := sa.govern(ctx, &ef); err != nil {
 				return err
 			}
-			defer g.kernel.Close()
+			g := sa.g
 			ec := newEdgeEcho()
 			mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll))).Register(ec)
 			openai.New(g.kernel, g.registry, g.dispatch, openai.WithExposure(g.policy.ToolExposure("openai", ef.exposeAll))).Register(ec)
-			serveMetrics(ec, metrics)
-			health.Register(ec, append([]health.Check{health.NATS(js)}, edgeChecks(js, g.kernel)...)...)
-			ln, err := net.Listen("tcp", listen)
+			ln, err := sa.listenHTTP(ec, listen)
 			if err != nil {
-				return fmt.Errorf("listen on %s: %w", listen, err)
+				return err
 			}
 			for _, s := range servers {
 				fmt.Fprintf(cmd.OutOrStdout(), "chio a2a serve: %s: %s\n", s.ServerID(), strings.Join(s.ToolNames(), ", "))

@@ -2,13 +2,11 @@ package main
 
 import (
 	"fmt"
-	"net"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/edges/acp"
-	"github.com/chio-ledger/chio/internal/health"
 )
 
 func newEdgeACPCmd() *cobra.Command {
@@ -26,26 +24,20 @@ func newEdgeACPCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			var err error
-			if stdio {
-				if token, err = stdioToken(&ef, dataDir, token); err != nil {
-					return err
-				}
-			} else if token != "" {
-				return usageError(fmt.Errorf("--token applies to --stdio; over HTTP each caller presents its own capability"))
-			}
-			js, stop, err := connectOrEmbed(natsURL, dataDir, "chio-edge-acp", stdio)
+			token, err := stdioCapability(&ef, stdio, dataDir, token)
 			if err != nil {
 				return err
 			}
-			defer stop()
-			metrics := newMetricsRegistry()
-			g, err := ef.governance(ctx, js, metrics)
+			sa, err := connectStandalone(natsURL, dataDir, "chio-edge-acp", stdio)
 			if err != nil {
 				return err
 			}
-			defer g.kernel.Close()
-			e, err := acp.New(g.kernel, g.registry, g.dispatch, js, acp.WithExposure(g.policy.ToolExposure("acp", ef.exposeAll)),
+			defer sa.close()
+			if err := sa.govern(ctx, &ef); err != nil {
+				return err
+			}
+			g := sa.g
+			e, err := acp.New(g.kernel, g.registry, g.dispatch, sa.js, acp.WithExposure(g.policy.ToolExposure("acp", ef.exposeAll)),
 				acp.WithReplicas(ef.replicas))
 			if err != nil {
 				return err
@@ -55,11 +47,9 @@ func newEdgeACPCmd() *cobra.Command {
 			}
 			ec := newEdgeEcho()
 			e.Register(ec)
-			serveMetrics(ec, metrics)
-			health.Register(ec, append([]health.Check{health.NATS(js)}, edgeChecks(js, g.kernel)...)...)
-			ln, err := net.Listen("tcp", listen)
+			ln, err := sa.listenHTTP(ec, listen)
 			if err != nil {
-				return fmt.Errorf("listen on %s: %w", listen, err)
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "chio edge acp: http://%s%s\n", ln.Addr(), acp.Path)
 			return serve(ctx, ec, ln, ef.drainTimeout)

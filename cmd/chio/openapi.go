@@ -22,7 +22,6 @@ import (
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
 	"github.com/chio-ledger/chio/edges/openapi"
 	"github.com/chio-ledger/chio/edges/protect"
-	"github.com/chio-ledger/chio/internal/health"
 	"github.com/chio-ledger/chio/internal/natsembed"
 )
 
@@ -195,24 +194,18 @@ func newBridgeCmd() *cobra.Command {
 				return err
 			}
 			ef.servers = append(ef.servers, srv)
-			if stdio {
-				if token, err = stdioToken(&ef, dataDir, token); err != nil {
-					return err
-				}
-			} else if token != "" {
-				return usageError(errors.New("--token applies to --stdio; over HTTP each caller presents its own capability"))
+			if token, err = stdioCapability(&ef, stdio, dataDir, token); err != nil {
+				return err
 			}
-			js, stop, err := connectOrEmbed(natsURL, dataDir, "chio-bridge-openapi", stdio)
+			sa, err := connectStandalone(natsURL, dataDir, "chio-bridge-openapi", stdio)
 			if err != nil {
 				return err
 			}
-			defer stop()
-			metrics := newMetricsRegistry()
-			g, err := ef.governance(ctx, js, metrics)
-			if err != nil {
+			defer sa.close()
+			if err := sa.govern(ctx, &ef); err != nil {
 				return err
 			}
-			defer g.kernel.Close() // before the connection closes (deferred earlier)
+			g := sa.g
 			e := mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll)),
 				mcpedge.WithSimulation(simulate), mcpedge.WithServerInfo("chio-openapi-bridge "+o.serverID, "0.1.0"))
 			if stdio {
@@ -220,11 +213,9 @@ func newBridgeCmd() *cobra.Command {
 			}
 			ec := newEdgeEcho()
 			e.Register(ec)
-			serveMetrics(ec, metrics)
-			health.Register(ec, append([]health.Check{health.NATS(js)}, edgeChecks(js, g.kernel)...)...)
-			ln, err := net.Listen("tcp", listen)
+			ln, err := sa.listenHTTP(ec, listen)
 			if err != nil {
-				return fmt.Errorf("listen on %s: %w", listen, err)
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "chio bridge openapi: MCP http://%s%s (%d tools of %s)\n", ln.Addr(), mcpedge.Path, len(srv.ToolNames()), o.serverID)
 			return serve(ctx, ec, ln, ef.drainTimeout)
@@ -302,18 +293,17 @@ func newAPICmd() *cobra.Command {
 				return err
 			}
 			ef.servers = append(ef.servers, srv)
-			js, stop, err := connectOrEmbed(natsURL, "", "chio-api-protect", false)
+			sa, err := connectStandalone(natsURL, "", "chio-api-protect", false)
 			if err != nil {
 				return err
 			}
-			defer stop()
-			metrics := newMetricsRegistry()
-			g, err := ef.governance(ctx, js, metrics)
-			if err != nil {
+			defer sa.close()
+			if err := sa.govern(ctx, &ef); err != nil {
 				return err
 			}
-			defer g.kernel.Close()
-			pr := protect.New(g.kernel, g.dispatch, b)
+			// The proxy's listener carries the API's paths only: no probes
+			// or metrics that could shadow an operation.
+			pr := protect.New(sa.g.kernel, sa.g.dispatch, b)
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", listen, err)
