@@ -1,11 +1,8 @@
 package mcp
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"regexp"
-	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -34,32 +31,13 @@ func QualifiedName(server, tool string) string { return server + "__" + tool }
 // can serve: "<server>__<tool>_<digest>", each part with every character
 // outside MCP's rule replaced by "_", cut to fit, and the digest the first
 // hex digits of SHA-256 over "server\x00tool".
-func DigestName(server, tool string) string {
-	sum := sha256.Sum256([]byte(server + "\x00" + tool))
-	suffix := "_" + hex.EncodeToString(sum[:])[:digestLen]
-	s := sanitize(server)
-	if len(s) > maxServerPart {
-		s = s[:maxServerPart]
-	}
-	readable := s + "__" + sanitize(tool)
-	if room := maxToolName - len(suffix); len(readable) > room {
-		readable = readable[:room]
-	}
-	return readable + suffix
-}
+func DigestName(server, tool string) string { return nameRule().DigestName(server, tool) }
 
-// sanitize replaces every character MCP does not allow with "_".
-func sanitize(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
+// nameRule is the protocol's name rule.
+func nameRule() tools.NameRule {
+	return tools.NameRule{MaxLen: maxToolName, MaxServer: maxServerPart, DigestHex: digestLen, Allowed: func(r rune) bool {
+		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.'
+	}}
 }
 
 // binding is one listed tool under its MCP name.

@@ -1,11 +1,8 @@
 package openai
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"regexp"
-	"strings"
 
 	"github.com/chio-ledger/chio/edges/tools"
 )
@@ -34,32 +31,13 @@ const maxServerPart = 20
 // characters, and the digest the first hex digits of SHA-256 over
 // "server\x00tool". It depends on the pair alone, so every replica and
 // every restart maps the same way; the reverse is the Names table.
-func MappedName(server, tool string) string {
-	sum := sha256.Sum256([]byte(server + "\x00" + tool))
-	suffix := "_" + hex.EncodeToString(sum[:])[:mappedHashLen]
-	s := sanitize(server)
-	if len(s) > maxServerPart {
-		s = s[:maxServerPart]
-	}
-	readable := s + "__" + sanitize(tool)
-	if room := maxFunctionName - len(suffix); len(readable) > room {
-		readable = readable[:room]
-	}
-	return readable + suffix
-}
+func MappedName(server, tool string) string { return nameRule().DigestName(server, tool) }
 
-// sanitize replaces every character OpenAI does not allow with "_".
-func sanitize(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
+// nameRule is the protocol's name rule.
+func nameRule() tools.NameRule {
+	return tools.NameRule{MaxLen: maxFunctionName, MaxServer: maxServerPart, DigestHex: mappedHashLen, Allowed: func(r rune) bool {
+		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-'
+	}}
 }
 
 // Binding is one exposed tool under its OpenAI function name.
