@@ -1,10 +1,8 @@
 package acp
 
 import (
-	"slices"
 
 	"github.com/chio-ledger/chio/edges/tools"
-	"github.com/chio-ledger/chio/schemas"
 )
 
 // Capability is a tool as ACP sees it (bridges spec, capability mapping).
@@ -65,31 +63,10 @@ func (e *Edge) requestPermission(c *call) (any, *Error) {
 	return answer(DecisionAllow, "the caller's capability grants the tool by name")
 }
 
-// explicitGrant reports whether the token of c, which the kernel has
-// validated (identify), is a root token (not delegated) with a grant
-// naming en's server and tool exactly, not "*", with the invoke operation. Chio has no separate permission
-// operation: naming the tool in the grant is the explicit act of the
-// issuer that a wildcard is not.
+// explicitGrant reports whether the caller's capability, which the
+// kernel has validated (identify), names en's tool in a root grant
+// (kernel.Identity.NamesTool). Chio has no separate permission operation:
+// naming the tool is the explicit act of the issuer that a wildcard is not.
 func (e *Edge) explicitGrant(c *call, en *tools.Entry) bool {
-	raw, err := schemas.DecodeCapabilityText(c.token)
-	if err != nil {
-		return false
-	}
-	tok, err := schemas.ParseCapability(raw)
-	// The kernel verified the token it identified; the id check keeps a
-	// token decoded differently from granting anything here.
-	if err != nil || tok.ID != c.id.CapabilityID {
-		return false
-	}
-	// Only the issuer's own grant is explicit: a holder of a wildcard
-	// grant could otherwise delegate to itself a child naming the tool.
-	if len(c.id.Lineage) > 1 {
-		return false
-	}
-	for _, g := range tok.Scope.Grants {
-		if g.ServerID == en.Manifest.ServerID && g.ToolName == en.Tool.Name && slices.Contains(g.Operations, schemas.OpInvoke) {
-			return true
-		}
-	}
-	return false
+	return c.id.NamesTool(en.Manifest.ServerID, en.Tool.Name)
 }

@@ -110,6 +110,10 @@ type Call struct {
 	// the decision of a denied call. It is not called when Do returns an
 	// error.
 	Finish func(ctx context.Context, res *Result) error
+	// OutcomeMetadata, if set, gives metadata for the outcome event once
+	// the tool has run (e.g. the answer a human gave); the ledger adds its
+	// keys to the receipt's metadata, never over the decision's.
+	OutcomeMetadata func(res *Result) map[string]any
 }
 
 // Result is what happened.
@@ -163,6 +167,13 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 		Governance: &tools.Governance{RequestID: c.RequestID, ReceiptID: c.ReceiptID, Subject: dec.Subject, Intent: c.GovernedIntent}}
 	server, _ := d.registry.Tool(c.ServerID, c.ToolName)
 	contentHash := d.run(ctx, c, inv, server, res)
+	if errors.Is(res.ToolErr, tools.ErrOutcomeUnknown) {
+		// No outcome: the ledger's timeout makes the receipt incomplete.
+		if c.Finish != nil {
+			res.FinishErr = c.Finish(context.WithoutCancel(ctx), res)
+		}
+		return res, nil
+	}
 	if contentHash == "" {
 		contentHash = schemas.EmptyContentHash
 	}
@@ -179,6 +190,15 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 		Timestamp: d.stamp(), Outcome: outcome, Reason: reason, ContentHash: contentHash,
 	}
 	res.Outcome = out.Outcome
+	if c.OutcomeMetadata != nil {
+		// Metadata that does not encode is left out: the tool has run,
+		// so the outcome must be written whatever it carries.
+		if m := c.OutcomeMetadata(res); len(m) > 0 {
+			if raw, err := schemas.Canonical(m); err == nil {
+				out.Metadata = raw
+			}
+		}
+	}
 	res.OutcomeDurable = d.writeOutcome(ctx, out, c.Finish, res) == nil
 	return res, nil
 }
@@ -317,7 +337,11 @@ func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.Decis
 		}
 		rawMeta = b
 	}
-	params := c.Arguments // canonical already (canonicalArguments)
+	// Canonical already (canonicalArguments); the policy may hash some values.
+	params, err := d.kernel.Policy().Recorded(c.Arguments)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
+	}
 	evidence := dec.Evidence
 	if len(evidence) > schemas.MaxEvidence {
 		evidence = evidence[:schemas.MaxEvidence]

@@ -31,6 +31,7 @@ type countingServer struct {
 	runs   atomic.Int64
 	fail   bool
 	panics bool
+	err    error
 }
 
 func (s *countingServer) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMessage, error) {
@@ -40,6 +41,9 @@ func (s *countingServer) Invoke(ctx context.Context, inv tools.Invocation) (json
 	}
 	if s.fail {
 		return nil, errors.New("backend unavailable")
+	}
+	if s.err != nil {
+		return nil, s.err
 	}
 	return s.Server.Invoke(ctx, inv)
 }
@@ -146,6 +150,51 @@ func TestAllowedCallIsDurableBeforeAndAfter(t *testing.T) {
 	}
 	if out.ContentHash != schemas.SHA256Hex(res.Output) || out.Outcome != schemas.OutcomeCompleted {
 		t.Fatalf("outcome %+v for output %s", out, res.Output)
+	}
+}
+
+// TestOutcomeMetadataAndUnknownOutcomes: an edge's outcome metadata rides
+// on the outcome event; a tool cut off with ErrOutcomeUnknown leaves the
+// call without an outcome (the ledger will close it as incomplete), but
+// its decision is durable.
+func TestOutcomeMetadataAndUnknownOutcomes(t *testing.T) {
+	cases := []struct {
+		name     string
+		err      error
+		outcomes int
+		meta     string
+	}{
+		{"completed", nil, 1, `{"permission":{"answered_by":"human"}}`},
+		{"failed", errors.New("refused by the editor"), 1, `{"permission":{"answered_by":"human"}}`},
+		{"cut off", fmt.Errorf("agent gone: %w", tools.ErrOutcomeUnknown), 0, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t)
+			f.server.err = tc.err
+			res, err := f.d.Do(context.Background(), Call{Token: f.token, ServerID: "hello-a2a-srv", ToolName: "hello_task",
+				Arguments: json.RawMessage(`{}`), OutcomeMetadata: func(*Result) map[string]any {
+					return map[string]any{"permission": map[string]any{"answered_by": "human"}}
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := f.events(t)
+			if !res.Ran || len(ev[schemas.SubjectDecision]) != 1 || len(ev[schemas.SubjectOutcome]) != tc.outcomes {
+				t.Fatalf("ran %v, events %d decisions, %d outcomes", res.Ran, len(ev[schemas.SubjectDecision]), len(ev[schemas.SubjectOutcome]))
+			}
+			if tc.outcomes == 0 {
+				if res.OutcomeDurable {
+					t.Fatal("an unwritten outcome reported durable")
+				}
+				return
+			}
+			var out schemas.OutcomeEvent
+			_ = json.Unmarshal(ev[schemas.SubjectOutcome][0], &out)
+			if string(out.Metadata) != tc.meta {
+				t.Fatalf("outcome metadata %s, want %s", out.Metadata, tc.meta)
+			}
+		})
 	}
 }
 

@@ -429,6 +429,14 @@ func (id *Identity) Invokes(e *tools.Entry) bool {
 	return matchGrant(id.grants, e.Manifest.ServerID, e.Tool.Name, schemas.OpInvoke, e.DenyByDefault()) >= 0
 }
 
+// NamesTool reports whether the capability is a root token (issued by a
+// trusted issuer, not delegated) with a grant naming server/tool exactly,
+// not by "*", with the invoke operation: the issuer's explicit act, which
+// a holder of a wildcard could not fake by delegating to itself.
+func (id *Identity) NamesTool(server, tool string) bool {
+	return len(id.Lineage) == 1 && matchGrant(id.grants, server, tool, schemas.OpInvoke, true) >= 0
+}
+
 // Identify authenticates a token for calls that run no tool (get, list,
 // cancel). A failure is a Decision naming the failed step.
 func (k *Kernel) Identify(token string) (*Identity, *Decision) {

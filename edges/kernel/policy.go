@@ -40,6 +40,19 @@ type Policy struct {
 	Guards GuardsConfig `json:"guards"`
 	// Exposure configures which tools each outward protocol shows.
 	Exposure map[string]ExposureConfig `json:"exposure,omitempty"`
+	// Record configures what decision events (and so receipts) record of
+	// a call's arguments.
+	Record *RecordConfig `json:"record,omitempty"`
+}
+
+// RecordConfig says what a receipt keeps of the arguments. The kernel and
+// the guards always see the arguments as sent; only the record changes.
+type RecordConfig struct {
+	// HashArguments names top-level argument keys whose values are
+	// recorded as "sha256:<hex>": of the UTF-8 bytes of a string, of the
+	// JCS of any other value. An auditor holding the value can check it;
+	// a reader of the log learns only that it matched.
+	HashArguments []string `json:"hash_arguments,omitempty"`
 }
 
 // GuardsConfig configures the pipeline. Constraints, path, egress and
@@ -161,6 +174,13 @@ func (p *LoadedPolicy) validate() error {
 			return fmt.Errorf("guards.disable: %q is not a guard that can be disabled (%s, %s, %s)", name, guardPath, guardEgress, guardSecretLeak)
 		}
 	}
+	if r := p.Record; r != nil {
+		for i, k := range r.HashArguments {
+			if k == "" || !schemas.ValidName(k) {
+				return fmt.Errorf("record.hash_arguments[%d]: %q is not an argument name", i, k)
+			}
+		}
+	}
 	// Build the pipeline once so a bad pattern fails at load, not per call.
 	if _, err := p.statelessGuards(); err != nil {
 		return err
@@ -236,4 +256,48 @@ func (p *LoadedPolicy) ClockSkew() time.Duration { return p.skew }
 func (p *LoadedPolicy) ToolExposure(protocol string, exposeAll bool) tools.Exposure {
 	c := p.Exposure[protocol]
 	return tools.Exposure{Protocol: protocol, ExposeAll: c.ExposeAll || exposeAll, Tier: c.Tier, InternalPrefixes: c.InternalPrefixes}
+}
+
+// HashedPrefix starts an argument value the record replaced by its hash.
+const HashedPrefix = "sha256:"
+
+// Recorded is args (a canonical JSON object) as a decision event records
+// it: the values of record.hash_arguments replaced by their hashes, the
+// result canonical again. Without such keys it is args itself.
+func (p *LoadedPolicy) Recorded(args json.RawMessage) (json.RawMessage, error) {
+	if p.Record == nil || len(p.Record.HashArguments) == 0 {
+		return args, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(args, &m); err != nil {
+		return nil, fmt.Errorf("record arguments: %w", err)
+	}
+	changed := false
+	for _, k := range p.Record.HashArguments {
+		v, ok := m[k]
+		if !ok {
+			continue
+		}
+		var s string
+		sum := ""
+		if json.Unmarshal(v, &s) == nil {
+			sum = schemas.SHA256Hex([]byte(s))
+		} else {
+			canon, err := schemas.CanonicalizeJSON(v)
+			if err != nil {
+				return nil, fmt.Errorf("record argument %s: %w", k, err)
+			}
+			sum = schemas.SHA256Hex(canon)
+		}
+		m[k] = json.RawMessage(`"` + HashedPrefix + sum + `"`)
+		changed = true
+	}
+	if !changed {
+		return args, nil
+	}
+	out, err := schemas.Canonical(m)
+	if err != nil {
+		return nil, fmt.Errorf("record arguments: %w", err)
+	}
+	return out, nil
 }

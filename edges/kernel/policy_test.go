@@ -50,10 +50,43 @@ func TestBadPolicies(t *testing.T) {
 		"disable constraint": `{"schema":"chio.policy.v1","trusted_issuers":["` + issuer + `"],"guards":{"disable":["ConstraintGuard"]}}`,
 		"bad secret pattern": `{"schema":"chio.policy.v1","trusted_issuers":["` + issuer + `"],"guards":{"secret_leak":{"extra_patterns":["("]}}}`,
 		"trailing data":      `{"schema":"chio.policy.v1","trusted_issuers":["` + issuer + `"],"guards":{}} {}`,
+		"empty hashed key":   `{"schema":"chio.policy.v1","trusted_issuers":["` + issuer + `"],"guards":{},"record":{"hash_arguments":[""]}}`,
 	}
 	for name, raw := range cases {
 		if _, err := ParsePolicy([]byte(raw)); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestRecordedArguments: record.hash_arguments replaces values by their
+// SHA-256 (a string's UTF-8 bytes, any other value's JCS) and leaves the
+// rest as it was; without it the arguments are recorded as sent.
+func TestRecordedArguments(t *testing.T) {
+	issuer := pub(issuerKey)
+	p, err := ParsePolicy([]byte(`{"schema":"chio.policy.v1","trusted_issuers":["` + issuer + `"],"guards":{},"record":{"hash_arguments":["path","args"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := NewPolicy(Policy{TrustedIssuers: []string{issuer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []byte(`{"args":["-l","/tmp"],"command":"ls","path":"/w/a.txt"}`)
+	cases := []struct {
+		name string
+		p    *LoadedPolicy
+		in   string
+		want string
+	}{
+		{"hashed", p, string(args), `{"args":"sha256:` + schemas.SHA256Hex([]byte(`["-l","/tmp"]`)) + `","command":"ls","path":"sha256:` + schemas.SHA256Hex([]byte("/w/a.txt")) + `"}`},
+		{"no such key", p, `{"command":"ls"}`, `{"command":"ls"}`},
+		{"no record", plain, string(args), string(args)},
+	}
+	for _, tc := range cases {
+		got, err := tc.p.Recorded([]byte(tc.in))
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%s: %s, %v; want %s", tc.name, got, err, tc.want)
 		}
 	}
 }

@@ -43,6 +43,11 @@ var (
 	// ErrNoInvocationID: an invocation without an id cannot be cancelled
 	// nor tied to a receipt.
 	ErrNoInvocationID = errors.New("invocation id is empty")
+	// ErrOutcomeUnknown: the tool was cut off and cannot tell whether its
+	// effect happened (a relayed request whose answer can no longer come).
+	// The dispatcher then records no outcome, and the ledger closes the
+	// call as incomplete: claiming completed or cancelled would be a guess.
+	ErrOutcomeUnknown = errors.New("outcome unknown: the call was cut off")
 )
 
 // Invocation is one call of a tool.
