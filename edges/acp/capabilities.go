@@ -1,7 +1,6 @@
 package acp
 
 import (
-
 	"github.com/chio-ledger/chio/edges/tools"
 )
 
