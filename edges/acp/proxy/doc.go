@@ -1,0 +1,37 @@
+// Package proxy governs an ACP session between a real editor (the ACP
+// client) and a real ACP agent: `chio edge acp --proxy -- AGENT ARGS`.
+// The editor launches chio as its agent; chio launches the agent and
+// relays newline-delimited JSON-RPC both ways, unchanged except where it
+// governs:
+//
+//   - The agent's requests to the client that act on the editor's machine
+//     (fs/read_text_file, fs/write_text_file, terminal/create, output,
+//     wait_for_exit, kill, release) are governed calls on tool server
+//     "acp", the tool named by the method: the kernel checks the
+//     capability and the guards, the decision is made durable, and only
+//     then is the request forwarded to the editor; its answer is the
+//     call's outcome and the receipt is signed by the ledger. A denied
+//     request gets a JSON-RPC error and a deny receipt; the editor never
+//     sees it.
+//   - session/request_permission is answered by policy when the
+//     capability names the tool in a root grant (allow if the kernel
+//     allows, a reject option if it denies), and otherwise asked of the
+//     human through the editor, whose answer the receipt records.
+//   - initialize advertises to the agent only the client capabilities
+//     (fs.readTextFile, fs.writeTextFile, terminal) that the capability
+//     grants at all.
+//   - Other agent requests are refused (-32601): an extension or MCP
+//     method could act on the machine without a receipt. session/update
+//     and elicitation notifications and answers to the editor's requests
+//     pass through.
+//
+// The governed arguments are what the kernel, the guards and the receipt
+// see: the session id and the path, the command with its arguments and
+// working directory, or the terminal id (with its command). File contents
+// and environment values are not arguments: a write records the content's
+// SHA-256 and size, a terminal its environment's names.
+//
+// A forwarded request whose answer can no longer come (the agent exited,
+// the editor went away) records no outcome: the ledger closes it as
+// incomplete, since the editor may or may not have acted.
+package proxy

@@ -1,0 +1,421 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/coder/acp-go-sdk"
+	"github.com/google/uuid"
+
+	chioacp "github.com/chio-ledger/chio/edges/acp"
+	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// call is one governed request as the kernel sees it.
+type call struct {
+	sessionID string
+	args      map[string]any
+}
+
+// arguments decodes a governed request's params into the arguments the
+// kernel, the guards and the receipt see (see the package doc).
+func (s *session) arguments(method string, params json.RawMessage) (*call, error) {
+	var sid struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := strictObject(params, &sid); err != nil {
+		return nil, err
+	}
+	if sid.SessionID == "" {
+		return nil, errors.New("sessionId is required")
+	}
+	c := &call{sessionID: sid.SessionID, args: map[string]any{"sessionId": sid.SessionID}}
+	switch method {
+	case MethodRead:
+		var p acp.ReadTextFileRequest
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		if p.Path == "" {
+			return nil, errors.New("path is required")
+		}
+		c.args["path"] = p.Path
+		if p.Line != nil {
+			c.args["line"] = *p.Line
+		}
+		if p.Limit != nil {
+			c.args["limit"] = *p.Limit
+		}
+	case MethodWrite:
+		var p acp.WriteTextFileRequest
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		if p.Path == "" {
+			return nil, errors.New("path is required")
+		}
+		c.args["path"] = p.Path
+		c.args["contentSha256"] = schemas.SHA256Hex([]byte(p.Content))
+		c.args["contentBytes"] = len(p.Content)
+	case MethodTerminal:
+		var p acp.CreateTerminalRequest
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		if p.Command == "" {
+			return nil, errors.New("command is required")
+		}
+		c.args["command"] = p.Command
+		c.args["args"] = append([]string{}, p.Args...)
+		if p.Cwd != nil {
+			c.args["cwd"] = *p.Cwd
+		}
+		names := []string{}
+		for _, e := range p.Env {
+			names = append(names, e.Name)
+		}
+		c.args["env"] = names
+		if p.OutputByteLimit != nil {
+			c.args["outputByteLimit"] = *p.OutputByteLimit
+		}
+	case MethodOutput, MethodWait, MethodKill, MethodRelease:
+		var p acp.TerminalOutputRequest // every one of them is {sessionId, terminalId}
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		if p.TerminalId == "" {
+			return nil, errors.New("terminalId is required")
+		}
+		c.args["terminalId"] = p.TerminalId
+		s.mu.Lock()
+		cmd, ok := s.terminals[p.TerminalId]
+		s.mu.Unlock()
+		if ok {
+			c.args["command"] = cmd
+		}
+	case MethodPermission:
+		var p acp.RequestPermissionRequest
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		tc := map[string]any{"toolCallId": string(p.ToolCall.ToolCallId)}
+		if p.ToolCall.Kind != nil {
+			tc["kind"] = string(*p.ToolCall.Kind)
+		}
+		if p.ToolCall.Title != nil {
+			tc["title"] = schemas.TruncateText(*p.ToolCall.Title)
+		}
+		c.args["toolCall"] = tc
+		paths := []string{}
+		for _, l := range p.ToolCall.Locations {
+			paths = append(paths, l.Path)
+		}
+		c.args["paths"] = paths
+		opts := []map[string]string{}
+		for _, o := range p.Options {
+			opts = append(opts, map[string]string{"optionId": string(o.OptionId), "kind": string(o.Kind)})
+		}
+		c.args["options"] = opts
+	}
+	return c, nil
+}
+
+// strictObject requires params to be a JSON object and decodes it into v.
+func strictObject(params json.RawMessage, v any) error {
+	if len(params) == 0 || params[0] != '{' {
+		return errors.New("params must be a JSON object")
+	}
+	return json.Unmarshal(params, v)
+}
+
+// govern runs one governed request of the agent and answers it.
+func (s *session) govern(m *message, line []byte) {
+	c, err := s.arguments(m.Method, m.Params)
+	if err != nil {
+		s.answerAgent(m.ID, nil, &acp.RequestError{Code: -32602, Message: fmt.Sprintf("chio: invalid %s params: %v", m.Method, err)})
+		return
+	}
+	args, err := json.Marshal(c.args)
+	if err != nil {
+		s.answerAgent(m.ID, nil, &acp.RequestError{Code: -32602, Message: fmt.Sprintf("chio: invalid %s params: %v", m.Method, err)})
+		return
+	}
+	rid := uuid.Must(uuid.NewV7()).String()
+	acpMeta := map[string]any{"session_id": c.sessionID, "method": m.Method, "request_id": string(m.ID)}
+	dc := dispatch.Call{ReceiptID: rid, Token: s.p.token, ServerID: ServerID, ToolName: m.Method, Arguments: args,
+		Metadata: map[string]any{"protocol": "acp", "acp": acpMeta}}
+	if m.Method == MethodPermission {
+		s.permission(m, c, dc, line)
+		return
+	}
+	var answer []byte // the editor's answer, relayed to the agent
+	s.p.tools.put(rid, func(ctx context.Context) (json.RawMessage, error) {
+		a, out, err := s.forward(ctx, m.ID, line)
+		answer = a
+		return out, err
+	})
+	defer s.p.tools.take(rid)
+	res, err := s.p.dispatch.Do(s.ctx, dc)
+	if rerr := refusal(res, err); rerr != nil {
+		s.answerAgent(m.ID, nil, rerr)
+		return
+	}
+	if answer == nil {
+		s.answerAgent(m.ID, nil, cutOff(rid, res.ToolErr))
+		return
+	}
+	if m.Method == MethodTerminal && res.ToolErr == nil {
+		var t acp.CreateTerminalResponse
+		if json.Unmarshal(res.Output, &t) == nil && t.TerminalId != "" {
+			s.mu.Lock()
+			s.terminals[t.TerminalId] = c.args["command"].(string)
+			s.mu.Unlock()
+		}
+	}
+	s.toAgent(withReceipt(answer, rid))
+}
+
+// refusal is the error answering a call that did not run: not durable,
+// bad arguments, or denied (with its receipt).
+func refusal(res *dispatch.Result, err error) *acp.RequestError {
+	switch {
+	case errors.Is(err, dispatch.ErrBadArguments):
+		return &acp.RequestError{Code: -32602, Message: "chio: " + err.Error()}
+	case err != nil:
+		return &acp.RequestError{Code: chioacp.CodeNotRecorded, Message: "chio: the call could not be recorded, so it was not made: " + err.Error()}
+	case !res.Decision.Allow:
+		d := res.Decision
+		return &acp.RequestError{Code: chioacp.CodeDenied, Message: fmt.Sprintf("chio: denied at %s: %s", d.Guard, d.Reason),
+			Data: chioacp.Refused{Decision: chioacp.DecisionDeny, Guard: d.Guard, Reason: d.Reason, ReceiptID: res.ReceiptID}}
+	}
+	return nil
+}
+
+// cutOff answers a call whose relay never got the editor's answer.
+func cutOff(rid string, toolErr error) *acp.RequestError {
+	msg := "chio: the editor's answer did not come"
+	if toolErr != nil {
+		msg += ": " + toolErr.Error()
+	}
+	return &acp.RequestError{Code: -32603, Message: msg, Data: map[string]any{"receiptId": rid}}
+}
+
+// forward sends the agent's request line to the editor and waits for its
+// answer: the answer's line, and the call's output or error (the
+// editor's error, cancelled when the editor says so). If the session ends
+// first the editor is asked to stop and the outcome is unknown.
+func (s *session) forward(ctx context.Context, id json.RawMessage, line []byte) ([]byte, json.RawMessage, error) {
+	key := idKey(id)
+	ch := make(chan []byte, 1)
+	s.mu.Lock()
+	s.waiting[key] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiting, key)
+		s.mu.Unlock()
+	}()
+	if err := s.editor.write(line); err != nil {
+		return nil, nil, fmt.Errorf("send to the editor: %w", err) // it never got there: failed, not unknown
+	}
+	select {
+	case answer := <-ch:
+		var m message
+		if err := json.Unmarshal(answer, &m); err != nil {
+			return answer, nil, fmt.Errorf("the editor's answer: %w", err)
+		}
+		if m.Error != nil {
+			if m.Error.Code == -32800 {
+				return answer, nil, fmt.Errorf("the editor cancelled it: %w", context.Canceled)
+			}
+			return answer, nil, fmt.Errorf("the editor refused it: %d %s", m.Error.Code, m.Error.Message)
+		}
+		return answer, m.Result, nil
+	case <-ctx.Done():
+		cause := context.Cause(ctx)
+		if !errors.Is(cause, errEditorGone) {
+			raw, _ := json.Marshal(message{JSONRPC: "2.0", Method: methodCancelRequest, Params: mustJSON(cancelParams{RequestID: id})})
+			_ = s.editor.write(raw)
+		}
+		return nil, nil, fmt.Errorf("%w: %v", tools.ErrOutcomeUnknown, cause)
+	}
+}
+
+func mustJSON(v any) json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only fixed shapes are encoded here
+	}
+	return raw
+}
+
+// withReceipt adds _meta.chioReceiptId to the result of an answer line
+// when the result is an object; any other answer goes as it came.
+func withReceipt(answer []byte, rid string) []byte {
+	var m message
+	if json.Unmarshal(answer, &m) != nil || m.Error != nil {
+		return answer
+	}
+	var obj map[string]json.RawMessage
+	if len(m.Result) == 0 || string(m.Result) == "null" {
+		obj = map[string]json.RawMessage{}
+	} else if json.Unmarshal(m.Result, &obj) != nil {
+		return answer
+	}
+	meta := map[string]json.RawMessage{}
+	if raw, ok := obj["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
+		return answer
+	}
+	meta["chioReceiptId"] = mustJSON(rid)
+	obj["_meta"] = mustJSON(meta)
+	m.Result = mustJSON(obj)
+	m.JSONRPC = "2.0"
+	out, err := json.Marshal(m)
+	if err != nil {
+		return answer
+	}
+	return out
+}
+
+// Who answered a permission request.
+const (
+	byPolicy = "policy"
+	byHuman  = "human"
+)
+
+// permission answers the agent's session/request_permission: by policy
+// when the capability names the tool in a root grant, else by the human
+// through the editor. A denied request is answered with a reject option.
+func (s *session) permission(m *message, c *call, dc dispatch.Call, line []byte) {
+	var req acp.RequestPermissionRequest
+	_ = json.Unmarshal(m.Params, &req) // decoded once already by arguments
+	by := byHuman
+	if s.p.id.NamesTool(ServerID, MethodPermission) {
+		by = byPolicy
+	}
+	dc.Metadata["acp"].(map[string]any)["permission_by"] = by
+	rid := dc.ReceiptID
+	var answer []byte
+	var resp acp.RequestPermissionResponse
+	s.p.tools.put(rid, func(ctx context.Context) (json.RawMessage, error) {
+		if by == byPolicy {
+			resp = choose(req.Options, true)
+			return json.Marshal(resp)
+		}
+		a, out, err := s.forward(ctx, m.ID, line)
+		answer = a
+		if err == nil && json.Unmarshal(out, &resp) != nil {
+			return out, fmt.Errorf("the editor's permission answer is not one: %s", schemas.TruncateText(string(out)))
+		}
+		return out, err
+	})
+	defer s.p.tools.take(rid)
+	dc.OutcomeMetadata = func(res *dispatch.Result) map[string]any {
+		if res.ToolErr != nil {
+			return nil
+		}
+		return map[string]any{"permission": answered(by, req.Options, resp)}
+	}
+	res, err := s.p.dispatch.Do(s.ctx, dc)
+	switch {
+	case err != nil:
+		s.answerAgent(m.ID, nil, refusal(res, err))
+	case !res.Decision.Allow:
+		// The protocol's answer to a refusal is a reject, not an error.
+		s.answerAgent(m.ID, withMeta(choose(req.Options, false), rid, res.Decision.Reason), nil)
+	case by == byPolicy:
+		s.answerAgent(m.ID, withMeta(resp, rid, ""), nil)
+	case answer == nil:
+		s.answerAgent(m.ID, nil, cutOff(rid, res.ToolErr))
+	default:
+		s.toAgent(withReceipt(answer, rid))
+	}
+}
+
+// choose selects an allow option (allow_once first) or a reject option
+// (reject_once first); none of the kind is a cancelled outcome.
+func choose(opts []acp.PermissionOption, allow bool) acp.RequestPermissionResponse {
+	order := []acp.PermissionOptionKind{acp.PermissionOptionKindRejectOnce, acp.PermissionOptionKindRejectAlways}
+	if allow {
+		order = []acp.PermissionOptionKind{acp.PermissionOptionKindAllowOnce, acp.PermissionOptionKindAllowAlways}
+	}
+	for _, k := range order {
+		for _, o := range opts {
+			if o.Kind == k {
+				return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{
+					Selected: &acp.RequestPermissionOutcomeSelected{OptionId: o.OptionId}}}
+			}
+		}
+	}
+	return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Cancelled: &acp.RequestPermissionOutcomeCancelled{}}}
+}
+
+// answered is the receipt's record of a permission answer.
+func answered(by string, opts []acp.PermissionOption, r acp.RequestPermissionResponse) map[string]any {
+	out := map[string]any{"answered_by": by, "outcome": "cancelled"}
+	if sel := r.Outcome.Selected; sel != nil {
+		out["outcome"], out["option_id"] = "selected", string(sel.OptionId)
+		for _, o := range opts {
+			if o.OptionId == sel.OptionId {
+				out["option_kind"] = string(o.Kind)
+			}
+		}
+	}
+	return out
+}
+
+// withMeta is the proxy's own permission answer, with its receipt (and
+// the reason of a refusal) in _meta.
+func withMeta(r acp.RequestPermissionResponse, rid, reason string) acp.RequestPermissionResponse {
+	r.Meta = map[string]any{"chioReceiptId": rid}
+	if reason != "" {
+		r.Meta["chioReason"] = reason
+	}
+	return r
+}
+
+// narrowInitialize returns initialize's params with the client
+// capabilities the capability can never allow turned off; every other
+// field is kept as the editor sent it.
+func (p *Proxy) narrowInitialize(params json.RawMessage) (json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := strictObject(params, &obj); err != nil {
+		return nil, fmt.Errorf("invalid initialize params: %w", err)
+	}
+	caps := map[string]json.RawMessage{}
+	if raw, ok := obj["clientCapabilities"]; ok {
+		if err := strictObject(raw, &caps); err != nil {
+			return nil, fmt.Errorf("invalid clientCapabilities: %w", err)
+		}
+	}
+	fs := map[string]json.RawMessage{}
+	if raw, ok := caps["fs"]; ok {
+		if err := strictObject(raw, &fs); err != nil {
+			return nil, fmt.Errorf("invalid clientCapabilities.fs: %w", err)
+		}
+	}
+	narrow := func(m map[string]json.RawMessage, key, method string) {
+		if string(m[key]) == "true" && !p.mayEver(method) {
+			m[key] = json.RawMessage("false")
+		}
+	}
+	narrow(fs, "readTextFile", MethodRead)
+	narrow(fs, "writeTextFile", MethodWrite)
+	narrow(caps, "terminal", MethodTerminal)
+	if len(fs) > 0 {
+		caps["fs"] = mustJSON(fs)
+	}
+	obj["clientCapabilities"] = mustJSON(caps)
+	return json.Marshal(obj)
+}
+
+// mayEver reports whether the capability grants the method at all
+// (guards may still deny a call).
+func (p *Proxy) mayEver(method string) bool {
+	e, ok := p.registry.Tool(ServerID, method)
+	return ok && p.id.Invokes(e)
+}
