@@ -1,29 +1,55 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/edges/acp"
+	"github.com/chio-ledger/chio/edges/acp/proxy"
 )
 
 func newEdgeACPCmd() *cobra.Command {
 	var ef edgeFlags
 	var natsURL, listen, dataDir, token string
-	var stdio bool
+	var stdio, proxyMode bool
+	var grace time.Duration
 	cmd := &cobra.Command{
-		Use:   "acp (--stdio | --listen ADDR) --nats URL (--policy FILE | --issuer-pub FILE)",
+		Use:   "acp (--stdio | --listen ADDR | --proxy -- AGENT [ARGS...]) --nats URL (--policy FILE | --issuer-pub FILE)",
 		Short: "Run the ACP edge: Chio tools as ACP capabilities (the seed's profile) over stdio or POST /acp",
 		Long: "Serves session/list_capabilities, session/request_permission, tool/invoke, tool/stream, tool/resume and\n" +
 			"tool/cancel (also as _chio/ extension methods) and answers ACP's initialize. Tools are shown when their\n" +
 			"manifest sets acp.expose: true. Over HTTP callers present a capability (Authorization: Bearer or\n" +
 			"X-Chio-Capability); with --stdio every call acts under --token (or @FILE), or a dev capability minted from\n" +
-			"DIR/keys/issuer.key (--data-dir), on an embedded NATS server unless --nats is given.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+			"DIR/keys/issuer.key (--data-dir), on an embedded NATS server unless --nats is given.\n\n" +
+			"With --proxy, chio is the agent an ACP editor launches: it starts AGENT and relays ACP between them on\n" +
+			"stdio, governing the agent's fs/*, terminal/* and session/request_permission requests under --token\n" +
+			"(tool server \"acp\", tools named by method) with a receipt each.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if proxyMode {
+				if len(args) == 0 {
+					return usageError(errors.New("--proxy needs the agent's command after --"))
+				}
+				return nil
+			}
+			return cobra.NoArgs(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if proxyMode {
+				if stdio {
+					return usageError(errors.New("--proxy and --stdio are two ways of using stdio: pick one"))
+				}
+				return runACPProxy(cmd, &ef, natsURL, dataDir, token, grace, args)
+			}
 			token, err := stdioCapability(&ef, stdio, dataDir, token)
 			if err != nil {
 				return err
@@ -59,9 +85,87 @@ func newEdgeACPCmd() *cobra.Command {
 	f.StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+"; with --stdio, an embedded server in --data-dir)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8086", "HTTP listen address")
 	f.BoolVar(&stdio, "stdio", false, "serve the profile on stdin/stdout (newline-delimited JSON-RPC)")
-	f.StringVar(&token, "token", "", "with --stdio: the capability every call acts under, or @FILE (default: a dev capability from --data-dir)")
-	f.StringVar(&dataDir, "data-dir", ".chio", "with --stdio: keys and the embedded NATS store")
+	f.BoolVar(&proxyMode, "proxy", false, "govern an ACP agent for an editor: relay stdio to the agent command given after --")
+	f.DurationVar(&grace, "agent-grace", 5*time.Second, "with --proxy: how long the agent gets to exit once the editor has gone")
+	f.StringVar(&token, "token", "", "with --stdio or --proxy: the capability every call acts under, or @FILE (default: a dev capability from --data-dir)")
+	f.StringVar(&dataDir, "data-dir", ".chio", "with --stdio or --proxy: keys and the embedded NATS store")
 	f.StringArrayVar(&ef.manifests, "manifest", nil, "chio.manifest.v1 file to register (repeatable)")
 	registerGovernanceFlags(f, &ef)
 	return cmd
+}
+
+// runACPProxy is chio edge acp --proxy: it starts the agent and relays
+// the editor's stdio to it through the governing proxy. The agent's
+// stderr is chio's; chio's stdout carries only ACP.
+func runACPProxy(cmd *cobra.Command, ef *edgeFlags, natsURL, dataDir, token string, grace time.Duration, agentArgs []string) error {
+	ctx := cmd.Context()
+	tl := proxy.NewTools()
+	ef.servers = append(ef.servers, tl)
+	token, err := stdioToken(ef, dataDir, token)
+	if err != nil {
+		return err
+	}
+	sa, err := connectStandalone(natsURL, dataDir, "chio-edge-acp", true)
+	if err != nil {
+		return err
+	}
+	defer sa.close()
+	if err := sa.govern(ctx, ef); err != nil {
+		return err
+	}
+	p, err := proxy.New(sa.g.kernel, sa.g.registry, sa.g.dispatch, tl, token, proxy.WithLogger(slog.Default()))
+	if err != nil {
+		return err
+	}
+	agent := exec.Command(agentArgs[0], agentArgs[1:]...)
+	agent.Stderr = os.Stderr
+	in, err := agent.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("acp proxy: agent stdin: %w", err)
+	}
+	out, err := agent.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("acp proxy: agent stdout: %w", err)
+	}
+	if err := agent.Start(); err != nil {
+		return fmt.Errorf("acp proxy: start the agent %s: %w", agentArgs[0], err)
+	}
+	exited := make(chan error, 1)
+	// Once the editor is gone the agent's stdin closes; an agent that does
+	// not exit within the grace is killed, which ends the session.
+	editor := &eofReader{r: cmd.InOrStdin(), eof: func() {
+		time.AfterFunc(grace, func() { _ = agent.Process.Kill() })
+	}}
+	serveErr := p.Serve(ctx, editor, cmd.OutOrStdout(), in, out)
+	go func() { exited <- agent.Wait() }()
+	var waitErr error
+	select {
+	case waitErr = <-exited:
+	case <-time.After(grace):
+		_ = agent.Process.Kill()
+		waitErr = <-exited
+		slog.Warn("acp proxy: the agent did not exit in time and was killed", "grace", grace)
+	}
+	switch {
+	case errors.Is(serveErr, proxy.ErrAgentExited):
+		return fmt.Errorf("acp proxy: the agent exited during the session: %v", waitErr)
+	case serveErr != nil && ctx.Err() == nil:
+		return serveErr
+	}
+	return nil
+}
+
+// eofReader calls eof once when r ends.
+type eofReader struct {
+	r    io.Reader
+	eof  func()
+	once sync.Once
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.once.Do(e.eof)
+	}
+	return n, err
 }

@@ -6,6 +6,7 @@ package acptest
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 
@@ -115,10 +116,10 @@ func (a *Agent) step(ctx context.Context, sid acp.SessionId, f []string) (string
 		return fmt.Sprintf("read=%v write=%v terminal=%v", c.Fs.ReadTextFile, c.Fs.WriteTextFile, c.Terminal), nil
 	case "read":
 		r, err := a.conn.ReadTextFile(ctx, acp.ReadTextFileRequest{SessionId: sid, Path: arg(1)})
-		return r.Content, err
+		return r.Content + receipt(r.Meta), err
 	case "write":
-		_, err := a.conn.WriteTextFile(ctx, acp.WriteTextFileRequest{SessionId: sid, Path: arg(1), Content: strings.Join(f[2:], " ")})
-		return arg(1), err
+		r, err := a.conn.WriteTextFile(ctx, acp.WriteTextFileRequest{SessionId: sid, Path: arg(1), Content: strings.Join(f[min(2, len(f)):], " ")})
+		return arg(1) + receipt(r.Meta), err
 	case "run", "start":
 		t, err := a.conn.CreateTerminal(ctx, acp.CreateTerminalRequest{SessionId: sid, Command: arg(1), Args: f[min(2, len(f)):]})
 		if err != nil {
@@ -175,4 +176,20 @@ func (a *Agent) step(ctx context.Context, sid acp.SessionId, f []string) (string
 		return arg(1), err
 	}
 	return "", fmt.Errorf("unknown step %q", f[0])
+}
+
+// receipt is " receipt=ID" when the answer's _meta names a chio receipt.
+func receipt(meta map[string]any) string {
+	if id, ok := meta["chioReceiptId"].(string); ok {
+		return " receipt=" + id
+	}
+	return ""
+}
+
+// RunStdio serves an Agent on the process's stdin and stdout until the
+// client goes; "crash-waiting" exits the process with status 3.
+func RunStdio() {
+	a := &Agent{Crash: func() { os.Exit(3) }}
+	c := a.Serve(os.Stdout, os.Stdin)
+	<-c.Done()
 }
