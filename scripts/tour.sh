@@ -125,6 +125,16 @@ grep -q '"error":"chio_access_denied"' denied.json && grep -q 'denied by default
 echo '{"jsonrpc":"2.0","id":1,"method":"tool/invoke","params":{"capabilityId":"hello_task","arguments":{"text":"world"}}}' \
   | bin/chio edge acp --stdio --nats "nats://$natsaddr" --issuer-pub .chio/keys/issuer.pub --token @.chio/dev-capability.token \
   | grep -q '"receiptId":"'
+go -C "$repo" build -o "$work/bin/acp-editor" ./examples/acp/editor && go -C "$repo" build -o "$work/bin/acp-agent" ./examples/acp/agent
+bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" \
+  --grant 'acp/*' --grant acp/fs/write_text_file --ttl 1h --output header > editor.tok
+mkdir -p project && echo alpha > project/a.txt
+bin/acp-editor --root project --script "read $PWD/project/a.txt;write $PWD/project/b.txt hello;run rm -rf project;read $HOME/.ssh/id_rsa" -- \
+  bin/chio edge acp --proxy --nats "nats://$natsaddr" --issuer-pub .chio/keys/issuer.pub --token @editor.tok -- bin/acp-agent \
+  | tee acp-session.txt
+grep -q '^read: ok "alpha' acp-session.txt && grep -q '^write: ok .* receipt=' acp-session.txt
+grep -q '^run: error .*-32002.*denied by default' acp-session.txt && grep -q '^read: error .*PathGuard' acp-session.txt
+[ "$(cat project/b.txt)" = hello ] && [ -f project/a.txt ]
 bin/chio a2a discover "http://$http" --partner self --require-skill hello_task | tee discover.json
 grep -q "\"a2a:$http\"" discover.json
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" --grant "a2a:$http/*" --output header > partner.tok

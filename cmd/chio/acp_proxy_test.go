@@ -87,7 +87,7 @@ func TestACPProxy(t *testing.T) {
 			rids = append(rids, id)
 		}
 	}
-	if len(rids) != 2 || !strings.Contains(said, "read: ok alpha") || !strings.Contains(said, `run: ok exit=0 output="hi\n"`) ||
+	if len(rids) != 2 || !strings.Contains(said, `read: ok "alpha"`) || !strings.Contains(said, `run: ok exit=0 output="hi\n"`) ||
 		!strings.Contains(said, "read: error") || !strings.Contains(said, "PathGuard") {
 		t.Fatalf("the agent said:\n%s", said)
 	}

@@ -6,7 +6,9 @@ package acptest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -116,7 +118,7 @@ func (a *Agent) step(ctx context.Context, sid acp.SessionId, f []string) (string
 		return fmt.Sprintf("read=%v write=%v terminal=%v", c.Fs.ReadTextFile, c.Fs.WriteTextFile, c.Terminal), nil
 	case "read":
 		r, err := a.conn.ReadTextFile(ctx, acp.ReadTextFileRequest{SessionId: sid, Path: arg(1)})
-		return r.Content + receipt(r.Meta), err
+		return strconv.Quote(r.Content) + receipt(r.Meta), err
 	case "write":
 		r, err := a.conn.WriteTextFile(ctx, acp.WriteTextFileRequest{SessionId: sid, Path: arg(1), Content: strings.Join(f[min(2, len(f)):], " ")})
 		return arg(1) + receipt(r.Meta), err
@@ -191,5 +193,12 @@ func receipt(meta map[string]any) string {
 func RunStdio() {
 	a := &Agent{Crash: func() { os.Exit(3) }}
 	c := a.Serve(os.Stdout, os.Stdin)
+	c.SetLogger(Quiet())
 	<-c.Done()
+}
+
+// Quiet is a logger for the SDK's connections that keeps only warnings:
+// its per-connection notices would fill an editor's log.
+func Quiet() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

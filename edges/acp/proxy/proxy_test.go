@@ -234,7 +234,7 @@ func TestGovernedSession(t *testing.T) {
 	)
 	want := map[string][]string{
 		"caps":  {"ok read=true write=true terminal=true"},
-		"read":  {"ok alpha receipt=", "error"},
+		"read":  {`ok "alpha" receipt=`, "error"},
 		"write": {"ok " + b + " receipt="},
 		"run":   {`ok exit=0 output="hi\n"`, "error"},
 		"ask":   {"ok selected allow"},
@@ -397,7 +397,7 @@ func TestHashedArguments(t *testing.T) {
 	s := f.connect(t, &acptest.Editor{})
 	a := filepath.Join(f.root, "a.txt")
 	got := s.run(t, "read "+a, "read /etc/shadow", "run echo x")
-	if !strings.HasPrefix(got["read"][0], "ok alpha receipt=") || !strings.HasPrefix(got["read"][1], "error") || !strings.HasPrefix(got["run"][0], "ok exit=0") {
+	if !strings.HasPrefix(got["read"][0], `ok "alpha" receipt=`) || !strings.HasPrefix(got["read"][1], "error") || !strings.HasPrefix(got["run"][0], "ok exit=0") {
 		t.Fatalf("steps %q", got)
 	}
 	ds := byTool(t, f.js)
