@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,10 +34,11 @@ func TestMain(m *testing.M) {
 // through chio edge acp --proxy against chio up's NATS. The agent reads
 // and writes the editor's files and runs a command; each call has a
 // receipt in the log that verifies offline; a read of a forbidden file is
-// denied and never reaches the editor; when the agent crashes, chio
-// reports it.
+// denied and never reaches the editor; when the agent crashes while the
+// editor holds its request, chio reports it and the ledger signs that
+// call as incomplete.
 func TestACPProxy(t *testing.T) {
-	up := startUp(t)
+	up := startUp(t, "--incomplete-after", "1s")
 	keys := filepath.Join(up.dir, "keys")
 	out, err := chio(context.Background(), "capability", "issue", "--issuer-key", filepath.Join(keys, issuerKeyFile),
 		"--subject", strings.Repeat("ab", 32), "--grant", "acp/*", "--grant", "acp/"+proxy.MethodWrite,
@@ -115,11 +118,27 @@ func TestACPProxy(t *testing.T) {
 		verifyOffline(t, up, rids[i], receipt)
 	}
 
-	// A crash mid-call: the editor's prompt fails and chio reports it.
+	// A crash mid-call: the agent process is killed while the editor holds
+	// its terminal/wait_for_exit; the editor's prompt fails and chio
+	// reports it.
 	wait := make(chan struct{}, 1)
 	ed.WaitStarted = wait
-	if _, err := ed.Run(ctx, conn, "start sleep 30\ncrash-waiting"); err == nil {
+	killed := make(chan error, 1)
+	go func() {
+		<-wait
+		_, rest, _ := strings.Cut(ed.Said(), "pid: ok ")
+		pid, _, _ := strings.Cut(rest, "\n")
+		n, err := strconv.Atoi(pid)
+		if err == nil {
+			err = syscall.Kill(n, syscall.SIGKILL)
+		}
+		killed <- err
+	}()
+	if _, err := ed.Run(ctx, conn, "pid\nstart sleep 30\nwait"); err == nil {
 		t.Fatal("the prompt of a crashed agent succeeded")
+	}
+	if err := <-killed; err != nil {
+		t.Fatalf("kill the agent: %v", err)
 	}
 	select {
 	case err := <-done:
@@ -130,6 +149,30 @@ func TestACPProxy(t *testing.T) {
 		t.Fatal("chio edge acp --proxy did not end with its agent")
 	}
 	edW.Close()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, body := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/query?toolServer=acp&outcome=incomplete")
+		var q struct {
+			Receipts []struct {
+				ToolName string `json:"tool_name"`
+				Decision struct {
+					Verdict string `json:"verdict"`
+				} `json:"decision"`
+			} `json:"receipts"`
+		}
+		if err := json.Unmarshal(body, &q); code != http.StatusOK || err != nil {
+			t.Fatalf("query: %d %v %s", code, err, body)
+		}
+		if len(q.Receipts) == 1 {
+			if r := q.Receipts[0]; r.ToolName != proxy.MethodWait || r.Decision.Verdict != "incomplete" {
+				t.Fatalf("incomplete receipt: %s", body)
+			}
+			break
+		}
+		if len(q.Receipts) > 1 || time.Now().After(deadline) {
+			_, all := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/query?toolServer=acp")
+			t.Fatalf("incomplete receipts: %s\nall: %s", body, all)
+		}
+	}
 }
 
 // TestACPProxyUsage: the proxy's command line is checked before anything

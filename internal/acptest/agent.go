@@ -22,6 +22,8 @@ import (
 //	write PATH TEXT...    fs/write_text_file
 //	run CMD ARGS...       terminal/create, wait_for_exit, output, release
 //	start CMD ARGS...     terminal/create only (the terminal is kept)
+//	wait                  terminal/wait_for_exit on the kept terminal
+//	pid                   report the agent's process id
 //	crash-waiting         terminal/wait_for_exit on the kept terminal, then Crash (which
 //	                      may wait until the editor has the request)
 //	ask KIND TITLE...     session/request_permission (options allow, reject)
@@ -149,6 +151,17 @@ func (a *Agent) step(ctx context.Context, sid acp.SessionId, f []string) (string
 			code = *ex.ExitCode
 		}
 		return fmt.Sprintf("exit=%d output=%q", code, out.Output), nil
+	case "pid":
+		return strconv.Itoa(os.Getpid()), nil
+	case "wait":
+		a.mu.Lock()
+		term := a.term
+		a.mu.Unlock()
+		ex, err := a.conn.WaitForTerminalExit(ctx, acp.WaitForTerminalExitRequest{SessionId: sid, TerminalId: term})
+		if err != nil || ex.ExitCode == nil {
+			return "", err
+		}
+		return fmt.Sprintf("exit=%d", *ex.ExitCode), nil
 	case "crash-waiting":
 		a.mu.Lock()
 		term := a.term
