@@ -57,7 +57,7 @@ type fixture struct {
 
 // start runs a proxy under a root capability with grants, on a real
 // embedded JetStream, kernel and dispatcher.
-func start(t *testing.T, record *kernel.RecordConfig, grants ...schemas.ToolGrant) *fixture {
+func start(t testing.TB, record *kernel.RecordConfig, grants ...schemas.ToolGrant) *fixture {
 	t.Helper()
 	_, _, js := natstest.Start(t)
 	reg := tools.NewRegistry()
