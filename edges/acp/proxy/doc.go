@@ -20,10 +20,16 @@
 //   - initialize advertises to the agent only the client capabilities
 //     (fs.readTextFile, fs.writeTextFile, terminal) that the capability
 //     grants at all.
-//   - Other agent requests are refused (-32601): an extension or MCP
-//     method could act on the machine without a receipt. session/update
-//     and elicitation notifications and answers to the editor's requests
-//     pass through.
+//   - Other agent requests are refused (-32601): an extension, MCP or
+//     elicitation method could act on the machine, or on the human,
+//     without a receipt. session/update notifications and answers to the
+//     editor's requests pass through.
+//
+// What the editor is sent on the agent's behalf is built from what the
+// proxy parsed and judged, never relayed as read: a line with members
+// other than JSON-RPC's, or repeated but for case, is dropped, since a
+// peer reading JSON differently could see another method or path. The
+// editor sees forwarded requests under ids of the proxy's own.
 //
 // The governed arguments are what the kernel, the guards and the receipt
 // see: the session id and the path, the command with its arguments and

@@ -19,6 +19,9 @@ import (
 type call struct {
 	sessionID string
 	args      map[string]any
+	// params are what the editor is sent: encoded from the same decoded
+	// request the arguments come from, so the two cannot differ.
+	params json.RawMessage
 }
 
 // arguments decodes a governed request's params into the arguments the
@@ -26,6 +29,9 @@ type call struct {
 func (s *session) arguments(method string, params json.RawMessage) (*call, error) {
 	var sid struct {
 		SessionID string `json:"sessionId"`
+	}
+	if _, err := members(params); err != nil {
+		return nil, fmt.Errorf("params: %w", err)
 	}
 	if err := strictObject(params, &sid); err != nil {
 		return nil, err
@@ -40,6 +46,7 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
 		}
+		c.params = mustJSON(p)
 		if p.Path == "" {
 			return nil, errors.New("path is required")
 		}
@@ -55,6 +62,7 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
 		}
+		c.params = mustJSON(p)
 		if p.Path == "" {
 			return nil, errors.New("path is required")
 		}
@@ -66,6 +74,7 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
 		}
+		c.params = mustJSON(p)
 		if p.Command == "" {
 			return nil, errors.New("command is required")
 		}
@@ -87,6 +96,7 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
 		}
+		c.params = mustJSON(p)
 		if p.TerminalId == "" {
 			return nil, errors.New("terminalId is required")
 		}
@@ -102,6 +112,7 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, err
 		}
+		c.params = mustJSON(p)
 		tc := map[string]any{"toolCallId": string(p.ToolCall.ToolCallId)}
 		if p.ToolCall.Kind != nil {
 			tc["kind"] = string(*p.ToolCall.Kind)
@@ -133,7 +144,7 @@ func strictObject(params json.RawMessage, v any) error {
 }
 
 // govern runs one governed request of the agent and answers it.
-func (s *session) govern(m *message, line []byte) {
+func (s *session) govern(m *message) {
 	c, err := s.arguments(m.Method, m.Params)
 	if err != nil {
 		s.answerAgent(m.ID, nil, &acp.RequestError{Code: -32602, Message: fmt.Sprintf("chio: invalid %s params: %v", m.Method, err)})
@@ -149,12 +160,12 @@ func (s *session) govern(m *message, line []byte) {
 	dc := dispatch.Call{ReceiptID: rid, Token: s.p.token, ServerID: ServerID, ToolName: m.Method, Arguments: args,
 		Metadata: map[string]any{"protocol": "acp", "acp": acpMeta}}
 	if m.Method == MethodPermission {
-		s.permission(m, c, dc, line)
+		s.permission(m, c, dc)
 		return
 	}
-	var answer []byte // the editor's answer, relayed to the agent
+	var answer *message // the editor's answer, relayed to the agent
 	s.p.tools.put(rid, func(ctx context.Context) (json.RawMessage, error) {
-		a, out, err := s.forward(ctx, m.ID, line)
+		a, out, err := s.forward(ctx, m.ID, m.Method, c.params)
 		answer = a
 		return out, err
 	})
@@ -176,7 +187,13 @@ func (s *session) govern(m *message, line []byte) {
 			s.mu.Unlock()
 		}
 	}
-	s.toAgent(withReceipt(answer, rid))
+	s.relayAnswer(m.ID, answer, rid)
+}
+
+// relayAnswer gives the agent the editor's answer under the agent's id,
+// a result object with _meta.chioReceiptId added.
+func (s *session) relayAnswer(id json.RawMessage, answer *message, rid string) {
+	s.write(s.agent, message{ID: id, Result: withReceipt(answer.Result, rid), Error: answer.Error})
 }
 
 // refusal is the error answering a call that did not run: not durable,
@@ -204,42 +221,43 @@ func cutOff(rid string, toolErr error) *acp.RequestError {
 	return &acp.RequestError{Code: -32603, Message: msg, Data: map[string]any{"receiptId": rid}}
 }
 
-// forward sends the agent's request line to the editor and waits for its
-// answer: the answer's line, and the call's output or error (the
-// editor's error, cancelled when the editor says so). If the session ends
-// first the editor is asked to stop and the outcome is unknown.
-func (s *session) forward(ctx context.Context, id json.RawMessage, line []byte) ([]byte, json.RawMessage, error) {
-	key := idKey(id)
-	ch := make(chan []byte, 1)
+// forward sends the agent's request to the editor under an id of the
+// proxy's own and waits for its answer: the answer, and the call's output
+// or error (the editor's error; cancelled when the editor says so). If the
+// session ends first the editor is asked to stop and the outcome is
+// unknown.
+func (s *session) forward(ctx context.Context, agentID json.RawMessage, method string, params json.RawMessage) (*message, json.RawMessage, error) {
+	o := &outbound{agentID: agentID, answer: make(chan *message, 1)}
 	s.mu.Lock()
-	s.waiting[key] = ch
+	s.nextID++
+	pid := mustJSON(fmt.Sprintf("chio-%d", s.nextID))
+	s.outbound[string(pid)] = o
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		delete(s.waiting, key)
+		delete(s.outbound, string(pid))
 		s.mu.Unlock()
 	}()
-	if err := s.editor.write(line); err != nil {
+	raw, err := json.Marshal(message{JSONRPC: "2.0", ID: pid, Method: method, Params: params})
+	if err == nil {
+		err = s.editor.write(raw)
+	}
+	if err != nil {
 		return nil, nil, fmt.Errorf("send to the editor: %w", err) // it never got there: failed, not unknown
 	}
 	select {
-	case answer := <-ch:
-		var m message
-		if err := json.Unmarshal(answer, &m); err != nil {
-			return answer, nil, fmt.Errorf("the editor's answer: %w", err)
-		}
+	case m := <-o.answer:
 		if m.Error != nil {
 			if m.Error.Code == -32800 {
-				return answer, nil, fmt.Errorf("the editor cancelled it: %w", context.Canceled)
+				return m, nil, fmt.Errorf("the editor cancelled it: %w", context.Canceled)
 			}
-			return answer, nil, fmt.Errorf("the editor refused it: %d %s", m.Error.Code, m.Error.Message)
+			return m, nil, fmt.Errorf("the editor refused it: %d %s", m.Error.Code, m.Error.Message)
 		}
-		return answer, m.Result, nil
+		return m, m.Result, nil
 	case <-ctx.Done():
 		cause := context.Cause(ctx)
 		if !errors.Is(cause, errEditorGone) {
-			raw, _ := json.Marshal(message{JSONRPC: "2.0", Method: methodCancelRequest, Params: mustJSON(cancelParams{RequestID: id})})
-			_ = s.editor.write(raw)
+			s.write(s.editor, message{Method: methodCancelRequest, Params: mustJSON(cancelParams{RequestID: pid})})
 		}
 		return nil, nil, fmt.Errorf("%w: %v", tools.ErrOutcomeUnknown, cause)
 	}
@@ -253,32 +271,22 @@ func mustJSON(v any) json.RawMessage {
 	return raw
 }
 
-// withReceipt adds _meta.chioReceiptId to the result of an answer line
-// when the result is an object; any other answer goes as it came.
-func withReceipt(answer []byte, rid string) []byte {
-	var m message
-	if json.Unmarshal(answer, &m) != nil || m.Error != nil {
-		return answer
-	}
+// withReceipt is result with _meta.chioReceiptId added when it is an
+// object (or empty); any other result goes as it came.
+func withReceipt(result json.RawMessage, rid string) json.RawMessage {
 	var obj map[string]json.RawMessage
-	if len(m.Result) == 0 || string(m.Result) == "null" {
+	if len(result) == 0 || string(result) == "null" {
 		obj = map[string]json.RawMessage{}
-	} else if json.Unmarshal(m.Result, &obj) != nil {
-		return answer
+	} else if json.Unmarshal(result, &obj) != nil {
+		return result
 	}
 	meta := map[string]json.RawMessage{}
 	if raw, ok := obj["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
-		return answer
+		return result
 	}
 	meta["chioReceiptId"] = mustJSON(rid)
 	obj["_meta"] = mustJSON(meta)
-	m.Result = mustJSON(obj)
-	m.JSONRPC = "2.0"
-	out, err := json.Marshal(m)
-	if err != nil {
-		return answer
-	}
-	return out
+	return mustJSON(obj)
 }
 
 // Who answered a permission request.
@@ -290,7 +298,7 @@ const (
 // permission answers the agent's session/request_permission: by policy
 // when the capability names the tool in a root grant, else by the human
 // through the editor. A denied request is answered with a reject option.
-func (s *session) permission(m *message, c *call, dc dispatch.Call, line []byte) {
+func (s *session) permission(m *message, c *call, dc dispatch.Call) {
 	var req acp.RequestPermissionRequest
 	_ = json.Unmarshal(m.Params, &req) // decoded once already by arguments
 	by := byHuman
@@ -299,14 +307,14 @@ func (s *session) permission(m *message, c *call, dc dispatch.Call, line []byte)
 	}
 	dc.Metadata["acp"].(map[string]any)["permission_by"] = by
 	rid := dc.ReceiptID
-	var answer []byte
+	var answer *message
 	var resp acp.RequestPermissionResponse
 	s.p.tools.put(rid, func(ctx context.Context) (json.RawMessage, error) {
 		if by == byPolicy {
 			resp = choose(req.Options, true)
 			return json.Marshal(resp)
 		}
-		a, out, err := s.forward(ctx, m.ID, line)
+		a, out, err := s.forward(ctx, m.ID, m.Method, c.params)
 		answer = a
 		if err == nil && json.Unmarshal(out, &resp) != nil {
 			return out, fmt.Errorf("the editor's permission answer is not one: %s", schemas.TruncateText(string(out)))
@@ -332,16 +340,18 @@ func (s *session) permission(m *message, c *call, dc dispatch.Call, line []byte)
 	case answer == nil:
 		s.answerAgent(m.ID, nil, cutOff(rid, res.ToolErr))
 	default:
-		s.toAgent(withReceipt(answer, rid))
+		s.relayAnswer(m.ID, answer, rid)
 	}
 }
 
-// choose selects an allow option (allow_once first) or a reject option
-// (reject_once first); none of the kind is a cancelled outcome.
+// choose selects the allow_once option, or a reject option (reject_once
+// first); none of the kind is a cancelled outcome. The policy never picks
+// allow_always: the agent would stop asking, and its later calls of the
+// kind would not come back to be decided.
 func choose(opts []acp.PermissionOption, allow bool) acp.RequestPermissionResponse {
 	order := []acp.PermissionOptionKind{acp.PermissionOptionKindRejectOnce, acp.PermissionOptionKindRejectAlways}
 	if allow {
-		order = []acp.PermissionOptionKind{acp.PermissionOptionKindAllowOnce, acp.PermissionOptionKindAllowAlways}
+		order = []acp.PermissionOptionKind{acp.PermissionOptionKindAllowOnce}
 	}
 	for _, k := range order {
 		for _, o := range opts {
@@ -406,6 +416,10 @@ func (p *Proxy) narrowInitialize(params json.RawMessage) (json.RawMessage, error
 	narrow(fs, "readTextFile", MethodRead)
 	narrow(fs, "writeTextFile", MethodWrite)
 	narrow(caps, "terminal", MethodTerminal)
+	// Elicitation (a form or a URL the agent shows the human) is not
+	// relayed: it could collect secrets or send the human anywhere
+	// without a record.
+	delete(caps, "elicitation")
 	if len(fs) > 0 {
 		caps["fs"] = mustJSON(fs)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/coder/acp-go-sdk"
@@ -77,16 +78,16 @@ func (p *Proxy) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Writ
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	s := &session{p: p, ctx: sctx, editor: &lineWriter{w: editorOut}, agent: &lineWriter{w: agentIn},
-		waiting: map[string]chan []byte{}, editorCalls: map[string]string{}, terminals: map[string]string{}}
-	defer s.calls.Wait()
+		outbound: map[string]*outbound{}, inflight: map[string]bool{}, editorCalls: map[string]string{}, terminals: map[string]string{}}
+	defer s.close()
 	defer agentIn.Close()
 	if c, ok := editorIn.(io.Closer); ok {
 		defer c.Close()
 	}
 	editorDone := make(chan error, 1)
 	agentDone := make(chan error, 1)
-	go func() { editorDone <- readLines(editorIn, s.fromEditor) }()
-	go func() { agentDone <- readLines(agentOut, s.fromAgent) }()
+	go func() { editorDone <- readLines(editorIn, s.fromEditor, s.editorLineTooLong) }()
+	go func() { agentDone <- readLines(agentOut, s.fromAgent, s.agentLineTooLong) }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -115,16 +116,38 @@ func (p *Proxy) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Writ
 	}
 }
 
-// readLines calls f with each non-blank line of r until r ends.
-func readLines(r io.Reader, f func([]byte)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
-	for sc.Scan() {
-		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
-			f(append([]byte(nil), line...))
+// readLines calls f with each non-blank line of r until r ends. A line
+// longer than MaxLineBytes is skipped (tooLong is called) and reading
+// goes on: one oversized message must not end the session.
+func readLines(r io.Reader, f func([]byte), tooLong func()) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	skipping := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !skipping && len(buf)+len(chunk) > MaxLineBytes {
+			skipping, buf = true, buf[:0]
+			tooLong()
+		}
+		if !skipping {
+			buf = append(buf, chunk...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if !skipping {
+			if line := bytes.TrimSpace(buf); len(line) > 0 {
+				f(append([]byte(nil), line...))
+			}
+		}
+		buf, skipping = buf[:0], false
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
 		}
 	}
-	return sc.Err()
 }
 
 // session is one editor and one agent.
@@ -135,10 +158,14 @@ type session struct {
 	agent  *lineWriter
 	calls  sync.WaitGroup // governed calls in flight
 
-	mu sync.Mutex
-	// waiting: the agent's governed requests forwarded to the editor, by
-	// id, each waiting for the editor's answer.
-	waiting map[string]chan []byte
+	mu     sync.Mutex
+	closed bool // no governed call starts once set
+	nextID uint64
+	// outbound: the governed requests forwarded to the editor, by the id
+	// the proxy gave them (the agent never chooses what the editor sees).
+	outbound map[string]*outbound
+	// inflight: the agent's request ids being governed; a reused one is refused.
+	inflight map[string]bool
 	// editorCalls: the editor's requests the agent has not answered, by
 	// id (their methods), answered by the proxy if the agent exits.
 	editorCalls map[string]string
@@ -146,7 +173,23 @@ type session struct {
 	terminals map[string]string
 }
 
-// message is any JSON-RPC message, as much as routing needs.
+// outbound is one request forwarded to the editor.
+type outbound struct {
+	agentID json.RawMessage
+	answer  chan *message
+}
+
+// close stops new governed calls and waits for those in flight.
+func (s *session) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.calls.Wait()
+}
+
+// message is a JSON-RPC message. Everything the proxy sends the editor on
+// the agent's behalf is built from these parsed fields, never relayed as
+// read: the editor must see what the proxy judged.
 type message struct {
 	JSONRPC string            `json:"jsonrpc"`
 	ID      json.RawMessage   `json:"id,omitempty"`
@@ -159,6 +202,92 @@ type message struct {
 func (m *message) isRequest() bool      { return m.Method != "" && m.ID != nil }
 func (m *message) isNotification() bool { return m.Method != "" && m.ID == nil }
 func (m *message) isResponse() bool     { return m.Method == "" && m.ID != nil }
+
+// envelopeMembers are the members a JSON-RPC message may have.
+var envelopeMembers = map[string]bool{"jsonrpc": true, "id": true, "method": true, "params": true, "result": true, "error": true}
+
+// parse reads one message strictly: a JSON object with only the JSON-RPC
+// members, each once and spelt exactly (encoding/json would match
+// "Method" to method and keep the last of repeated names, while a peer
+// may read the other one), jsonrpc "2.0", and an id that is a string, an
+// integer or null.
+func parse(line []byte) (*message, error) {
+	keys, err := members(line)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if !envelopeMembers[k] {
+			return nil, fmt.Errorf("unexpected member %q", k)
+		}
+	}
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		return nil, err
+	}
+	if m.JSONRPC != "2.0" {
+		return nil, errors.New(`jsonrpc must be "2.0"`)
+	}
+	if m.Method == "" && m.ID == nil {
+		return nil, errors.New("neither a method nor an id")
+	}
+	if m.ID != nil && !validID(m.ID) {
+		return nil, errors.New("id must be a string, an integer or null")
+	}
+	return &m, nil
+}
+
+// members lists the member names of the JSON object raw, refusing a name
+// that repeats, exactly or but for case.
+func members(raw []byte) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	seen := map[string]bool{}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := t.(string)
+		if seen[strings.ToLower(k)] {
+			return nil, fmt.Errorf("member %q is repeated", k)
+		}
+		seen[strings.ToLower(k)] = true
+		keys = append(keys, k)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("data after the object")
+	}
+	return keys, nil
+}
+
+// validID: a string, an integer JavaScript holds exactly, or null.
+func validID(id json.RawMessage) bool {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(id))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return false
+	}
+	switch x := v.(type) {
+	case nil, string:
+		return true
+	case json.Number:
+		n, err := x.Int64()
+		return err == nil && n >= -(1<<53-1) && n <= 1<<53-1
+	}
+	return false
+}
 
 // idKey is a message id as a map key: its compact JSON.
 func idKey(id json.RawMessage) string {
@@ -176,42 +305,65 @@ type cancelParams struct {
 
 const methodCancelRequest = "$/cancel_request"
 
-// relayedFromAgent are the agent's messages to the client that pass
-// ungoverned: they show the human something and act on nothing.
-var relayedFromAgent = map[string]bool{
-	acp.ClientMethodSessionUpdate:       true,
-	acp.ClientMethodElicitationCreate:   true,
-	acp.ClientMethodElicitationComplete: true,
-	methodCancelRequest:                 true,
-}
-
 // governed are the methods that become governed calls.
 var governed = map[string]bool{
 	MethodRead: true, MethodWrite: true, MethodTerminal: true, MethodOutput: true, MethodWait: true,
 	MethodKill: true, MethodRelease: true, MethodPermission: true,
 }
 
-// fromAgent routes one line the agent wrote.
+// fromAgent routes one line the agent wrote. Only session/update, answers
+// to the editor's requests, cancellations of the agent's own governed
+// requests and governed requests reach the editor.
 func (s *session) fromAgent(line []byte) {
-	var m message
-	if err := json.Unmarshal(line, &m); err != nil || (m.Method == "" && m.ID == nil) {
+	m, err := parse(line)
+	if err != nil {
 		s.p.log.Warn("acp proxy: the agent wrote a line that is not a JSON-RPC message; dropped", "err", err)
 		return
 	}
 	switch {
 	case m.isResponse():
+		key := idKey(m.ID)
 		s.mu.Lock()
-		delete(s.editorCalls, idKey(m.ID))
+		_, asked := s.editorCalls[key]
+		delete(s.editorCalls, key)
 		s.mu.Unlock()
-		s.toEditor(line)
+		if !asked {
+			s.p.log.Warn("acp proxy: the agent answered a request the editor did not make; dropped", "id", key)
+			return
+		}
+		s.write(s.editor, message{ID: m.ID, Result: m.Result, Error: m.Error})
 	case m.isRequest() && governed[m.Method]:
+		if string(m.ID) == "null" {
+			s.answerAgent(m.ID, nil, &acp.RequestError{Code: -32600, Message: "chio: a request needs a string or integer id"})
+			return
+		}
+		key := idKey(m.ID)
+		s.mu.Lock()
+		switch {
+		case s.closed:
+			s.mu.Unlock()
+			return
+		case s.inflight[key]:
+			s.mu.Unlock()
+			s.answerAgent(m.ID, nil, &acp.RequestError{Code: -32600, Message: "chio: a request with this id is already in flight"})
+			return
+		}
+		s.inflight[key] = true
 		s.calls.Add(1)
+		s.mu.Unlock()
 		go func() {
 			defer s.calls.Done()
-			s.govern(&m, line)
+			defer func() {
+				s.mu.Lock()
+				delete(s.inflight, key)
+				s.mu.Unlock()
+			}()
+			s.govern(m)
 		}()
-	case relayedFromAgent[m.Method]:
-		s.toEditor(line)
+	case m.Method == acp.ClientMethodSessionUpdate && m.isNotification():
+		s.write(s.editor, message{Method: m.Method, Params: m.Params})
+	case m.Method == methodCancelRequest && m.isNotification():
+		s.cancelForAgent(m.Params)
 	case m.isRequest():
 		s.answerAgent(m.ID, nil, &acp.RequestError{Code: -32601, Message: fmt.Sprintf(
 			"chio: %s is not relayed to the editor: the proxy governs fs/*, terminal/* and session/request_permission and refuses other client methods", m.Method),
@@ -221,45 +373,72 @@ func (s *session) fromAgent(line []byte) {
 	}
 }
 
+// cancelForAgent passes the agent's $/cancel_request of one of its
+// forwarded requests to the editor, under the id the editor knows.
+func (s *session) cancelForAgent(params json.RawMessage) {
+	var p cancelParams
+	if json.Unmarshal(params, &p) != nil || p.RequestID == nil {
+		return
+	}
+	want := idKey(p.RequestID)
+	s.mu.Lock()
+	var pid string
+	for k, o := range s.outbound {
+		if idKey(o.agentID) == want {
+			pid = k
+		}
+	}
+	s.mu.Unlock()
+	if pid != "" {
+		s.write(s.editor, message{Method: methodCancelRequest, Params: mustJSON(cancelParams{RequestID: json.RawMessage(pid)})})
+	}
+}
+
 // fromEditor routes one line the editor wrote.
 func (s *session) fromEditor(line []byte) {
-	var m message
-	if err := json.Unmarshal(line, &m); err != nil || (m.Method == "" && m.ID == nil) {
-		s.write(s.editor, message{JSONRPC: "2.0", ID: json.RawMessage("null"),
-			Error: &acp.RequestError{Code: -32700, Message: "chio: not a JSON-RPC message"}})
+	m, err := parse(line)
+	if err != nil {
+		s.write(s.editor, message{ID: json.RawMessage("null"),
+			Error: &acp.RequestError{Code: -32700, Message: "chio: not a JSON-RPC message: " + err.Error()}})
 		return
 	}
 	switch {
 	case m.isResponse():
 		s.mu.Lock()
-		ch := s.waiting[idKey(m.ID)]
-		delete(s.waiting, idKey(m.ID))
+		o := s.outbound[idKey(m.ID)]
+		delete(s.outbound, idKey(m.ID))
 		s.mu.Unlock()
-		if ch != nil {
-			ch <- line
+		if o == nil {
+			s.p.log.Warn("acp proxy: the editor answered a request nobody made; dropped", "id", idKey(m.ID))
 			return
 		}
-		s.toAgent(line) // the answer to a relayed elicitation
+		o.answer <- m
 	case m.isRequest():
 		if m.Method == acp.AgentMethodInitialize {
 			narrowed, err := s.p.narrowInitialize(m.Params)
 			if err != nil {
-				s.write(s.editor, message{JSONRPC: "2.0", ID: m.ID, Error: &acp.RequestError{Code: -32602, Message: "chio: " + err.Error()}})
+				s.write(s.editor, message{ID: m.ID, Error: &acp.RequestError{Code: -32602, Message: "chio: " + err.Error()}})
 				return
 			}
 			m.Params = narrowed
-			if line, err = json.Marshal(m); err != nil {
-				s.write(s.editor, message{JSONRPC: "2.0", ID: m.ID, Error: &acp.RequestError{Code: -32603, Message: "chio: " + err.Error()}})
-				return
-			}
 		}
 		s.mu.Lock()
 		s.editorCalls[idKey(m.ID)] = m.Method
 		s.mu.Unlock()
-		s.toAgent(line)
+		s.write(s.agent, *m)
 	default:
-		s.toAgent(line)
+		s.write(s.agent, *m)
 	}
+}
+
+// editorLineTooLong answers a message the proxy could not read whole.
+func (s *session) editorLineTooLong() {
+	s.write(s.editor, message{ID: json.RawMessage("null"), Error: &acp.RequestError{Code: -32600,
+		Message: fmt.Sprintf("chio: a message longer than %d bytes was dropped", MaxLineBytes)}})
+}
+
+func (s *session) agentLineTooLong() {
+	s.p.log.Warn("acp proxy: the agent wrote a message longer than the limit; dropped", "limit", MaxLineBytes)
 }
 
 // agentExited answers every editor request the agent left unanswered.
@@ -269,26 +448,14 @@ func (s *session) agentExited() {
 	s.editorCalls = map[string]string{}
 	s.mu.Unlock()
 	for id, method := range calls {
-		s.write(s.editor, message{JSONRPC: "2.0", ID: json.RawMessage(id), Error: &acp.RequestError{Code: -32603,
+		s.write(s.editor, message{ID: json.RawMessage(id), Error: &acp.RequestError{Code: -32603,
 			Message: fmt.Sprintf("chio: the agent exited before answering %s", method)}})
-	}
-}
-
-func (s *session) toEditor(line []byte) {
-	if err := s.editor.write(line); err != nil {
-		s.p.log.Warn("acp proxy: writing to the editor", "err", err)
-	}
-}
-
-func (s *session) toAgent(line []byte) {
-	if err := s.agent.write(line); err != nil {
-		s.p.log.Warn("acp proxy: writing to the agent", "err", err)
 	}
 }
 
 // answerAgent answers one agent request with result or rerr.
 func (s *session) answerAgent(id json.RawMessage, result any, rerr *acp.RequestError) {
-	m := message{JSONRPC: "2.0", ID: id, Error: rerr}
+	m := message{ID: id, Error: rerr}
 	if rerr == nil {
 		raw, err := json.Marshal(result)
 		if err != nil {
@@ -307,7 +474,7 @@ func (s *session) write(w *lineWriter, m message) {
 		err = w.write(raw)
 	}
 	if err != nil {
-		s.p.log.Warn("acp proxy: answer not written", "err", err)
+		s.p.log.Warn("acp proxy: message not written", "err", err)
 	}
 }
 
@@ -320,7 +487,7 @@ type lineWriter struct {
 func (l *lineWriter) write(line []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := l.w.Write(append(line, '\n')); err != nil {
+	if _, err := l.w.Write(append(line[:len(line):len(line)], '\n')); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -532,5 +533,145 @@ func TestBadInput(t *testing.T) {
 	apW.Close()
 	if err := <-served; !errors.Is(err, ErrAgentExited) {
 		t.Fatalf("serve: %v", err)
+	}
+}
+
+// raw is a proxy between two raw JSON-RPC line peers: the test writes the
+// agent's and the editor's lines itself and reads, byte for byte, what
+// each side is sent.
+type raw struct {
+	t               *testing.T
+	agentW, editorW io.WriteCloser
+	toAgent         *bufio.Scanner
+	toEditor        *bufio.Scanner
+	served          chan error
+}
+
+func (f *fixture) raw(t *testing.T) *raw {
+	edR, edW := io.Pipe()
+	peR, peW := io.Pipe()
+	paR, paW := io.Pipe()
+	apR, apW := io.Pipe()
+	r := &raw{t: t, agentW: apW, editorW: edW, toAgent: bufio.NewScanner(paR), toEditor: bufio.NewScanner(peR), served: make(chan error, 1)}
+	r.toAgent.Buffer(nil, MaxLineBytes)
+	r.toEditor.Buffer(nil, MaxLineBytes)
+	go func() { r.served <- f.proxy.Serve(context.Background(), edR, peW, paW, apR) }()
+	t.Cleanup(func() { apW.Close(); edW.Close(); paR.Close(); peR.Close() })
+	return r
+}
+
+func (r *raw) agent(line string)  { r.write(r.agentW, line) }
+func (r *raw) editor(line string) { r.write(r.editorW, line) }
+func (r *raw) write(w io.Writer, line string) {
+	r.t.Helper()
+	if _, err := io.WriteString(w, line+"\n"); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// next is the next line sent to a side, decoded.
+func (r *raw) next(sc *bufio.Scanner) (string, map[string]any) {
+	r.t.Helper()
+	if !sc.Scan() {
+		r.t.Fatalf("nothing more was sent: %v", sc.Err())
+	}
+	var m map[string]any
+	if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+		r.t.Fatalf("%s: %v", sc.Bytes(), err)
+	}
+	return sc.Text(), m
+}
+
+func errCode(m map[string]any) float64 {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(float64)
+	return c
+}
+
+// TestHostileAgent: lines an agent could craft to get a request to the
+// editor without a decision, or with a decision on other arguments, are
+// refused; the editor only ever sees what the proxy judged, under ids the
+// proxy chose. Each case ends with a good read: the first line the editor
+// then sees must be that read, so nothing else reached it.
+func TestHostileAgent(t *testing.T) {
+	f := start(t, nil, grant("*"), grant(MethodPermission))
+	a := filepath.Join(f.root, "a.txt")
+	good := func(id int) string {
+		return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"fs/read_text_file","params":{"sessionId":"s","path":"` + a + `"}}`
+	}
+	cases := []struct {
+		name, line string
+		answer     float64 // the agent's error code, 0 for no answer
+	}{
+		{"case-variant method", `{"jsonrpc":"2.0","id":5,"method":"fs/write_text_file","params":{"sessionId":"s","path":"` + a + `","content":"x"},"Method":"session/update"}`, 0},
+		{"response-shaped request", `{"jsonrpc":"2.0","id":5,"result":{},"METHOD":"fs/write_text_file","params":{"sessionId":"s","path":"` + a + `","content":"x"}}`, 0},
+		{"repeated member", `{"jsonrpc":"2.0","id":5,"method":"session/update","method":"fs/write_text_file","params":{}}`, 0},
+		{"case-variant param", `{"jsonrpc":"2.0","id":5,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/etc/shadow","Path":"` + a + `"}}`, -32602},
+		{"governed notification", `{"jsonrpc":"2.0","method":"fs/read_text_file","params":{"sessionId":"s","path":"` + a + `"}}`, 0},
+		{"null id", `{"jsonrpc":"2.0","id":null,"method":"fs/read_text_file","params":{"sessionId":"s","path":"` + a + `"}}`, -32600},
+		{"object id", `{"jsonrpc":"2.0","id":{"x":1},"method":"fs/read_text_file","params":{"sessionId":"s","path":"` + a + `"}}`, 0},
+		{"answer to nothing", `{"jsonrpc":"2.0","id":77,"result":{"content":"forged"}}`, 0},
+		{"extension", `{"jsonrpc":"2.0","id":5,"method":"_zed/run","params":{}}`, -32601},
+		{"elicitation", `{"jsonrpc":"2.0","id":5,"method":"elicitation/create","params":{"sessionId":"s","mode":"url","url":"https://evil.example"}}`, -32601},
+		{"oversized line", `{"jsonrpc":"2.0","id":5,"method":"fs/read_text_file","params":{"sessionId":"s","path":"` + strings.Repeat("x", MaxLineBytes) + `"}}`, 0},
+	}
+	r := f.raw(t)
+	for i, tc := range cases {
+		r.agent(tc.line)
+		if tc.answer != 0 {
+			if _, m := r.next(r.toAgent); errCode(m) != tc.answer {
+				t.Fatalf("%s: answered %v, want %v", tc.name, m, tc.answer)
+			}
+		}
+		id := 100 + i
+		r.agent(good(id))
+		line, m := r.next(r.toEditor)
+		if m["method"] != MethodRead || !strings.Contains(line, `"path":"`+a+`"`) {
+			t.Fatalf("%s: the editor was sent %s", tc.name, line)
+		}
+		pid, _ := m["id"].(string)
+		if !strings.HasPrefix(pid, "chio-") {
+			t.Fatalf("%s: the editor saw the agent's id: %s", tc.name, line)
+		}
+		// A forged answer under the agent's own id is not taken for the editor's.
+		r.editor(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"result":{"content":"forged"}}`)
+		r.editor(`{"jsonrpc":"2.0","id":"` + pid + `","result":{"content":"alpha"}}`)
+		if line, m := r.next(r.toAgent); m["id"] != float64(id) || !strings.Contains(line, `"content":"alpha"`) || !strings.Contains(line, "chioReceiptId") {
+			t.Fatalf("%s: the agent got %s", tc.name, line)
+		}
+	}
+	ds := natstest.Decisions(t, f.js)
+	if len(ds) != len(cases) {
+		t.Fatalf("%d decisions for %d good reads", len(ds), len(cases))
+	}
+	for _, d := range ds {
+		var p map[string]any
+		_ = json.Unmarshal(d.Parameters, &p)
+		if d.ToolName != MethodRead || p["path"] != a {
+			t.Fatalf("decision %s %s", d.ToolName, d.Parameters)
+		}
+	}
+
+	// Two requests under one id: the second is refused while the first is in flight.
+	r.agent(good(300))
+	_, first := r.next(r.toEditor)
+	r.agent(good(300))
+	if _, m := r.next(r.toAgent); errCode(m) != -32600 {
+		t.Fatalf("a reused id: %v", m)
+	}
+	// The agent cancels its request: the editor is asked under its own id.
+	r.agent(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":300}}`)
+	if _, m := r.next(r.toEditor); m["method"] != methodCancelRequest || m["params"].(map[string]any)["requestId"] != first["id"] {
+		t.Fatalf("cancel: %v", m)
+	}
+	r.editor(`{"jsonrpc":"2.0","id":"` + first["id"].(string) + `","error":{"code":-32800,"message":"Request cancelled"}}`)
+	if _, m := r.next(r.toAgent); errCode(m) != -32800 {
+		t.Fatalf("cancelled: %v", m)
+	}
+
+	// The policy never picks allow_always: with no allow_once it cancels.
+	r.agent(`{"jsonrpc":"2.0","id":400,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"c"},"options":[{"optionId":"always","name":"Always","kind":"allow_always"}]}}`)
+	if line, m := r.next(r.toAgent); !strings.Contains(line, `"outcome":"cancelled"`) {
+		t.Fatalf("permission: %v", m)
 	}
 }
