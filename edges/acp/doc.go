@@ -12,6 +12,6 @@
 // CHIO_ACP_TASKS key-value bucket, so any replica can resume or cancel
 // them, and compare-and-set makes a resume run the tool at most once.
 //
-// The governing proxy between an editor and a real ACP agent (issue 21,
-// part 2) is not here.
+// The governing proxy between an editor and a real ACP agent is package
+// edges/acp/proxy.
 package acp
