@@ -42,11 +42,10 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 	c := &call{sessionID: sid.SessionID, args: map[string]any{"sessionId": sid.SessionID}}
 	switch method {
 	case MethodRead:
-		var p acp.ReadTextFileRequest
-		if err := json.Unmarshal(params, &p); err != nil {
+		p, err := decode[acp.ReadTextFileRequest](params, c)
+		if err != nil {
 			return nil, err
 		}
-		c.params = mustJSON(p)
 		if p.Path == "" {
 			return nil, errors.New("path is required")
 		}
@@ -58,11 +57,10 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 			c.args["limit"] = *p.Limit
 		}
 	case MethodWrite:
-		var p acp.WriteTextFileRequest
-		if err := json.Unmarshal(params, &p); err != nil {
+		p, err := decode[acp.WriteTextFileRequest](params, c)
+		if err != nil {
 			return nil, err
 		}
-		c.params = mustJSON(p)
 		if p.Path == "" {
 			return nil, errors.New("path is required")
 		}
@@ -70,11 +68,10 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 		c.args["contentSha256"] = schemas.SHA256Hex([]byte(p.Content))
 		c.args["contentBytes"] = len(p.Content)
 	case MethodTerminal:
-		var p acp.CreateTerminalRequest
-		if err := json.Unmarshal(params, &p); err != nil {
+		p, err := decode[acp.CreateTerminalRequest](params, c)
+		if err != nil {
 			return nil, err
 		}
-		c.params = mustJSON(p)
 		if p.Command == "" {
 			return nil, errors.New("command is required")
 		}
@@ -92,11 +89,10 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 			c.args["outputByteLimit"] = *p.OutputByteLimit
 		}
 	case MethodOutput, MethodWait, MethodKill, MethodRelease:
-		var p acp.TerminalOutputRequest // every one of them is {sessionId, terminalId}
-		if err := json.Unmarshal(params, &p); err != nil {
+		p, err := decode[acp.TerminalOutputRequest](params, c) // every one of them is {sessionId, terminalId}
+		if err != nil {
 			return nil, err
 		}
-		c.params = mustJSON(p)
 		if p.TerminalId == "" {
 			return nil, errors.New("terminalId is required")
 		}
@@ -108,11 +104,10 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 			c.args["command"] = cmd
 		}
 	case MethodPermission:
-		var p acp.RequestPermissionRequest
-		if err := json.Unmarshal(params, &p); err != nil {
+		p, err := decode[acp.RequestPermissionRequest](params, c)
+		if err != nil {
 			return nil, err
 		}
-		c.params = mustJSON(p)
 		tc := map[string]any{"toolCallId": string(p.ToolCall.ToolCallId)}
 		if p.ToolCall.Kind != nil {
 			tc["kind"] = string(*p.ToolCall.Kind)
@@ -133,6 +128,22 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 		c.args["options"] = opts
 	}
 	return c, nil
+}
+
+// decode reads params as the SDK's request type T and sets c.params to
+// T encoded again: what the editor is sent is what the arguments are
+// built from.
+func decode[T any](params json.RawMessage, c *call) (T, error) {
+	var p T
+	if err := json.Unmarshal(params, &p); err != nil {
+		return p, err
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return p, err
+	}
+	c.params = raw
+	return p, nil
 }
 
 // strictObject requires params to be a JSON object and decodes it into v.
