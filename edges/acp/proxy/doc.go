@@ -25,11 +25,14 @@
 //     without a receipt. session/update notifications and answers to the
 //     editor's requests pass through.
 //
-// What the editor is sent on the agent's behalf is built from what the
-// proxy parsed and judged, never relayed as read: a line with members
-// other than JSON-RPC's, or repeated but for case, is dropped, since a
-// peer reading JSON differently could see another method or path. The
-// editor sees forwarded requests under ids of the proxy's own.
+// Every message is rebuilt from its parsed envelope, and a governed
+// request's params are re-encoded from the decoded request its arguments
+// came from, so the editor acts on what the proxy judged. A line with
+// members other than JSON-RPC's, or repeated but for case, is dropped,
+// since a peer reading JSON differently could see another method or path.
+// The editor sees forwarded requests under ids of the proxy's own. What
+// passes ungoverned (session/update params, answers to the editor) keeps
+// the agent's content.
 //
 // The governed arguments are what the kernel, the guards and the receipt
 // see: the session id and the path, the command with its arguments and

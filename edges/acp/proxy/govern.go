@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/coder/acp-go-sdk"
 	"github.com/google/uuid"
@@ -154,25 +155,22 @@ func strictObject(params json.RawMessage, v any) error {
 	return json.Unmarshal(params, v)
 }
 
-// govern runs one governed request of the agent and answers it.
-func (s *session) govern(m *message) {
+// govern runs one governed request of the agent and returns its answer.
+func (s *session) govern(m *message) message {
 	c, err := s.arguments(m.Method, m.Params)
 	if err != nil {
-		s.answerAgent(m.ID, nil, &acp.RequestError{Code: -32602, Message: fmt.Sprintf("chio: invalid %s params: %v", m.Method, err)})
-		return
+		return reply(m.ID, nil, &acp.RequestError{Code: -32602, Message: fmt.Sprintf("chio: invalid %s params: %v", m.Method, err)})
 	}
 	args, err := json.Marshal(c.args)
 	if err != nil {
-		s.answerAgent(m.ID, nil, &acp.RequestError{Code: -32602, Message: fmt.Sprintf("chio: invalid %s params: %v", m.Method, err)})
-		return
+		return reply(m.ID, nil, &acp.RequestError{Code: -32602, Message: fmt.Sprintf("chio: invalid %s params: %v", m.Method, err)})
 	}
 	rid := uuid.Must(uuid.NewV7()).String()
 	acpMeta := map[string]any{"session_id": c.sessionID, "method": m.Method, "request_id": string(m.ID)}
 	dc := dispatch.Call{ReceiptID: rid, Token: s.p.token, ServerID: ServerID, ToolName: m.Method, Arguments: args,
 		Metadata: map[string]any{"protocol": "acp", "acp": acpMeta}}
 	if m.Method == MethodPermission {
-		s.permission(m, c, dc)
-		return
+		return s.permission(m, c, dc)
 	}
 	var answer *message // the editor's answer, relayed to the agent
 	s.p.tools.put(rid, func(ctx context.Context) (json.RawMessage, error) {
@@ -183,12 +181,10 @@ func (s *session) govern(m *message) {
 	defer s.p.tools.take(rid)
 	res, err := s.p.dispatch.Do(s.ctx, dc)
 	if rerr := refusal(res, err); rerr != nil {
-		s.answerAgent(m.ID, nil, rerr)
-		return
+		return reply(m.ID, nil, rerr)
 	}
 	if answer == nil {
-		s.answerAgent(m.ID, nil, cutOff(rid, res.ToolErr))
-		return
+		return reply(m.ID, nil, cutOff(rid, res.ToolErr))
 	}
 	if m.Method == MethodTerminal && res.ToolErr == nil {
 		var t acp.CreateTerminalResponse
@@ -198,13 +194,28 @@ func (s *session) govern(m *message) {
 			s.mu.Unlock()
 		}
 	}
-	s.relayAnswer(m.ID, answer, rid)
+	return relayed(m.ID, answer, rid)
 }
 
-// relayAnswer gives the agent the editor's answer under the agent's id,
-// a result object with _meta.chioReceiptId added.
-func (s *session) relayAnswer(id json.RawMessage, answer *message, rid string) {
-	s.write(s.agent, message{ID: id, Result: withReceipt(answer.Result, rid), Error: answer.Error})
+// relayed is the editor's answer under the agent's id: a result object
+// with _meta.chioReceiptId added, or the editor's error (never both),
+// with chioReceiptId added to its data when that is an object or absent.
+func relayed(id json.RawMessage, answer *message, rid string) message {
+	if e := answer.Error; e != nil {
+		out := *e
+		switch d := e.Data.(type) {
+		case nil:
+			out.Data = map[string]any{"chioReceiptId": rid}
+		case map[string]any:
+			nd := map[string]any{"chioReceiptId": rid}
+			for k, v := range d {
+				nd[k] = v
+			}
+			out.Data = nd
+		}
+		return message{ID: id, Error: &out}
+	}
+	return message{ID: id, Result: withReceipt(answer.Result, rid)}
 }
 
 // refusal is the error answering a call that did not run: not durable,
@@ -309,7 +320,7 @@ const (
 // permission answers the agent's session/request_permission: by policy
 // when the capability names the tool in a root grant, else by the human
 // through the editor. A denied request is answered with a reject option.
-func (s *session) permission(m *message, c *call, dc dispatch.Call) {
+func (s *session) permission(m *message, c *call, dc dispatch.Call) message {
 	var req acp.RequestPermissionRequest
 	_ = json.Unmarshal(m.Params, &req) // decoded once already by arguments
 	by := byHuman
@@ -342,17 +353,16 @@ func (s *session) permission(m *message, c *call, dc dispatch.Call) {
 	res, err := s.p.dispatch.Do(s.ctx, dc)
 	switch {
 	case err != nil:
-		s.answerAgent(m.ID, nil, refusal(res, err))
+		return reply(m.ID, nil, refusal(res, err))
 	case !res.Decision.Allow:
 		// The protocol's answer to a refusal is a reject, not an error.
-		s.answerAgent(m.ID, withMeta(choose(req.Options, false), rid, res.Decision.Reason), nil)
+		return reply(m.ID, withMeta(choose(req.Options, false), rid, res.Decision.Reason), nil)
 	case by == byPolicy:
-		s.answerAgent(m.ID, withMeta(resp, rid, ""), nil)
+		return reply(m.ID, withMeta(resp, rid, ""), nil)
 	case answer == nil:
-		s.answerAgent(m.ID, nil, cutOff(rid, res.ToolErr))
-	default:
-		s.relayAnswer(m.ID, answer, rid)
+		return reply(m.ID, nil, cutOff(rid, res.ToolErr))
 	}
+	return relayed(m.ID, answer, rid)
 }
 
 // choose selects the allow_once option, or a reject option (reject_once
@@ -403,25 +413,49 @@ func withMeta(r acp.RequestPermissionResponse, rid, reason string) acp.RequestPe
 // capabilities the capability can never allow turned off; every other
 // field is kept as the editor sent it.
 func (p *Proxy) narrowInitialize(params json.RawMessage) (json.RawMessage, error) {
-	var obj map[string]json.RawMessage
-	if err := strictObject(params, &obj); err != nil {
-		return nil, fmt.Errorf("invalid initialize params: %w", err)
+	// Names are matched as encoding/json (and so a Go agent) would:
+	// without case, refusing a name repeated but for case.
+	object := func(raw json.RawMessage, what string) (map[string]json.RawMessage, error) {
+		m := map[string]json.RawMessage{}
+		if _, err := members(raw); err != nil {
+			return nil, fmt.Errorf("invalid %s: %w", what, err)
+		}
+		if err := strictObject(raw, &m); err != nil {
+			return nil, fmt.Errorf("invalid %s: %w", what, err)
+		}
+		return m, nil
+	}
+	find := func(m map[string]json.RawMessage, name string) string {
+		for k := range m {
+			if strings.EqualFold(k, name) {
+				return k
+			}
+		}
+		return ""
+	}
+	obj, err := object(params, "initialize params")
+	if err != nil {
+		return nil, err
 	}
 	caps := map[string]json.RawMessage{}
-	if raw, ok := obj["clientCapabilities"]; ok {
-		if err := strictObject(raw, &caps); err != nil {
-			return nil, fmt.Errorf("invalid clientCapabilities: %w", err)
+	ck := find(obj, "clientCapabilities")
+	if ck != "" {
+		if caps, err = object(obj[ck], "clientCapabilities"); err != nil {
+			return nil, err
+		}
+	} else {
+		ck = "clientCapabilities"
+	}
+	var fs map[string]json.RawMessage
+	fk := find(caps, "fs")
+	if fk != "" {
+		if fs, err = object(caps[fk], "clientCapabilities.fs"); err != nil {
+			return nil, err
 		}
 	}
-	fs := map[string]json.RawMessage{}
-	if raw, ok := caps["fs"]; ok {
-		if err := strictObject(raw, &fs); err != nil {
-			return nil, fmt.Errorf("invalid clientCapabilities.fs: %w", err)
-		}
-	}
-	narrow := func(m map[string]json.RawMessage, key, method string) {
-		if string(m[key]) == "true" && !p.mayEver(method) {
-			m[key] = json.RawMessage("false")
+	narrow := func(m map[string]json.RawMessage, name, method string) {
+		if k := find(m, name); k != "" && string(m[k]) != "false" && !p.mayEver(method) {
+			m[k] = json.RawMessage("false")
 		}
 	}
 	narrow(fs, "readTextFile", MethodRead)
@@ -430,11 +464,13 @@ func (p *Proxy) narrowInitialize(params json.RawMessage) (json.RawMessage, error
 	// Elicitation (a form or a URL the agent shows the human) is not
 	// relayed: it could collect secrets or send the human anywhere
 	// without a record.
-	delete(caps, "elicitation")
-	if len(fs) > 0 {
-		caps["fs"] = mustJSON(fs)
+	if k := find(caps, "elicitation"); k != "" {
+		delete(caps, k)
 	}
-	obj["clientCapabilities"] = mustJSON(caps)
+	if fk != "" {
+		caps[fk] = mustJSON(fs)
+	}
+	obj[ck] = mustJSON(caps)
 	return json.Marshal(obj)
 }
 

@@ -86,8 +86,8 @@ func (p *Proxy) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Writ
 	}
 	editorDone := make(chan error, 1)
 	agentDone := make(chan error, 1)
-	go func() { editorDone <- readLines(editorIn, s.fromEditor, s.editorLineTooLong) }()
-	go func() { agentDone <- readLines(agentOut, s.fromAgent, s.agentLineTooLong) }()
+	go func() { editorDone <- readLines(editorIn, MaxLineBytes, s.fromEditor, s.editorLineTooLong) }()
+	go func() { agentDone <- readLines(agentOut, MaxLineBytes, s.fromAgent, s.agentLineTooLong) }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -116,18 +116,22 @@ func (p *Proxy) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Writ
 	}
 }
 
+// prefixBytes is how much of a skipped line is kept to find its id.
+const prefixBytes = 4 << 10
+
 // readLines calls f with each non-blank line of r until r ends. A line
-// longer than MaxLineBytes is skipped (tooLong is called) and reading
-// goes on: one oversized message must not end the session.
-func readLines(r io.Reader, f func([]byte), tooLong func()) error {
+// longer than limit bytes (not counting its CR LF) is skipped, tooLong
+// getting its first bytes, and reading goes on: one oversized message
+// must not end the session.
+func readLines(r io.Reader, limit int, f func([]byte), tooLong func(prefix []byte)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
-	var buf []byte
+	var buf, prefix []byte
 	skipping := false
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if !skipping && len(buf)+len(chunk) > MaxLineBytes {
-			skipping, buf = true, buf[:0]
-			tooLong()
+		if !skipping && len(buf)+len(chunk) > limit+2 {
+			skipping, prefix = true, append(prefix[:0], buf[:min(len(buf), prefixBytes)]...)
+			prefix = append(prefix, chunk[:min(len(chunk), prefixBytes-len(prefix))]...)
 		}
 		if !skipping {
 			buf = append(buf, chunk...)
@@ -135,10 +139,15 @@ func readLines(r io.Reader, f func([]byte), tooLong func()) error {
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
-		if !skipping {
-			if line := bytes.TrimSpace(buf); len(line) > 0 {
-				f(append([]byte(nil), line...))
+		line := bytes.TrimSpace(buf)
+		switch {
+		case skipping || len(bytes.TrimRight(buf, "\r\n")) > limit:
+			if !skipping {
+				prefix = append(prefix[:0], buf[:min(len(buf), prefixBytes)]...)
 			}
+			tooLong(prefix)
+		case len(line) > 0:
+			f(append([]byte(nil), line...))
 		}
 		buf, skipping = buf[:0], false
 		if errors.Is(err, io.EOF) {
@@ -148,6 +157,34 @@ func readLines(r io.Reader, f func([]byte), tooLong func()) error {
 			return err
 		}
 	}
+}
+
+// leading reads the id and method of a message from its first bytes, as
+// far as they go (JSON-RPC peers write them before params or result).
+func leading(prefix []byte) (id json.RawMessage, method string) {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, ""
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return id, method
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return id, method
+		}
+		switch t {
+		case "id":
+			if validID(v) {
+				id = v
+			}
+		case "method":
+			_ = json.Unmarshal(v, &method)
+		}
+	}
+	return id, method
 }
 
 // session is one editor and one agent.
@@ -353,12 +390,13 @@ func (s *session) fromAgent(line []byte) {
 		s.mu.Unlock()
 		go func() {
 			defer s.calls.Done()
-			defer func() {
-				s.mu.Lock()
-				delete(s.inflight, key)
-				s.mu.Unlock()
-			}()
-			s.govern(m)
+			answer := s.govern(m)
+			// The id is free once answered: release it first, so an agent
+			// reusing it at once is not refused.
+			s.mu.Lock()
+			delete(s.inflight, key)
+			s.mu.Unlock()
+			s.write(s.agent, answer)
 		}()
 	case m.Method == acp.ClientMethodSessionUpdate && m.isNotification():
 		s.write(s.editor, message{Method: m.Method, Params: m.Params})
@@ -431,13 +469,50 @@ func (s *session) fromEditor(line []byte) {
 	}
 }
 
-// editorLineTooLong answers a message the proxy could not read whole.
-func (s *session) editorLineTooLong() {
-	s.write(s.editor, message{ID: json.RawMessage("null"), Error: &acp.RequestError{Code: -32600,
-		Message: fmt.Sprintf("chio: a message longer than %d bytes was dropped", MaxLineBytes)}})
+// tooLongError answers a message the proxy could not read whole.
+func tooLongError(what string) *acp.RequestError {
+	return &acp.RequestError{Code: -32600, Message: fmt.Sprintf("chio: %s longer than %d bytes was dropped", what, MaxLineBytes)}
 }
 
-func (s *session) agentLineTooLong() {
+// editorLineTooLong: a request of the editor is refused under its id; an
+// answer to a forwarded request fails that call (the agent is told); else
+// the editor gets an error without an id.
+func (s *session) editorLineTooLong(prefix []byte) {
+	id, method := leading(prefix)
+	if id != nil && method == "" {
+		s.mu.Lock()
+		o := s.outbound[idKey(id)]
+		delete(s.outbound, idKey(id))
+		s.mu.Unlock()
+		if o != nil {
+			o.answer <- &message{ID: id, Error: tooLongError("the editor's answer")}
+			return
+		}
+	}
+	if id == nil || method == "" {
+		id = json.RawMessage("null")
+	}
+	s.write(s.editor, message{ID: id, Error: tooLongError("a message")})
+}
+
+// agentLineTooLong: a request of the agent is refused under its id; an
+// answer to an editor request is replaced by an error; else it is logged.
+func (s *session) agentLineTooLong(prefix []byte) {
+	id, method := leading(prefix)
+	switch {
+	case id != nil && method != "":
+		s.answerAgent(id, nil, tooLongError("the request"))
+		return
+	case id != nil:
+		s.mu.Lock()
+		_, asked := s.editorCalls[idKey(id)]
+		delete(s.editorCalls, idKey(id))
+		s.mu.Unlock()
+		if asked {
+			s.write(s.editor, message{ID: id, Error: tooLongError("the agent's answer")})
+			return
+		}
+	}
 	s.p.log.Warn("acp proxy: the agent wrote a message longer than the limit; dropped", "limit", MaxLineBytes)
 }
 
@@ -455,6 +530,11 @@ func (s *session) agentExited() {
 
 // answerAgent answers one agent request with result or rerr.
 func (s *session) answerAgent(id json.RawMessage, result any, rerr *acp.RequestError) {
+	s.write(s.agent, reply(id, result, rerr))
+}
+
+// reply is the answer to request id: result, or rerr when not nil.
+func reply(id json.RawMessage, result any, rerr *acp.RequestError) message {
 	m := message{ID: id, Error: rerr}
 	if rerr == nil {
 		raw, err := json.Marshal(result)
@@ -464,7 +544,7 @@ func (s *session) answerAgent(id json.RawMessage, result any, rerr *acp.RequestE
 			m.Result = raw
 		}
 	}
-	s.write(s.agent, m)
+	return m
 }
 
 func (s *session) write(w *lineWriter, m message) {

@@ -613,7 +613,7 @@ func TestHostileAgent(t *testing.T) {
 		{"answer to nothing", `{"jsonrpc":"2.0","id":77,"result":{"content":"forged"}}`, 0},
 		{"extension", `{"jsonrpc":"2.0","id":5,"method":"_zed/run","params":{}}`, -32601},
 		{"elicitation", `{"jsonrpc":"2.0","id":5,"method":"elicitation/create","params":{"sessionId":"s","mode":"url","url":"https://evil.example"}}`, -32601},
-		{"oversized line", `{"jsonrpc":"2.0","id":5,"method":"fs/read_text_file","params":{"sessionId":"s","path":"` + strings.Repeat("x", MaxLineBytes) + `"}}`, 0},
+		{"oversized line", `{"jsonrpc":"2.0","id":5,"method":"fs/read_text_file","params":{"sessionId":"s","path":"` + strings.Repeat("x", MaxLineBytes) + `"}}`, -32600},
 	}
 	r := f.raw(t)
 	for i, tc := range cases {
@@ -673,5 +673,85 @@ func TestHostileAgent(t *testing.T) {
 	r.agent(`{"jsonrpc":"2.0","id":400,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"c"},"options":[{"optionId":"always","name":"Always","kind":"allow_always"}]}}`)
 	if line, m := r.next(r.toAgent); !strings.Contains(line, `"outcome":"cancelled"`) {
 		t.Fatalf("permission: %v", m)
+	}
+}
+
+// TestReadLinesLimit: the limit counts a line without its line end; a
+// longer line is skipped whole (its first bytes reported) and the next
+// one is read.
+func TestReadLinesLimit(t *testing.T) {
+	const limit = 10
+	ok, long := strings.Repeat("a", limit), strings.Repeat("b", limit+1)
+	cases := []struct {
+		name, in string
+		lines    []string
+		skipped  int
+	}{
+		{"at the limit", ok + "\nnext\n", []string{ok, "next"}, 0},
+		{"at the limit, CR LF", ok + "\r\nnext\r\n", []string{ok, "next"}, 0},
+		{"at the limit, no line end", ok, []string{ok}, 0},
+		{"over the limit", long + "\nnext\n", []string{"next"}, 1},
+		{"over the limit, no line end", "first\n" + long, []string{"first"}, 1},
+		{"far over, across buffer fills", strings.Repeat("c", 200<<10) + "\n" + ok + "\n", []string{ok}, 1},
+		{"blank lines", "\n \n" + ok + "\n", []string{ok}, 0},
+	}
+	for _, tc := range cases {
+		var got []string
+		skipped := 0
+		err := readLines(strings.NewReader(tc.in), limit, func(l []byte) { got = append(got, string(l)) }, func(p []byte) {
+			skipped++
+			if len(p) == 0 || len(p) > prefixBytes {
+				t.Errorf("%s: prefix of %d bytes", tc.name, len(p))
+			}
+		})
+		if err != nil || !slices.Equal(got, tc.lines) || skipped != tc.skipped {
+			t.Errorf("%s: lines %q, skipped %d, %v; want %q, %d", tc.name, got, skipped, err, tc.lines, tc.skipped)
+		}
+	}
+}
+
+// TestRelayedAnswers: the editor's error reaches the agent as an error
+// alone, naming the receipt; an answer too long to read fails the call
+// instead of leaving it waiting; an id is free again once answered;
+// initialize is narrowed whatever the case of its names.
+func TestRelayedAnswers(t *testing.T) {
+	f := start(t, nil, grant(MethodRead))
+	a := filepath.Join(f.root, "a.txt")
+	read := func(id int) string {
+		return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"fs/read_text_file","params":{"sessionId":"s","path":"` + a + `"}}`
+	}
+	r := f.raw(t)
+
+	r.editor(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"ClientCapabilities":{"FS":{"ReadTextFile":true,"writeTextFile":true},"Terminal":true,"Elicitation":{"form":{}}}}}`)
+	line, _ := r.next(r.toAgent)
+	if !strings.Contains(line, `"ReadTextFile":true`) || !strings.Contains(line, `"writeTextFile":false`) ||
+		!strings.Contains(line, `"Terminal":false`) || strings.Contains(line, "Elicitation") {
+		t.Fatalf("initialize reached the agent as %s", line)
+	}
+
+	r.agent(read(1))
+	_, fwd := r.next(r.toEditor)
+	r.editor(`{"jsonrpc":"2.0","id":"` + fwd["id"].(string) + `","error":{"code":-32000,"message":"no such file"}}`)
+	_, m := r.next(r.toAgent)
+	if _, both := m["result"]; both || errCode(m) != -32000 || m["error"].(map[string]any)["data"].(map[string]any)["chioReceiptId"] == nil {
+		t.Fatalf("the editor's error reached the agent as %v", m)
+	}
+
+	// The same id at once: it was answered, so it is free.
+	r.agent(read(1))
+	_, fwd = r.next(r.toEditor)
+	r.editor(`{"jsonrpc":"2.0","id":"` + fwd["id"].(string) + `","result":{"content":"` + strings.Repeat("z", MaxLineBytes) + `"}}`)
+	if _, m := r.next(r.toAgent); errCode(m) != -32600 || m["id"] != float64(1) {
+		t.Fatalf("an answer too long: %v", m)
+	}
+	outs := natstest.Outcomes(t, f.js)
+	failed := 0
+	for _, o := range outs {
+		if o.Outcome == schemas.OutcomeFailed {
+			failed++
+		}
+	}
+	if len(outs) != 2 || failed != 2 {
+		t.Fatalf("outcomes %+v", outs)
 	}
 }
