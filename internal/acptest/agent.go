@@ -6,6 +6,7 @@ package acptest
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -44,7 +45,7 @@ type Agent struct {
 var _ acp.Agent = (*Agent)(nil)
 
 // Serve connects a to a client on w (its input) and r (its output).
-func (a *Agent) Serve(w interface{ Write([]byte) (int, error) }, r interface{ Read([]byte) (int, error) }) *acp.AgentSideConnection {
+func (a *Agent) Serve(w io.Writer, r io.Reader) *acp.AgentSideConnection {
 	a.conn = acp.NewAgentSideConnection(a, w, r)
 	return a.conn
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,7 +53,7 @@ func (t *terminal) Write(p []byte) (int, error) {
 
 // Connect starts the editor's side of a connection to an agent whose
 // stdin is w and stdout r.
-func (e *Editor) Connect(w interface{ Write([]byte) (int, error) }, r interface{ Read([]byte) (int, error) }) *acp.ClientSideConnection {
+func (e *Editor) Connect(w io.Writer, r io.Reader) *acp.ClientSideConnection {
 	return acp.NewClientSideConnection(e, w, r)
 }
 

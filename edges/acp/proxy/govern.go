@@ -23,6 +23,8 @@ type call struct {
 	// params are what the editor is sent: encoded from the same decoded
 	// request the arguments come from, so the two cannot differ.
 	params json.RawMessage
+	// permission is the decoded session/request_permission, for its answer.
+	permission acp.RequestPermissionRequest
 }
 
 // arguments decodes a governed request's params into the arguments the
@@ -109,6 +111,7 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 		if err != nil {
 			return nil, err
 		}
+		c.permission = p
 		tc := map[string]any{"toolCallId": string(p.ToolCall.ToolCallId)}
 		if p.ToolCall.Kind != nil {
 			tc["kind"] = string(*p.ToolCall.Kind)
@@ -186,15 +189,26 @@ func (s *session) govern(m *message) message {
 	if answer == nil {
 		return reply(m.ID, nil, cutOff(rid, res.ToolErr))
 	}
-	if m.Method == MethodTerminal && res.ToolErr == nil {
-		var t acp.CreateTerminalResponse
-		if json.Unmarshal(res.Output, &t) == nil && t.TerminalId != "" {
-			s.mu.Lock()
-			s.terminals[t.TerminalId] = c.args["command"].(string)
-			s.mu.Unlock()
-		}
+	if res.ToolErr == nil {
+		s.track(m.Method, c, res.Output)
 	}
 	return relayed(m.ID, answer, rid)
+}
+
+// track keeps the command of each terminal the editor created, for the
+// arguments of the calls on it, until the terminal is released.
+func (s *session) track(method string, c *call, output json.RawMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch method {
+	case MethodTerminal:
+		var t acp.CreateTerminalResponse
+		if json.Unmarshal(output, &t) == nil && t.TerminalId != "" {
+			s.terminals[t.TerminalId] = c.args["command"].(string)
+		}
+	case MethodRelease:
+		delete(s.terminals, c.args["terminalId"].(string))
+	}
 }
 
 // relayed is the editor's answer under the agent's id: a result object
@@ -321,8 +335,7 @@ const (
 // when the capability names the tool in a root grant, else by the human
 // through the editor. A denied request is answered with a reject option.
 func (s *session) permission(m *message, c *call, dc dispatch.Call) message {
-	var req acp.RequestPermissionRequest
-	_ = json.Unmarshal(m.Params, &req) // decoded once already by arguments
+	req := c.permission
 	by := byHuman
 	if s.p.id.NamesTool(ServerID, MethodPermission) {
 		by = byPolicy

@@ -32,7 +32,6 @@ var errEditorGone = errors.New("the editor disconnected")
 // Proxy governs ACP sessions under one capability. It is safe for
 // concurrent use; each Serve is one editor and one agent.
 type Proxy struct {
-	kernel   *kernel.Kernel
 	registry *tools.Registry
 	dispatch *dispatch.Dispatcher
 	tools    *Tools
@@ -64,7 +63,7 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, t *Tools
 	if dec != nil {
 		return nil, fmt.Errorf("acp proxy: capability refused at %s: %s", dec.Guard, dec.Reason)
 	}
-	return &Proxy{kernel: k, registry: reg, dispatch: d, tools: t, token: token, id: id, log: o.log}, nil
+	return &Proxy{registry: reg, dispatch: d, tools: t, token: token, id: id, log: o.log}, nil
 }
 
 // Serve relays one session: the editor's messages are read from editorIn
