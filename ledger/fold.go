@@ -343,6 +343,8 @@ func bodyFromOutcome(d *schemas.DecisionEvent, class string, o *schemas.OutcomeE
 		dec = schemas.Decision{Verdict: schemas.VerdictDeny, Reason: o.Reason, Guard: "tool_server"}
 	case schemas.OutcomeCancelled:
 		dec = schemas.Decision{Verdict: schemas.VerdictCancelled, Reason: o.Reason}
+	case schemas.OutcomeRefused:
+		dec = schemas.Decision{Verdict: schemas.VerdictDeny, Reason: o.Reason, Guard: o.Guard}
 	}
 	b := bodyFromDecision(d, class, dec, o.Timestamp, o.ContentHash)
 	b.Metadata = mergeMetadata(b.Metadata, o.Metadata)

@@ -55,6 +55,11 @@ const (
 	OutcomeCompleted Outcome = "completed"
 	OutcomeFailed    Outcome = "failed"
 	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeRefused: the edge refused the allowed call before its tool
+	// ran (its proof of possession turned out to be spent, which is
+	// settled beside the decision's write). The receipt is a deny by
+	// the outcome's Guard.
+	OutcomeRefused Outcome = "refused"
 )
 
 // OutcomeEvent is published by an edge after an allowed tool call ends.
@@ -66,7 +71,9 @@ type OutcomeEvent struct {
 	Outcome     Outcome         `json:"outcome"`
 	ContentHash string          `json:"content_hash"`
 	Reason      string          `json:"reason,omitempty"`
-	Metadata    json.RawMessage `json:"metadata,omitempty"`
+	// Guard names the check that refused a refused call.
+	Guard    string          `json:"guard,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
 // TimeoutEvent is published by the ledger when an allow decision has had no
@@ -228,6 +235,13 @@ func (e *OutcomeEvent) Validate() error {
 	case OutcomeFailed, OutcomeCancelled:
 		if e.Reason == "" {
 			return fmt.Errorf("outcome event: %s needs a reason", e.Outcome)
+		}
+	case OutcomeRefused:
+		if e.Reason == "" || e.Guard == "" || len(e.Guard) > MaxTextBytes {
+			return fmt.Errorf("outcome event: %s needs a reason and a guard", e.Outcome)
+		}
+		if e.ContentHash != EmptyContentHash {
+			return errors.New("outcome event: a refused call has no output")
 		}
 	default:
 		return fmt.Errorf("outcome event: unknown outcome %q", e.Outcome)

@@ -109,6 +109,10 @@ const (
 	BudgetsBucket = "CHIO_BUDGETS"
 	// VelocityBucket holds per-subject call counters per time window.
 	VelocityBucket = "CHIO_VELOCITY"
+	// ProofsBucket holds the one-time ids (jti, nonce) of accepted proofs
+	// of possession until they could no longer be fresh: a proof is
+	// accepted once across every replica.
+	ProofsBucket = "CHIO_DPOP_PROOFS"
 )
 
 // KVKey encodes an id as a JetStream KV key. Ids may hold ':' and end in
@@ -136,6 +140,16 @@ func BudgetsConfig(replicas int) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket: BudgetsBucket, Description: "Chio grant budgets (invocations and cost charged)",
 		Storage: jetstream.FileStorage, Replicas: max(replicas, 1), MaxValueSize: 1 << 10,
+	}
+}
+
+// ProofsConfig is the configuration of ProofsBucket: an entry lives ttl,
+// which must cover a proof's whole acceptance window (its lifetime plus
+// twice the clock skew).
+func ProofsConfig(replicas int, ttl time.Duration) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket: ProofsBucket, Description: "Chio proof-of-possession one-time ids",
+		Storage: jetstream.FileStorage, Replicas: max(replicas, 1), MaxValueSize: 64, TTL: ttl,
 	}
 }
 

@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -186,7 +187,7 @@ func (e *Edge) extendedCard(rc rpcCall) (any, *wire.Error) {
 		// them authenticated, and this card is for authenticated callers.
 		return nil, wire.Unauthenticated("the extended agent card is for authenticated callers: present a capability (Authorization: Bearer or X-Chio-Capability)")
 	}
-	id, d := e.kernel.Identify(rc.caller.token)
+	id, d := e.kernel.Identify(context.TODO(), rc.caller.token, nil)
 	if d != nil {
 		return nil, wire.Unauthenticated(fmt.Sprintf("capability refused at %s: %s", d.Guard, d.Reason))
 	}

@@ -277,7 +277,7 @@ func (e *Edge) callerFrom(h http.Header) (caller, *wire.Error) {
 // capability's authority path (root issuer and every subject down to the
 // caller's) and the tenant.
 func (e *Edge) owner(c caller, tenant string) (taskstore.Owner, *wire.Error) {
-	id, d := e.kernel.Identify(c.token)
+	id, d := e.kernel.Identify(context.TODO(), c.token, nil)
 	if d != nil {
 		return taskstore.Owner{}, wire.Unauthenticated(fmt.Sprintf("capability refused at %s: %s", d.Guard, d.Reason))
 	}

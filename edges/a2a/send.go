@@ -98,7 +98,7 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, p *wire.SendParams, mode 
 	// Identity first: a caller the kernel refuses learns nothing about tasks
 	// or webhook hosts (no task load, no DNS lookup), gets no task and no
 	// webhook call, and its call still gets its deny receipt.
-	id, d := e.kernel.Identify(rc.caller.token)
+	id, d := e.kernel.Admit(ctx, rc.caller.token, nil)
 	if d != nil {
 		return nil, nil, e.refuse(ctx, rc.caller, e.refusedRequest(ctx, rc, p, mode), d)
 	}

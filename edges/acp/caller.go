@@ -35,7 +35,7 @@ func (e *Edge) identify(ctx context.Context, c *call) *Error {
 		return rpcErr(CodeUnauthorized, Refused{Decision: DecisionDeny, Reason: "no capability presented"},
 			"chio: a chio.capability.v1 token is required (the connection's, or params._meta.chioCapability)")
 	}
-	id, dec := e.kernel.Identify(c.token)
+	id, dec := e.kernel.Identify(ctx, c.token, nil)
 	if dec == nil {
 		c.id = id
 		return nil

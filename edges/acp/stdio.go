@@ -32,7 +32,7 @@ func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out i
 	if token == "" {
 		return errors.New("serve acp over stdio: no capability and no dev capability")
 	}
-	if _, dec := e.kernel.Identify(token); dec != nil {
+	if _, dec := e.kernel.Held(token); dec != nil {
 		return fmt.Errorf("serve acp over stdio: capability refused at %s: %s", dec.Guard, dec.Reason)
 	}
 	w := &lineWriter{w: out}

@@ -86,7 +86,10 @@ type Call struct {
 	// ReceiptID is assigned (UUIDv7) when empty.
 	ReceiptID string
 	Token     string
-	ServerID  string
+	// Proof is the caller's proof of possession of the token's subject
+	// key, nil for a bearer call.
+	Proof    *kernel.Proof
+	ServerID string
 	ToolName  string
 	Arguments json.RawMessage
 	// Exposure is the edge's audience (see kernel.Request).
@@ -150,11 +153,19 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	}
 	dec := d.kernel.Decide(ctx, &kernel.Request{
 		Token: c.Token, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments, Exposure: c.Exposure,
-		RequestID: c.RequestID, GovernedIntent: c.GovernedIntent,
+		RequestID: c.RequestID, GovernedIntent: c.GovernedIntent, Proof: c.Proof,
 	})
 	res, err := d.decide(ctx, c, dec)
 	if err != nil {
 		return nil, err
+	}
+	if res.Decision != dec {
+		// Allowed, but its proof was spent before (or its one-time state
+		// is unreachable): refused before the tool, on the record.
+		dec = res.Decision
+		if err := d.refuseAllowed(ctx, c, dec); err != nil {
+			return nil, err
+		}
 	}
 	if !dec.Allow {
 		if c.Finish != nil {
@@ -236,16 +247,51 @@ func prepared(c Call) (Call, error) {
 	return c, nil
 }
 
-// decide makes the call's decision event durable.
+// decide makes the call's decision event durable. An allowed call's
+// proof of possession is settled (its one-time id claimed) beside that
+// write, not before it: a proof costs no round of its own. If the claim
+// fails, the Result carries the deny that replaces the allow.
 func (d *Dispatcher) decide(ctx context.Context, c Call, dec *kernel.Decision) (*Result, error) {
 	ev, raw, err := d.decisionEvent(c, dec)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.w.Write(ctx, ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw}); err != nil {
-		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, err)
+	settled := make(chan error, 1)
+	if dec.Allow {
+		go func() { settled <- dec.SettleProof(ctx) }()
+	} else {
+		settled <- nil
+	}
+	werr := d.w.Write(ctx, ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw})
+	serr := <-settled
+	if werr != nil {
+		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, werr)
+	}
+	if serr != nil {
+		return &Result{ReceiptID: c.ReceiptID, Decision: dec.ProofRefusal(serr)}, nil
 	}
 	return &Result{ReceiptID: c.ReceiptID, Decision: dec}, nil
+}
+
+// refuseAllowed closes an allowed call that will not run (its proof was
+// refused after the decision was written) with a refused outcome: the
+// ledger signs it as a deny with the refusal's guard and reason.
+func (d *Dispatcher) refuseAllowed(ctx context.Context, c Call, dec *kernel.Decision) error {
+	out := &schemas.OutcomeEvent{
+		Schema: schemas.OutcomeEventSchema, EventID: schemas.OutcomeEventID(c.ReceiptID), ReceiptID: c.ReceiptID,
+		Timestamp: d.stamp(), Outcome: schemas.OutcomeRefused, Reason: dec.Reason, Guard: dec.Guard,
+		ContentHash: schemas.EmptyContentHash,
+	}
+	raw, err := json.Marshal(out)
+	if err == nil {
+		err = d.w.Write(context.WithoutCancel(ctx), out.EventID, schemas.StreamEvent{Subject: schemas.SubjectOutcome, Data: raw})
+	}
+	if err != nil {
+		// The allow decision is durable and no outcome is: the ledger's
+		// timeout closes the call incomplete. Still nothing ran.
+		return fmt.Errorf("%w: refusal of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, err)
+	}
+	return nil
 }
 
 // writeOutcome makes the outcome durable and, concurrently, runs finish

@@ -267,7 +267,7 @@ func TestRefuseRecordsTheDenial(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	call := Call{Token: "forged", ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)}
-	_, d := f.k.Identify("forged")
+	_, d := f.k.Identify(context.Background(), "forged", nil)
 	if d == nil {
 		t.Fatal("a forged token identified")
 	}

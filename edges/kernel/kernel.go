@@ -23,8 +23,10 @@ import (
 
 	"github.com/chio-ledger/chio/edges/guards"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/internal/dpopreplay"
 	"github.com/chio-ledger/chio/internal/revocation"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // NoCapability is the capability_id recorded when no token could be read.
@@ -40,6 +42,9 @@ type config struct {
 	registry   *tools.Registry
 	cacheLimit int
 	metrics    prometheus.Registerer
+	// requireDPoP: every token needs a proof of possession.
+	requireDPoP              bool
+	proofLifetime, proofSkew time.Duration
 }
 
 // WithClock sets the clock (tests).
@@ -59,6 +64,17 @@ func WithRegistry(r *tools.Registry) Option { return func(c *config) { c.registr
 // of the cached token texts (default 64 MiB).
 func WithTokenCacheBytes(n int) Option { return func(c *config) { c.cacheLimit = n } }
 
+// WithRequireDPoP makes every token, not only those that can delegate or
+// whose grants ask for it, need a proof of possession of its subject key.
+func WithRequireDPoP(on bool) Option { return func(c *config) { c.requireDPoP = on } }
+
+// WithProofWindow sets how long a proof of possession is fresh after it
+// was made and how far ahead of this clock it may be (defaults
+// dpop.DefaultLifetime and dpop.DefaultSkew).
+func WithProofWindow(lifetime, skew time.Duration) Option {
+	return func(c *config) { c.proofLifetime, c.proofSkew = lifetime, skew }
+}
+
 // Kernel makes governance decisions. It is safe for concurrent use.
 type Kernel struct {
 	cfg      config
@@ -69,13 +85,15 @@ type Kernel struct {
 	budgets  *budgets
 	tokens   *tokenCache
 	metrics  *metrics
+	replay   *dpopreplay.Store
 }
 
 // New opens (creating if needed) the shared state buckets, loads the
 // revocation list and starts watching it. It returns once the kernel has
 // every revocation written before it started.
 func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts ...Option) (*Kernel, error) {
-	cfg := config{now: time.Now, log: slog.Default(), replicas: 1, cacheLimit: 64 << 20}
+	cfg := config{now: time.Now, log: slog.Default(), replicas: 1, cacheLimit: 64 << 20,
+		proofLifetime: dpop.DefaultLifetime, proofSkew: dpop.DefaultSkew}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -99,6 +117,10 @@ func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts
 		}
 		pipeline = append(pipeline, &velocityGuard{kv: velKV, max: v.MaxCalls, window: window, now: cfg.now})
 	}
+	replay, err := dpopreplay.Open(ctx, js, cfg.replicas, dpopreplay.Window(cfg.proofLifetime, cfg.proofSkew))
+	if err != nil {
+		return nil, fmt.Errorf("kernel: %w", err)
+	}
 	revs, err := revocation.Watch(ctx, revKV, cfg.log)
 	if err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
@@ -106,7 +128,7 @@ func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts
 	m := newMetrics(cfg.metrics)
 	return &Kernel{
 		cfg: cfg, policy: policy, js: js, pipeline: m.timed(pipeline), revs: revs,
-		budgets: &budgets{kv: budKV}, tokens: newTokenCache(cfg.cacheLimit), metrics: m,
+		budgets: &budgets{kv: budKV}, tokens: newTokenCache(cfg.cacheLimit), metrics: m, replay: replay,
 	}, nil
 }
 
@@ -136,6 +158,9 @@ type Request struct {
 	// GovernedIntent is the caller's declared intent, if any. It must fit
 	// the call; a grant with governed_intent_required demands one.
 	GovernedIntent *schemas.GovernedIntent
+	// Proof is the caller's proof of possession of the token's subject
+	// key; nil for a bearer call.
+	Proof *Proof
 }
 
 // Decision is the kernel's answer, with everything a decision event needs.
@@ -163,6 +188,10 @@ type Decision struct {
 	Charged *schemas.MonetaryAmount
 	// Tool is the resolved tool when a registry is configured.
 	Tool *tools.Entry
+	// Binding is how the caller proved who it is (once its token verified).
+	Binding Binding
+	// proof is the accepted proof whose one-time claim SettleProof waits for.
+	proof *Proof
 }
 
 // Verdict is the receipt form of the decision.
@@ -178,10 +207,14 @@ func (d *Decision) Attribution() map[string]any {
 	if d.Subject == "" {
 		return nil
 	}
-	return map[string]any{
+	a := map[string]any{
 		"subject_key": d.Subject, "issuer_key": d.Issuer,
 		"delegation_depth": d.DelegationDepth, "grant_index": d.GrantIndex,
 	}
+	if b := d.Binding.record(); b != nil {
+		a["binding"] = b
+	}
+	return a
 }
 
 func (k *Kernel) deny(d *Decision, step, reason string) *Decision {
@@ -251,11 +284,11 @@ func (k *Kernel) decide(ctx context.Context, req *Request) *Decision {
 	}
 	d.GrantIndex = gi
 	grant := &tok.Scope.Grants[gi]
-	if grant.DPoPRequired != nil && *grant.DPoPRequired {
-		// DPoP proofs are not implemented; a grant that demands one can
-		// never be satisfied here, so it denies rather than skipping it.
-		return k.deny(d, StepGrant, fmt.Sprintf("grant %d of %s requires a DPoP proof, which this kernel does not accept yet", gi, tok.ID))
+	b, err := k.checkProof(ctx, req.Token, v, req.Proof, &dpop.Call{ToolServer: req.ServerID, ToolName: req.ToolName, Arguments: req.Arguments})
+	if err != nil {
+		return k.deny(d, StepDPoP, err.Error())
 	}
+	d.Binding, d.proof = b, req.Proof
 
 	if g := req.GovernedIntent; g != nil {
 		if err := g.Validate(req.RequestID, req.ServerID, req.ToolName); err != nil {
@@ -418,7 +451,9 @@ type Identity struct {
 	// proves nothing (anyone may delegate to any public key), so whatever
 	// is scoped to a caller must be scoped to this.
 	Principal string
-	grants    []schemas.ToolGrant
+	// Binding is how the caller proved who it is.
+	Binding Binding
+	grants  []schemas.ToolGrant
 }
 
 // Invokes reports whether the capability grants invoking the tool (by
@@ -437,9 +472,38 @@ func (id *Identity) NamesTool(server, tool string) bool {
 	return len(id.Lineage) == 1 && matchGrant(id.grants, server, tool, schemas.OpInvoke, true) >= 0
 }
 
-// Identify authenticates a token for calls that run no tool (get, list,
-// cancel). A failure is a Decision naming the failed step.
-func (k *Kernel) Identify(token string) (*Identity, *Decision) {
+// Held verifies a token as Identify does, except proof of possession:
+// for a token a process is configured with (the stdio profiles and the
+// ACP proxy check theirs at start), whose calls each bring their own
+// proof to Decide.
+func (k *Kernel) Held(token string) (*Identity, *Decision) {
+	return k.identify(context.Background(), token, nil, false)
+}
+
+// Identify authenticates a token, with its proof of possession, for calls
+// that run no tool (get, list, cancel). A failure is a Decision naming
+// the failed step. The proof's one-time claim is settled before it
+// returns: whatever the caller does next, the proof is spent.
+func (k *Kernel) Identify(ctx context.Context, token string, proof *Proof) (*Identity, *Decision) {
+	id, d := k.identify(ctx, token, proof, true)
+	if d != nil {
+		return nil, d
+	}
+	if err := proof.settle(ctx); err != nil {
+		return nil, k.deny(&Decision{PolicyHash: k.policy.Hash, CapabilityID: id.CapabilityID, Subject: id.Subject, GrantIndex: -1}, StepDPoP, err.Error())
+	}
+	return id, nil
+}
+
+// Admit is Identify for a request that goes on to a governed call
+// (Decide, through the dispatcher) before it has any other effect: the
+// proof's one-time claim is left running, for the dispatcher to settle
+// beside the call's decision write.
+func (k *Kernel) Admit(ctx context.Context, token string, proof *Proof) (*Identity, *Decision) {
+	return k.identify(ctx, token, proof, true)
+}
+
+func (k *Kernel) identify(ctx context.Context, token string, proof *Proof, holder bool) (*Identity, *Decision) {
 	d := &Decision{PolicyHash: k.policy.Hash, CapabilityID: NoCapability, GrantIndex: -1}
 	v, serr := k.tokens.get(k.policy, token)
 	if serr != nil {
@@ -460,6 +524,13 @@ func (k *Kernel) Identify(token string) (*Identity, *Decision) {
 	if id := k.revs.FirstRevoked(v.lineage); id != "" {
 		return nil, k.deny(d, StepRevocation, fmt.Sprintf("capability %s is revoked", id))
 	}
-	return &Identity{CapabilityID: v.tok.ID, Subject: v.tok.Subject, RootSubject: v.rootSubject, Lineage: v.lineage,
+	var b Binding
+	if holder {
+		var err error
+		if b, err = k.checkProof(ctx, token, v, proof, nil); err != nil {
+			return nil, k.deny(d, StepDPoP, err.Error())
+		}
+	}
+	return &Identity{Binding: b,CapabilityID: v.tok.ID, Subject: v.tok.Subject, RootSubject: v.rootSubject, Lineage: v.lineage,
 		Principal: v.principals[len(v.principals)-1], grants: v.tok.Scope.Grants}, nil
 }

@@ -181,7 +181,7 @@ func TestValidationSteps(t *testing.T) {
 		{"not yet valid", header(t, issue(t, issuerKey, early)), "hello_task", `{}`, StepTime},
 		{"issued within clock skew", header(t, issue(t, issuerKey, inSkew)), "hello_task", `{}`, ""},
 		{"operation not granted", header(t, readOnly), "hello_task", `{}`, StepGrant},
-		{"dpop required", header(t, issue(t, issuerKey, body("cap-dpop", dpop))), "hello_task", `{}`, StepGrant},
+		{"dpop required", header(t, issue(t, issuerKey, body("cap-dpop", dpop))), "hello_task", `{}`, StepDPoP},
 		{"constraint holds", header(t, issue(t, issuerKey, body("cap-c1", constrained))), "hello_task", `{"text":"hello there"}`, ""},
 		{"constraint fails", header(t, issue(t, issuerKey, body("cap-c2", constrained))), "hello_task", `{"text":"bye"}`, guardConstraint},
 		{"unsupported constraint", header(t, issue(t, issuerKey, body("cap-c3", unknownConstraint))), "hello_task", `{}`, guardConstraint},
@@ -762,7 +762,7 @@ func TestDenyByDefaultNeedsAGrantByName(t *testing.T) {
 			if d.Allow != c.allow || (!c.allow && (d.Guard != StepGrant || !strings.Contains(d.Reason, c.reason))) {
 				t.Fatalf("%+v", d)
 			}
-			id, dec := k.Identify(c.token)
+			id, dec := k.Identify(context.Background(), c.token, nil)
 			en, _ := reg.Tool("api", c.tool)
 			if dec != nil || id.Invokes(en) != c.allow {
 				t.Fatalf("Invokes = %v, want %v", !c.allow, c.allow)
@@ -775,7 +775,7 @@ func TestIdentify(t *testing.T) {
 	e := startNATS(t)
 	k := newKernel(t, e, testPolicy(t, nil))
 	tok := header(t, issue(t, issuerKey, body("cap-id", grant("srv", "tool"))))
-	id, d := k.Identify(tok)
+	id, d := k.Identify(context.Background(), tok, nil)
 	if d != nil || id.Subject != pub(agentKey) || id.CapabilityID != "cap-id" {
 		t.Fatalf("%+v %+v", id, d)
 	}
@@ -788,11 +788,11 @@ func TestIdentify(t *testing.T) {
 			t.Errorf("Invokes(%s, %s) = %v, want %v", c.server, c.tool, got, c.want)
 		}
 	}
-	if _, d := k.Identify("nope"); d == nil || d.Guard != StepParse {
+	if _, d := k.Identify(context.Background(), "nope", nil); d == nil || d.Guard != StepParse {
 		t.Fatalf("bad token identified: %+v", d)
 	}
 	if err := Revoke(context.Background(), e.js, 1, "cap-id", "", t0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { _, d := k.Identify(tok); return d != nil && d.Guard == StepRevocation })
+	waitFor(t, func() bool { _, d := k.Identify(context.Background(), tok, nil); return d != nil && d.Guard == StepRevocation })
 }

@@ -49,7 +49,7 @@ func (e *Edge) govern(next sdk.MethodHandler) sdk.MethodHandler {
 			return nil, rpcError(codeInternal, "chio: the request carries no capability (fail closed)", nil)
 		}
 		if c.id == nil {
-			id, dec := e.kernel.Identify(c.token)
+			id, dec := e.kernel.Identify(ctx, c.token, nil)
 			if dec != nil {
 				return nil, e.refusedRPC(ctx, c.token, method, req, dec)
 			}

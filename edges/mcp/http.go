@@ -42,7 +42,7 @@ func (e *Edge) authenticate(next http.Handler) http.Handler {
 				"X-Chio-Capability, or call from the same origin", nil))
 			return
 		}
-		id, dec := e.kernel.Identify(token)
+		id, dec := e.kernel.Identify(r.Context(), token, nil)
 		if dec != nil {
 			e.refuseHTTP(w, r, token, msgs, dec)
 			return

@@ -25,7 +25,7 @@ func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out i
 	if token == "" {
 		return errors.New("serve mcp over stdio: no capability and no dev capability")
 	}
-	if _, dec := e.kernel.Identify(token); dec != nil {
+	if _, dec := e.kernel.Held(token); dec != nil {
 		return fmt.Errorf("serve mcp over stdio: %s", refusedMessage(dec))
 	}
 	fl := newInflight(ctx)

@@ -65,7 +65,7 @@ func TestStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, dec := f.edge.kernel.Identify(tok); dec != nil {
+		if _, dec := f.edge.kernel.Identify(context.Background(), tok, nil); dec != nil {
 			break
 		}
 		if time.Now().After(deadline) {

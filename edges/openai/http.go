@@ -40,7 +40,7 @@ func (a *Adapter) handleTools(c echo.Context) error {
 	if werr != nil {
 		return writeError(c, werr)
 	}
-	id, dec := a.kernel.Identify(token)
+	id, dec := a.kernel.Identify(c.Request().Context(), token, nil)
 	if dec != nil {
 		return writeError(c, unauthorized(dec, nil))
 	}
@@ -79,7 +79,7 @@ func (a *Adapter) handleToolCalls(c echo.Context) error {
 		}
 	}
 	ctx := c.Request().Context()
-	if _, dec := a.kernel.Identify(token); dec != nil {
+	if _, dec := a.kernel.Identify(c.Request().Context(), token, nil); dec != nil {
 		refs, err := a.Refuse(ctx, token, b, dec)
 		if err != nil {
 			return writeError(c, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "not_recorded", Message: err.Error()})

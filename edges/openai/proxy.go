@@ -213,7 +213,7 @@ func (a *Adapter) handleProxy(api proxyAPI) echo.HandlerFunc {
 				return writeError(c, werr)
 			}
 		}
-		id, dec := a.kernel.Identify(token)
+		id, dec := a.kernel.Identify(r.Context(), token, nil)
 		if dec != nil {
 			return writeError(c, unauthorized(dec, nil))
 		}

@@ -23,7 +23,7 @@ import (
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/openapi"
 	"github.com/chio-ledger/chio/edges/tools"
-	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // ReceiptHeader names the receipt of a forwarded or refused request.
@@ -37,6 +37,7 @@ type Proxy struct {
 	serverID string
 	exposure tools.Exposure
 	log      *slog.Logger
+	origin   string
 }
 
 // Option configures a Proxy.
@@ -44,6 +45,11 @@ type Option func(*Proxy)
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(p *Proxy) { p.log = l } }
+
+// WithPublicOrigin sets the origin ("https://api.example") clients address
+// this proxy by, which DPoP proofs name; by default the request's Host and
+// whether it came over TLS decide.
+func WithPublicOrigin(origin string) Option { return func(p *Proxy) { p.origin = origin } }
 
 // New builds the proxy for bridge b, whose tools.Server (openapi.NewServer)
 // is registered in the registry of kernel k and dispatcher d.
@@ -81,14 +87,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("%s %s is not an operation of the protected API", r.Method, r.URL.Path)})
 		return
 	}
-	token, err := schemas.CapabilityFromHeaders(r.Header)
+	presented, err := dpop.FromRequest(r, p.origin)
 	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="chio"`)
+		dpop.SetChallenge(w.Header(), "", `Bearer realm="chio"`)
 		writeJSON(w, http.StatusUnauthorized, denial{Error: "chio_capability_required",
 			Message:    "a chio.capability.v1 token is required for " + rt.Tool + ": " + err.Error(),
-			Suggestion: "send it as X-Chio-Capability or Authorization: Bearer"})
+			Suggestion: "send it as Authorization: DPoP with a DPoP proof, or (a token that cannot delegate) as X-Chio-Capability or Authorization: Bearer"})
 		return
 	}
+	token, proof := presented.Token, kernel.FromPresented(presented)
 	args, err := p.bridge.Arguments(rt, r, params)
 	if err != nil {
 		status, code := http.StatusBadRequest, "bad_request"
@@ -98,10 +105,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, status, denial{Error: code, Message: err.Error()})
 		return
 	}
-	call := dispatch.Call{Token: token, ServerID: p.serverID, ToolName: rt.Tool, Arguments: args, Exposure: &p.exposure,
+	call := dispatch.Call{Token: token, Proof: proof, ServerID: p.serverID, ToolName: rt.Tool, Arguments: args, Exposure: &p.exposure,
 		Metadata: map[string]any{"protocol": "http", "http": map[string]any{"method": rt.Method, "route": rt.Path}}}
 	ctx := r.Context()
-	if _, dec := p.kernel.Identify(token); dec != nil {
+	if _, dec := p.kernel.Admit(ctx, token, proof); dec != nil {
 		res, err := p.dispatch.Refuse(ctx, call, dec)
 		p.refused(w, http.StatusUnauthorized, res, err, dec)
 		return
@@ -165,8 +172,11 @@ func (p *Proxy) refused(w http.ResponseWriter, status int, res *dispatch.Result,
 		return
 	}
 	w.Header().Set(ReceiptHeader, res.ReceiptID)
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="chio", error="invalid_token"`)
+	if check := dec.DPoPCheck(); check != "" {
+		status = http.StatusUnauthorized
+		dpop.SetChallenge(w.Header(), check, "")
+	} else if status == http.StatusUnauthorized {
+		dpop.SetChallenge(w.Header(), "", `Bearer realm="chio", error="invalid_token"`)
 	}
 	d := denial{Error: "chio_access_denied", ReceiptID: res.ReceiptID, Guard: dec.Guard,
 		Message: fmt.Sprintf("denied at %s: %s", dec.Guard, dec.Reason)}
@@ -175,6 +185,8 @@ func (p *Proxy) refused(w http.ResponseWriter, status int, res *dispatch.Result,
 		d.Suggestion = "ask for a capability whose grant names this operation's tool"
 	case kernel.StepTime, kernel.StepRevocation, kernel.StepSignature:
 		d.Suggestion = "present a current, unrevoked capability"
+	case kernel.StepDPoP:
+		d.Suggestion = "send a fresh DPoP proof, signed by the token's subject key, for this method and URL (one proof per request)"
 	}
 	writeJSON(w, status, d)
 }

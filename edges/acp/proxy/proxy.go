@@ -59,7 +59,7 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, t *Tools
 	if e, ok := reg.Tool(ServerID, MethodRead); !ok || e.Server != t {
 		return nil, errors.New("acp proxy: the tool server is not registered")
 	}
-	id, dec := k.Identify(token)
+	id, dec := k.Held(token)
 	if dec != nil {
 		return nil, fmt.Errorf("acp proxy: capability refused at %s: %s", dec.Guard, dec.Reason)
 	}
