@@ -64,13 +64,13 @@ const (
 
 // OutcomeEvent is published by an edge after an allowed tool call ends.
 type OutcomeEvent struct {
-	Schema      string          `json:"schema"`
-	EventID     string          `json:"event_id"`
-	ReceiptID   string          `json:"receipt_id"`
-	Timestamp   uint64          `json:"timestamp"`
-	Outcome     Outcome         `json:"outcome"`
-	ContentHash string          `json:"content_hash"`
-	Reason      string          `json:"reason,omitempty"`
+	Schema      string  `json:"schema"`
+	EventID     string  `json:"event_id"`
+	ReceiptID   string  `json:"receipt_id"`
+	Timestamp   uint64  `json:"timestamp"`
+	Outcome     Outcome `json:"outcome"`
+	ContentHash string  `json:"content_hash"`
+	Reason      string  `json:"reason,omitempty"`
 	// Guard names the check that refused a refused call.
 	Guard    string          `json:"guard,omitempty"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`

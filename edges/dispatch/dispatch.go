@@ -88,8 +88,8 @@ type Call struct {
 	Token     string
 	// Proof is the caller's proof of possession of the token's subject
 	// key, nil for a bearer call.
-	Proof    *kernel.Proof
-	ServerID string
+	Proof     *kernel.Proof
+	ServerID  string
 	ToolName  string
 	Arguments json.RawMessage
 	// Exposure is the edge's audience (see kernel.Request).

@@ -531,6 +531,6 @@ func (k *Kernel) identify(ctx context.Context, token string, proof *Proof, holde
 			return nil, k.deny(d, StepDPoP, err.Error())
 		}
 	}
-	return &Identity{Binding: b,CapabilityID: v.tok.ID, Subject: v.tok.Subject, RootSubject: v.rootSubject, Lineage: v.lineage,
+	return &Identity{Binding: b, CapabilityID: v.tok.ID, Subject: v.tok.Subject, RootSubject: v.rootSubject, Lineage: v.lineage,
 		Principal: v.principals[len(v.principals)-1], grants: v.tok.Scope.Grants}, nil
 }

@@ -794,5 +794,8 @@ func TestIdentify(t *testing.T) {
 	if err := Revoke(context.Background(), e.js, 1, "cap-id", "", t0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { _, d := k.Identify(context.Background(), tok, nil); return d != nil && d.Guard == StepRevocation })
+	waitFor(t, func() bool {
+		_, d := k.Identify(context.Background(), tok, nil)
+		return d != nil && d.Guard == StepRevocation
+	})
 }

@@ -63,16 +63,16 @@ type Check string
 
 // The checks a proof can fail.
 const (
-	CheckMissing   Check = "missing_proof"  // the token needs a proof and none came
-	CheckMalformed Check = "malformed"      // not a proof of the right form
-	CheckKey       Check = "wrong_key"      // signed by a key other than the token's subject
-	CheckMethod    Check = "wrong_method"   // htm is not the request's method
-	CheckURL       Check = "wrong_url"      // htu is not the request's URL
-	CheckToken     Check = "wrong_token"    // ath is not the hash of the presented token
-	CheckCall      Check = "wrong_call"     // a tool proof for another capability, tool or arguments
-	CheckStale     Check = "stale"          // older than its lifetime
-	CheckFuture    Check = "future"         // issued ahead of the clock by more than the skew
-	CheckReplayed  Check = "replayed"       // its jti or nonce was used before
+	CheckMissing   Check = "missing_proof"     // the token needs a proof and none came
+	CheckMalformed Check = "malformed"         // not a proof of the right form
+	CheckKey       Check = "wrong_key"         // signed by a key other than the token's subject
+	CheckMethod    Check = "wrong_method"      // htm is not the request's method
+	CheckURL       Check = "wrong_url"         // htu is not the request's URL
+	CheckToken     Check = "wrong_token"       // ath is not the hash of the presented token
+	CheckCall      Check = "wrong_call"        // a tool proof for another capability, tool or arguments
+	CheckStale     Check = "stale"             // older than its lifetime
+	CheckFuture    Check = "future"            // issued ahead of the clock by more than the skew
+	CheckReplayed  Check = "replayed"          // its jti or nonce was used before
 	CheckState     Check = "state_unavailable" // the replay state cannot be reached (fail closed)
 )
 
@@ -341,4 +341,3 @@ func clip(s string) string {
 	}
 	return s
 }
-
