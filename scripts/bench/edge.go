@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,9 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // Section 3: our A2A edge (chio up: capability check, guards, durable
@@ -115,7 +119,58 @@ func startChioUp(ctx context.Context, env *Env, bin string) (*chioUp, error) {
 		Header: http.Header{"Authorization": {"Bearer " + strings.TrimSpace(string(tok))}, "A2A-Version": {"1.0"}},
 		State:  completed,
 	}
+	if env.DPoP {
+		s, err := delegatingSigner(filepath.Join(data, "keys"))
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		u.target.Header.Del("Authorization")
+		u.target.Signer = s
+	}
 	return u, nil
+}
+
+// ourCredential says how our load authenticates.
+func ourCredential(env *Env) string {
+	if env.DPoP {
+		return "a capability that can delegate (hello-a2a-srv/*:invoke,delegate), so honoured only with proof of possession: `Authorization: DPoP` and a fresh RFC 9449 proof (EdDSA) per request, signed by the load generator, its one-time id claimed in a JetStream KV beside the decision write"
+	}
+	return "the dev capability as bearer token"
+}
+
+// delegatingSigner issues, from the issuer key chio up generated, a token
+// that can delegate (so the edge honours it only with a proof) for a
+// fresh agent key, and returns the agent's signer.
+func delegatingSigner(keyDir string) (*dpop.Signer, error) {
+	raw, err := os.ReadFile(filepath.Join(keyDir, "issuer.key"))
+	if err != nil {
+		return nil, fmt.Errorf("issuer key: %w", err)
+	}
+	issuer, err := schemas.ParsePrivateKey(string(raw))
+	if err != nil {
+		return nil, err
+	}
+	_, agent, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		return nil, err
+	}
+	now := uint64(time.Now().Unix())
+	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
+		ID: "bench-agent", Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
+		Subject: schemas.EncodePublicKey(agent.Public().(ed25519.PublicKey)),
+		Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "*",
+			Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}}},
+		IssuedAt: now - 5, ExpiresAt: now + 24*3600,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("issue the bench token: %w", err)
+	}
+	text, err := schemas.EncodeCapabilityHeader(tok)
+	if err != nil {
+		return nil, err
+	}
+	return dpop.NewSigner(agent, text)
 }
 
 var echoReady = regexp.MustCompile(`a2a-echo: JSON-RPC (http://\S+)`)
@@ -261,7 +316,7 @@ func runEdgeVsA2AGo(ctx context.Context, env *Env) (*Section, error) {
 			fmt.Sprintf("Machine: %d logical CPUs, shared by the load generator and the server under test (and whatever else runs): every figure is a whole-machine figure, not a server's alone.", runtime.NumCPU()),
 			"Request: A2A 1.0 JSON-RPC `SendMessage` (header `A2A-Version: 1.0`), one text part \"world\", a fresh messageId per request, over keep-alive HTTP/1.1 (one connection per worker).",
 			"Check of every answer: HTTP 200, a JSON-RPC 2.0 result with the request's id, no error, a task in TASK_STATE_COMPLETED; anything else is an error, and a run with errors shows its error count instead of a rate.",
-			"Ours: `chio up --data-dir <fresh> --listen 127.0.0.1:0 --nats-listen none` as shipped (embedded JetStream, SyncAlways file storage; the edge publishes the decision and outcome events durably before it answers; the ledger signs receipts asynchronously; projections on), skill `hello_task`, the dev capability as bearer token, every guard on. `--nats-listen none` only drops NATS's TCP listener (the process talks to it in process).",
+			"Ours: `chio up --data-dir <fresh> --listen 127.0.0.1:0 --nats-listen none` as shipped (embedded JetStream, SyncAlways file storage; the edge publishes the decision and outcome events durably before it answers; the ledger signs receipts asynchronously; projections on), skill `hello_task`, "+ourCredential(env)+", every guard on. `--nats-listen none` only drops NATS's TCP listener (the process talks to it in process).",
 			"a2a-go: `cmd/a2a-echo`, a2a-go v2.4.0's `a2asrv.NewHandler` + `NewJSONRPCHandler` with the default in-memory task store and an executor that yields a submitted task, one artifact named \"result\" with the data part {\"arguments\":{\"text\":…},\"message\":\"hello from a2a\"}, then TASK_STATE_COMPLETED with the same data in its status message: the shape of `hello_task`'s answer, without governance or durability. A fresh process per run (its task store never shrinks).",
 			fmt.Sprintf("Closed loop: %v workers, each sending back to back; %s warm-up, then %s measured; %d A/B rounds per level, alternating which side goes first; rate = median over rounds, latencies pooled. After each of our runs the harness waits until the ledger has signed every receipt of that run (its CPU is charged to ours) before the next run starts.", levels, warm, dur, env.Rounds),
 			fmt.Sprintf("Open loop: our edge at half its best closed-loop rate (%s at concurrency %d): arrivals scheduled every 1/rate whatever the server does, up to 256 in flight, latency measured from each request's scheduled time (no coordinated omission); %s warm-up, %s measured.", fmtRate(best), bestConc, openWarm, openDur),

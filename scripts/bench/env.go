@@ -42,6 +42,10 @@ type Env struct {
 	Repo string
 	// Progress receives a line now and then on long steps.
 	Progress io.Writer
+	// DPoP makes our edge's load present a delegating capability with a
+	// fresh RFC 9449 proof per request instead of the dev capability as a
+	// bearer token: the cost of holder binding.
+	DPoP bool
 
 	mu     sync.Mutex
 	builds map[string]string

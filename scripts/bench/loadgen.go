@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // The load generator of the edge and scaleout sections: the same code
@@ -27,6 +29,9 @@ type Target struct {
 	Header http.Header
 	// State is the task state every answer must carry.
 	State string
+	// Signer, when set, signs every request: Authorization: DPoP and a
+	// fresh proof (its cost is the generator's).
+	Signer *dpop.Signer
 }
 
 // LoadResult is one load run's outcome. Requests and latencies count only
@@ -123,6 +128,11 @@ func (s *sender) send(ctx context.Context) error {
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if s.t.Signer != nil {
+		if err := s.t.Signer.Authorize(req.Header, http.MethodPost, s.t.URL); err != nil {
+			return err
+		}
+	}
 	resp, err := s.c.Do(req)
 	if err != nil {
 		return err

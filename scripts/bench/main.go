@@ -40,6 +40,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "write the results as Markdown here (default: RESULTS.md beside this file for a full run of all sections, nowhere otherwise)")
 	flag.StringVar(&o.dir, "dir", "", "scratch directory (default: a temporary one, removed afterwards); put it on the disk you want measured")
 	flag.IntVar(&o.rounds, "rounds", 3, "A/B alternations for the side-by-side sections")
+	flag.BoolVar(&o.dpop, "dpop", false, "edge section: our load presents a delegating capability with a DPoP proof per request (holder binding) instead of the dev capability as a bearer token")
 	flag.Parse()
 	if o.out == "" && !o.short && o.only == "" {
 		o.out = "RESULTS.md"
@@ -58,6 +59,7 @@ type options struct {
 	out    string
 	dir    string
 	rounds int
+	dpop   bool
 }
 
 // run runs the chosen sections in order, printing each one's tables as it
@@ -81,7 +83,7 @@ func run(ctx context.Context, o options, w *os.File) error {
 	if err != nil {
 		return err
 	}
-	env := &Env{Short: o.short, Rounds: max(o.rounds, 1), Repo: repo, Progress: w, builds: map[string]string{}, binDir: filepath.Join(root, "bin")}
+	env := &Env{Short: o.short, DPoP: o.dpop, Rounds: max(o.rounds, 1), Repo: repo, Progress: w, builds: map[string]string{}, binDir: filepath.Join(root, "bin")}
 	rep := &Report{Started: time.Now(), Short: o.short, Command: strings.Join(append([]string{"go run -C scripts/bench ."}, os.Args[1:]...), " ")}
 	rep.Machine = describeMachine(ctx, root)
 	rep.Commit = chioCommit(ctx, repo)
