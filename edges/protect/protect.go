@@ -67,10 +67,13 @@ func New(k *kernel.Kernel, d *dispatch.Dispatcher, b *openapi.Bridge, opts ...Op
 // denial is the JSON body of a refused request, as the reference gives it
 // ({"error":"chio_access_denied","message","receipt_id","suggestion"}).
 type denial struct {
-	Error      string `json:"error"`
-	Message    string `json:"message"`
-	ReceiptID  string `json:"receipt_id,omitempty"`
-	Guard      string `json:"guard,omitempty"`
+	Error     string `json:"error"`
+	Message   string `json:"message"`
+	ReceiptID string `json:"receipt_id,omitempty"`
+	Guard     string `json:"guard,omitempty"`
+	// DPoPCheck names the failed check of a refused proof of possession
+	// (dpop.Check), as the 401's challenge does.
+	DPoPCheck  string `json:"dpop_check,omitempty"`
 	Suggestion string `json:"suggestion,omitempty"`
 }
 
@@ -178,7 +181,7 @@ func (p *Proxy) refused(w http.ResponseWriter, status int, res *dispatch.Result,
 	} else if status == http.StatusUnauthorized {
 		dpop.SetChallenge(w.Header(), "", `Bearer realm="chio", error="invalid_token"`)
 	}
-	d := denial{Error: "chio_access_denied", ReceiptID: res.ReceiptID, Guard: dec.Guard,
+	d := denial{Error: "chio_access_denied", ReceiptID: res.ReceiptID, Guard: dec.Guard, DPoPCheck: string(dec.DPoPCheck()),
 		Message: fmt.Sprintf("denied at %s: %s", dec.Guard, dec.Reason)}
 	switch dec.Guard {
 	case kernel.StepGrant:
