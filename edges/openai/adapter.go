@@ -20,6 +20,7 @@ type Adapter struct {
 	log      *slog.Logger
 	await    awaitConfig
 	upstream *Upstream
+	origin   string
 }
 
 // Option configures an Adapter.
@@ -36,6 +37,11 @@ func WithDevToken(tok string) Option { return func(a *Adapter) { a.devToken = to
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(a *Adapter) { a.log = l } }
+
+// WithPublicOrigin sets the origin ("https://tools.example") clients
+// address this surface by, which their DPoP proofs name (htu); by default
+// the request's Host and whether it came over TLS decide.
+func WithPublicOrigin(origin string) Option { return func(a *Adapter) { a.origin = origin } }
 
 // New builds the adapter over a kernel built with kernel.WithRegistry(reg)
 // and its dispatcher. The registry must be complete: function names are

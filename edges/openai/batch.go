@@ -25,30 +25,32 @@ const (
 	DecisionError            = "error"
 )
 
-// Run executes a batch under token (an authenticated caller: see Refuse
-// for one the kernel refused): every function call in input order, each
-// through the dispatcher, one failure never stopping the next. A client
-// that goes away stops the calls not yet started (they never reached the
+// Run executes a batch under token and its request's proof of possession
+// (nil for a bearer token; an authenticated caller: see Refuse for one
+// the kernel refused): every function call in input order, each through
+// the dispatcher, one failure never stopping the next. Every call shares
+// the one proof, whose one-time id the kernel claims once. A client that
+// goes away stops the calls not yet started (they never reached the
 // kernel); a call already started finishes, and its receipt with it.
-func (a *Adapter) Run(ctx context.Context, token string, b *Batch) []Result {
+func (a *Adapter) Run(ctx context.Context, token string, proof *kernel.Proof, b *Batch) []Result {
 	results := make([]Result, 0, len(b.Items))
 	for _, it := range b.Items {
 		if ctx.Err() != nil {
 			break
 		}
-		results = append(results, a.runItem(context.WithoutCancel(ctx), token, b.Dialect, it))
+		results = append(results, a.runItem(context.WithoutCancel(ctx), token, proof, b.Dialect, it))
 	}
 	return results
 }
 
 // runItem runs one item: refused before the kernel when it is not a
 // function call, names no exposed tool or has bad arguments.
-func (a *Adapter) runItem(ctx context.Context, token string, d Dialect, it Item) Result {
+func (a *Adapter) runItem(ctx context.Context, token string, proof *kernel.Proof, d Dialect, it Item) Result {
 	call, ch, res := a.prepare(d, it)
 	if res != nil {
 		return *res
 	}
-	call.Token = token
+	call.Token, call.Proof = token, proof
 	started := time.Now()
 	out, err := a.dispatch.Do(ctx, call)
 	r := a.result(it, ch, out, err)
@@ -143,7 +145,9 @@ func (a *Adapter) result(it Item, ch Chio, out *dispatch.Result, err error) Resu
 	ch.ReceiptRef = out.ReceiptID
 	switch {
 	case !out.Decision.Allow:
-		return *refused(it, DecisionDeny, ch, fmt.Sprintf("denied at %s: %s", out.Decision.Guard, out.Decision.Reason))
+		r := refused(it, DecisionDeny, ch, fmt.Sprintf("denied at %s: %s", out.Decision.Guard, out.Decision.Reason))
+		r.refusal = out.Decision
+		return *r
 	case out.ToolErr != nil:
 		return *refused(it, DecisionToolError, ch, "the tool failed: "+schemas.TruncateText(out.ToolErr.Error()))
 	}
@@ -166,10 +170,10 @@ type Refusal struct {
 
 // Refuse records a deny receipt for each function call of a batch that
 // names an exposed tool with well-formed arguments, on dec, the kernel's
-// refusal of token (kernel.Identify): a call turned away for its
-// credential is still recorded (DESIGN §5). Nothing runs. The other
-// calls never reached the kernel and have none.
-func (a *Adapter) Refuse(ctx context.Context, token string, b *Batch, dec *kernel.Decision) ([]Refusal, error) {
+// refusal of token with proof (kernel.Identify or Admit): a call turned
+// away for its credential is still recorded (DESIGN §5). Nothing runs.
+// The other calls never reached the kernel and have none.
+func (a *Adapter) Refuse(ctx context.Context, token string, proof *kernel.Proof, b *Batch, dec *kernel.Decision) ([]Refusal, error) {
 	ctx = context.WithoutCancel(ctx) // the receipts must be written
 	out := []Refusal{}
 	for _, it := range b.Items {
@@ -177,7 +181,7 @@ func (a *Adapter) Refuse(ctx context.Context, token string, b *Batch, dec *kerne
 		if res != nil {
 			continue
 		}
-		call.Token = token
+		call.Token, call.Proof = token, proof
 		r, err := a.dispatch.Refuse(ctx, call, dec)
 		if err != nil {
 			return out, fmt.Errorf("record the refusal of call %s: %w", it.CallID, err)

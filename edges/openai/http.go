@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/chio-ledger/chio/edges/kernel"
-	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // The HTTP paths of the surface.
@@ -36,11 +36,12 @@ func (a *Adapter) handleTools(c echo.Context) error {
 	if werr != nil {
 		return writeError(c, werr)
 	}
-	token, _, werr := a.token(c.Request().Header)
+	r := c.Request()
+	token, proof, _, werr := a.credential(r)
 	if werr != nil {
 		return writeError(c, werr)
 	}
-	id, dec := a.kernel.Identify(c.Request().Context(), token, nil)
+	id, dec := a.kernel.Identify(r.Context(), token, proof)
 	if dec != nil {
 		return writeError(c, unauthorized(dec, nil))
 	}
@@ -50,6 +51,9 @@ func (a *Adapter) handleTools(c echo.Context) error {
 // handleToolCalls runs a batch. Request-level problems are answered before
 // anything runs; a refused credential gets 401 after its calls' deny
 // receipts are written.
+//
+// The batch is one request with one proof of possession: every call of it
+// is decided under that proof, whose one-time id is claimed once.
 //
 // The body must be application/json: a browser cannot send that
 // cross-site without a CORS preflight, which this surface never answers.
@@ -69,7 +73,7 @@ func (a *Adapter) handleToolCalls(c echo.Context) error {
 	if werr != nil {
 		return writeError(c, werr)
 	}
-	token, dev, werr := a.token(r.Header)
+	token, proof, dev, werr := a.credential(r)
 	if werr != nil {
 		return writeError(c, werr)
 	}
@@ -78,15 +82,37 @@ func (a *Adapter) handleToolCalls(c echo.Context) error {
 			return writeError(c, werr)
 		}
 	}
-	ctx := c.Request().Context()
-	if _, dec := a.kernel.Identify(c.Request().Context(), token, nil); dec != nil {
-		refs, err := a.Refuse(ctx, token, b, dec)
+	ctx := r.Context()
+	// Admit leaves the proof's one-time claim to the first governed
+	// call's decision write; a batch with no governed call settles it now.
+	check := a.kernel.Identify
+	if a.governs(b) {
+		check = a.kernel.Admit
+	}
+	if _, dec := check(ctx, token, proof); dec != nil {
+		refs, err := a.Refuse(ctx, token, proof, b, dec)
 		if err != nil {
 			return writeError(c, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "not_recorded", Message: err.Error()})
 		}
 		return writeError(c, unauthorized(dec, refs))
 	}
-	return c.JSON(http.StatusOK, Answer(b.Dialect, a.Run(ctx, token, b)))
+	results := a.Run(ctx, token, proof, b)
+	if werr := proofRefused(results); werr != nil {
+		// The proof was spent before (its one-time id claimed by another
+		// request): every governed call was refused on the record.
+		return writeError(c, werr)
+	}
+	return c.JSON(http.StatusOK, Answer(b.Dialect, results))
+}
+
+// governs reports whether any item of b would reach the kernel.
+func (a *Adapter) governs(b *Batch) bool {
+	for _, it := range b.Items {
+		if _, _, res := a.prepare(b.Dialect, it); res == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // requireJSON refuses a body that is not declared application/json (415).
@@ -121,42 +147,76 @@ func refuseCrossSite(r *http.Request) *Error {
 	}
 	return &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "cross_site_request",
 		Message: "a cross-site browser request cannot run tools under the dev capability (" + why +
-			"): present a capability as Authorization: Bearer or X-Chio-Capability, or call from the same origin"}
+			"): present a capability (Authorization: DPoP, Authorization: Bearer or X-Chio-Capability), or call from the same origin"}
 }
 
 // readBody reads at most MaxBodyBytes.
 func readBody(r *http.Request) ([]byte, *Error) { return readBodyMax(r, MaxBodyBytes) }
 
-// token is the caller's capability (Authorization: Bearer or
-// X-Chio-Capability), or the dev capability (dev true) for a caller that
-// sends no credential at all.
-func (a *Adapter) token(h http.Header) (tok string, dev bool, _ *Error) {
-	tok, err := schemas.CapabilityFromHeaders(h)
+// credential is the caller's capability and its proof of possession
+// (Authorization: DPoP with a DPoP proof; or, without a proof,
+// Authorization: Bearer or X-Chio-Capability), or the dev capability (dev
+// true) for a caller that sends no credential at all.
+func (a *Adapter) credential(r *http.Request) (token string, proof *kernel.Proof, dev bool, _ *Error) {
+	p, err := dpop.FromRequest(r, a.origin)
 	if err == nil {
-		return tok, false, nil
+		return p.Token, kernel.FromPresented(p), false, nil
 	}
-	if h.Get("Authorization") == "" && h.Get("X-Chio-Capability") == "" && a.devToken != "" {
-		return a.devToken, true, nil
+	if !dpop.Presents(r.Header) && a.devToken != "" {
+		return a.devToken, nil, true, nil
 	}
-	return "", false, &Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "missing_capability",
-		Message: "a chio.capability.v1 token is required, as Authorization: Bearer or X-Chio-Capability: " + err.Error()}
+	return "", nil, false, &Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "missing_capability",
+		Message: "a chio.capability.v1 token is required, as Authorization: DPoP with a DPoP proof, or as Authorization: Bearer or X-Chio-Capability: " + err.Error()}
 }
 
+// Codes of a 401's error.
+const (
+	codeInvalidCapability = "invalid_capability"
+	codeInvalidProof      = "invalid_dpop_proof"
+)
+
 // unauthorized is the 401 of a capability the kernel refused, naming the
-// deny receipts of the refused calls, if any.
+// deny receipts of the refused calls, if any. A refused proof of
+// possession is code invalid_dpop_proof, its check under chio.dpop_check.
 func unauthorized(dec *kernel.Decision, refs []Refusal) *Error {
-	e := &Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_capability",
-		Message: fmt.Sprintf("capability refused at %s: %s", dec.Guard, dec.Reason)}
+	e := &Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: codeInvalidCapability,
+		Message: fmt.Sprintf("capability refused at %s: %s", dec.Guard, dec.Reason), check: dec.DPoPCheck()}
+	extra := map[string]any{}
 	if refs != nil {
-		e.Extra = map[string]any{"denied": true, "decision": DecisionDeny, "receipts": refs}
+		extra["denied"], extra["decision"], extra["receipts"] = true, DecisionDeny, refs
+	}
+	if e.check != "" {
+		e.Code, extra["dpop_check"] = codeInvalidProof, string(e.check)
+	}
+	if len(extra) > 0 {
+		e.Extra = extra
 	}
 	return e
 }
 
-// writeError answers an OpenAI-style error; a 401 names the Bearer scheme.
+// proofRefused is the 401 of a batch whose governed calls were refused
+// for their shared proof after their decisions were written (a replayed
+// proof), naming their receipts; nil when none was.
+func proofRefused(results []Result) *Error {
+	var dec *kernel.Decision
+	refs := []Refusal{}
+	for _, r := range results {
+		if r.refusal != nil && r.refusal.DPoPCheck() != "" {
+			dec = r.refusal
+			refs = append(refs, Refusal{CallID: r.Item.CallID, ReceiptRef: r.Chio.ReceiptRef})
+		}
+	}
+	if dec == nil {
+		return nil
+	}
+	return unauthorized(dec, refs)
+}
+
+// writeError answers an OpenAI-style error. A 401 challenges with the
+// DPoP scheme and, unless a proof was refused, the Bearer scheme too.
 func writeError(c echo.Context, e *Error) error {
 	if e.Status == http.StatusUnauthorized {
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chio", charset="UTF-8"`)
+		dpop.SetChallenge(c.Response().Header(), e.check, `Bearer realm="chio", charset="UTF-8"`)
 	}
 	return c.JSON(e.Status, e)
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/chio-ledger/chio/edges/kernel"
 )
 
 // The proxy's paths: the two model APIs, as an OpenAI base URL of
@@ -204,7 +206,7 @@ func (a *Adapter) handleProxy(api proxyAPI) echo.HandlerFunc {
 		if err := json.Unmarshal(body, &req); err != nil || req == nil {
 			return writeError(c, invalid("invalid_json", "", "the body must be a JSON object: %v", errOrNull(err)))
 		}
-		token, dev, werr := a.token(r.Header)
+		token, proof, dev, werr := a.credential(r)
 		if werr != nil {
 			return writeError(c, werr)
 		}
@@ -213,7 +215,9 @@ func (a *Adapter) handleProxy(api proxyAPI) echo.HandlerFunc {
 				return writeError(c, werr)
 			}
 		}
-		id, dec := a.kernel.Identify(r.Context(), token, nil)
+		// The next effect is the upstream request, not a governed call:
+		// the proof is spent here, and every round's calls share it.
+		id, dec := a.kernel.Identify(r.Context(), token, proof)
 		if dec != nil {
 			return writeError(c, unauthorized(dec, nil))
 		}
@@ -225,7 +229,7 @@ func (a *Adapter) handleProxy(api proxyAPI) echo.HandlerFunc {
 		if werr != nil {
 			return writeError(c, werr)
 		}
-		p := &proxyRun{a: a, api: api, token: token, req: req, stream: stream, client: clientNames, rep: &proxyReport{Calls: []proxyCall{}}}
+		p := &proxyRun{a: a, api: api, token: token, proof: proof, req: req, stream: stream, client: clientNames, rep: &proxyReport{Calls: []proxyCall{}}}
 		return p.run(c)
 	}
 }
@@ -252,9 +256,12 @@ func streamFlag(req map[string]json.RawMessage) (bool, *Error) {
 
 // proxyRun is one client request's rounds.
 type proxyRun struct {
-	a      *Adapter
-	api    proxyAPI
-	token  string
+	a     *Adapter
+	api   proxyAPI
+	token string
+	// proof is the client request's proof of possession, shared by the
+	// calls of every round.
+	proof  *kernel.Proof
 	req    map[string]json.RawMessage
 	stream bool
 	client map[string]bool
@@ -306,7 +313,7 @@ func (p *proxyRun) run(c echo.Context) error {
 			return p.fail(c, &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_invalid",
 				Message: fmt.Sprintf("round %d: the model's calls cannot be answered: %v", p.rep.Rounds, err)})
 		}
-		results := p.a.Run(ctx, p.token, &Batch{Dialect: p.api.dialect(), Items: governed})
+		results := p.a.Run(ctx, p.token, p.proof, &Batch{Dialect: p.api.dialect(), Items: governed})
 		for _, r := range results {
 			p.rep.Calls = append(p.rep.Calls, proxyCall{Round: p.rep.Rounds, CallID: r.Item.CallID, Chio: r.Chio})
 		}

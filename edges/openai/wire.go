@@ -15,6 +15,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // Dialect is the OpenAI API a batch came from; its value is the protocol
@@ -81,6 +84,9 @@ type Error struct {
 	// Extra is added to the error object under "chio" (the receipts of a
 	// refused credential's calls).
 	Extra any
+	// check is the failed check of a refused proof of possession: the
+	// 401's challenge names it.
+	check dpop.Check
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -338,6 +344,8 @@ type Result struct {
 	Item   Item
 	Output string
 	Chio   Chio
+	// refusal is the kernel's deny of a call that reached it.
+	refusal *kernel.Decision
 }
 
 type chatToolMessage struct {
