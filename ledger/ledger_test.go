@@ -160,6 +160,10 @@ func outcomeEvent(c call, ts uint64) schemas.OutcomeEvent {
 	if c.outcome != schemas.OutcomeCompleted {
 		o.Reason = "tool said no"
 	}
+	if c.outcome == schemas.OutcomeRefused {
+		// Refused after its decision was written: nothing ran.
+		o.Reason, o.Guard, o.ContentHash = "dpop replayed: this proof was used before", "dpop", schemas.EmptyContentHash
+	}
 	return o
 }
 
@@ -248,7 +252,8 @@ func TestEventsBecomeVerifiableReceipts(t *testing.T) {
 			newCall(schemas.VerdictDeny, ""),
 			newCall(schemas.VerdictAllow, schemas.OutcomeCompleted),
 			newCall(schemas.VerdictAllow, schemas.OutcomeFailed),
-			newCall(schemas.VerdictAllow, schemas.OutcomeCancelled))
+			newCall(schemas.VerdictAllow, schemas.OutcomeCancelled),
+			newCall(schemas.VerdictAllow, schemas.OutcomeRefused))
 	}
 	h.publishCalls(calls, 1760000000)
 	waitSize(t, store, uint64(len(calls)))
@@ -269,7 +274,8 @@ func TestEventsBecomeVerifiableReceipts(t *testing.T) {
 	}
 	kernelKey := schemas.EncodePublicKey(h.keys.Kernel.Public().(ed25519.PublicKey))
 	want := map[schemas.Outcome]schemas.Verdict{"": schemas.VerdictDeny, schemas.OutcomeCompleted: schemas.VerdictAllow,
-		schemas.OutcomeFailed: schemas.VerdictDeny, schemas.OutcomeCancelled: schemas.VerdictCancelled}
+		schemas.OutcomeFailed: schemas.VerdictDeny, schemas.OutcomeCancelled: schemas.VerdictCancelled,
+		schemas.OutcomeRefused: schemas.VerdictDeny}
 	for _, c := range calls {
 		r, idx, leaf := h.receipt(store, c.id)
 		if err := r.Verify(); err != nil {
@@ -288,6 +294,9 @@ func TestEventsBecomeVerifiableReceipts(t *testing.T) {
 			t.Fatalf("allow receipt: timestamp %d metadata %s", r.Timestamp, r.Metadata)
 		case c.outcome == schemas.OutcomeFailed && r.Decision.Guard != "tool_server":
 			t.Fatalf("failed call: %+v", r.Decision)
+		case c.outcome == schemas.OutcomeRefused && (r.Decision.Guard != "dpop" || r.Decision.Reason != "dpop replayed: this proof was used before" ||
+			r.ContentHash != schemas.EmptyContentHash):
+			t.Fatalf("refused call: %+v", r)
 		}
 		// The exact dedup index points each event at its receipt's leaf.
 		for _, ev := range []string{schemas.DecisionEventID(c.id), schemas.OutcomeEventID(c.id)} {

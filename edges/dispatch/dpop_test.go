@@ -1,0 +1,260 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
+)
+
+// chain is an agent token that can delegate, and a helper token the agent
+// delegated from it: the setting of the rebuilt-parent attack.
+type chain struct {
+	agentKey, helperKey ed25519.PrivateKey
+	agent, helper       string // header form
+	rebuilt             string // the agent's token, rebuilt by the helper from its own chain
+	agent2              string // a second token for the agent's key
+}
+
+func newChain(t *testing.T) chain {
+	t.Helper()
+	issuer := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32))
+	agentKey := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32))
+	helperKey := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{4}, 32))
+	now := time.Now()
+	agent, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
+		ID: "cap-agent", Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
+		Subject: schemas.EncodePublicKey(agentKey.Public().(ed25519.PublicKey)),
+		Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "*",
+			Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}}},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := uint32(1)
+	helper, err := schemas.Delegate(agentKey, agent, schemas.CapabilityBody{
+		ID: "cap-helper", Subject: schemas.EncodePublicKey(helperKey.Public().(ed25519.PublicKey)),
+		Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "hello_task",
+			Operations: []schemas.Operation{schemas.OpInvoke}, MaxInvocations: &one}}},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := func(tok *schemas.CapabilityToken) string {
+		h, err := schemas.EncodeCapabilityHeader(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	body2 := agent.CapabilityBody
+	body2.ID = "cap-agent-2"
+	agent2, err := schemas.IssueCapability(issuer, body2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chain{agentKey: agentKey, helperKey: helperKey, agent: enc(agent), helper: enc(helper),
+		rebuilt: enc(helper.Ancestor(len(helper.DelegationChain) - 1)), agent2: enc(agent2)}
+}
+
+func httpProof(t *testing.T, key ed25519.PrivateKey, token, method, url string) *kernel.Proof {
+	t.Helper()
+	s, err := dpop.NewSigner(key, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Proof(method, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kernel.Proof{DPoP: p, Method: method, URL: url}
+}
+
+// forgeProof is a well-formed proof by key for token, whatever the
+// token's subject (dpop.NewSigner refuses to make one): the helper's
+// honest attempt at proving the agent's token with its own key.
+func forgeProof(t *testing.T, key ed25519.PrivateKey, token, method, url string) *kernel.Proof {
+	t.Helper()
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key}, (&jose.SignerOptions{EmbedJWK: true}).WithType(dpop.ProofType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, _ := json.Marshal(dpop.Claims{JTI: "forged", HTM: method, HTU: url, IAT: time.Now().Unix(), ATH: dpop.TokenHash(token)})
+	o, err := s.Sign(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := o.CompactSerialize()
+	return &kernel.Proof{DPoP: c, Method: method, URL: url}
+}
+
+// TestRebuiltParent is the attack: a helper rebuilds its parent's token
+// from its own delegation chain and presents it. Without proof, or with a
+// proof by its own key, the call is denied at the dpop step with a deny
+// decision; the agent with its own key is allowed, its binding recorded.
+func TestRebuiltParent(t *testing.T) {
+	f := setup(t)
+	ch := newChain(t)
+	if ch.rebuilt != ch.agent {
+		t.Fatal("the rebuilt ancestor should be the agent's token byte for byte: that is the attack")
+	}
+	const url = "http://edge.example/a2a"
+	call := func(token string, p *kernel.Proof) *Result {
+		res, err := f.d.Do(context.Background(), Call{Token: token, Proof: p, ServerID: "hello-a2a-srv", ToolName: "hello_task",
+			Arguments: json.RawMessage(`{"text":"world"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	cases := []struct {
+		name  string
+		token string
+		proof func() *kernel.Proof
+		allow bool
+		check dpop.Check
+		bind  string
+	}{
+		{"rebuilt parent as bearer", ch.rebuilt, func() *kernel.Proof { return nil }, false, dpop.CheckMissing, ""},
+		{"rebuilt parent proven by the helper's key", ch.rebuilt, func() *kernel.Proof {
+			return forgeProof(t, ch.helperKey, ch.rebuilt, "POST", url)
+		}, false, dpop.CheckKey, ""},
+		{"the agent's own token as bearer", ch.agent, func() *kernel.Proof { return nil }, false, dpop.CheckMissing, ""},
+		{"the agent, proven", ch.agent, func() *kernel.Proof { return httpProof(t, ch.agentKey, ch.agent, "POST", url) }, true, "", dpop.MethodDPoP},
+		{"the helper's leaf token as bearer", ch.helper, func() *kernel.Proof { return nil }, true, "", dpop.MethodBearer},
+		{"the helper's leaf spent", ch.helper, func() *kernel.Proof { return nil }, false, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			runs := f.server.runs.Load()
+			res := call(c.token, c.proof())
+			d := res.Decision
+			if d.Allow != c.allow || d.DPoPCheck() != c.check {
+				t.Fatalf("allow=%v guard=%s reason=%s", d.Allow, d.Guard, d.Reason)
+			}
+			if !c.allow && f.server.runs.Load() != runs {
+				t.Fatal("a denied call ran")
+			}
+			if c.bind != "" && d.Binding.Method != c.bind {
+				t.Fatalf("binding %+v", d.Binding)
+			}
+			if c.bind == dpop.MethodDPoP && d.Binding.Thumbprint != dpop.Thumbprint(ch.agentKey.Public().(ed25519.PublicKey)) {
+				t.Fatalf("thumbprint %s", d.Binding.Thumbprint)
+			}
+		})
+	}
+	// The decision events say who was bound how.
+	var dpopBound int
+	for _, raw := range f.events(t)[schemas.SubjectDecision] {
+		var ev schemas.DecisionEvent
+		_ = json.Unmarshal(raw, &ev)
+		if bytes.Contains(ev.Metadata, []byte(`"binding":{"jkt":"`+dpop.Thumbprint(ch.agentKey.Public().(ed25519.PublicKey))+`","method":"dpop"}`)) {
+			dpopBound++
+		}
+	}
+	if dpopBound != 1 {
+		t.Fatalf("%d decision events record the agent's dpop binding, want 1", dpopBound)
+	}
+}
+
+// TestReplayAcrossReplicas: a proof accepted by one edge replica is
+// refused by another on the same JetStream, after its decision was
+// written, with a refused outcome (its receipt is a deny by "dpop"), and
+// the tool does not run.
+func TestReplayAcrossReplicas(t *testing.T) {
+	f := setup(t)
+	ch := newChain(t)
+	reg := tools.NewRegistry()
+	srv := &countingServer{Server: hello.New()}
+	if err := reg.Register(srv); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	k2, err := kernel.New(ctx, f.js, f.k.Policy(), kernel.WithRegistry(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k2.Close)
+	d2, err := New(ctx, f.js, k2, reg, "edge-2", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const url = "http://edge.example/a2a"
+	first := httpProof(t, ch.agentKey, ch.agent, "POST", url)
+	// The same proof text, as a second request carries it.
+	again := &kernel.Proof{DPoP: first.DPoP, Method: first.Method, URL: first.URL}
+	call := Call{Token: ch.agent, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{"text":"x"}`)}
+
+	c1 := call
+	c1.Proof = first
+	r1, err := f.d.Do(ctx, c1)
+	if err != nil || !r1.Decision.Allow || !r1.Ran {
+		t.Fatalf("first use refused: %+v %v", r1, err)
+	}
+	c2 := call
+	c2.Proof = again
+	r2, err := d2.Do(ctx, c2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Decision.Allow || r2.Ran || r2.Decision.DPoPCheck() != dpop.CheckReplayed || srv.runs.Load() != 0 {
+		t.Fatalf("replay on the second replica: allow=%v ran=%v reason=%s runs=%d", r2.Decision.Allow, r2.Ran, r2.Decision.Reason, srv.runs.Load())
+	}
+	var refused *schemas.OutcomeEvent
+	for _, raw := range f.events(t)[schemas.SubjectOutcome] {
+		var o schemas.OutcomeEvent
+		_ = json.Unmarshal(raw, &o)
+		if o.ReceiptID == r2.ReceiptID {
+			refused = &o
+		}
+	}
+	if refused == nil || refused.Outcome != schemas.OutcomeRefused || refused.Guard != kernel.StepDPoP ||
+		!strings.Contains(refused.Reason, "replayed") || refused.Validate() != nil {
+		t.Fatalf("refused outcome %+v", refused)
+	}
+	// A third use, on the first replica, is refused too.
+	c3 := call
+	c3.Proof = &kernel.Proof{DPoP: first.DPoP, Method: first.Method, URL: first.URL}
+	if r3, err := f.d.Do(ctx, c3); err != nil || r3.Decision.Allow {
+		t.Fatalf("third use: %+v %v", r3, err)
+	}
+}
+
+// TestProofForAnotherRequest: a proof is bound to its request's method and
+// URL and to the token.
+func TestProofForAnotherRequest(t *testing.T) {
+	f := setup(t)
+	ch := newChain(t)
+	p := httpProof(t, ch.agentKey, ch.agent, "POST", "http://edge.example/a2a")
+	for _, c := range []struct {
+		name  string
+		p     *kernel.Proof
+		token string
+		check dpop.Check
+	}{
+		{"another URL", &kernel.Proof{DPoP: p.DPoP, Method: "POST", URL: "http://edge.example/v1/chat/completions"}, ch.agent, dpop.CheckURL},
+		{"another method", &kernel.Proof{DPoP: p.DPoP, Method: "GET", URL: p.URL}, ch.agent, dpop.CheckMethod},
+		{"another token of the same key", &kernel.Proof{DPoP: p.DPoP, Method: p.Method, URL: p.URL}, ch.agent2, dpop.CheckToken},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := f.d.Do(context.Background(), Call{Token: c.token, Proof: c.p, ServerID: "hello-a2a-srv", ToolName: "hello_task",
+				Arguments: json.RawMessage(`{}`)})
+			if err != nil || res.Decision.Allow || res.Decision.DPoPCheck() != c.check {
+				t.Fatalf("%+v %v", res.Decision, err)
+			}
+		})
+	}
+}
