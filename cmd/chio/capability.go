@@ -17,6 +17,7 @@ import (
 
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 func newCapabilityCmd() *cobra.Command {
@@ -24,7 +25,7 @@ func newCapabilityCmd() *cobra.Command {
 		Use:   "capability",
 		Short: "Issue, inspect and revoke chio.capability.v1 tokens",
 	}
-	cmd.AddCommand(newCapabilityKeygenCmd(), newCapabilityIssueCmd(), newCapabilityInspectCmd(), newCapabilityRevokeCmd())
+	cmd.AddCommand(newCapabilityKeygenCmd(), newCapabilityIssueCmd(), newCapabilityInspectCmd(), newCapabilityRevokeCmd(), newCapabilityProofCmd())
 	return cmd
 }
 
@@ -218,6 +219,136 @@ func readToken(stdin io.Reader, arg string) (*schemas.CapabilityToken, error) {
 		return nil, err
 	}
 	return schemas.ParseCapability(raw)
+}
+
+// readTokenText is readToken's token in header form, as a client presents
+// it (and a proof's ath hashes it): the input's header-form line if it has
+// one, else the JSON token encoded.
+func readTokenText(stdin io.Reader, arg string) (string, *schemas.CapabilityToken, error) {
+	text := arg
+	switch {
+	case arg == "-":
+		b, err := io.ReadAll(io.LimitReader(stdin, 4*schemas.MaxCapabilityBytes))
+		if err != nil {
+			return "", nil, err
+		}
+		text = string(b)
+	case strings.HasPrefix(arg, "@"):
+		b, err := os.ReadFile(arg[1:])
+		if err != nil {
+			return "", nil, err
+		}
+		text = string(b)
+	}
+	var header string
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "{") {
+			header = line
+			break
+		}
+	}
+	tok, err := readToken(stdin, strings.TrimSpace(text))
+	if err != nil {
+		if header == "" {
+			return "", nil, err
+		}
+		if tok, err = readToken(stdin, header); err != nil {
+			return "", nil, err
+		}
+	}
+	if header == "" {
+		if header, err = schemas.EncodeCapabilityHeader(tok); err != nil {
+			return "", nil, err
+		}
+	}
+	return header, tok, nil
+}
+
+// signerFromFiles is the proof signer for token held by the key in keyFile
+// (capability keygen's file).
+func signerFromFiles(keyFile, token string) (*dpop.Signer, error) {
+	b, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	key, err := schemas.ParsePrivateKey(string(b))
+	if err != nil {
+		return nil, err
+	}
+	return dpop.NewSigner(key, token)
+}
+
+func newCapabilityProofCmd() *cobra.Command {
+	var keyFile, token, method, url string
+	var headers, tool bool
+	var server, toolName, args string
+	cmd := &cobra.Command{
+		Use:   "proof --key KEY --token TOKEN --method M --url U",
+		Short: "Print a proof of possession of a token's subject key for one request (RFC 9449 DPoP) or one tool call",
+		Long: "A token that can delegate (or whose grant has dpop_required, or any token where the server runs with\n" +
+			"--require-dpop) is honoured only with a proof by its subject key. Send it as\n" +
+			"  Authorization: DPoP <token>\n  DPoP: <proof>\n" +
+			"A proof is for one request (method and URL, without the query), is fresh for 60 s and is accepted once.\n" +
+			"--headers prints both header lines (for curl -H @FILE). --tool prints a chio.dpop_proof.v1 for a tool\n" +
+			"call instead (--server, --tool-name, --args), for transports without an HTTP request (stdio, ACP, MCP _meta).\n" +
+			"KEY is the file capability keygen wrote; TOKEN is as for inspect (@FILE, -, or inline).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if keyFile == "" || token == "" {
+				return usageError(errors.New("proof: --key and --token are required"))
+			}
+			text, _, err := readTokenText(cmd.InOrStdin(), token)
+			if err != nil {
+				return usageError(fmt.Errorf("proof: --token: %w", err))
+			}
+			s, err := signerFromFiles(keyFile, text)
+			if err != nil {
+				return usageError(fmt.Errorf("proof: %w", err))
+			}
+			out := cmd.OutOrStdout()
+			if tool {
+				if server == "" || toolName == "" {
+					return usageError(errors.New("proof --tool: --server and --tool-name are required"))
+				}
+				tp, err := s.ToolProof(server, toolName, json.RawMessage(args))
+				if err != nil {
+					return usageError(fmt.Errorf("proof: %w", err))
+				}
+				raw, _ := json.Marshal(tp)
+				fmt.Fprintln(out, string(raw))
+				return nil
+			}
+			if method == "" || url == "" {
+				return usageError(errors.New("proof: --method and --url are required"))
+			}
+			if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+				return usageError(fmt.Errorf("proof: --url %q: want an http:// or https:// URL", url))
+			}
+			if q := strings.IndexAny(url, "?#"); q >= 0 {
+				url = url[:q] // htu has no query or fragment
+			}
+			p, err := s.Proof(strings.ToUpper(method), url)
+			if err != nil {
+				return fmt.Errorf("proof: %w", err)
+			}
+			if headers {
+				fmt.Fprintf(out, "Authorization: DPoP %s\n%s: %s\n", text, dpop.Header, p)
+				return nil
+			}
+			fmt.Fprintln(out, p)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&keyFile, "key", "", "the token's subject key (capability keygen's file)")
+	cmd.Flags().StringVar(&token, "token", "", "the token: @FILE, - (stdin) or inline")
+	cmd.Flags().StringVar(&method, "method", "", "the request's HTTP method")
+	cmd.Flags().StringVar(&url, "url", "", "the request's URL (scheme, host, path)")
+	cmd.Flags().BoolVar(&headers, "headers", false, "print the Authorization and DPoP header lines")
+	cmd.Flags().BoolVar(&tool, "tool", false, "print a chio.dpop_proof.v1 for one tool call instead")
+	cmd.Flags().StringVar(&server, "server", "", "--tool: the tool server id")
+	cmd.Flags().StringVar(&toolName, "tool-name", "", "--tool: the tool name")
+	cmd.Flags().StringVar(&args, "args", "{}", "--tool: the call's arguments (a JSON object)")
+	return cmd
 }
 
 func newCapabilityInspectCmd() *cobra.Command {

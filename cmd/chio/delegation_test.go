@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // startEdgeA2A runs `chio edge a2a` in-process against a NATS server and
@@ -50,6 +52,39 @@ func (a *agent) header(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// proving presents the agent's token with a DPoP proof per request.
+func (a *agent) proving(t *testing.T) http.RoundTripper {
+	t.Helper()
+	s, err := dpop.NewSigner(a.key, a.header(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dpop.Transport{Signer: s}
+}
+
+// keyFile writes the agent's key as capability keygen does and returns the file.
+func (a *agent) keyFile(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "agent.key")
+	if err := os.WriteFile(f, []byte(schemas.EncodePrivateKey(a.key)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// httpGetProven GETs url as the agent, with a DPoP proof.
+func httpGetProven(t *testing.T, a *agent, url string) (int, []byte) {
+	t.Helper()
+	c := &http.Client{Transport: a.proving(t), Timeout: 30 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }
 
 func grantsFor(skills ...string) []schemas.ToolGrant {
@@ -152,18 +187,23 @@ func TestThreeHopDelegatedCall(t *testing.T) {
 		Scope: schemas.Scope{Grants: grantsFor("hello-a2a-srv/hello_task")}, IssuedAt: now - 60, ExpiresAt: now + 3600}); err != nil {
 		t.Fatal(err)
 	}
+	// Every token here can delegate, so each hop proves possession of its
+	// subject key: the relays with --relay-key, the clients with dpop.Transport.
 	dir := t.TempDir()
 	bFile, cFile := filepath.Join(dir, "b.token"), filepath.Join(dir, "c.token")
+	bKey, cKey := filepath.Join(dir, "b.key"), filepath.Join(dir, "c.key")
 	_ = os.WriteFile(bFile, []byte(b.header(t)), 0o600)
 	_ = os.WriteFile(cFile, []byte(c.header(t)), 0o600)
+	_ = os.WriteFile(bKey, []byte(schemas.EncodePrivateKey(b.key)), 0o600)
+	_ = os.WriteFile(cKey, []byte(schemas.EncodePrivateKey(c.key)), 0o600)
 	issuerPub := filepath.Join(up.dir, "keys", issuerPubFile)
 	edgeY := startEdgeA2A(t, "--nats", up.natsURL, "--issuer-pub", issuerPub, "--edge-id", "edge-y",
-		"--relay-as", "agent-c/ask", "--relay-to", up.httpURL+"/a2a", "--relay-skill", "hello-a2a-srv/hello_task", "--relay-token", cFile)
+		"--relay-as", "agent-c/ask", "--relay-to", up.httpURL+"/a2a", "--relay-skill", "hello-a2a-srv/hello_task", "--relay-token", cFile, "--relay-key", cKey)
 	edgeX := startEdgeA2A(t, "--nats", up.natsURL, "--issuer-pub", issuerPub, "--edge-id", "edge-x",
-		"--relay-as", "agent-b/ask", "--relay-to", edgeY, "--relay-skill", "agent-c/ask", "--relay-token", bFile)
+		"--relay-as", "agent-b/ask", "--relay-to", edgeY, "--relay-skill", "agent-c/ask", "--relay-token", bFile, "--relay-key", bKey)
 
 	client, err := a2aclient.NewFromEndpoints(ctx, []*a2apb.AgentInterface{a2apb.NewAgentInterface(edgeX, a2apb.TransportProtocolJSONRPC)},
-		a2aclient.WithJSONRPCTransport(&http.Client{Transport: bearerAuth(a.header(t)), Timeout: 30 * time.Second}))
+		a2aclient.WithJSONRPCTransport(&http.Client{Transport: a.proving(t), Timeout: 30 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +275,7 @@ func TestThreeHopDelegatedCall(t *testing.T) {
 
 	// A chain naming a call that has ended is only asserted.
 	direct, err := a2aclient.NewFromEndpoints(ctx, []*a2apb.AgentInterface{a2apb.NewAgentInterface(up.httpURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
-		a2aclient.WithJSONRPCTransport(&http.Client{Transport: bearerAuth(c.header(t)), Timeout: 30 * time.Second}))
+		a2aclient.WithJSONRPCTransport(&http.Client{Transport: c.proving(t), Timeout: 30 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,7 @@ type edgeFlags struct {
 	relayTo        string
 	relaySkill     string
 	relayToken     string
+	relayKey       string
 	drainTimeout   time.Duration
 	// The gRPC binding: --grpc-listen, --grpc-public-url, and the address
 	// the card advertises (set by listenGRPC).
@@ -74,6 +75,8 @@ type edgeFlags struct {
 	// --card-version (the dialect of a request that names none).
 	cardKey     string
 	cardVersion string
+	// requireDPoP: every token needs a proof (--require-dpop).
+	requireDPoP bool
 	// servers are in-process tool servers the command built itself (the
 	// OpenAPI bridge), registered beside the demos.
 	servers []tools.Server
@@ -82,6 +85,7 @@ type edgeFlags struct {
 func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.policyFile, "policy", "", "policy document (chio.policy.v1); default: trust --issuer-pub with the default guards")
 	cmd.Flags().StringVar(&f.issuerPub, "issuer-pub", "", "file with the trusted capability issuer's public key (when no --policy)")
+	cmd.Flags().BoolVar(&f.requireDPoP, "require-dpop", false, "honour every capability only with a proof of possession of its subject key (by default only tokens that can delegate, or whose grants ask for it, need one)")
 	cmd.Flags().StringVar(&f.publicURL, "public-url", "", "public origin advertised in the agent card (default: from each request)")
 	cmd.Flags().StringVar(&f.cardKey, "card-key", "", "Ed25519 key (hex seed) that signs the agent card, its public key served at /.well-known/jwks.json; created if missing; replicas share one (default: unsigned; chio up: DATA_DIR/keys/card.key)")
 	cmd.Flags().StringVar(&f.cardVersion, "card-version", "1.0", `agent card served at /.well-known/agent-card.json when a request names no A2A-Version: "1.0", or "0.3" (the 0.3-compatible card, for 0.3 clients that send no version; it fails the 1.0 schema)`)
@@ -100,6 +104,7 @@ func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.relayTo, "relay-to", "", "the relay's downstream A2A JSON-RPC endpoint (e.g. http://127.0.0.1:8082/a2a)")
 	cmd.Flags().StringVar(&f.relaySkill, "relay-skill", "", "the downstream skill as SERVER/TOOL")
 	cmd.Flags().StringVar(&f.relayToken, "relay-token", "", "file with the capability the relay presents downstream")
+	cmd.Flags().StringVar(&f.relayKey, "relay-key", "", "the relay token's subject key (capability keygen's file): the relay proves possession with a DPoP proof per request (needed when the token can delegate)")
 	cmd.Flags().DurationVar(&f.awaitReceipt, "await-receipt", 0, "wait up to this long for the ledger to integrate each call's receipt and embed it (signed, with its leaf index) in metadata.chio")
 	cmd.Flags().DurationVar(&f.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGINT/SIGTERM, how long calls in flight get to finish and publish their events before the rest are cancelled")
 }
@@ -170,7 +175,13 @@ func (f *edgeFlags) addRelay(reg *tools.Registry) error {
 	if err != nil {
 		return fmt.Errorf("--relay-token: %w", err)
 	}
-	return reg.Register(relay.New(as[0], as[1], relay.Target{URL: f.relayTo, Token: strings.TrimSpace(string(tok)), ServerID: to[0], ToolName: to[1]}))
+	target := relay.Target{URL: f.relayTo, Token: strings.TrimSpace(string(tok)), ServerID: to[0], ToolName: to[1]}
+	if f.relayKey != "" {
+		if target.Signer, err = signerFromFiles(f.relayKey, target.Token); err != nil {
+			return fmt.Errorf("--relay-key: %w", err)
+		}
+	}
+	return reg.Register(relay.New(as[0], as[1], target))
 }
 
 func splitSkill(s string) ([2]string, bool) {
@@ -259,7 +270,8 @@ func (f *edgeFlags) governance(ctx context.Context, js jetstream.JetStream, metr
 		host, _ := os.Hostname()
 		id = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg), kernel.WithReplicas(f.replicas), kernel.WithMetrics(metrics))
+	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg), kernel.WithReplicas(f.replicas), kernel.WithMetrics(metrics),
+		kernel.WithRequireDPoP(f.requireDPoP))
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,7 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 	}
 	call := func(who string, ag *agent, text string) privateCall {
 		client, err := a2aclient.NewFromEndpoints(ctx, []*a2apb.AgentInterface{a2apb.NewAgentInterface(up.httpURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
-			a2aclient.WithJSONRPCTransport(&http.Client{Transport: bearerAuth(ag.header(t)), Timeout: 30 * time.Second}))
+			a2aclient.WithJSONRPCTransport(&http.Client{Transport: ag.proving(t), Timeout: 30 * time.Second}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,15 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 	}
 	waitBody(t, operator, up.httpURL+"/v1/reports/authorization-context?authorizationLimit=50", `"matchingReceipts":3`)
 
-	tokens := map[string]string{"A": a.header(t), "A1": a1.header(t), "B": b.header(t), "operator": operator}
+	// The tenants' tokens can delegate: their reads carry a DPoP proof.
+	agents := map[string]*agent{"A": a, "A1": a1, "B": b}
+	getAs := func(who, url string) (int, []byte) {
+		t.Helper()
+		if ag := agents[who]; ag != nil {
+			return httpGetProven(t, ag, url)
+		}
+		return httpGetAs(t, operator, url)
+	}
 	aPrincipal := schemas.Principal(issuerPub, a.pub)
 	// What must never reach a reader outside A's subtree.
 	secretsOfA := []string{ca.text, ca1.text, ca.capability, ca1.capability, a.pub, a1.pub, aPrincipal, "purpose-of-A"}
@@ -144,7 +152,7 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 	// lists hold only its own, the entry bundles (every tenant's) are 403.
 	for _, c := range []privateCall{ca, ca1} {
 		for _, p := range paths(c) {
-			status, body := httpGetAs(t, tokens["B"], up.httpURL+p)
+			status, body := getAs("B", up.httpURL+p)
 			if status != http.StatusNotFound {
 				t.Errorf("B reads %s: %d, want 404: %.200s", p, status, body)
 			}
@@ -159,7 +167,7 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 		}
 	}
 	for _, p := range lists {
-		status, body := httpGetAs(t, tokens["B"], up.httpURL+p)
+		status, body := getAs("B", up.httpURL+p)
 		want := 200
 		if strings.HasPrefix(p, "/log/tile/entries/") {
 			want = http.StatusForbidden
@@ -169,26 +177,26 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 		}
 		noLeak("B lists "+p, string(body), secretsOfA)
 	}
-	if _, body := httpGetAs(t, tokens["B"], up.httpURL+"/v1/receipts/query?limit=200"); !strings.Contains(string(body), cb.text) || !strings.Contains(string(body), `"totalCount":1`) {
+	if _, body := getAs("B", up.httpURL+"/v1/receipts/query?limit=200"); !strings.Contains(string(body), cb.text) || !strings.Contains(string(body), `"totalCount":1`) {
 		t.Errorf("B does not find exactly its own receipt: %.300s", body)
 	}
 	// A reads its own and its delegate's; the delegate reads only its own.
 	for _, c := range []privateCall{ca, ca1} {
 		for _, p := range paths(c) {
-			if status, body := httpGetAs(t, tokens["A"], up.httpURL+p); status != 200 {
+			if status, body := getAs("A", up.httpURL+p); status != 200 {
 				t.Errorf("A reads %s: %d %.200s", p, status, body)
 			}
 		}
 	}
 	for _, p := range paths(cb) {
-		if status, _ := httpGetAs(t, tokens["A"], up.httpURL+p); status != http.StatusNotFound {
+		if status, _ := getAs("A", up.httpURL+p); status != http.StatusNotFound {
 			t.Errorf("A reads B's %s: %d", p, status)
 		}
 	}
-	if status, _ := httpGetAs(t, tokens["A1"], up.httpURL+"/v1/receipts/"+ca.receipt); status != http.StatusNotFound {
+	if status, _ := getAs("A1", up.httpURL+"/v1/receipts/"+ca.receipt); status != http.StatusNotFound {
 		t.Errorf("A's delegate reads A's own receipt: %d", status)
 	}
-	if status, body := httpGetAs(t, tokens["A1"], up.httpURL+"/v1/receipts/"+ca1.receipt); status != 200 || !strings.Contains(string(body), ca1.text) {
+	if status, body := getAs("A1", up.httpURL+"/v1/receipts/"+ca1.receipt); status != 200 || !strings.Contains(string(body), ca1.text) {
 		t.Errorf("A's delegate reads its receipt: %d %.200s", status, body)
 	}
 	// The operator token chio up wrote reads everything, on the command line too.
@@ -199,7 +207,7 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 	if err != nil || !strings.Contains(out, "purpose-of-A") || !strings.Contains(out, "purpose-of-B") {
 		t.Errorf("trust list as operator: %v %.300s", err, out)
 	}
-	out, err = chio(ctx, "trust", "authorization-context", "list", "--url", up.httpURL, "--token", tokens["B"])
+	out, err = chio(ctx, "trust", "authorization-context", "list", "--url", up.httpURL, "--token", b.header(t), "--key", b.keyFile(t))
 	if err != nil || !strings.Contains(out, "purpose-of-B") {
 		t.Errorf("trust list as B: %v %.300s", err, out)
 	}

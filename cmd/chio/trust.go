@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 func newTrustCmd() *cobra.Command {
@@ -33,7 +35,7 @@ func newTrustCmd() *cobra.Command {
 }
 
 func newAuthorizationContextListCmd() *cobra.Command {
-	var base, token, credential, capability, toolServer, toolName string
+	var base, token, credential, capability, toolServer, toolName, keyFile string
 	var limit int
 	var since, until uint64
 	cmd := &cobra.Command{
@@ -83,10 +85,21 @@ func newAuthorizationContextListCmd() *cobra.Command {
 				}
 				credential = strings.TrimSpace(string(b))
 			}
+			client := &http.Client{Timeout: 2 * time.Minute}
 			if token = orDefault(credential, orDefault(token, os.Getenv(serviceTokenEnv))); token != "" {
 				req.Header.Set("Authorization", "Bearer "+token)
 			}
-			resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
+			if keyFile != "" {
+				if credential == "" {
+					return usageError(errors.New("--key proves possession of the --token capability's subject key: give --token"))
+				}
+				s, err := signerFromFiles(keyFile, credential)
+				if err != nil {
+					return usageError(fmt.Errorf("--key: %w", err))
+				}
+				client.Transport = &dpop.Transport{Signer: s}
+			}
+			resp, err := client.Do(req)
 			if err != nil {
 				return fmt.Errorf("authorization-context list: %w", err)
 			}
@@ -109,6 +122,7 @@ func newAuthorizationContextListCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&base, "url", "http://127.0.0.1:8080", "base URL of the projections service")
 	cmd.Flags().StringVar(&credential, "token", "", "the reader's credential: a capability or the service token, inline or @FILE")
+	cmd.Flags().StringVar(&keyFile, "key", "", "the --token capability's subject key: every request carries a DPoP proof (needed when the capability can delegate)")
 	cmd.Flags().StringVar(&token, "service-token", "", "the service token (default $"+serviceTokenEnv+"); --token takes either")
 	cmd.Flags().StringVar(&capability, "capability", "", "only receipts of this capability id")
 	cmd.Flags().IntVar(&limit, "limit", 0, "most rows to print (1–200; default the service's, 50); the summary counts every match")

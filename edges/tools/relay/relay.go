@@ -21,6 +21,7 @@ import (
 
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // Target is the downstream skill a relay calls.
@@ -33,6 +34,10 @@ type Target struct {
 	// ServerID and ToolName name the downstream skill: the governed
 	// intent of the relayed call must name what it calls.
 	ServerID, ToolName string
+	// Signer, when set, proves possession of Token's subject key with a
+	// DPoP proof per request (a token that can delegate needs one);
+	// without it Token is sent as a bearer token.
+	Signer *dpop.Signer
 }
 
 // Server is a relay tool server with one tool.
@@ -47,8 +52,12 @@ var _ tools.Server = (*Server)(nil)
 
 // New returns a relay serving serverID/toolName that forwards to target.
 func New(serverID, toolName string, target Target) *Server {
+	var rt http.RoundTripper = bearer{target.Token, http.DefaultTransport}
+	if target.Signer != nil {
+		rt = &dpop.Transport{Signer: target.Signer}
+	}
 	return &Server{serverID: serverID, toolName: toolName, target: target,
-		http: &http.Client{Timeout: 30 * time.Second, Transport: bearer{target.Token, http.DefaultTransport}}}
+		http: &http.Client{Timeout: 30 * time.Second, Transport: rt}}
 }
 
 // Manifest returns a fresh copy on every call.
