@@ -9,12 +9,18 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/kernel"
 )
 
 // handle is b's tools/call handler. govern has identified the caller. A
 // tool its capability does not grant is not listed to it, but a call to
 // it still goes to the kernel: the denial is on the record, like every
 // call's (simulation, which records nothing, answers it as unknown).
+//
+// The call is decided under its own tool proof (params._meta
+// MetaDPoPProof) if it brings one, else under its request's proof. A
+// call refused for its proof is answered as a refused capability (the
+// JSON-RPC error, with its deny receipt), not as a tool result.
 func (e *Edge) handle(b *binding) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		c, ok := callerFrom(ctx)
@@ -25,25 +31,44 @@ func (e *Edge) handle(b *binding) sdk.ToolHandler {
 		if err != nil {
 			return nil, invalidArguments(b.name, err)
 		}
+		proof := c.proof
+		if raw := toolProof(req.Params.Meta); raw != nil && !c.ownProof {
+			proof = &kernel.Proof{Tool: raw}
+		}
 		if e.opts.simulate {
+			if proof != c.proof {
+				// Nothing is dispatched: the call's own proof is checked
+				// (and spent) here.
+				if _, dec := e.kernel.Identify(ctx, c.token, proof); dec != nil {
+					return nil, e.refusedRPC(ctx, c.token, proof, methodCallTool, req, dec)
+				}
+			}
 			if !c.id.Invokes(b.entry) {
 				return nil, unknownTool(b.name)
 			}
 			return e.simulate(ctx, b, args)
 		}
 		// The decision and outcome are recorded even if the client goes away.
-		out, err := e.dispatch.Do(context.WithoutCancel(ctx), e.call(c.token, b, args, stampedID(req.Params.Meta)))
+		requestID := stampedID(req.Params.Meta)
+		out, err := e.dispatch.Do(context.WithoutCancel(ctx), e.call(c.token, proof, b, args, requestID))
+		if err == nil {
+			if check := out.Decision.DPoPCheck(); check != "" {
+				c.refused.set(check)
+				return nil, rpcError(CodeUnauthorized, refusedMessage(out.Decision), refusedData(out.Decision,
+					[]Refusal{{RequestID: requestID, ReceiptRef: out.ReceiptID}}))
+			}
+		}
 		return e.result(b, out, err)
 	}
 }
 
 // call is the dispatcher's call of b.
-func (e *Edge) call(token string, b *binding, args json.RawMessage, requestID any) dispatch.Call {
+func (e *Edge) call(token string, proof *kernel.Proof, b *binding, args json.RawMessage, requestID any) dispatch.Call {
 	m := map[string]any{"tool": b.name}
 	if requestID != nil {
 		m["request_id"] = requestID
 	}
-	return dispatch.Call{Token: token, ServerID: b.entry.Manifest.ServerID, ToolName: b.entry.Tool.Name,
+	return dispatch.Call{Token: token, Proof: proof, ServerID: b.entry.Manifest.ServerID, ToolName: b.entry.Tool.Name,
 		Arguments: args, Exposure: &e.opts.exposure, Metadata: map[string]any{"protocol": "mcp", "mcp": m}}
 }
 

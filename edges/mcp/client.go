@@ -16,8 +16,15 @@ type ListedTool struct {
 
 // ListTools asks the MCP endpoint (a Chio edge's /mcp) which tools token
 // may call, with the official client; an empty token sends no credential.
+// token is sent as a bearer token: one that can delegate needs a proof
+// (ListToolsWith and a dpop.Transport).
 func ListTools(ctx context.Context, endpoint, token string) ([]ListedTool, error) {
-	hc := &http.Client{Transport: bearerTransport{token: token, next: http.DefaultTransport}}
+	return ListToolsWith(ctx, endpoint, &http.Client{Transport: bearerTransport{token: token, next: http.DefaultTransport}})
+}
+
+// ListToolsWith is ListTools with the HTTP client that sends the
+// credential, such as one whose transport is a dpop.Transport.
+func ListToolsWith(ctx context.Context, endpoint string, hc *http.Client) ([]ListedTool, error) {
 	c := sdk.NewClient(&sdk.Implementation{Name: "chio-tools-list", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
 	if err != nil {

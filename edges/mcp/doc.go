@@ -11,6 +11,22 @@
 // X-Chio-Capability), so any replica can serve any request: the edge keeps
 // no session and no state of its own.
 //
+// Holder binding. A capability that can delegate (or whose grant sets
+// dpop_required, or any under --require-dpop) is honoured only with a
+// proof of possession of its subject key. Over HTTP that is an RFC 9449
+// proof: Authorization: DPoP <capability> with a DPoP header for the POST
+// to the edge (dpop.Transport makes both for the SDK's client); one proof
+// covers one HTTP request, every call of a batch included. A tools/call
+// may instead (or as well) carry a chio.dpop_proof.v1 in
+// params._meta["chio/dpop_proof"] (MetaDPoPProof), naming the Chio server
+// id and tool name of the call (a listed tool's _meta.chio) and the hash
+// of its arguments; over stdio that is the only proof a call can bring,
+// the session's own capability listing its tools without one. A refused
+// proof is answered like a refused capability (401 with the DPoP
+// challenge over HTTP, CodeUnauthorized, error data naming the check
+// under dpop_check), after the call's deny receipt; the receipt of an
+// allowed call records how its caller proved who it is.
+//
 // Tool names. A tool is listed under its own name when that fits MCP's
 // rule ([A-Za-z0-9_.-], at most 128 characters) and no other exposed tool
 // has it; otherwise under "<server>__<tool>", or, when that does not fit

@@ -13,15 +13,23 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/chio-ledger/chio/edges/kernel"
-	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // authenticate runs before the SDK's handler on every request: it finds
-// the caller's capability, refuses a request without one (401), a
-// cross-site browser request under the dev capability (403) and a
-// capability the kernel refuses (401, after the deny receipts of the
-// request's tool calls), stamps each tools/call with its JSON-RPC id and
-// hands the identified caller on in the request's context.
+// the caller's capability and its proof of possession, refuses a request
+// without one (401), a cross-site browser request under the dev
+// capability (403) and a capability or proof the kernel refuses (401,
+// after the deny receipts of the request's tool calls), stamps each
+// tools/call with its JSON-RPC id and hands the caller on in the
+// request's context.
+//
+// One request is one proof. A request made of one tools/call is admitted
+// (its decision write settles the proof's one-time claim), any other is
+// identified (the claim settled at once). A tools/call may bring its own
+// tool proof in params._meta (MetaDPoPProof) instead of a DPoP header:
+// then it is admitted under that proof, or, in a batch of such calls,
+// each call under its own.
 func (e *Edge) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := readBody(w, r)
@@ -30,21 +38,40 @@ func (e *Edge) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		msgs, _, parsed := parseBody(body)
-		token, dev, err := e.token(r.Header)
+		presented, err := dpop.FromRequest(r, e.opts.origin)
+		token, dev := presented.Token, false
 		if err != nil {
-			writeError(w, http.StatusUnauthorized, msgs, rpcError(CodeUnauthorized,
-				"chio: a chio.capability.v1 token is required, as Authorization: Bearer or X-Chio-Capability: "+err.Error(), nil))
-			return
+			if dpop.Presents(r.Header) || e.opts.devToken == "" {
+				writeError(w, http.StatusUnauthorized, msgs, rpcError(CodeUnauthorized,
+					"chio: a chio.capability.v1 token is required, as Authorization: DPoP with a DPoP proof, or as "+
+						"Authorization: Bearer or X-Chio-Capability: "+err.Error(), nil))
+				return
+			}
+			token, dev = e.opts.devToken, true
 		}
 		if why := crossSite(r); dev && why != "" {
 			writeError(w, http.StatusForbidden, msgs, rpcError(CodeForbidden, "chio: a cross-site browser request cannot "+
-				"run tools under the dev capability ("+why+"): present a capability as Authorization: Bearer or "+
-				"X-Chio-Capability, or call from the same origin", nil))
+				"run tools under the dev capability ("+why+"): present a capability (Authorization: DPoP, Authorization: "+
+				"Bearer or X-Chio-Capability), or call from the same origin", nil))
 			return
 		}
-		id, dec := e.kernel.Identify(r.Context(), token, nil)
+		c := &caller{token: token, proof: kernel.FromPresented(presented), refused: &proofRefusal{}}
+		ctx := r.Context()
+		var dec *kernel.Decision
+		calls, own := toolCalls(msgs)
+		switch {
+		case c.proof == nil && own && len(msgs) == 1:
+			c.proof, c.ownProof = &kernel.Proof{Tool: calls[0].proof}, true
+			c.id, dec = e.admit(ctx, token, c.proof)
+		case c.proof == nil && own:
+			// A batch of calls each with its own proof: govern admits each.
+		case len(msgs) == 1 && len(calls) == 1 && calls[0].proof == nil:
+			c.id, dec = e.admit(ctx, token, c.proof)
+		default:
+			c.id, dec = e.kernel.Identify(ctx, token, c.proof)
+		}
 		if dec != nil {
-			e.refuseHTTP(w, r, token, msgs, dec)
+			e.refuseHTTP(w, r, c, msgs, dec)
 			return
 		}
 		if r.Method == http.MethodPost && !parsed {
@@ -60,30 +87,48 @@ func (e *Edge) authenticate(next http.Handler) http.Handler {
 			body = stampIDs(body)
 			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		}
-		jw := &jsonErrors{ResponseWriter: w, msgs: msgs}
-		next.ServeHTTP(jw, r.WithContext(withCaller(r.Context(), &caller{token: token, id: id})))
+		jw := &jsonErrors{ResponseWriter: w, msgs: msgs, refused: c.refused}
+		next.ServeHTTP(jw, r.WithContext(withCaller(ctx, c)))
 		jw.finish()
 	})
 }
 
-// refuseHTTP answers a capability the kernel refused: 401, after the deny
-// receipts of the body's tool calls (503 if they could not be written).
-func (e *Edge) refuseHTTP(w http.ResponseWriter, r *http.Request, token string, msgs []message, dec *kernel.Decision) {
-	var calls []toolCall
+// toolCalls are the tools/call requests of msgs; own reports that there is
+// at least one and that every request of msgs is one bringing its own
+// tool proof.
+func toolCalls(msgs []message) (calls []toolCall, own bool) {
+	own = true
 	for _, m := range msgs {
-		if c, ok := m.toolCall(); ok {
+		c, ok := m.toolCall()
+		if ok {
 			calls = append(calls, c)
 		}
+		if m.request() && (!ok || c.proof == nil) {
+			own = false
+		}
 	}
-	data, err := e.refuse(r.Context(), token, calls, dec)
+	return calls, own && len(calls) > 0
+}
+
+// refuseHTTP answers a capability or proof the kernel refused: 401, after
+// the deny receipts of the body's tool calls (503 if they could not be
+// written), with the DPoP challenge naming a refused proof's check.
+func (e *Edge) refuseHTTP(w http.ResponseWriter, r *http.Request, c *caller, msgs []message, dec *kernel.Decision) {
+	calls, _ := toolCalls(msgs)
+	data, err := e.refuse(r.Context(), c.token, c.proof, calls, dec)
 	if err != nil {
 		e.log.Error("mcp: refusal not recorded", "err", err)
 		writeError(w, http.StatusServiceUnavailable, msgs, rpcError(CodeNotRecorded,
 			"chio: the refusal could not be recorded: "+err.Error(), nil))
 		return
 	}
+	dpop.SetChallenge(w.Header(), dec.DPoPCheck(), bearerChallenge)
 	writeError(w, http.StatusUnauthorized, msgs, rpcError(CodeUnauthorized, refusedMessage(dec), data))
 }
+
+// bearerChallenge is a 401's Bearer challenge, where a bearer token
+// could have done.
+const bearerChallenge = `Bearer realm="chio", charset="UTF-8"`
 
 // unreadable answers a body that could not be read: 413 when too large.
 func unreadable(w http.ResponseWriter, err error) {
@@ -109,20 +154,6 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// token is the caller's capability (Authorization: Bearer or
-// X-Chio-Capability), or the dev capability (dev true) for a caller that
-// sends no credential at all.
-func (e *Edge) token(h http.Header) (tok string, dev bool, _ error) {
-	tok, err := schemas.CapabilityFromHeaders(h)
-	if err == nil {
-		return tok, false, nil
-	}
-	if h.Get("Authorization") == "" && h.Get("X-Chio-Capability") == "" && e.opts.devToken != "" {
-		return e.opts.devToken, true, nil
-	}
-	return "", false, err
-}
-
 // crossSite says why a browser request comes from another site: its
 // Sec-Fetch-Site is neither same-origin nor none (a navigation the user
 // made), or its Origin is not the request's own host. "" means it does
@@ -144,7 +175,8 @@ func crossSite(r *http.Request) string {
 
 // writeError answers a JSON-RPC error response with status, which the
 // SDK's client surfaces as the call's error. It answers the request's id
-// when the body held a single message; a 401 names the Bearer scheme.
+// when the body held a single message; a 401 without a challenge set
+// names the Bearer and DPoP schemes.
 func writeError(w http.ResponseWriter, status int, msgs []message, werr *jsonrpc.Error) {
 	id := json.RawMessage("null")
 	if len(msgs) == 1 {
@@ -160,8 +192,8 @@ func writeError(w http.ResponseWriter, status int, msgs []message, werr *jsonrpc
 	if err != nil {
 		body = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"chio: encode the error"}}`)
 	}
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="chio", charset="UTF-8"`)
+	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		dpop.SetChallenge(w.Header(), "", bearerChallenge)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -4,28 +4,46 @@ import (
 	"bytes"
 	"net/http"
 	"strings"
+
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // jsonErrors turns the SDK's plain-text error answers (an unknown method,
 // a missing Accept, a wrong Content-Type, a GET to a stateless server)
 // into JSON-RPC errors with the same status, which MCP clients read.
-// Anything else passes through untouched.
+// The answer to a request of one tools/call refused for its proof after
+// the transport admitted it (a replayed proof, a tool proof for another
+// call) becomes a 401 with the DPoP challenge, as a refusal found before
+// is. Anything else passes through untouched.
 type jsonErrors struct {
 	http.ResponseWriter
-	msgs   []message
-	status int // of the plain-text error being captured, if any
-	text   bytes.Buffer
+	msgs    []message
+	refused *proofRefusal
+	wrote   bool
+	status  int // of the plain-text error being captured, if any
+	text    bytes.Buffer
 }
 
 func (w *jsonErrors) WriteHeader(status int) {
+	if w.wrote {
+		return
+	}
+	w.wrote = true
 	if status >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
 		w.status = status
 		return
+	}
+	if check := w.refused.get(); check != "" && status/100 == 2 && len(w.msgs) == 1 {
+		dpop.SetChallenge(w.Header(), check, "")
+		status = http.StatusUnauthorized
 	}
 	w.ResponseWriter.WriteHeader(status)
 }
 
 func (w *jsonErrors) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
 	if w.status != 0 {
 		return w.text.Write(p)
 	}
@@ -33,6 +51,9 @@ func (w *jsonErrors) Write(p []byte) (int, error) {
 }
 
 func (w *jsonErrors) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
 	if f, ok := w.ResponseWriter.(http.Flusher); ok && w.status == 0 {
 		f.Flush()
 	}

@@ -38,11 +38,20 @@ func (m message) toolCall() (toolCall, bool) {
 	var p struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
+		Meta      json.RawMessage `json:"_meta"`
 	}
 	if json.Unmarshal(m["params"], &p) != nil || p.Name == "" {
 		return toolCall{}, false
 	}
-	return toolCall{name: p.Name, args: p.Arguments, requestID: decodeID(m["id"])}, true
+	var meta map[string]json.RawMessage
+	_ = json.Unmarshal(p.Meta, &meta) // not an object: the SDK refuses the call
+	return toolCall{name: p.Name, args: p.Arguments, requestID: decodeID(m["id"]), proof: meta[MetaDPoPProof]}, true
+}
+
+// request reports whether m is a request (a method and an id).
+func (m message) request() bool {
+	_, id := m["id"]
+	return id && m.method() != ""
 }
 
 // decodeID is a raw JSON-RPC id as a string or number, or nil.

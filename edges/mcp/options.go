@@ -13,6 +13,7 @@ type options struct {
 	log           *slog.Logger
 	simulate      bool
 	name, version string
+	origin        string
 }
 
 // Option configures an Edge.
@@ -34,6 +35,11 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // writes no event nor receipt; it answers what the tool's server
 // simulates (see Simulator), marked "bridgeMode": "simulation".
 func WithSimulation(on bool) Option { return func(o *options) { o.simulate = on } }
+
+// WithPublicOrigin sets the origin ("https://tools.example") clients
+// address this edge by, which their DPoP proofs name (htu); by default the
+// request's Host and whether it came over TLS decide.
+func WithPublicOrigin(origin string) Option { return func(o *options) { o.origin = origin } }
 
 // WithServerInfo sets the name and version initialize reports.
 func WithServerInfo(name, version string) Option {

@@ -15,6 +15,8 @@ type toolCall struct {
 	name      string
 	args      json.RawMessage
 	requestID any // the JSON-RPC id, when known
+	// proof is its params._meta tool proof (MetaDPoPProof), if any.
+	proof json.RawMessage
 }
 
 // Refusal is the deny receipt of a tools/call whose capability the kernel
@@ -26,11 +28,19 @@ type Refusal struct {
 
 // Refused is the data of the error answering a refused capability.
 type Refused struct {
-	Decision string    `json:"decision"`
-	Denied   bool      `json:"denied"`
-	Guard    string    `json:"guard"`
-	Reason   string    `json:"reason"`
-	Receipts []Refusal `json:"receipts"`
+	Decision string `json:"decision"`
+	Denied   bool   `json:"denied"`
+	Guard    string `json:"guard"`
+	Reason   string `json:"reason"`
+	// DPoPCheck names the failed check of a refused proof of possession.
+	DPoPCheck string    `json:"dpop_check,omitempty"`
+	Receipts  []Refusal `json:"receipts"`
+}
+
+// refusedData is the error data of dec with the deny receipts refs.
+func refusedData(dec *kernel.Decision, refs []Refusal) *Refused {
+	return &Refused{Decision: DecisionDeny, Denied: true, Guard: dec.Guard, Reason: dec.Reason,
+		DPoPCheck: string(dec.DPoPCheck()), Receipts: refs}
 }
 
 // refusedMessage names the failed step of a refused capability.
@@ -39,12 +49,13 @@ func refusedMessage(dec *kernel.Decision) string {
 }
 
 // refuse records a deny receipt for each call that names a listed tool
-// with object arguments, on dec, the kernel's refusal of token
-// (kernel.Identify): a call turned away for its credential is still on the
-// record (DESIGN §5). Nothing runs. The other calls never reached the
-// kernel and get none; in simulation mode nothing is recorded at all.
-func (e *Edge) refuse(ctx context.Context, token string, calls []toolCall, dec *kernel.Decision) (*Refused, error) {
-	out := &Refused{Decision: DecisionDeny, Denied: true, Guard: dec.Guard, Reason: dec.Reason, Receipts: []Refusal{}}
+// with object arguments, on dec, the kernel's refusal of token with proof
+// (kernel.Identify or Admit): a call turned away for its credential is
+// still on the record (DESIGN §5). Nothing runs. The other calls never
+// reached the kernel and get none; in simulation mode nothing is recorded
+// at all.
+func (e *Edge) refuse(ctx context.Context, token string, proof *kernel.Proof, calls []toolCall, dec *kernel.Decision) (*Refused, error) {
+	out := refusedData(dec, []Refusal{})
 	if e.opts.simulate {
 		return out, nil
 	}
@@ -58,7 +69,7 @@ func (e *Edge) refuse(ctx context.Context, token string, calls []toolCall, dec *
 		if err != nil {
 			continue
 		}
-		r, err := e.dispatch.Refuse(ctx, e.call(token, b, args, c.requestID), dec)
+		r, err := e.dispatch.Refuse(ctx, e.call(token, proof, b, args, c.requestID), dec)
 		switch {
 		case errors.Is(err, dispatch.ErrBadArguments):
 			continue

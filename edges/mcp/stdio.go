@@ -32,7 +32,7 @@ func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out i
 	r := newStampingReader(in)
 	r.flight = fl
 	t := &sdk.IOTransport{Reader: r, Writer: &answerWriter{w: out, flight: fl}}
-	if err := e.server.Run(withCaller(ctx, &caller{token: token}), t); err != nil {
+	if err := e.server.Run(withCaller(ctx, &caller{token: token, held: true}), t); err != nil {
 		return fmt.Errorf("serve mcp over stdio: %w", err)
 	}
 	return nil
