@@ -23,6 +23,8 @@ import (
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
 	"github.com/chio-ledger/chio/edges/openai"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // The environment variables that may hold the adapter's secrets (a flag
@@ -39,6 +41,7 @@ const (
 // adapter-level extras.
 type a2aFlags struct {
 	bearerFile      string
+	bearerKey       string
 	basicUser       string
 	basicPassFile   string
 	apiKeys         []string
@@ -63,6 +66,7 @@ type a2aFlags struct {
 func (a *a2aFlags) register(f *pflag.FlagSet, prefix string) {
 	n := func(s string) string { return prefix + s }
 	f.StringVar(&a.bearerFile, n("bearer-file"), "", "file holding the bearer token for cards that declare a bearer (or OAuth2/OpenID) scheme (default $"+a2aBearerEnv+")")
+	f.StringVar(&a.bearerKey, n("bearer-key"), "", "the bearer capability's subject key (capability keygen's file): each request proves possession of it with a DPoP proof, as a Chio partner requires of a capability that can delegate")
 	f.StringVar(&a.basicUser, n("basic-user"), "", "HTTP Basic user, for cards that declare Basic")
 	f.StringVar(&a.basicPassFile, n("basic-password-file"), "", "file holding the HTTP Basic password (default $"+a2aBasicPassEnv+")")
 	f.StringArrayVar(&a.apiKeys, n("api-key"), nil, "API key for the card's apiKey scheme NAME, read from a file: 'NAME=@file'; NAME * for any (repeatable)")
@@ -121,6 +125,21 @@ func (a *a2aFlags) credentials() (auth.Credentials, error) {
 	var err error
 	if c.Bearer, err = secret(a.bearerFile, a2aBearerEnv); err != nil {
 		return c, err
+	}
+	if a.bearerKey != "" {
+		if c.Bearer == "" {
+			return c, usageError(errors.New("--bearer-key proves possession of the bearer capability: give it with --bearer-file"))
+		}
+		b, err := os.ReadFile(a.bearerKey)
+		if err != nil {
+			return c, fmt.Errorf("--bearer-key: %w", err)
+		}
+		if c.BearerKey, err = schemas.ParsePrivateKey(string(b)); err != nil {
+			return c, usageError(fmt.Errorf("--bearer-key: %w", err))
+		}
+		if _, err := dpop.NewSigner(c.BearerKey, c.Bearer); err != nil {
+			return c, usageError(fmt.Errorf("--bearer-key: %w", err))
+		}
 	}
 	if a.basicUser != "" {
 		pass, err := secret(a.basicPassFile, a2aBasicPassEnv)
@@ -231,7 +250,7 @@ func discoveryClient(t *auth.TLS) *http.Client {
 // configured reports whether any credential, extra, policy or partner
 // flag is set: these describe one partner.
 func (a *a2aFlags) configured() bool {
-	return a.bearerFile != "" || a.basicUser != "" || len(a.apiKeys) > 0 || a.oauthClientID != "" || a.clientCert != "" ||
+	return a.bearerFile != "" || a.bearerKey != "" || a.basicUser != "" || len(a.apiKeys) > 0 || a.oauthClientID != "" || a.clientCert != "" ||
 		len(a.headers) > 0 || len(a.query) > 0 || len(a.cookies) > 0 || a.requiredTenant != "" || len(a.requireSkills) > 0 ||
 		len(a.requireSchemes) > 0 || len(a.allowOrigins) > 0 || a.partnerServerID != "" || os.Getenv(a2aBearerEnv) != ""
 }
@@ -367,9 +386,9 @@ func newA2AServeCmd() *cobra.Command {
 
 func newToolsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "tools", Short: "Inspect the tools an edge serves"}
-	var base, token, server string
+	var base, token, server, keyFile string
 	list := &cobra.Command{
-		Use:   "list --url URL [--server ID] [--token TOKEN|@FILE]",
+		Use:   "list --url URL [--server ID] [--token TOKEN|@FILE [--key KEY]]",
 		Short: "List the tools a capability may call on a running edge (its MCP tools/list)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -386,8 +405,21 @@ func newToolsCmd() *cobra.Command {
 				// A capability sent in clear over the network is anyone's.
 				return usageError(fmt.Errorf("--url %q: want https, or http to a loopback host", base))
 			}
-			listed, err := mcpedge.ListTools(cmd.Context(), strings.TrimSuffix(base, "/")+mcpedge.Path, tok)
-			if err != nil {
+			endpoint := strings.TrimSuffix(base, "/") + mcpedge.Path
+			var listed []mcpedge.ListedTool
+			if keyFile != "" {
+				if tok == "" {
+					return usageError(errors.New("--key proves possession of the --token capability's subject key: give --token"))
+				}
+				s, err := signerFromFiles(keyFile, tok)
+				if err != nil {
+					return usageError(fmt.Errorf("--key: %w", err))
+				}
+				listed, err = mcpedge.ListToolsWith(cmd.Context(), endpoint, &http.Client{Transport: &dpop.Transport{Signer: s}})
+				if err != nil {
+					return err
+				}
+			} else if listed, err = mcpedge.ListTools(cmd.Context(), endpoint, tok); err != nil {
 				return err
 			}
 			for _, t := range listed {
@@ -402,6 +434,7 @@ func newToolsCmd() *cobra.Command {
 	list.Flags().StringVar(&base, "url", "http://127.0.0.1:8080", "the edge's base URL (chio up, chio a2a serve, chio bridge openapi)")
 	list.Flags().StringVar(&token, "token", "", "capability (or @FILE); none: the edge's dev capability, if it has one")
 	list.Flags().StringVar(&server, "server", "", "only this server's tools, e.g. a2a:agent.example.com")
+	list.Flags().StringVar(&keyFile, "key", "", "the capability's subject key: every request carries a DPoP proof (needed when the capability can delegate)")
 	cmd.AddCommand(list)
 	return cmd
 }

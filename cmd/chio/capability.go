@@ -25,7 +25,7 @@ func newCapabilityCmd() *cobra.Command {
 		Use:   "capability",
 		Short: "Issue, inspect and revoke chio.capability.v1 tokens",
 	}
-	cmd.AddCommand(newCapabilityKeygenCmd(), newCapabilityIssueCmd(), newCapabilityInspectCmd(), newCapabilityRevokeCmd(), newCapabilityProofCmd())
+	cmd.AddCommand(newCapabilityKeygenCmd(), newCapabilityIssueCmd(), newCapabilityInspectCmd(), newCapabilityRevokeCmd(), newCapabilityProofCmd(), newCapabilityAncestorCmd())
 	return cmd
 }
 
@@ -348,6 +348,37 @@ func newCapabilityProofCmd() *cobra.Command {
 	cmd.Flags().StringVar(&server, "server", "", "--tool: the tool server id")
 	cmd.Flags().StringVar(&toolName, "tool-name", "", "--tool: the tool name")
 	cmd.Flags().StringVar(&args, "args", "{}", "--tool: the call's arguments (a JSON object)")
+	return cmd
+}
+
+func newCapabilityAncestorCmd() *cobra.Command {
+	var depth int
+	cmd := &cobra.Command{
+		Use:   "ancestor TOKEN [--depth N]",
+		Short: "Print an ancestor of a delegated token, rebuilt from its delegation chain (header form)",
+		Long: "A delegated token carries each ancestor's signed fields, so that delegation verifies offline; the\n" +
+			"ancestor rebuilt from them is the ancestor's token, byte for byte. Anyone holding a child can do this:\n" +
+			"it is why a token that can delegate is honoured only with a proof of possession of its subject key.\n" +
+			"--depth 1 (the default) is the parent, 2 the grandparent, and so on.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tok, err := readToken(cmd.InOrStdin(), args[0])
+			if err != nil {
+				return usageError(fmt.Errorf("ancestor: %w", err))
+			}
+			n := len(tok.DelegationChain)
+			if depth < 1 || depth > n {
+				return usageError(fmt.Errorf("ancestor: --depth %d: the token has %d ancestor(s)", depth, n))
+			}
+			h, err := schemas.EncodeCapabilityHeader(tok.Ancestor(n - depth))
+			if err != nil {
+				return fmt.Errorf("ancestor: %w", err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), h)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&depth, "depth", 1, "how many steps up the chain")
 	return cmd
 }
 

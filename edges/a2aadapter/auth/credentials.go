@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
 	"net/http"
@@ -14,6 +15,10 @@ type Credentials struct {
 	// Bearer is sent for HTTP bearer schemes, and for OAuth2 and OpenID
 	// Connect schemes when no client credentials apply.
 	Bearer string
+	// BearerKey, when set, is the subject key of the Bearer capability:
+	// each request then proves possession of it (DPoP), which a Chio
+	// partner requires of a capability that can delegate.
+	BearerKey ed25519.PrivateKey
 	// Basic is sent as HTTP Basic, never as a bearer token.
 	Basic *Basic
 	// APIKeys holds API keys by the card's scheme name; the key "*" applies

@@ -15,6 +15,9 @@ func (c Credentials) String() string {
 	if c.Bearer != "" {
 		parts = append(parts, "bearer")
 	}
+	if c.BearerKey != nil {
+		parts = append(parts, "dpop")
+	}
 	if c.Basic != nil {
 		parts = append(parts, "basic")
 	}

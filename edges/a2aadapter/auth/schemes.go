@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // credential attaches one scheme's secret to an outgoing request.
@@ -97,11 +99,14 @@ func (c Credentials) apiKeyGrant(name a2a.SecuritySchemeName, s a2a.APIKeySecuri
 
 func (c Credentials) httpGrant(s a2a.HTTPAuthSecurityScheme) (grant, error) {
 	switch strings.ToLower(s.Scheme) {
-	case "bearer":
+	case "bearer", "dpop":
 		if c.Bearer == "" {
-			return grant{}, errors.New("http bearer scheme: no bearer token configured")
+			return grant{}, fmt.Errorf("http %s scheme: no bearer token configured", strings.ToLower(s.Scheme))
 		}
-		return bearerGrant(c.Bearer), nil
+		if strings.EqualFold(s.Scheme, "dpop") && c.BearerKey == nil {
+			return grant{}, errors.New("http dpop scheme: no key to prove possession of the token with")
+		}
+		return c.bearerGrant()
 	case "basic":
 		if c.Basic == nil {
 			return grant{}, errors.New("http basic scheme: no basic credentials configured")
@@ -134,7 +139,7 @@ func (c Credentials) oauth2Grant(s a2a.OAuth2SecurityScheme, scopes []string) (g
 		}}, nil
 	}
 	if c.Bearer != "" {
-		return bearerGrant(c.Bearer), nil
+		return c.bearerGrant()
 	}
 	if c.OAuth2 != nil {
 		return grant{}, fmt.Errorf("oauth2 scheme: flow %s is not supported for client credentials, and no bearer token is configured", flowName(s.Flows))
@@ -162,9 +167,27 @@ func (c Credentials) openIDGrant(s a2a.OpenIDConnectSecurityScheme, scopes []str
 		}}, nil
 	}
 	if c.Bearer != "" {
-		return bearerGrant(c.Bearer), nil
+		return c.bearerGrant()
 	}
 	return grant{}, errors.New("openIdConnect scheme: no client credentials or bearer token configured")
+}
+
+// bearerGrant sends the bearer token; with BearerKey, as "Authorization:
+// DPoP" with a fresh proof of possession for each request's method and
+// URL (RFC 9449), as a Chio partner needs for a token that can delegate.
+func (c Credentials) bearerGrant() (grant, error) {
+	if c.BearerKey == nil {
+		return bearerGrant(c.Bearer), nil
+	}
+	s, err := dpop.NewSigner(c.BearerKey, c.Bearer)
+	if err != nil {
+		return grant{}, fmt.Errorf("bearer key: %w", err)
+	}
+	return grant{slot: authorizationSlot, resolve: static(func(r *http.Request) error {
+		u := *r.URL
+		u.RawQuery, u.Fragment = "", ""
+		return s.Authorize(r.Header, r.Method, u.String())
+	})}, nil
 }
 
 func bearerGrant(token string) grant {
