@@ -11,7 +11,13 @@ import (
 
 // call is one governed request: who makes it and what it says.
 type call struct {
-	token     string
+	token string
+	// proof is the call's proof of possession: its own tool proof
+	// (params._meta.chioDpopProof), else its HTTP request's; nil for a
+	// bearer token.
+	proof *kernel.Proof
+	// held: token is the stdio session's own.
+	held      bool
 	method    string // canonical
 	params    json.RawMessage
 	requestID any
@@ -25,22 +31,36 @@ type Refused struct {
 	Guard     string `json:"guard,omitempty"`
 	Reason    string `json:"reason"`
 	ReceiptID string `json:"receiptId,omitempty"`
+	// DPoPCheck names the failed check of a refused proof of possession.
+	DPoPCheck string `json:"dpopCheck,omitempty"`
 }
 
-// identify authenticates c's capability with the kernel. A refused
-// tool/invoke naming a published capability gets its deny receipt first:
-// a call turned away for its credential is still on the record.
+// identify authenticates c's capability, with its proof, with the
+// kernel. A tool/invoke is admitted (its decision write settles the
+// proof's one-time claim); anything else is identified (the claim settled
+// now), or, for the stdio session's own token without a proof, held. A
+// refused tool/invoke naming a published capability gets its deny receipt
+// first: a call turned away for its credential is still on the record.
 func (e *Edge) identify(ctx context.Context, c *call) *Error {
 	if c.token == "" {
 		return rpcErr(CodeUnauthorized, Refused{Decision: DecisionDeny, Reason: "no capability presented"},
 			"chio: a chio.capability.v1 token is required (the connection's, or params._meta.chioCapability)")
 	}
-	id, dec := e.kernel.Identify(ctx, c.token, nil)
+	var id *kernel.Identity
+	var dec *kernel.Decision
+	switch {
+	case c.method == MethodInvoke:
+		id, dec = e.kernel.Admit(ctx, c.token, c.proof)
+	case c.held && c.proof == nil:
+		id, dec = e.kernel.Held(c.token)
+	default:
+		id, dec = e.kernel.Identify(ctx, c.token, c.proof)
+	}
 	if dec == nil {
 		c.id = id
 		return nil
 	}
-	data := Refused{Decision: DecisionDeny, Guard: dec.Guard, Reason: dec.Reason}
+	data := refusedData(dec, "")
 	if c.method == MethodInvoke {
 		rid, err := e.refuseInvoke(ctx, c, dec)
 		if err != nil {
@@ -48,7 +68,20 @@ func (e *Edge) identify(ctx context.Context, c *call) *Error {
 		}
 		data.ReceiptID = rid
 	}
-	return rpcErr(CodeUnauthorized, data, "chio: capability refused at %s: %s", dec.Guard, dec.Reason)
+	return unauthorized(dec, data)
+}
+
+// refusedData is the error data of a refused capability or proof.
+func refusedData(dec *kernel.Decision, receiptID string) Refused {
+	return Refused{Decision: DecisionDeny, Guard: dec.Guard, Reason: dec.Reason, ReceiptID: receiptID, DPoPCheck: string(dec.DPoPCheck())}
+}
+
+// unauthorized is the error of a capability or proof the kernel refused;
+// over HTTP, a single request refused for its proof is answered 401.
+func unauthorized(dec *kernel.Decision, data Refused) *Error {
+	e := rpcErr(CodeUnauthorized, data, "chio: capability refused at %s: %s", dec.Guard, dec.Reason)
+	e.check = dec.DPoPCheck()
+	return e
 }
 
 // refuseInvoke records the deny receipt of a refused tool/invoke; "" when

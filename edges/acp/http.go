@@ -11,7 +11,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // Path is where Register mounts the profile over HTTP.
@@ -25,11 +26,14 @@ const MaxBodyBytes = MaxLineBytes
 // answer).
 func (e *Edge) Register(ec *echo.Echo) { ec.POST(Path, e.handleHTTP) }
 
-// handleHTTP reads the caller's capability from Authorization: Bearer or
-// X-Chio-Capability; a caller that sends neither acts under the dev
-// capability, if any, unless it is a cross-site browser request. The body
-// must be application/json: a browser cannot send that cross-site without
-// a CORS preflight, which this surface never answers.
+// handleHTTP reads the caller's capability and its proof of possession
+// (Authorization: DPoP with a DPoP proof; without one, Authorization:
+// Bearer or X-Chio-Capability); a caller that sends no credential at all
+// acts under the dev capability, if any, unless it is a cross-site
+// browser request. The body must be application/json: a browser cannot
+// send that cross-site without a CORS preflight, which this surface never
+// answers. A single request refused for its proof is answered 401 with
+// the DPoP challenge naming the check.
 func (e *Edge) handleHTTP(c echo.Context) error {
 	r := c.Request()
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -45,28 +49,40 @@ func (e *Edge) handleHTTP(c echo.Context) error {
 	case err != nil:
 		return c.JSON(http.StatusBadRequest, errorResponse(nil, rpcErr(CodeInvalidRequest, nil, "read body: %v", err)))
 	}
-	token, err := schemas.CapabilityFromHeaders(r.Header)
-	if err != nil {
-		if r.Header.Get("Authorization") != "" || r.Header.Get("X-Chio-Capability") != "" {
-			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chio", charset="UTF-8"`)
-			return c.JSON(http.StatusUnauthorized, errorResponse(nil, rpcErr(CodeUnauthorized, nil, "chio: %v", err)))
-		}
+	var conn credential
+	presented, err := dpop.FromRequest(r, e.opts.origin)
+	switch {
+	case err == nil:
+		conn = credential{token: presented.Token, proof: kernel.FromPresented(presented)}
+	case dpop.Presents(r.Header):
+		dpop.SetChallenge(c.Response().Header(), "", bearerChallenge)
+		return c.JSON(http.StatusUnauthorized, errorResponse(nil, rpcErr(CodeUnauthorized, nil, "chio: %v", err)))
+	default:
 		// No credential: the dev capability, if any; otherwise each call
 		// may still carry params._meta.chioCapability.
-		token = e.opts.devToken
-		if token != "" {
+		conn.token = e.opts.devToken
+		if conn.token != "" {
 			if why := crossSite(r); why != "" {
 				return c.JSON(http.StatusForbidden, errorResponse(nil, rpcErr(CodeForbidden, nil,
-					"a cross-site browser request cannot run tools under the dev capability (%s): present a capability as Authorization: Bearer or X-Chio-Capability", why)))
+					"a cross-site browser request cannot run tools under the dev capability (%s): present a capability "+
+						"(Authorization: DPoP, Authorization: Bearer or X-Chio-Capability)", why)))
 			}
 		}
 	}
-	ans := e.process(r.Context(), token, body)
+	ans := e.process(r.Context(), conn, body)
 	if ans == nil {
 		return c.NoContent(http.StatusNoContent)
 	}
+	if one, ok := ans.(*response); ok && one.Error != nil && one.Error.check != "" {
+		dpop.SetChallenge(c.Response().Header(), one.Error.check, "")
+		return c.JSON(http.StatusUnauthorized, ans)
+	}
 	return c.JSON(http.StatusOK, ans)
 }
+
+// bearerChallenge is a 401's Bearer challenge, where a bearer token could
+// have done.
+const bearerChallenge = `Bearer realm="chio", charset="UTF-8"`
 
 // crossSite says why r is a cross-site browser request, or "": one whose
 // Sec-Fetch-Site is neither same-origin nor none, or whose Origin is not

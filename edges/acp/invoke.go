@@ -111,7 +111,7 @@ func (e *Edge) dispatchCall(c *call, b *binding, args json.RawMessage, taskID st
 	if taskID != "" {
 		m["task_id"] = taskID
 	}
-	return dispatch.Call{Token: c.token, ServerID: b.entry.Manifest.ServerID, ToolName: b.entry.Tool.Name,
+	return dispatch.Call{Token: c.token, Proof: c.proof, ServerID: b.entry.Manifest.ServerID, ToolName: b.entry.Tool.Name,
 		Arguments: args, Exposure: &e.opts.exposure, Stream: taskID != "" && b.stream, TaskID: taskID,
 		Metadata: map[string]any{"protocol": "acp", "acp": m}}
 }
@@ -129,6 +129,10 @@ func (e *Edge) outcome(res *dispatch.Result, err error) (json.RawMessage, *Error
 		e.log.Warn("acp: outcome not recorded: the ledger will mark the call incomplete", "receipt_id", res.ReceiptID)
 	}
 	switch {
+	case res.Decision.DPoPCheck() != "":
+		// Refused for its proof (a tool proof for another call, a proof
+		// used before): a refused credential, on the record.
+		return nil, unauthorized(res.Decision, refusedData(res.Decision, res.ReceiptID))
 	case !res.Decision.Allow:
 		return nil, rpcErr(CodeDenied, Verdict{ReceiptID: res.ReceiptID, Decision: DecisionDeny, Guard: res.Decision.Guard,
 			Reason: res.Decision.Reason}, "chio: denied at %s: %s", res.Decision.Guard, res.Decision.Reason)

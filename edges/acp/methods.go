@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+
+	"github.com/chio-ledger/chio/edges/kernel"
 )
 
 // The seed profile's methods and ACP's handshake.
@@ -36,17 +38,41 @@ func canonical(method string) string {
 }
 
 // meta is the part of every method's params the edge reads first: a
-// capability riding in _meta overrides the connection's for that call.
+// capability riding in _meta overrides the connection's for that call,
+// and a proof of possession riding there is the call's own.
 type meta struct {
 	Meta struct {
 		ChioCapability string `json:"chioCapability"`
+		// ChioDPoPProof is a chio.dpop_proof.v1 (MetaDPoPProof).
+		ChioDPoPProof json.RawMessage `json:"chioDpopProof"`
 	} `json:"_meta"`
 }
 
-// handle answers one request under token (the connection's capability);
-// nil for a notification, which is handled and never answered.
-func (e *Edge) handle(ctx context.Context, token string, r *request) *response {
-	result, rerr := e.route(ctx, token, r)
+// MetaDPoPProof is the params._meta member that carries a call's proof
+// of possession: a chio.dpop_proof.v1 object (dpop.ToolProof) signed by
+// the capability's subject key, naming the call's tool (its server id and
+// tool name, as the receipt does) and the hash of its arguments. It sits
+// beside chioCapability; over stdio it is the only proof a call can bring,
+// over HTTP it may replace the request's DPoP header for that call.
+const MetaDPoPProof = "chioDpopProof"
+
+// credential is what a connection presents: its capability (the HTTP
+// request's, the stdio session's, or the dev capability) and the proof of
+// possession of its subject key, if any.
+type credential struct {
+	token string
+	// proof is an HTTP request's DPoP proof: one *kernel.Proof for the
+	// request, shared by every message of it that acts under token.
+	proof *kernel.Proof
+	// held: token is the process's own (stdio), checked at start; a
+	// message that runs no tool acts under it without a proof.
+	held bool
+}
+
+// handle answers one request under the connection's credential; nil for
+// a notification, which is handled and never answered.
+func (e *Edge) handle(ctx context.Context, conn credential, r *request) *response {
+	result, rerr := e.route(ctx, conn, r)
 	if r.notification() {
 		return nil
 	}
@@ -59,7 +85,7 @@ func (e *Edge) handle(ctx context.Context, token string, r *request) *response {
 	return &response{JSONRPC: "2.0", ID: r.ID, Result: result}
 }
 
-func (e *Edge) route(ctx context.Context, token string, r *request) (any, *Error) {
+func (e *Edge) route(ctx context.Context, conn credential, r *request) (any, *Error) {
 	method := canonical(r.Method)
 	switch method {
 	case "":
@@ -71,10 +97,14 @@ func (e *Edge) route(ctx context.Context, token string, r *request) (any, *Error
 	if perr := params(r.Params, &m); perr != nil {
 		return nil, perr
 	}
-	if m.Meta.ChioCapability != "" {
-		token = m.Meta.ChioCapability
+	c := &call{token: conn.token, proof: conn.proof, held: conn.held, method: method, params: r.Params, requestID: decodeID(r.ID)}
+	if tok := m.Meta.ChioCapability; tok != "" && tok != conn.token {
+		// The connection's proof and hold are its own token's.
+		c.token, c.proof, c.held = tok, nil, false
 	}
-	c := &call{token: token, method: method, params: r.Params, requestID: decodeID(r.ID)}
+	if len(m.Meta.ChioDPoPProof) > 0 {
+		c.proof = &kernel.Proof{Tool: m.Meta.ChioDPoPProof}
+	}
 	if rerr := e.identify(ctx, c); rerr != nil {
 		return nil, rerr
 	}

@@ -17,6 +17,7 @@ type options struct {
 	replicas          int
 	taskTTL           time.Duration
 	name, version     string
+	origin            string
 }
 
 // Option configures an Edge.
@@ -51,6 +52,11 @@ func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
 // WithTaskTTL sets how long a deferred task is kept (DefaultTaskTTL by
 // default): a task never resumed must not stay forever.
 func WithTaskTTL(d time.Duration) Option { return func(o *options) { o.taskTTL = d } }
+
+// WithPublicOrigin sets the origin ("https://tools.example") clients
+// address this edge by, which their DPoP proofs name (htu); by default the
+// request's Host and whether it came over TLS decide.
+func WithPublicOrigin(origin string) Option { return func(o *options) { o.origin = origin } }
 
 // WithAgentInfo sets the name and version initialize reports.
 func WithAgentInfo(name, version string) Option {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // Standard JSON-RPC 2.0 codes.
@@ -38,6 +40,8 @@ type Error struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 	Data    any    `json:"data,omitempty"`
+	// check is the failed check of a refused proof of possession.
+	check dpop.Check
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("json-rpc error %d: %s", e.Code, e.Message) }

@@ -7,16 +7,18 @@ import (
 )
 
 // process answers one JSON-RPC message (a request, a notification or a
-// batch) under token; nil when nothing is to be answered (notifications
-// only). A batch is answered as a batch, its requests in order.
-func (e *Edge) process(ctx context.Context, token string, msg []byte) any {
+// batch) under the connection's credential; nil when nothing is to be
+// answered (notifications only). A batch is answered as a batch, its
+// requests in order, every one under the same credential (one HTTP
+// request, one proof).
+func (e *Edge) process(ctx context.Context, conn credential, msg []byte) any {
 	msg = bytes.TrimSpace(msg)
 	if !json.Valid(msg) {
 		return errorResponse(nil, rpcErr(CodeParseError, nil, "parse error: the message is not valid JSON"))
 	}
 	if msg[0] != '[' {
 		// A nil *response must become a nil interface: nothing to answer.
-		if r := e.one(ctx, token, msg); r != nil {
+		if r := e.one(ctx, conn, msg); r != nil {
 			return r
 		}
 		return nil
@@ -27,7 +29,7 @@ func (e *Edge) process(ctx context.Context, token string, msg []byte) any {
 	}
 	out := []*response{}
 	for _, m := range batch {
-		if r := e.one(ctx, token, m); r != nil {
+		if r := e.one(ctx, conn, m); r != nil {
 			out = append(out, r)
 		}
 	}
@@ -38,10 +40,10 @@ func (e *Edge) process(ctx context.Context, token string, msg []byte) any {
 }
 
 // one answers a single message; nil for a notification.
-func (e *Edge) one(ctx context.Context, token string, msg json.RawMessage) *response {
+func (e *Edge) one(ctx context.Context, conn credential, msg json.RawMessage) *response {
 	r, bad := decodeRequest(msg)
 	if bad != nil {
 		return bad
 	}
-	return e.handle(ctx, token, r)
+	return e.handle(ctx, conn, r)
 }

@@ -20,7 +20,10 @@ const maxInflight = 32
 // ServeStdio serves the profile over newline-delimited JSON-RPC on in and
 // out, every call under token (the dev capability when token is empty;
 // params._meta.chioCapability overrides it per call), until in ends or
-// ctx is done. Requests are handled concurrently, so answers may come out
+// ctx is done. The session's own token is checked at the start; a call
+// that runs a tool brings its proof of possession, if the token needs
+// one, in params._meta.chioDpopProof (MetaDPoPProof), and one without is
+// refused with its deny receipt. Requests are handled concurrently, so answers may come out
 // of order (JSON-RPC matches them by id); every request read is answered
 // before ServeStdio returns. A capability the kernel refuses at the start
 // is an error. in is closed at the end when it is an io.Closer, which
@@ -35,6 +38,7 @@ func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out i
 	if _, dec := e.kernel.Held(token); dec != nil {
 		return fmt.Errorf("serve acp over stdio: capability refused at %s: %s", dec.Guard, dec.Reason)
 	}
+	conn := credential{token: token, held: true}
 	w := &lineWriter{w: out}
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
@@ -76,7 +80,7 @@ func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out i
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				if ans := e.process(ctx, token, line); ans != nil {
+				if ans := e.process(ctx, conn, line); ans != nil {
 					if err := w.write(ans); err != nil {
 						e.log.Warn("acp: answer not written", "err", err)
 					}

@@ -145,7 +145,7 @@ func (e *Edge) resume(ctx context.Context, c *call) (any, *Error) {
 	switch {
 	case oerr == nil:
 		rec.Task.State, rec.Result = TaskCompleted, out
-	case oerr.Code == CodeDenied:
+	case oerr.Code == CodeDenied || oerr.Code == CodeUnauthorized:
 		rec.Task.State, rec.Error = TaskDenied, oerr
 	default:
 		rec.Task.State, rec.Error = TaskFailed, oerr

@@ -1,0 +1,307 @@
+package acp
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/internal/natstest"
+	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
+)
+
+var helperKey = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{5}, 32))
+
+// lineage is an agent's token that can delegate, the helper's token it
+// delegated, and the agent's token as the helper rebuilds it from its own
+// delegation chain.
+type lineage struct {
+	agent, helper, rebuilt string
+}
+
+// delegated issues the agent acp-srv/* with invoke and delegate, and has
+// the agent delegate read_file (invoke only) to the helper.
+func delegated(t testing.TB) lineage {
+	t.Helper()
+	now := time.Now()
+	agent, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{ID: "cap-agent", Issuer: pub(issuerKey), Subject: pub(agentKey),
+		Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: srvID, ToolName: "*",
+			Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}}},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper, err := schemas.Delegate(agentKey, agent, schemas.CapabilityBody{ID: "cap-helper", Subject: pub(helperKey),
+		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{grant("read_file")}},
+		IssuedAt: agent.IssuedAt, ExpiresAt: agent.ExpiresAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := helper.Ancestor(len(helper.DelegationChain) - 1)
+	if rebuilt.ID != agent.ID || rebuilt.VerifySignature() != nil {
+		t.Fatalf("the rebuilt parent %+v does not stand for the agent's token", rebuilt)
+	}
+	enc := func(tok *schemas.CapabilityToken) string {
+		h, err := schemas.EncodeCapabilityHeader(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	return lineage{agent: enc(agent), helper: enc(helper), rebuilt: enc(rebuilt)}
+}
+
+func signer(t testing.TB, key ed25519.PrivateKey, token string) *dpop.Signer {
+	t.Helper()
+	s, err := dpop.NewSigner(key, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// toolProof is s's tool proof for acp-srv/tool with args.
+func toolProof(t testing.TB, s *dpop.Signer, tool, args string) *dpop.ToolProof {
+	t.Helper()
+	var raw json.RawMessage
+	if args != "" {
+		raw = json.RawMessage(args)
+	}
+	p, err := s.ToolProof(srvID, tool, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// invokeParams is a tool/invoke of read_file on path, with meta as _meta.
+func readParams(path string, meta map[string]any) map[string]any {
+	p := map[string]any{"capabilityId": "read_file", "arguments": map[string]any{"path": path}}
+	if meta != nil {
+		p["_meta"] = meta
+	}
+	return p
+}
+
+func withProof(p *dpop.ToolProof) map[string]any { return map[string]any{MetaDPoPProof: p} }
+
+// rpcBody is one JSON-RPC request.
+func rpcBody(t testing.TB, id any, method string, params any) string {
+	t.Helper()
+	raw, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// bindingOf is a decision event's metadata.attribution.binding.
+func bindingOf(t testing.TB, ev schemas.DecisionEvent) map[string]string {
+	t.Helper()
+	var m struct {
+		Attribution struct {
+			Binding map[string]string `json:"binding"`
+		} `json:"attribution"`
+	}
+	if err := json.Unmarshal(ev.Metadata, &m); err != nil {
+		t.Fatalf("metadata %s: %v", ev.Metadata, err)
+	}
+	return m.Attribution.Binding
+}
+
+func agentJKT() string { return dpop.Thumbprint(agentKey.Public().(ed25519.PublicKey)) }
+
+// refusal checks an answer refusing a proof for check and returns its data.
+func refusal(t testing.TB, a answer, check dpop.Check) Refused {
+	t.Helper()
+	var d Refused
+	if a.Error == nil || a.Error.Code != CodeUnauthorized || json.Unmarshal(a.Error.Data, &d) != nil || d.Guard != kernel.StepDPoP ||
+		d.DPoPCheck != string(check) || !strings.Contains(a.Error.Message, "dpop "+string(check)+":") {
+		t.Fatalf("answer %+v, want a refusal naming %s", a.Error, check)
+	}
+	return d
+}
+
+// denyReceipt checks that a refused call's receipt is a deny at the proof
+// step naming check (on the decision, or on the refused outcome of a
+// proof found replayed after the decision was written).
+func denyReceipt(t testing.TB, f *fixture, rid string, check dpop.Check) {
+	t.Helper()
+	ev, ok := natstest.Decisions(t, f.js)[rid]
+	if !ok {
+		t.Fatalf("no decision for receipt %q", rid)
+	}
+	reason := ev.Decision.Reason
+	if ev.Decision.Verdict == schemas.VerdictAllow {
+		o := natstest.Outcomes(t, f.js)[rid]
+		if o.Outcome != schemas.OutcomeRefused || o.Guard != kernel.StepDPoP {
+			t.Fatalf("allowed decision %+v without its refused outcome %+v", ev.Decision, o)
+		}
+		reason = o.Reason
+	} else if ev.Decision.Guard != kernel.StepDPoP {
+		t.Fatalf("deny %+v", ev.Decision)
+	}
+	if dpop.CheckOf(reason) != check {
+		t.Fatalf("receipt reason %q, want check %s", reason, check)
+	}
+}
+
+// invoked checks an invoke that ran and the binding its receipt records.
+func invoked(t testing.TB, f *fixture, a answer, method, jkt string) {
+	t.Helper()
+	var inv struct {
+		ReceiptID string `json:"receiptId"`
+	}
+	ok(t, a, &inv)
+	ev := natstest.Decisions(t, f.js)[inv.ReceiptID]
+	if b := bindingOf(t, ev); ev.Decision.Verdict != schemas.VerdictAllow || b["method"] != method || b["jkt"] != jkt {
+		t.Fatalf("receipt %+v binding %v, want %s %s", ev.Decision, b, method, jkt)
+	}
+}
+
+// postAnswer sends body with headers h and reads its single answer.
+func (f *fixture) postAnswer(t testing.TB, body string, h map[string]string) (int, http.Header, answer) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, f.url+Path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a answer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		t.Fatalf("answer: %v", err)
+	}
+	return resp.StatusCode, resp.Header, a
+}
+
+// The rebuilt-parent attack over HTTP: refused as a bearer token
+// (missing_proof), with a DPoP proof or a tool proof by the helper's key
+// (wrong_key): a 401 with the DPoP challenge, the invoke's deny receipt
+// naming the check. The agent's own proofs work (binding dpop, or
+// chio_dpop_v1 for a tool proof in _meta); the helper's leaf token works
+// as a bearer token.
+func TestRebuiltParentRefusedHTTP(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	helper, agent := signer(t, helperKey, l.helper), signer(t, agentKey, l.agent)
+	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+	withDPoP := func(s *dpop.Signer, tok string) map[string]string {
+		p, err := s.Proof(http.MethodPost, f.url+Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{"Authorization": "DPoP " + tok, "DPoP": p}
+	}
+	for _, c := range []struct {
+		name  string
+		h     map[string]string
+		meta  map[string]any
+		check dpop.Check
+	}{
+		{"as bearer", bearer(l.rebuilt), nil, dpop.CheckMissing},
+		{"with the helper's DPoP proof", withDPoP(helper, l.rebuilt), nil, dpop.CheckKey},
+		{"with the helper's tool proof", bearer(l.rebuilt), withProof(toolProof(t, helper, "read_file", `{"path":"/a"}`)), dpop.CheckKey},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, h, a := f.postAnswer(t, rpcBody(t, 1, MethodInvoke, readParams("/a", c.meta)), c.h)
+			if ch := h.Values("WWW-Authenticate"); status != http.StatusUnauthorized || len(ch) != 1 || ch[0] != dpop.Challenge(c.check) {
+				t.Fatalf("%d %q", status, ch)
+			}
+			denyReceipt(t, f, refusal(t, a, c.check).ReceiptID, c.check)
+		})
+	}
+	status, _, a := f.postAnswer(t, rpcBody(t, 2, MethodListCapabilities, nil), bearer(l.rebuilt))
+	if refusal(t, a, dpop.CheckMissing); status != http.StatusUnauthorized {
+		t.Fatalf("list: %d", status)
+	}
+
+	_, _, a = f.postAnswer(t, rpcBody(t, 3, MethodInvoke, readParams("/a", nil)), withDPoP(agent, l.agent))
+	invoked(t, f, a, dpop.MethodDPoP, agentJKT())
+	_, _, a = f.postAnswer(t, rpcBody(t, 4, MethodInvoke, readParams("/a", withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`)))), bearer(l.agent))
+	invoked(t, f, a, dpop.MethodToolProof, agentJKT())
+	// The capability in _meta, its tool proof beside it, no header at all.
+	_, _, a = f.postAnswer(t, rpcBody(t, 5, MethodInvoke, readParams("/a", map[string]any{"chioCapability": l.agent,
+		MetaDPoPProof: toolProof(t, agent, "read_file", `{"path":"/a"}`)})), nil)
+	invoked(t, f, a, dpop.MethodToolProof, agentJKT())
+	_, _, a = f.postAnswer(t, rpcBody(t, 6, MethodInvoke, readParams("/a", nil)), bearer(l.helper))
+	invoked(t, f, a, dpop.MethodBearer, "")
+
+	// A batch is one request, one proof: both calls under it.
+	p, err := agent.Proof(http.MethodPost, f.url+Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := "[" + rpcBody(t, 7, MethodInvoke, readParams("/a", nil)) + "," + rpcBody(t, 8, MethodInvoke, readParams("/b", nil)) + "]"
+	status, raw := f.post(t, "", batch, map[string]string{"Authorization": "DPoP " + l.agent, "DPoP": p})
+	var as []answer
+	if err := json.Unmarshal(raw, &as); status != http.StatusOK || err != nil || len(as) != 2 {
+		t.Fatalf("batch: %d %s", status, raw)
+	}
+	for _, a := range as {
+		invoked(t, f, a, dpop.MethodDPoP, agentJKT())
+	}
+}
+
+// Over stdio a tool proof in _meta is the only proof. A session under the
+// helper's rebuilt parent runs nothing, with or without a tool proof of
+// the helper's; a session under the agent's token lists its capabilities
+// (the process holds its token) and runs a call only with a tool proof,
+// once, for the call it names, a deferred task's resume included.
+func TestStdioToolProofs(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	c := serveStdio(t, f, l.rebuilt)
+	denyReceipt(t, f, refusal(t, c.call(t, MethodInvoke, readParams("/a", nil)), dpop.CheckMissing).ReceiptID, dpop.CheckMissing)
+	helperProof := toolProof(t, signer(t, helperKey, l.helper), "read_file", `{"path":"/a"}`)
+	denyReceipt(t, f, refusal(t, c.call(t, MethodInvoke, readParams("/a", withProof(helperProof))), dpop.CheckKey).ReceiptID, dpop.CheckKey)
+
+	c = serveStdio(t, f, l.agent)
+	var list struct{ Capabilities []Capability }
+	ok(t, c.call(t, MethodListCapabilities, nil), &list)
+	if len(list.Capabilities) == 0 {
+		t.Fatal("nothing listed")
+	}
+	agent := signer(t, agentKey, l.agent)
+	p := toolProof(t, agent, "read_file", `{"path":"/a"}`)
+	invoked(t, f, c.call(t, MethodInvoke, readParams("/a", withProof(p))), dpop.MethodToolProof, agentJKT())
+	for _, tc := range []struct {
+		name   string
+		params map[string]any
+		check  dpop.Check
+	}{
+		{"replayed", readParams("/a", withProof(p)), dpop.CheckReplayed},
+		{"other arguments", readParams("/etc/shadow", withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`))), dpop.CheckCall},
+		{"another tool", readParams("/a", withProof(toolProof(t, agent, "search", `{"path":"/a"}`))), dpop.CheckCall},
+		{"none", readParams("/a", nil), dpop.CheckMissing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			denyReceipt(t, f, refusal(t, c.call(t, MethodInvoke, tc.params), tc.check).ReceiptID, tc.check)
+		})
+	}
+
+	// A deferred task: created under the held token, run by a resume
+	// that proves its call.
+	var task taskResult
+	ok(t, c.call(t, MethodStream, map[string]any{"capabilityId": "read_file"}), &task)
+	ok(t, c.call(t, MethodResume, map[string]any{"taskId": task.Task.ID, "_meta": withProof(toolProof(t, agent, "read_file", ""))}), &task)
+	ev := natstest.Decisions(t, f.js)[task.Task.ReceiptID]
+	if b := bindingOf(t, ev); task.Task.State != TaskCompleted || b["method"] != dpop.MethodToolProof {
+		t.Fatalf("resume: %+v binding %v", task.Task, b)
+	}
+	ok(t, c.call(t, MethodStream, map[string]any{"capabilityId": "read_file"}), &task)
+	a := c.call(t, MethodResume, map[string]any{"taskId": task.Task.ID})
+	denyReceipt(t, f, refusal(t, a, dpop.CheckMissing).ReceiptID, dpop.CheckMissing)
+}
