@@ -40,6 +40,13 @@
 // and environment values are not arguments: a write records the content's
 // SHA-256 and size, a terminal its environment's names.
 //
+// The proxy acts under one capability and makes the governed calls
+// itself. A capability that needs a proof of possession of its subject
+// key (one that can delegate, a grant with dpop_required, any under
+// --require-dpop) needs that key: WithSigner, and every governed call
+// then carries a chio.dpop_proof.v1 for it, the receipt recording the
+// binding; without it New refuses such a capability.
+//
 // A forwarded request whose answer can no longer come (the agent exited,
 // the editor went away) records no outcome: the ledger closes it as
 // incomplete, since the editor may or may not have acted.

@@ -168,9 +168,13 @@ func (s *session) govern(m *message) message {
 	if err != nil {
 		return reply(m.ID, nil, &acp.RequestError{Code: -32602, Message: fmt.Sprintf("chio: invalid %s params: %v", m.Method, err)})
 	}
+	proof, err := s.p.proof(m.Method, args)
+	if err != nil {
+		return reply(m.ID, nil, &acp.RequestError{Code: -32603, Message: fmt.Sprintf("chio: sign the proof of %s: %v", m.Method, err)})
+	}
 	rid := uuid.Must(uuid.NewV7()).String()
 	acpMeta := map[string]any{"session_id": c.sessionID, "method": m.Method, "request_id": string(m.ID)}
-	dc := dispatch.Call{ReceiptID: rid, Token: s.p.token, ServerID: ServerID, ToolName: m.Method, Arguments: args,
+	dc := dispatch.Call{ReceiptID: rid, Token: s.p.token, Proof: proof, ServerID: ServerID, ToolName: m.Method, Arguments: args,
 		Metadata: map[string]any{"protocol": "acp", "acp": acpMeta}}
 	if m.Method == MethodPermission {
 		return s.permission(m, c, dc)

@@ -17,6 +17,7 @@ import (
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // MaxLineBytes bounds one message from either side (a file's content
@@ -37,10 +38,14 @@ type Proxy struct {
 	tools    *Tools
 	token    string
 	id       *kernel.Identity
+	signer   *dpop.Signer
 	log      *slog.Logger
 }
 
-type options struct{ log *slog.Logger }
+type options struct {
+	log    *slog.Logger
+	signer *dpop.Signer
+}
 
 // Option configures a Proxy.
 type Option func(*options)
@@ -48,9 +53,18 @@ type Option func(*options)
 // WithLogger sets the logger (slog.Default otherwise).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
+// WithSigner gives the proxy its capability's subject key: every governed
+// call then carries a chio.dpop_proof.v1 for that call, signed by it, and
+// its receipt records the binding. A capability that needs a proof of
+// possession (it can delegate, a grant sets dpop_required, or the kernel
+// requires proofs) is refused without one. s must be the signer of the
+// proxy's token.
+func WithSigner(s *dpop.Signer) Option { return func(o *options) { o.signer = s } }
+
 // New returns a proxy acting under token, whose governed calls run on t
 // (registered in reg, the registry of k and d). A capability the kernel
-// refuses is an error: no session could do anything.
+// refuses is an error: no session could do anything. So is one that needs
+// a proof of possession when the proxy has no signer (WithSigner) for it.
 func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, t *Tools, token string, opts ...Option) (*Proxy, error) {
 	o := options{log: slog.Default()}
 	for _, f := range opts {
@@ -63,7 +77,37 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, t *Tools
 	if dec != nil {
 		return nil, fmt.Errorf("acp proxy: capability refused at %s: %s", dec.Guard, dec.Reason)
 	}
-	return &Proxy{registry: reg, dispatch: d, tools: t, token: token, id: id, log: o.log}, nil
+	if o.signer != nil && o.signer.Token() != token {
+		return nil, errors.New("acp proxy: the signer is not the proxy capability's (WithSigner needs a signer of the same token)")
+	}
+	if o.signer == nil {
+		// Without a proof the kernel refuses only a token that needs one.
+		if _, dec := k.Identify(context.Background(), token, nil); dec != nil {
+			if dec.DPoPCheck() == dpop.CheckMissing {
+				return nil, fmt.Errorf("acp proxy: capability %s needs a proof of possession of its subject key, "+
+					"which the proxy makes for each governed call: give it the subject's key (WithSigner): %s", id.CapabilityID, dec.Reason)
+			}
+			return nil, fmt.Errorf("acp proxy: capability refused at %s: %s", dec.Guard, dec.Reason)
+		}
+	}
+	return &Proxy{registry: reg, dispatch: d, tools: t, token: token, id: id, signer: o.signer, log: o.log}, nil
+}
+
+// proof is the proof of possession of a governed call of tool with args:
+// a chio.dpop_proof.v1 by the signer, nil without one.
+func (p *Proxy) proof(tool string, args json.RawMessage) (*kernel.Proof, error) {
+	if p.signer == nil {
+		return nil, nil
+	}
+	tp, err := p.signer.ToolProof(ServerID, tool, args)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(tp)
+	if err != nil {
+		return nil, err
+	}
+	return &kernel.Proof{Tool: raw}, nil
 }
 
 // Serve relays one session: the editor's messages are read from editorIn

@@ -60,6 +60,26 @@ type fixture struct {
 // embedded JetStream, kernel and dispatcher.
 func start(t testing.TB, record *kernel.RecordConfig, grants ...schemas.ToolGrant) *fixture {
 	t.Helper()
+	e := newEnv(t, record)
+	p, err := e.proxy(e.token(t, grants...), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.fixture(t, p)
+}
+
+// env is a real embedded JetStream, kernel and dispatcher with the
+// proxy's tool server registered.
+type env struct {
+	js  jetstream.JetStream
+	k   *kernel.Kernel
+	reg *tools.Registry
+	d   *dispatch.Dispatcher
+	tl  *Tools
+}
+
+func newEnv(t testing.TB, record *kernel.RecordConfig) *env {
+	t.Helper()
 	_, _, js := natstest.Start(t)
 	reg := tools.NewRegistry()
 	tl := NewTools()
@@ -80,6 +100,12 @@ func start(t testing.TB, record *kernel.RecordConfig, grants ...schemas.ToolGran
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &env{js: js, k: k, reg: reg, d: d, tl: tl}
+}
+
+// token is the editor's capability: grants, for agentKey, for an hour.
+func (e *env) token(t testing.TB, grants ...schemas.ToolGrant) string {
+	t.Helper()
 	now := time.Now()
 	tok, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{ID: "cap-editor", Issuer: pub(issuerKey), Subject: pub(agentKey),
 		Scope: schemas.Scope{Grants: grants}, IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix())})
@@ -90,15 +116,21 @@ func start(t testing.TB, record *kernel.RecordConfig, grants ...schemas.ToolGran
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(k, reg, d, tl, h, WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
+	return h
+}
+
+func (e *env) proxy(token string, opts ...Option) (*Proxy, error) {
+	return New(e.k, e.reg, e.d, e.tl, token, opts...)
+}
+
+// fixture is p with a root directory holding a.txt.
+func (e *env) fixture(t testing.TB, p *Proxy) *fixture {
+	t.Helper()
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("alpha"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{js: js, proxy: p, root: root}
+	return &fixture{js: e.js, proxy: p, root: root}
 }
 
 // wired is an editor and an agent, both on the official SDK, with the
