@@ -298,6 +298,19 @@ type Attribution struct {
 	IssuerKey       string `json:"issuer_key"`
 	DelegationDepth int    `json:"delegation_depth"`
 	GrantIndex      int    `json:"grant_index"`
+	// Binding is how the caller proved it holds the capability; absent
+	// on receipts signed before holder binding.
+	Binding *HolderBinding `json:"binding,omitempty"`
+}
+
+// HolderBinding is metadata.attribution.binding: how the caller was bound
+// to the capability it presented.
+type HolderBinding struct {
+	// Method is "bearer" (the token alone), "dpop" (an RFC 9449 proof by
+	// the subject key) or "chio_dpop_v1" (a chio.dpop_proof.v1 by it).
+	Method string `json:"method"`
+	// JKT is the proving key's RFC 7638 SHA-256 thumbprint, base64url.
+	JKT string `json:"jkt,omitempty"`
 }
 
 // CapabilityLineage is one capability of a presented token's delegation
