@@ -55,6 +55,17 @@ grep -q '^principal p:[0-9a-f]\{64\} (tenant p:[0-9a-f]\{64\})$' inspect.txt
 bin/chio capability keygen --out auditor.key > auditor.pub
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat auditor.pub)" --read receipts --ttl 24h --output header > auditor.tok
 curl -sf -H "Authorization: Bearer $(cat auditor.tok)" "http://$http/v1/receipts/$ID/tlog-proof" | cmp - receipt.tlog-proof
+MSG='{"jsonrpc":"2.0","id":5,"method":"message/send","params":{"message":{"role":"user","messageId":"m5","parts":[{"kind":"text","text":"world"}]}}}'
+bin/chio capability proof --key agent.key --token @agent.tok --method POST --url "http://$http/a2a" --headers > proof.hdr
+curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H @proof.hdr -d "$MSG" | tee proven.json
+grep -q '"state":"completed"' proven.json
+[ "$(curl -s -o replayed.json -w '%{http_code}' "http://$http/a2a" -H 'Content-Type: application/json' -H @proof.hdr -d "${MSG/m5/m6}")" = 401 ]
+grep -q -- '-31401' replayed.json && grep -q 'replayed' replayed.json
+curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat helper.tok)" -d "${MSG/m5/m7}" | grep -q '"state":"completed"'
+bin/chio capability ancestor @helper.tok > rebuilt.tok
+sed -n 2p agent.tok | cmp - rebuilt.tok
+[ "$(curl -s -D rebuilt.hdr -o rebuilt.json -w '%{http_code}' "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat rebuilt.tok)" -d "${MSG/m5/m8}")" = 401 ]
+grep -q 'missing_proof' rebuilt.json && grep -qi '^www-authenticate: DPoP' rebuilt.hdr
 bin/chio capability revoke cap-agent --nats "nats://$natsaddr" --reason "key rotated" | grep -q '^revoked cap-agent$'
 curl -sf "http://$http/.well-known/agent-card.json" > card.json
 grep -q '"hello_task"' card.json
