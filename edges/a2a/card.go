@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -178,18 +177,18 @@ func (e *Edge) cardEntry(origin string, v wire.Version, also ...string) (cardEnt
 // like the public card: only for the edge's own origin (ownOrigin), so a
 // request naming another Host gets it unsigned. Built per caller, it is not
 // cached.
-func (e *Edge) extendedCard(rc rpcCall) (any, *wire.Error) {
+func (e *Edge) extendedCard(ctx context.Context, rc rpcCall) (any, *wire.Error) {
 	if rc.stdio {
 		return nil, wire.ExtendedCardNotConfigured() // the stdio card has none
 	}
 	if rc.caller.dev {
 		// The dev capability acts for tokenless callers; it does not make
 		// them authenticated, and this card is for authenticated callers.
-		return nil, wire.Unauthenticated("the extended agent card is for authenticated callers: present a capability (Authorization: Bearer or X-Chio-Capability)")
+		return nil, wire.Unauthenticated("the extended agent card is for authenticated callers: present a capability (Authorization: DPoP with a DPoP proof, or Authorization: Bearer or X-Chio-Capability for one that cannot delegate)")
 	}
-	id, d := e.kernel.Identify(context.TODO(), rc.caller.token, nil)
-	if d != nil {
-		return nil, wire.Unauthenticated(fmt.Sprintf("capability refused at %s: %s", d.Guard, d.Reason))
+	id, werr := e.identify(ctx, rc.caller)
+	if werr != nil {
+		return nil, werr
 	}
 	origin := rc.origin
 	if origin == "" {

@@ -34,7 +34,7 @@ func (e *Edge) do(ctx context.Context, rc rpcCall, op wire.Operation, params any
 	case op.PushConfig():
 		return e.pushConfigOp(ctx, rc, op, params)
 	case op == wire.OpGetExtendedAgentCard:
-		return e.extendedCard(rc)
+		return e.extendedCard(ctx, rc)
 	}
 	switch p := params.(type) {
 	case *wire.SendParams:

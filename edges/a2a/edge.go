@@ -1,6 +1,11 @@
 // Package a2a is Chio's A2A edge: it serves kernel-governed tools as A2A
 // skills over JSON-RPC (A2A 1.0 and 0.3) on HTTP and on stdio (the
-// hello-a2a profile). Every call goes through edges/dispatch (kernel,
+// hello-a2a profile), and over gRPC. A caller presents its capability as
+// a bearer token, or bound to its holder (schemas/dpop): over HTTP as
+// "Authorization: DPoP" with an RFC 9449 proof in the DPoP header, over
+// gRPC the same in metadata, on stdio as a chio.dpop_proof.v1 in the
+// call's metadata (ServeStdio); a capability that can delegate is honoured
+// only so. Every call goes through edges/dispatch (kernel,
 // durable decision event, tool, durable outcome event); tasks live as event
 // streams in JetStream (edges/a2a/taskstore), so the edge keeps no state
 // another replica would need.
@@ -30,6 +35,7 @@ import (
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // Config configures an edge.
@@ -172,9 +178,10 @@ type skill struct {
 }
 
 // Card is the agent card of the HTTP edge reachable at baseURL. It declares
-// the capability bearer scheme and requires it only when the edge enforces
-// it: with a DevToken, callers without a token act under the dev
-// capability, so the card declares no security at all. Each skill's
+// the capability's schemes (as a bearer token; bound to its holder by
+// DPoP, which a capability that can delegate must use) and requires one
+// only when the edge enforces it: with a DevToken, callers without a token
+// act under the dev capability, so the card declares no security at all. Each skill's
 // bridgeFidelity is rated for the HTTP edge, which streams (over gRPC too
 // when GRPCURL is set).
 func (e *Edge) Card(baseURL string) *wire.AgentCard {
@@ -195,11 +202,20 @@ func (e *Edge) card(baseURL string, profile tools.A2AProfile, enforced bool, kee
 		Skills: []wire.AgentSkill{},
 	}
 	if enforced {
+		// Either scheme will do (requirements are alternatives): the token
+		// as a bearer token, or bound to its holder by DPoP, which a token
+		// that can delegate (or a dpop_required grant, or an edge run with
+		// --require-dpop) must use.
 		c.SecuritySchemes = map[string]wire.SecurityScheme{
 			"chio_capability": wire.BearerScheme("chio.capability.v1",
-				"A chio.capability.v1 token, base64url, as Authorization: Bearer or X-Chio-Capability"),
+				"A chio.capability.v1 token, base64url, as Authorization: Bearer or X-Chio-Capability. "+
+					"A capability that can delegate, or whose grant has dpop_required, must come as chio_capability_dpop instead"),
+			"chio_capability_dpop": {HTTPAuth: &wire.HTTPAuthSecurityScheme{Scheme: "DPoP", BearerFormat: "chio.capability.v1",
+				Description: "A chio.capability.v1 token as Authorization: DPoP <token>, with a DPoP header holding an RFC 9449 proof " +
+					"(alg EdDSA, jwk the token's subject key, htm and htu the request's method and URL, ath the token's hash, a new jti each request); " +
+					"over gRPC the same in metadata authorization and dpop, htm POST and htu <http|https>://<:authority></package.Service/Method>"}},
 		}
-		c.SecurityRequirements = []map[string][]string{{"chio_capability": {}}}
+		c.SecurityRequirements = []map[string][]string{{"chio_capability": {}}, {"chio_capability_dpop": {}}}
 	}
 	for _, s := range e.published {
 		if keep != nil && !keep(s.entry) {
@@ -251,35 +267,96 @@ func (e *Edge) interfaces(base string) []wire.AgentInterface {
 		wire.AgentInterface{URL: base + RESTPath, ProtocolBinding: wire.BindingHTTPJSON, ProtocolVersion: string(wire.V03)})
 }
 
-// caller is who makes a request: the token presented (or the dev token)
-// and the tenant addressed.
+// caller is who makes a request: the token presented (or the dev token),
+// its proof of possession, and the tenant addressed.
 type caller struct {
-	token  string
+	token string
+	// proof is the request's proof of possession of the token's subject
+	// key (nil: presented as a bearer token). One *kernel.Proof is one
+	// request: every kernel check and dispatch of the request shares it,
+	// so its one-time id is claimed once.
+	proof  *kernel.Proof
 	tenant string
 	// dev: the caller presented no credential and acts under the dev
 	// capability; it is not authenticated (no extended card for it).
 	dev bool
 }
 
-// callerFrom reads the capability from HTTP headers.
-func (e *Edge) callerFrom(h http.Header) (caller, *wire.Error) {
-	tok, err := schemas.CapabilityFromHeaders(h)
+// callerFrom is the caller of a request whose credential was read as p
+// (dpop.FromRequest, or gRPC metadata read the same way); err is that
+// reading's failure. The dev capability acts only for a request that
+// presents no credential at all (presents false): a malformed one is
+// refused, never replaced.
+func (e *Edge) callerFrom(p dpop.Presented, err error, presents bool) (caller, *wire.Error) {
 	if err != nil {
-		if h.Get("Authorization") == "" && h.Get("X-Chio-Capability") == "" && e.cfg.DevToken != "" {
+		if !presents && e.cfg.DevToken != "" {
 			return caller{token: e.cfg.DevToken, dev: true}, nil
 		}
 		return caller{}, wire.Unauthenticated(err.Error())
 	}
-	return caller{token: tok}, nil
+	return caller{token: p.Token, proof: kernel.FromPresented(p)}, nil
+}
+
+// httpCaller reads an HTTP request's credential. The proof's htu is the
+// request's URL at the edge's public origin (publicURL: configured, else
+// the request's own, X-Forwarded-* from trusted proxies), the origin the
+// card advertises; path is the request's path as the client sent it
+// ("" for r's own).
+func (e *Edge) httpCaller(r *http.Request, hc HTTPConfig, path string) (caller, *wire.Error) {
+	origin := publicURL(r, hc)
+	p, err := dpop.FromRequest(r, origin)
+	if err == nil && path != "" {
+		p.URL = strings.TrimSuffix(origin, "/") + path
+	}
+	return e.callerFrom(p, err, dpop.Presents(r.Header))
+}
+
+// identify authenticates the caller, with its proof, for a call that runs
+// no tool next: the proof's one-time id is settled before it returns.
+func (e *Edge) identify(ctx context.Context, c caller) (*kernel.Identity, *wire.Error) {
+	id, d := e.kernel.Identify(ctx, c.token, c.proof)
+	if d != nil {
+		return nil, refusedCapability(d, "")
+	}
+	return id, nil
+}
+
+// refusedCapability is the Unauthenticated answer to a capability the
+// kernel refused (d), naming its deny receipt if it has one. A refused
+// proof of possession names its check under ErrorInfo metadata
+// "dpopCheck", which the HTTP bindings answer with the DPoP challenge.
+func refusedCapability(d *kernel.Decision, receiptID string, meta ...string) *wire.Error {
+	kv := append([]string{"receiptId", receiptID}, meta...)
+	if check := d.DPoPCheck(); check != "" {
+		kv = append(kv, metaDPoPCheck, string(check))
+	}
+	return wire.Unauthenticated(fmt.Sprintf("capability refused at %s: %s", d.Guard, d.Reason), kv...)
+}
+
+// metaDPoPCheck is the ErrorInfo metadata key of a refused proof's check.
+const metaDPoPCheck = "dpopCheck"
+
+// dpopCheckOf is the proof check an Unauthenticated error names, or "".
+func dpopCheckOf(werr *wire.Error) dpop.Check {
+	if werr == nil || werr.Code != wire.CodeUnauthenticated {
+		return ""
+	}
+	data, _ := werr.Data.([]any)
+	for _, d := range data {
+		if info, ok := d.(wire.ErrorInfo); ok {
+			return dpop.Check(info.Metadata[metaDPoPCheck])
+		}
+	}
+	return ""
 }
 
 // owner authenticates the caller for reads: tasks are scoped to the
 // capability's authority path (root issuer and every subject down to the
 // caller's) and the tenant.
-func (e *Edge) owner(c caller, tenant string) (taskstore.Owner, *wire.Error) {
-	id, d := e.kernel.Identify(context.TODO(), c.token, nil)
-	if d != nil {
-		return taskstore.Owner{}, wire.Unauthenticated(fmt.Sprintf("capability refused at %s: %s", d.Guard, d.Reason))
+func (e *Edge) owner(ctx context.Context, c caller, tenant string) (taskstore.Owner, *wire.Error) {
+	id, werr := e.identify(ctx, c)
+	if werr != nil {
+		return taskstore.Owner{}, werr
 	}
 	return taskstore.Owner{Subject: id.Principal, Tenant: tenant}, nil
 }

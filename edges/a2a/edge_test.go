@@ -640,7 +640,7 @@ func TestBackgroundTaskTakenOver(t *testing.T) {
 	tok := token(t, agentKey, "cap-takeover")
 	e := cl.raw[0]
 	ctx := context.Background()
-	owner, werr := e.owner(caller{token: tok}, "")
+	owner, werr := e.owner(ctx, caller{token: tok}, "")
 	if werr != nil {
 		t.Fatal(werr)
 	}
@@ -750,7 +750,7 @@ func TestOwnRunIsNotSweptAgain(t *testing.T) {
 	defer cancel()
 	go e.Sweep(sctx, 20*time.Millisecond)
 	// The lease as stored lapsed a minute ago, still naming this replica.
-	owner, werr := e.owner(caller{token: tok}, "")
+	owner, werr := e.owner(context.Background(), caller{token: tok}, "")
 	if werr != nil {
 		t.Fatal(werr)
 	}

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -19,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // GRPCServerOptions are the options a grpc.Server serving the binding
@@ -74,8 +78,10 @@ type grpcService struct {
 var (
 	mdVersion   = strings.ToLower(wire.HeaderVersion)
 	mdRequestID = strings.ToLower(HeaderRequestID)
-	// mdCredentials are copied into the http.Header callerFrom reads.
-	mdCredentials = []string{"authorization", "x-chio-capability"}
+	// mdCredentials are copied into the http.Header the credential is
+	// read from: the capability (authorization: Bearer or DPoP, or
+	// x-chio-capability) and its proof of possession (dpop).
+	mdCredentials = []string{"authorization", "x-chio-capability", "dpop"}
 )
 
 // unmarshalResult reads the core's JSON into a pb response. Unknown
@@ -239,7 +245,7 @@ func (g *grpcService) prepare(ctx context.Context, op wire.Operation, req proto.
 	if werr != nil {
 		return rpcCall{}, nil, werr
 	}
-	cl, werr := g.e.callerFrom(grpcHeader(md))
+	cl, werr := g.e.grpcCaller(ctx, md)
 	if werr != nil {
 		return rpcCall{}, nil, werr
 	}
@@ -275,6 +281,30 @@ func grpcHeader(md metadata.MD) http.Header {
 		}
 	}
 	return h
+}
+
+// grpcCaller reads a call's credential from its metadata as the HTTP
+// bindings read their headers: "authorization: DPoP <capability>" with
+// "dpop: <proof>", or "authorization: Bearer" / "x-chio-capability" alone.
+// A proof's htm is POST and its htu the call's URL as HTTP/2 carries it:
+// http, or https over TLS, "://", the :authority, then the full method
+// ("http://127.0.0.1:5000/lf.a2a.v1.A2AService/SendMessage").
+func (e *Edge) grpcCaller(ctx context.Context, md metadata.MD) (caller, *wire.Error) {
+	h := grpcHeader(md)
+	method, _ := grpc.Method(ctx)
+	scheme := "http"
+	if p, ok := peer.FromContext(ctx); ok {
+		if _, tls := p.AuthInfo.(credentials.TLSInfo); tls {
+			scheme = "https"
+		}
+	}
+	authority := ""
+	if vs := md.Get(":authority"); len(vs) == 1 {
+		authority = vs[0]
+	}
+	r := &http.Request{Method: http.MethodPost, Header: h, Host: authority, URL: &url.URL{Path: method}}
+	p, err := dpop.FromRequest(r, scheme+"://"+authority)
+	return e.callerFrom(p, err, dpop.Presents(h))
 }
 
 // grpcRequestID is the caller's x-request-id metadata, under the rules of

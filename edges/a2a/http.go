@@ -12,6 +12,7 @@ import (
 
 	"github.com/chio-ledger/chio/edges/a2a/cardsig"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // HTTPConfig configures the HTTP binding.
@@ -38,7 +39,7 @@ func (e *Edge) Register(ec *echo.Echo, hc HTTPConfig) {
 	if hc.ServeRoot {
 		ec.POST("/", rpc)
 	}
-	rest := func(c echo.Context) error { return e.serveREST(c, hc) }
+	rest := func(c echo.Context) error { return e.serveREST(c, hc, "") }
 	ec.Any(RESTPath, rest)
 	ec.Any(RESTPath+"/*", rest)
 	// 0.3 clients given the JSON-RPC URL build REST paths on it (the 0.3
@@ -54,7 +55,7 @@ func (e *Edge) Register(ec *echo.Echo, hc HTTPConfig) {
 		r2 := r.Clone(r.Context())
 		r2.URL = &u
 		c.SetRequest(r2)
-		return e.serveREST(c, hc)
+		return e.serveREST(c, hc, r.URL.EscapedPath())
 	})
 	ec.GET("/a2a", card)
 }
@@ -131,24 +132,31 @@ func trusted(remote string, proxies []netip.Prefix) bool {
 
 // challenge is the HTTP status of a JSON-RPC answer: 200, except that a
 // caller without valid credentials gets 401 and one without the authority
-// 403, as A2A asks of every binding. On those it sets the RFC 6750
-// challenge (error="invalid_token" when a credential was presented).
+// 403, as A2A asks of every binding. On those it sets the challenges: for
+// a refused proof of possession, RFC 9449's DPoP challenge naming the
+// check (error="invalid_dpop_proof"); for any other 401, the RFC 6750
+// Bearer challenge (error="invalid_token" when a credential was
+// presented) and the plain DPoP one beside it, since a capability that can
+// delegate must come as Authorization: DPoP.
 func challenge(c echo.Context, werr *wire.Error) int {
 	if werr == nil {
 		return http.StatusOK
 	}
-	h := c.Request().Header
-	presented := h.Get("Authorization") != "" || h.Get("X-Chio-Capability") != ""
+	h := c.Response().Header()
 	switch werr.Code {
 	case wire.CodeUnauthenticated:
+		if check := dpopCheckOf(werr); check != "" {
+			dpop.SetChallenge(h, check, "")
+			return http.StatusUnauthorized
+		}
 		v := `Bearer realm="chio"`
-		if presented {
+		if dpop.Presents(c.Request().Header) {
 			v += `, error="invalid_token"`
 		}
-		c.Response().Header().Set("WWW-Authenticate", v)
+		dpop.SetChallenge(h, "", v)
 		return http.StatusUnauthorized
 	case wire.CodePermissionDenied:
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chio", error="insufficient_scope"`)
+		h.Set("WWW-Authenticate", `Bearer realm="chio", error="insufficient_scope"`)
 		return http.StatusForbidden
 	}
 	return http.StatusOK

@@ -69,6 +69,9 @@ func (e *Edge) call(ctx context.Context, rc rpcCall, req *wire.Request, callerEr
 	if callerErr != nil {
 		return nil, callerErr
 	}
+	if rc.stdio {
+		rc.caller.proof = stdioProof(req.Params)
+	}
 	rc.dialect = wire.DialectOf(version)
 	return e.do(ctx, rc, m.Op, params)
 }
@@ -100,7 +103,7 @@ func (e *Edge) serveJSONRPC(c echo.Context, hc HTTPConfig) error {
 		req, _ := wire.DecodeRequest(body)
 		return refuse(req.ResponseID(), verr)
 	}
-	cl, cerr := e.callerFrom(r.Header)
+	cl, cerr := e.httpCaller(r, hc, "")
 	rc := rpcCall{caller: cl, negotiated: version, origin: publicURL(r, hc)}
 	if req, werr := wire.DecodeRequest(body); werr == nil {
 		if m, ok := wire.LookupMethod(req.Method, version); ok && m.Op.Streaming() && !req.IsNotification {

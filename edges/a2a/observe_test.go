@@ -336,7 +336,7 @@ func TestDrainWaitsForInFlightCalls(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Drain did not return after the call finished")
 	}
-	owner, werr := e.owner(caller{token: tok}, "")
+	owner, werr := e.owner(context.Background(), caller{token: tok}, "")
 	if werr != nil {
 		t.Fatal(werr)
 	}
@@ -371,7 +371,7 @@ func TestDrainDeadlineCancelsWhatIsLeft(t *testing.T) {
 	default:
 		t.Fatal("the running tool was not cancelled")
 	}
-	owner, werr := e.owner(caller{token: tok}, "")
+	owner, werr := e.owner(context.Background(), caller{token: tok}, "")
 	if werr != nil {
 		t.Fatal(werr)
 	}

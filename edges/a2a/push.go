@@ -48,7 +48,7 @@ func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, op wire.Operation, 
 	default:
 		return nil, wire.InternalError(fmt.Sprintf("%s: unexpected params %T", op, params))
 	}
-	owner, werr := e.owner(rc.caller, tenant)
+	owner, werr := e.owner(ctx, rc.caller, tenant)
 	if werr != nil {
 		return nil, werr
 	}

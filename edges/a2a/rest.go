@@ -20,7 +20,11 @@ const RESTPath = "/a2a/rest"
 
 // serveREST answers the HTTP+JSON binding. The core is the JSON-RPC one:
 // the same operations with the same params, only framed differently.
-func (e *Edge) serveREST(c echo.Context, hc HTTPConfig) error {
+//
+// sentPath, if set, is the request's escaped path as the client sent it, for a
+// request routed here under another path (the 0.3 routes under /a2a/v1):
+// the URL its proof of possession names.
+func (e *Edge) serveREST(c echo.Context, hc HTTPConfig, sentPath string) error {
 	ctx, rec := e.begin(c.Request().Context(), "rest", httpRequestID(c))
 	defer rec.release()
 	c.SetRequest(c.Request().WithContext(ctx))
@@ -53,7 +57,7 @@ func (e *Edge) serveREST(c echo.Context, hc HTTPConfig) error {
 	if werr != nil {
 		return fail(werr)
 	}
-	cl, cerr := e.callerFrom(r.Header)
+	cl, cerr := e.httpCaller(r, hc, sentPath)
 	if cerr != nil {
 		return fail(cerr)
 	}

@@ -110,7 +110,7 @@ func (e *Edge) watchRun(ctx context.Context, stop context.CancelFunc, t *tasksto
 // as it comes.
 func (e *Edge) runCall(ctx context.Context, c caller, t *taskstore.Task, req execRequest, out *outputs) dispatch.Call {
 	return dispatch.Call{
-		ReceiptID: t.ExecutionID, Token: c.token, ServerID: req.ServerID, ToolName: req.ToolName,
+		ReceiptID: t.ExecutionID, Token: c.token, Proof: c.proof, ServerID: req.ServerID, ToolName: req.ToolName,
 		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, Stream: req.Stream || req.Native, TaskID: t.ID,
 		RequestID: req.RequestID, GovernedIntent: req.Intent,
 		Metadata: map[string]any{"protocol": "a2a", "a2a": map[string]any{"taskId": t.ID, "contextId": t.ContextID}},

@@ -41,7 +41,7 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, p *wire.SendParams, deferre
 		if err != nil {
 			return nil, wire.InternalError(err.Error())
 		}
-		if werr := forbidden(done); werr != nil {
+		if werr := refusedAnswer(done); werr != nil {
 			return nil, werr
 		}
 		return encodeSendTask(rc.dialect, done, p.Configuration.HistoryLength)
@@ -63,7 +63,7 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, p *wire.SendParams, deferre
 	if err != nil {
 		return nil, wire.InternalError(err.Error())
 	}
-	if werr := forbidden(done); werr != nil {
+	if werr := refusedAnswer(done); werr != nil {
 		return nil, werr
 	}
 	if reply := directReply(done); reply != nil {
@@ -98,7 +98,18 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, p *wire.SendParams, mode 
 	// Identity first: a caller the kernel refuses learns nothing about tasks
 	// or webhook hosts (no task load, no DNS lookup), gets no task and no
 	// webhook call, and its call still gets its deny receipt.
-	id, d := e.kernel.Admit(ctx, rc.caller.token, nil)
+	//
+	// A proof of possession is spent (its one-time id claimed) before any
+	// of that too, except on the one path whose next effect is the call
+	// itself: a blocking send of a new task, without a webhook, goes
+	// straight to the dispatcher (Admit), which claims the id beside the
+	// decision's write. Every other send stores its task first (Identify).
+	admit := p.Message.TaskID == "" && mode == modeBlocking && len(p.Configuration.PushConfig) == 0
+	check := e.kernel.Identify
+	if admit {
+		check = e.kernel.Admit
+	}
+	id, d := check(ctx, rc.caller.token, rc.caller.proof)
 	if d != nil {
 		return nil, nil, e.refuse(ctx, rc.caller, e.refusedRequest(ctx, rc, p, mode), d)
 	}
@@ -124,6 +135,14 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, p *wire.SendParams, mode 
 		if err == nil && e.tasks.Admits(nt) {
 			callFrom(ctx).setTask(nt.ID)
 			return provisional(&nt), &newSend{nt: nt, req: req}, nil
+		}
+	}
+	if admit {
+		// Admitted for a call that turns out to need its task stored
+		// first (an A2A-native tool, a task too large for one commit):
+		// the proof is spent before the store.
+		if _, d := e.kernel.Identify(ctx, rc.caller.token, rc.caller.proof); d != nil {
+			return nil, nil, e.refuse(ctx, rc.caller, req, d)
 		}
 	}
 	t, werr = e.storeAccepted(ctx, owner, prior, p, req, meta, mode, pc)
@@ -258,14 +277,24 @@ func acceptError(err error) *wire.Error {
 // Identify) with Unauthenticated, after recording the call's deny receipt:
 // every call that reached the kernel has one (DESIGN §5).
 func (e *Edge) refuse(ctx context.Context, c caller, req execRequest, d *kernel.Decision) *wire.Error {
-	res, err := e.dispatch.Refuse(background(ctx), dispatch.Call{Token: c.token, ServerID: req.ServerID, ToolName: req.ToolName,
+	res, err := e.dispatch.Refuse(background(ctx), dispatch.Call{Token: c.token, Proof: c.proof, ServerID: req.ServerID, ToolName: req.ToolName,
 		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, RequestID: req.RequestID, GovernedIntent: req.Intent,
 		Metadata: map[string]any{"protocol": "a2a"}}, d)
 	if err != nil {
 		return wire.InternalError(fmt.Sprintf("record the refusal: %v", err))
 	}
 	callFrom(ctx).executed("", req.RequestID, res, nil)
-	return wire.Unauthenticated(fmt.Sprintf("capability refused at %s: %s", d.Guard, d.Reason), "receiptId", res.ReceiptID)
+	return refusedCapability(d, res.ReceiptID)
+}
+
+// refusedAnswer is the error a blocking send answers with when its call
+// was denied for its credentials (proofRefused) or its authority
+// (forbidden), nil otherwise.
+func refusedAnswer(t *taskstore.Task) *wire.Error {
+	if werr := proofRefused(t); werr != nil {
+		return werr
+	}
+	return forbidden(t)
 }
 
 // forbidden is the PermissionDenied answer to a blocking send the kernel
@@ -283,6 +312,25 @@ func forbidden(t *taskstore.Task) *wire.Error {
 	rid, _ := c["receiptId"].(string)
 	reason, _ := c["denyReason"].(string)
 	return wire.PermissionDenied("capability refused at grant: "+reason, "receiptId", rid, "taskId", t.ID)
+}
+
+// proofRefused is the Unauthenticated answer to a blocking send whose
+// call the kernel or the dispatcher denied for its proof of possession (a
+// tool proof that names another call; a proof found replayed as its
+// one-time id was claimed beside the decision's write): the task failed,
+// and its deny receipt is named, as for a token refused before any task.
+func proofRefused(t *taskstore.Task) *wire.Error {
+	meta, err := linkedMetadata(t.Metadata, t.ReceiptIDs)
+	if err != nil {
+		return nil
+	}
+	c, _ := meta["chio"].(map[string]any)
+	if c["decision"] != "deny" || c["denyGuard"] != kernel.StepDPoP {
+		return nil
+	}
+	rid, _ := c["receiptId"].(string)
+	reason, _ := c["denyReason"].(string)
+	return refusedCapability(&kernel.Decision{Guard: kernel.StepDPoP, Reason: reason}, rid, "taskId", t.ID)
 }
 
 // directReply is the message an A2A-native tool answered with instead of

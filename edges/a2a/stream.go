@@ -98,7 +98,7 @@ func (e *Edge) sendStream(ctx context.Context, rc rpcCall, p *wire.SendParams) (
 // the events after that generation, through the terminal one if the task
 // has ended since. Either stays open while the task waits for input.
 func (e *Edge) subscribe(ctx context.Context, rc rpcCall, p *wire.CancelTaskParams) (*stream, *wire.Error) {
-	owner, werr := e.owner(rc.caller, p.Tenant)
+	owner, werr := e.owner(ctx, rc.caller, p.Tenant)
 	if werr != nil {
 		return nil, werr
 	}

@@ -10,13 +10,16 @@ import (
 
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/edges/kernel"
 )
 
 // The core: taking over the tasks of replicas that died.
 
 // Sweep runs until ctx ends, taking over background tasks whose accepting
 // replica stopped renewing its claim (it died): each is claimed (one
-// replica wins) and executed under the capability stored with it. The
+// replica wins) and executed under the capability stored with it, unless
+// that capability is honoured only with its holder's proof of possession
+// (the task is then failed: the proof was for the dead replica's request). The
 // execution id stays the task's, so the decision event is the same one
 // the dead replica may already have published and the ledger keeps one
 // receipt; the tool itself may run a second time if the first replica
@@ -60,9 +63,11 @@ func (e *Edge) Sweep(ctx context.Context, every time.Duration) {
 			if json.Unmarshal(task.Request, &req) != nil || req.Mode == modeDeferred {
 				continue // deferred tasks wait for their owner's next get
 			}
-			if req.Mode != modeBackground || req.Capability == "" {
-				// Nobody can resume it (no capability to act under): end it,
-				// so its streams and pollers learn what happened.
+			if req.Mode != modeBackground || req.Capability == "" || e.proofBound(ctx, req.Capability) {
+				// Nobody can resume it (no capability to act under, or one
+				// honoured only with its holder's proof of possession, which
+				// was for the request the dead replica took): end it, so its
+				// streams and pollers learn what happened.
 				e.abandon(ctx, ref)
 				continue
 			}
@@ -85,6 +90,14 @@ func (e *Edge) Sweep(ctx context.Context, every time.Duration) {
 			rec.release()
 		}
 	}
+}
+
+// proofBound reports whether tok is honoured only with a proof of
+// possession by its subject key, which no replica but the one that took
+// the request ever had.
+func (e *Edge) proofBound(ctx context.Context, tok string) bool {
+	_, d := e.kernel.Identify(ctx, tok, nil)
+	return d != nil && d.Guard == kernel.StepDPoP
 }
 
 // executing is the set of tasks whose tool runs on this replica.

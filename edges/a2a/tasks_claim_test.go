@@ -93,7 +93,7 @@ func TestBlockingSendWritesTwoRounds(t *testing.T) {
 			}
 			// Read back on the other replica, as the store serves it.
 			other := cl.raw[1]
-			owner, werr := other.owner(caller{token: tc.tok}, "")
+			owner, werr := other.owner(context.Background(), caller{token: tc.tok}, "")
 			if werr != nil {
 				t.Fatal(werr)
 			}
@@ -150,7 +150,7 @@ func TestLongBlockingSendIsStoredWhileItRuns(t *testing.T) {
 		t.Fatal("the tool never started")
 	}
 	other := cl.raw[1]
-	owner, werr := other.owner(caller{token: tok}, "")
+	owner, werr := other.owner(context.Background(), caller{token: tok}, "")
 	if werr != nil {
 		t.Fatal(werr)
 	}

@@ -17,7 +17,7 @@ import (
 // getTask returns a task; the first get of a deferred task executes it,
 // once across replicas (the claim decides who).
 func (e *Edge) getTask(ctx context.Context, rc rpcCall, p *wire.GetTaskParams) (any, *wire.Error) {
-	owner, werr := e.owner(rc.caller, p.Tenant)
+	owner, werr := e.owner(ctx, rc.caller, p.Tenant)
 	if werr != nil {
 		return nil, werr
 	}
@@ -60,7 +60,7 @@ func isDeferred(t *taskstore.Task) bool {
 }
 
 func (e *Edge) cancelTask(ctx context.Context, rc rpcCall, p *wire.CancelTaskParams) (any, *wire.Error) {
-	owner, werr := e.owner(rc.caller, p.Tenant)
+	owner, werr := e.owner(ctx, rc.caller, p.Tenant)
 	if werr != nil {
 		return nil, werr
 	}
@@ -76,7 +76,7 @@ func (e *Edge) cancelTask(ctx context.Context, rc rpcCall, p *wire.CancelTaskPar
 }
 
 func (e *Edge) listTasks(ctx context.Context, rc rpcCall, p *wire.ListTasksParams) (any, *wire.Error) {
-	owner, werr := e.owner(rc.caller, p.Tenant)
+	owner, werr := e.owner(ctx, rc.caller, p.Tenant)
 	if werr != nil {
 		return nil, werr
 	}

@@ -1,0 +1,793 @@
+package a2a
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	pb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"github.com/go-jose/go-jose/v4"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
+	"github.com/chio-ledger/chio/schemas/dpop/dpopa2a"
+)
+
+// helperKey holds the token the agent delegates.
+var helperKey = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{4}, 32))
+
+// holderTokens are the attack's tokens: the agent's, which can delegate
+// (so it is honoured only with a proof by agentKey); the helper's, a leaf
+// delegated by the agent to helperKey; and the agent's token as the helper
+// can rebuild it from its own delegation chain.
+type holderTokens struct {
+	agent, helper, rebuilt string
+}
+
+func delegationTokens(t *testing.T) holderTokens {
+	t.Helper()
+	now := time.Now()
+	agent, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{
+		ID: "cap-dpop-agent", Issuer: pub(issuerKey), Subject: pub(agentKey),
+		Scope: schemas.Scope{Grants: []schemas.ToolGrant{
+			{ServerID: hello.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}},
+			{ServerID: "slow-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}}},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper, err := schemas.Delegate(agentKey, agent, schemas.CapabilityBody{ID: "cap-dpop-helper", Subject: pub(helperKey),
+		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: hello.ToolName, Operations: []schemas.Operation{schemas.OpInvoke}}}},
+		IssuedAt: agent.IssuedAt, ExpiresAt: agent.ExpiresAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := helper.Ancestor(len(helper.DelegationChain) - 1)
+	var out holderTokens
+	for _, p := range []struct {
+		dst *string
+		tok *schemas.CapabilityToken
+	}{{&out.agent, agent}, {&out.helper, helper}, {&out.rebuilt, rebuilt}} {
+		if *p.dst, err = schemas.EncodeCapabilityHeader(p.tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func newSigner(t *testing.T, key ed25519.PrivateKey, tok string) *dpop.Signer {
+	t.Helper()
+	s, err := dpop.NewSigner(key, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// forgedProof is an RFC 9449 proof signed by any key for any token (a
+// Signer refuses a key that is not the token's subject): the helper's
+// proof for the agent's rebuilt token, or a proof with claims of choice.
+func forgedProof(t *testing.T, key ed25519.PrivateKey, claims dpop.Claims) string {
+	t.Helper()
+	if claims.JTI == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		claims.JTI = base64.RawURLEncoding.EncodeToString(b[:])
+	}
+	if claims.IAT == 0 {
+		claims.IAT = time.Now().Unix()
+	}
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key}, (&jose.SignerOptions{EmbedJWK: true}).WithType(dpop.ProofType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(claims)
+	jws, err := s.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// bindingOf is metadata.attribution.binding of a decision event.
+func bindingOf(t *testing.T, d schemas.DecisionEvent) map[string]any {
+	t.Helper()
+	var m struct {
+		Attribution struct {
+			Binding map[string]any `json:"binding"`
+		} `json:"attribution"`
+	}
+	if err := json.Unmarshal(d.Metadata, &m); err != nil {
+		t.Fatalf("decision metadata %s: %v", d.Metadata, err)
+	}
+	return m.Attribution.Binding
+}
+
+func jkt(k ed25519.PrivateKey) string { return dpop.Thumbprint(k.Public().(ed25519.PublicKey)) }
+
+// wantBinding checks the receipt's recorded binding.
+func wantBinding(t *testing.T, js jetstream.JetStream, receiptID, method, thumbprint string) {
+	t.Helper()
+	d, ok := decisionEvents(t, js)[receiptID]
+	if !ok {
+		t.Fatalf("no decision event for %s", receiptID)
+	}
+	b := bindingOf(t, d)
+	if b["method"] != method || (thumbprint != "" && b["jkt"] != thumbprint) || (thumbprint == "" && b["jkt"] != nil) {
+		t.Fatalf("receipt %s: binding %v, want %s %s", receiptID, b, method, thumbprint)
+	}
+}
+
+// wantDenyReceipt checks that receiptID is a deny at the dpop step whose
+// reason names check: a deny decision, or (a proof found spent as the
+// allowed call's decision was written) an allow closed by a refused
+// outcome, which the ledger signs as that deny.
+func wantDenyReceipt(t *testing.T, js jetstream.JetStream, receiptID string, check dpop.Check) {
+	t.Helper()
+	d, ok := decisionEvents(t, js)[receiptID]
+	if !ok {
+		t.Fatalf("no decision event for receipt %q", receiptID)
+	}
+	guard, reason := d.Decision.Guard, d.Decision.Reason
+	if d.Decision.Verdict == schemas.VerdictAllow {
+		o, ok := outcomeOf(t, js, receiptID)
+		if !ok || o.Outcome != schemas.OutcomeRefused {
+			t.Fatalf("receipt %s: an allow without a refused outcome: %+v", receiptID, o)
+		}
+		guard, reason = o.Guard, o.Reason
+	}
+	if guard != kernel.StepDPoP || dpop.CheckOf(reason) != check {
+		t.Fatalf("receipt %s: refused at %s (%q), want dpop %s", receiptID, guard, reason, check)
+	}
+}
+
+// dpopClient is the a2a-go client from the edge's card, over binding,
+// signing every call with s (dpopa2a), the gRPC transport configured.
+func dpopClient(t *testing.T, httpURL string, s *dpop.Signer, binding sdk.TransportProtocol) *a2aclient.Client {
+	t.Helper()
+	ctx := context.Background()
+	card, err := agentcard.DefaultResolver.Resolve(ctx, httpURL)
+	if err != nil {
+		t.Fatalf("resolve card: %v", err)
+	}
+	c, err := a2aclient.NewFromCard(ctx, card, dpopa2a.ClientOption(s),
+		a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials())),
+		a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []sdk.TransportProtocol{binding}}))
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Destroy() })
+	return c
+}
+
+var allBindings = []sdk.TransportProtocol{sdk.TransportProtocolJSONRPC, sdk.TransportProtocolHTTPJSON, sdk.TransportProtocolGRPC}
+
+// The official a2a-go client with the dpopa2a interceptor, over JSON-RPC,
+// REST and gRPC, with a token that can delegate: every call carries a
+// fresh proof by the agent's key, and the receipt records the binding.
+// The helper's own leaf token still goes as a bearer token.
+func TestDPoPClientAllBindings(t *testing.T) {
+	var g grpcListeners
+	cl := startCluster(t, 1, "", g.configure(t))
+	g.serve(t, cl)
+	toks := delegationTokens(t)
+	agent := newSigner(t, agentKey, toks.agent)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, b := range allBindings {
+		t.Run(string(b), func(t *testing.T) {
+			c := dpopClient(t, cl.edges[0].URL, agent, b)
+			res, err := c.SendMessage(ctx, &sdk.SendMessageRequest{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart("world")), Metadata: helloTarget})
+			if err != nil {
+				t.Fatal(err)
+			}
+			task, ok := res.(*sdk.Task)
+			if !ok || task.Status.State != sdk.TaskStateCompleted {
+				t.Fatalf("send: %T %+v", res, res)
+			}
+			rid, _ := chioMetaOf(t, task.Metadata)["receiptId"].(string)
+			wantBinding(t, cl.js, rid, dpop.MethodDPoP, jkt(agentKey))
+			// Reads are proven too, each with its own proof.
+			got, err := c.GetTask(ctx, &sdk.GetTaskRequest{ID: task.ID})
+			if err != nil || got.Status.State != sdk.TaskStateCompleted {
+				t.Fatalf("get: %+v %v", got, err)
+			}
+			if l, err := c.ListTasks(ctx, &sdk.ListTasksRequest{}); err != nil || len(l.Tasks) == 0 {
+				t.Fatalf("list: %+v %v", l, err)
+			}
+			if card, err := c.GetExtendedAgentCard(ctx, &sdk.GetExtendedAgentCardRequest{}); err != nil || len(card.Skills) == 0 {
+				t.Fatalf("extended card: %+v %v", card, err)
+			}
+			var events int
+			for _, err := range c.SendStreamingMessage(ctx, &sdk.SendMessageRequest{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart("world")), Metadata: helloTarget}) {
+				if err != nil {
+					t.Fatalf("stream: %v", err)
+				}
+				events++
+			}
+			if events == 0 {
+				t.Fatal("stream: no events")
+			}
+		})
+	}
+	// The helper's leaf token, as a bearer token.
+	bearerClient := sdkClient(t, cl.edges[0].URL, toks.helper)
+	res, err := bearerClient.SendMessage(ctx, &sdk.SendMessageRequest{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart("world")), Metadata: helloTarget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rid, _ := chioMetaOf(t, res.(*sdk.Task).Metadata)["receiptId"].(string)
+	wantBinding(t, cl.js, rid, dpop.MethodBearer, "")
+}
+
+// The card offers the DPoP scheme beside the bearer one.
+func TestCardAdvertisesDPoP(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	card, err := agentcard.DefaultResolver.Resolve(context.Background(), cl.edges[0].URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := card.SecuritySchemes["chio_capability_dpop"].(sdk.HTTPAuthSecurityScheme)
+	if !ok || s.Scheme != "DPoP" || !strings.Contains(s.Description, "RFC 9449") {
+		t.Fatalf("DPoP scheme: %#v", card.SecuritySchemes["chio_capability_dpop"])
+	}
+	if b, ok := card.SecuritySchemes["chio_capability"].(sdk.HTTPAuthSecurityScheme); !ok || b.Scheme != "Bearer" {
+		t.Fatalf("bearer scheme: %#v", card.SecuritySchemes["chio_capability"])
+	}
+	if len(card.SecurityRequirements) != 2 {
+		t.Fatalf("security requirements: %v", card.SecurityRequirements)
+	}
+}
+
+// refusal is how a binding answered a refused request.
+type refusal struct {
+	status    int    // HTTP status (0 on gRPC)
+	challenge string // WWW-Authenticate, joined
+	code      int    // JSON-RPC or A2A code, or the gRPC code
+	receiptID string
+	check     string // ErrorInfo metadata dpopCheck
+}
+
+// rawSend sends one SendMessage over binding with the given credential
+// headers (or metadata), as a client would put them: auth is the
+// Authorization value, proof the DPoP one ("" for none). It returns the
+// receipt id of a success, or the refusal.
+func rawSend(t *testing.T, cl *cluster, grpcAddr string, binding sdk.TransportProtocol, host, auth, proof string) (string, *refusal) {
+	t.Helper()
+	switch binding {
+	case sdk.TransportProtocolGRPC:
+		conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		md := metadata.Pairs("authorization", auth)
+		if proof != "" {
+			md.Append("dpop", proof)
+		}
+		req := &pb.SendMessageRequest{Message: &pb.Message{MessageId: "m-" + randomSuffix(), Role: pb.Role_ROLE_USER,
+			Parts: []*pb.Part{{Content: &pb.Part_Text{Text: "world"}}}}}
+		meta, err := structpb.NewStruct(map[string]any{"chio": map[string]any{"targetSkillId": "hello_task"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Metadata = meta
+		resp, err := pb.NewA2AServiceClient(conn).SendMessage(metadata.NewOutgoingContext(context.Background(), md), req)
+		if err != nil {
+			code, info, _ := grpcStatusOf(t, err)
+			r := &refusal{code: int(code)}
+			if info != nil {
+				r.receiptID, r.check = info.Metadata["receiptId"], info.Metadata[metaDPoPCheck]
+			}
+			return "", r
+		}
+		c := resp.GetTask().GetMetadata().GetFields()["chio"].GetStructValue().GetFields()
+		return c["receiptId"].GetStringValue(), nil
+	case sdk.TransportProtocolHTTPJSON:
+		body := `{"message":{"messageId":"m-` + randomSuffix() + `","role":"ROLE_USER","parts":[{"text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}`
+		status, h, raw := httpSend(t, cl.edges[0].URL+RESTPath+"/message:send", host, auth, proof, body)
+		if status == http.StatusOK {
+			var m struct {
+				Task struct {
+					Metadata map[string]any `json:"metadata"`
+				} `json:"task"`
+			}
+			_ = json.Unmarshal(raw, &m)
+			rid, _ := chioMetaOf(t, m.Task.Metadata)["receiptId"].(string)
+			return rid, nil
+		}
+		var e struct {
+			Error struct {
+				Code    int `json:"code"`
+				Details []struct {
+					Metadata map[string]string `json:"metadata"`
+				} `json:"details"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(raw, &e); err != nil || len(e.Error.Details) == 0 {
+			t.Fatalf("REST refusal %d: %s", status, raw)
+		}
+		md := e.Error.Details[0].Metadata
+		return "", &refusal{status: status, challenge: strings.Join(h.Values("WWW-Authenticate"), " | "), code: e.Error.Code,
+			receiptID: md["receiptId"], check: md[metaDPoPCheck]}
+	default:
+		body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-` + randomSuffix() + `","role":"ROLE_USER","parts":[{"text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`
+		return rpcSendAt(t, cl.edges[0].URL+"/a2a", host, auth, proof, body)
+	}
+}
+
+// rpcSendAt posts a JSON-RPC SendMessage to url (with Host host, if set).
+func rpcSendAt(t *testing.T, url, host, auth, proof, body string) (string, *refusal) {
+	t.Helper()
+	status, h, raw := httpSend(t, url, host, auth, proof, body)
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("response %d %q: %v", status, raw, err)
+	}
+	if r, ok := m["result"].(map[string]any); ok && status == http.StatusOK {
+		task, _ := r["task"].(map[string]any)
+		meta, _ := task["metadata"].(map[string]any)
+		rid, _ := chioMetaOf(t, meta)["receiptId"].(string)
+		return rid, nil
+	}
+	ref := &refusal{status: status, challenge: strings.Join(h.Values("WWW-Authenticate"), " | "), code: errCode(m)}
+	if e, ok := m["error"].(map[string]any); ok {
+		if data, ok := e["data"].([]any); ok && len(data) > 0 {
+			md, _ := data[0].(map[string]any)["metadata"].(map[string]any)
+			ref.receiptID, _ = md["receiptId"].(string)
+			ref.check, _ = md[metaDPoPCheck].(string)
+		}
+	}
+	return "", ref
+}
+
+func httpSend(t *testing.T, url, host, auth, proof, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("A2A-Version", "1.0")
+	if host != "" {
+		req.Host = host
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	if proof != "" {
+		req.Header.Set(dpop.Header, proof)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, raw
+}
+
+func randomSuffix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%x", b)
+}
+
+// htuOf is the URL a proof for binding must name on the test cluster.
+func htuOf(cl *cluster, grpcAddr string, binding sdk.TransportProtocol) string {
+	switch binding {
+	case sdk.TransportProtocolGRPC:
+		return "http://" + grpcAddr + pb.A2AService_SendMessage_FullMethodName
+	case sdk.TransportProtocolHTTPJSON:
+		return cl.edges[0].URL + RESTPath + "/message:send"
+	}
+	return cl.edges[0].URL + "/a2a"
+}
+
+// wantRefused checks a refusal: Unauthenticated on the binding's terms,
+// with the DPoP challenge naming the check over HTTP, and a deny receipt
+// whose reason names it.
+func wantRefused(t *testing.T, js jetstream.JetStream, binding sdk.TransportProtocol, r *refusal, check dpop.Check) {
+	t.Helper()
+	if r == nil {
+		t.Fatalf("accepted; want refused with %s", check)
+	}
+	switch binding {
+	case sdk.TransportProtocolGRPC:
+		if codes.Code(r.code) != codes.Unauthenticated {
+			t.Fatalf("gRPC code %s, want Unauthenticated", codes.Code(r.code))
+		}
+	default:
+		want := wire.CodeUnauthenticated
+		if binding == sdk.TransportProtocolHTTPJSON {
+			want = http.StatusUnauthorized
+		}
+		if r.status != http.StatusUnauthorized || r.code != want ||
+			r.challenge != `DPoP realm="chio", algs="EdDSA", error="invalid_dpop_proof", error_description="`+string(check)+`"` {
+			t.Fatalf("HTTP %d code %d challenge %q; want 401, %d, the DPoP challenge for %s", r.status, r.code, r.challenge, want, check)
+		}
+	}
+	if r.check != string(check) {
+		t.Fatalf("dpopCheck %q, want %s", r.check, check)
+	}
+	wantDenyReceipt(t, js, r.receiptID, check)
+}
+
+// The rebuilt-parent attack on every binding: the helper rebuilds the
+// agent's token from its own delegation chain and presents it, as a
+// bearer token (missing_proof) and as DPoP with a proof by its own key
+// (wrong_key). Both are refused before any tool runs, each with its deny
+// receipt; the agent itself, proving its key, is served.
+func TestDPoPRebuiltParentRefused(t *testing.T) {
+	var g grpcListeners
+	cl := startCluster(t, 1, "", g.configure(t))
+	g.serve(t, cl)
+	grpcAddr := g.lns[0].Addr().String()
+	toks := delegationTokens(t)
+	agent := newSigner(t, agentKey, toks.agent)
+	for _, b := range allBindings {
+		t.Run(string(b), func(t *testing.T) {
+			before := cl.tool.runs.Load()
+			_, r := rawSend(t, cl, grpcAddr, b, "", "Bearer "+toks.rebuilt, "")
+			wantRefused(t, cl.js, b, r, dpop.CheckMissing)
+			helperProof := forgedProof(t, helperKey, dpop.Claims{HTM: http.MethodPost, HTU: htuOf(cl, grpcAddr, b), ATH: dpop.TokenHash(toks.rebuilt)})
+			_, r = rawSend(t, cl, grpcAddr, b, "", "DPoP "+toks.rebuilt, helperProof)
+			wantRefused(t, cl.js, b, r, dpop.CheckKey)
+			if n := cl.tool.runs.Load() - before; n != 0 {
+				t.Fatalf("the tool ran %d times for the helper", n)
+			}
+			proof, err := agent.Proof(http.MethodPost, htuOf(cl, grpcAddr, b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rid, r := rawSend(t, cl, grpcAddr, b, "", "DPoP "+toks.agent, proof)
+			if r != nil {
+				t.Fatalf("the agent was refused: %+v", r)
+			}
+			wantBinding(t, cl.js, rid, dpop.MethodDPoP, jkt(agentKey))
+		})
+	}
+}
+
+// Proofs that do not fit the request are refused by name.
+func TestDPoPProofChecks(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	toks := delegationTokens(t)
+	url := cl.edges[0].URL + "/a2a"
+	ath := dpop.TokenHash(toks.agent)
+	now := time.Now()
+	for _, c := range []struct {
+		name   string
+		claims dpop.Claims
+		check  dpop.Check
+	}{
+		{"another URL", dpop.Claims{HTM: http.MethodPost, HTU: cl.edges[0].URL + "/elsewhere", ATH: ath}, dpop.CheckURL},
+		{"another method", dpop.Claims{HTM: http.MethodPut, HTU: url, ATH: ath}, dpop.CheckMethod},
+		{"another token", dpop.Claims{HTM: http.MethodPost, HTU: url, ATH: dpop.TokenHash(toks.helper)}, dpop.CheckToken},
+		{"expired", dpop.Claims{HTM: http.MethodPost, HTU: url, ATH: ath, IAT: now.Add(-10 * time.Minute).Unix()}, dpop.CheckStale},
+		{"from the future", dpop.Claims{HTM: http.MethodPost, HTU: url, ATH: ath, IAT: now.Add(10 * time.Minute).Unix()}, dpop.CheckFuture},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, r := rawSend(t, cl, "", sdk.TransportProtocolJSONRPC, "", "DPoP "+toks.agent, forgedProof(t, agentKey, c.claims))
+			wantRefused(t, cl.js, sdk.TransportProtocolJSONRPC, r, c.check)
+		})
+	}
+	if n := cl.tool.runs.Load(); n != 0 {
+		t.Fatalf("the tool ran %d times", n)
+	}
+}
+
+// A proof is good for one request: sent again with the same headers it
+// is refused as replayed, with a deny receipt, on the replica that took it
+// and on any other (two edges, each with its own kernel and dispatcher, on
+// one JetStream; a load balancer sends both the same Host).
+func TestDPoPReplay(t *testing.T) {
+	cl := startCluster(t, 2, "")
+	toks := delegationTokens(t)
+	agent := newSigner(t, agentKey, toks.agent)
+	body := func() string {
+		return `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-` + randomSuffix() +
+			`","role":"ROLE_USER","parts":[{"text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`
+	}
+	const host = "edge.example"
+	t.Run("same replica", func(t *testing.T) {
+		proof, _ := agent.Proof(http.MethodPost, "http://"+host+"/a2a")
+		b := body()
+		if _, r := rpcSendAt(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.agent, proof, b); r != nil {
+			t.Fatalf("first use refused: %+v", r)
+		}
+		runs := cl.tool.runs.Load()
+		_, r := rpcSendAt(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.agent, proof, b)
+		wantRefused(t, cl.js, sdk.TransportProtocolJSONRPC, r, dpop.CheckReplayed)
+		if cl.tool.runs.Load() != runs {
+			t.Fatal("the tool ran for a replayed proof")
+		}
+	})
+	t.Run("across replicas", func(t *testing.T) {
+		proof, _ := agent.Proof(http.MethodPost, "http://"+host+"/a2a")
+		b := body()
+		if _, r := rpcSendAt(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.agent, proof, b); r != nil {
+			t.Fatalf("replica A refused the first use: %+v", r)
+		}
+		runs := cl.tool.runs.Load()
+		_, r := rpcSendAt(t, cl.edges[1].URL+"/a2a", host, "DPoP "+toks.agent, proof, b)
+		wantRefused(t, cl.js, sdk.TransportProtocolJSONRPC, r, dpop.CheckReplayed)
+		if cl.tool.runs.Load() != runs {
+			t.Fatal("the tool ran for a replayed proof")
+		}
+	})
+	t.Run("sends stored before their call", func(t *testing.T) {
+		// A background or streamed send stores its task first: its proof
+		// is spent before that, so a replay stores nothing and is denied
+		// outright.
+		for _, b := range []string{
+			`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-bg","role":"ROLE_USER","parts":[{"text":"world"}]},"configuration":{"returnImmediately":true},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`,
+			`{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m-st","role":"ROLE_USER","parts":[{"text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`,
+		} {
+			proof, _ := agent.Proof(http.MethodPost, "http://"+host+"/a2a")
+			if status, _, raw := httpSend(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.agent, proof, b); status != http.StatusOK || strings.Contains(string(raw), `"error"`) {
+				t.Fatalf("first use: %d %s", status, raw)
+			}
+			_, r := rpcSendAt(t, cl.edges[1].URL+"/a2a", host, "DPoP "+toks.agent, proof, b)
+			wantRefused(t, cl.js, sdk.TransportProtocolJSONRPC, r, dpop.CheckReplayed)
+			if d := decisionEvents(t, cl.js)[r.receiptID]; d.Decision.Verdict != schemas.VerdictDeny || d.TaskID != "" {
+				t.Fatalf("replay of a stored send: %+v", d)
+			}
+		}
+	})
+	t.Run("a read", func(t *testing.T) {
+		// A read spends its proof too.
+		proof, _ := agent.Proof(http.MethodPost, "http://"+host+"/a2a")
+		list := `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`
+		status, _, raw := httpSend(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.agent, proof, list)
+		if status != http.StatusOK || !strings.Contains(string(raw), `"tasks"`) {
+			t.Fatalf("list: %d %s", status, raw)
+		}
+		status, h, raw := httpSend(t, cl.edges[1].URL+"/a2a", host, "DPoP "+toks.agent, proof, list)
+		if status != http.StatusUnauthorized || !strings.Contains(h.Get("WWW-Authenticate"), `error_description="replayed"`) || !strings.Contains(string(raw), "-31401") {
+			t.Fatalf("replayed list: %d %q %s", status, h.Get("WWW-Authenticate"), raw)
+		}
+	})
+}
+
+// A token that can delegate reads nothing without its proof: GetTask,
+// ListTasks, CancelTask and the extended card as a bearer token are
+// refused (401, DPoP challenge naming missing_proof), on every binding.
+func TestDPoPReadsNeedAProof(t *testing.T) {
+	var g grpcListeners
+	cl := startCluster(t, 1, "", g.configure(t))
+	g.serve(t, cl)
+	toks := delegationTokens(t)
+	ctx := context.Background()
+	c := dpopClient(t, cl.edges[0].URL, newSigner(t, agentKey, toks.agent), sdk.TransportProtocolJSONRPC)
+	res, err := c.SendMessage(ctx, &sdk.SendMessageRequest{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart("world")), Metadata: helloTarget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := string(res.(*sdk.Task).ID)
+	for _, body := range []string{
+		fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":%q}}`, id),
+		`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`,
+		fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":%q}}`, id),
+		`{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard","params":{}}`,
+	} {
+		status, h, raw := httpSend(t, cl.edges[0].URL+"/a2a", "", "Bearer "+toks.agent, "", body)
+		if status != http.StatusUnauthorized || !strings.Contains(string(raw), "-31401") || !strings.Contains(string(raw), "missing_proof") ||
+			h.Get("WWW-Authenticate") != dpop.Challenge(dpop.CheckMissing) {
+			t.Fatalf("%s: %d %q %s", body, status, h.Values("WWW-Authenticate"), raw)
+		}
+	}
+	code, h, raw := restCall(t, http.MethodGet, cl.edges[0].URL+RESTPath+"/tasks/"+id, toks.agent, "", "")
+	if code != http.StatusUnauthorized || h.Get("WWW-Authenticate") != dpop.Challenge(dpop.CheckMissing) {
+		t.Fatalf("REST get: %d %q %s", code, h.Values("WWW-Authenticate"), raw)
+	}
+	bearer, _ := grpcSDKClient(t, cl.edges[0].URL, toks.agent)
+	if _, err := bearer.GetTask(ctx, &sdk.GetTaskRequest{ID: sdk.TaskID(id)}); err == nil {
+		t.Fatal("gRPC get as bearer: served")
+	}
+	conn := rawGRPC(t, g.lns[0].Addr().String())
+	_, err = conn.GetTask(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+toks.agent), &pb.GetTaskRequest{Id: id})
+	if code, info, _ := grpcStatusOf(t, err); code != codes.Unauthenticated || info.Metadata[metaDPoPCheck] != string(dpop.CheckMissing) {
+		t.Fatalf("gRPC get as bearer: %v", err)
+	}
+	// Another token's non-DPoP refusals keep the Bearer challenge, with
+	// DPoP's beside it.
+	status, h, _ := httpSend(t, cl.edges[0].URL+"/a2a", "", "Bearer not-a-token", "", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`)
+	if got := h.Values("WWW-Authenticate"); status != http.StatusUnauthorized || len(got) != 2 ||
+		got[0] != `Bearer realm="chio", error="invalid_token"` || got[1] != dpop.Challenge("") {
+		t.Fatalf("a bad bearer token: %d %q", status, got)
+	}
+}
+
+// The hello-a2a stdio profile with a configured token that can delegate:
+// each call proves its key with a chio.dpop_proof.v1 in
+// metadata.chio.dpopProof; one without is refused with a deny receipt.
+func TestDPoPStdio(t *testing.T) {
+	toks := delegationTokens(t)
+	cl := startCluster(t, 1, toks.agent)
+	agent := newSigner(t, agentKey, toks.agent)
+	tp, err := agent.ToolProof(hello.ServerID, hello.ToolName, json.RawMessage(`{"text":"world"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawTP, _ := json.Marshal(tp)
+	wrong, err := agent.ToolProof(hello.ServerID, hello.ToolName, json.RawMessage(`{"text":"other"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawWrong, _ := json.Marshal(wrong)
+	send := func(id int, proof []byte) string {
+		meta := `{"chio":{"targetSkillId":"hello_task"}}`
+		if proof != nil {
+			meta = `{"chio":{"targetSkillId":"hello_task","dpopProof":` + string(proof) + `}}`
+		}
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"message/send","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]},"metadata":%s}}`, id, meta)
+	}
+	in := strings.Join([]string{send(1, nil), send(2, rawTP), send(3, rawTP), send(4, rawWrong)}, "\n") + "\n"
+	var out bytes.Buffer
+	if err := cl.raw[0].ServeStdio(context.Background(), strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("responses: %q", out.String())
+	}
+	refused := func(line string, check dpop.Check) {
+		t.Helper()
+		var m map[string]any
+		_ = json.Unmarshal([]byte(line), &m)
+		if errCode(m) != wire.CodeUnauthenticated {
+			t.Fatalf("want -31401 for %s: %s", check, line)
+		}
+		md, _ := m["error"].(map[string]any)["data"].([]any)[0].(map[string]any)["metadata"].(map[string]any)
+		rid, _ := md["receiptId"].(string)
+		if md[metaDPoPCheck] != string(check) {
+			t.Fatalf("dpopCheck %v, want %s: %s", md[metaDPoPCheck], check, line)
+		}
+		wantDenyReceipt(t, cl.js, rid, check)
+	}
+	refused(lines[0], dpop.CheckMissing)
+	var ok map[string]any
+	_ = json.Unmarshal([]byte(lines[1]), &ok)
+	r, _ := ok["result"].(map[string]any)
+	c, _ := r["metadata"].(map[string]any)["chio"].(map[string]any)
+	if r["status"] != "completed" || c["receiptId"] == nil {
+		t.Fatalf("with its tool proof: %s", lines[1])
+	}
+	wantBinding(t, cl.js, c["receiptId"].(string), dpop.MethodToolProof, jkt(agentKey))
+	refused(lines[2], dpop.CheckReplayed)
+	refused(lines[3], dpop.CheckCall)
+	if n := cl.tool.runs.Load(); n != 1 {
+		t.Fatalf("tool runs %d, want 1", n)
+	}
+
+	// A capability the kernel refuses at the start ends the session.
+	expired, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{ID: "cap-stdio-expired", Issuer: pub(issuerKey), Subject: pub(agentKey),
+		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+		IssuedAt: uint64(time.Now().Add(-2 * time.Hour).Unix()), ExpiresAt: uint64(time.Now().Add(-time.Hour).Unix())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := schemas.EncodeCapabilityHeader(expired)
+	e := cl.raw[0]
+	cfg := e.cfg
+	cfg.DevToken = text
+	stale := New(cfg, e.kernel, e.registry, e.dispatch, e.tasks)
+	if err := stale.ServeStdio(context.Background(), strings.NewReader(send(1, nil)+"\n"), io.Discard); err == nil || !strings.Contains(err.Error(), "refused at time") {
+		t.Fatalf("an expired stdio capability: %v", err)
+	}
+}
+
+// A2A 0.3 clients prove their key too: a2a-go's 0.3 REST transport with
+// the interceptor (its /v1 routes), and a raw request on the 0.3 route
+// under the JSON-RPC URL (/a2a/v1/...), whose proof names the path the
+// client sent, not the one it is served under.
+func TestDPoP03REST(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	toks := delegationTokens(t)
+	agent := newSigner(t, agentKey, toks.agent)
+	ctx := context.Background()
+	resolver := agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}
+	card, err := resolver.Resolve(ctx, cl.edges[0].URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := a2aclient.NewFactory(a2aclient.WithDefaultsDisabled(), dpopa2a.ClientOption(agent),
+		a2aclient.WithCompatTransport(a2av0.Version, sdk.TransportProtocolHTTPJSON, a2av0.NewRESTTransportFactory(a2av0.RESTTransportConfig{})))
+	c, err := f.CreateFromCard(ctx, card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy()
+	res, err := c.SendMessage(ctx, &sdk.SendMessageRequest{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart("world")), Metadata: helloTarget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	wantBinding(t, cl.js, chioMetaOf(t, task.Metadata)["receiptId"].(string), dpop.MethodDPoP, jkt(agentKey))
+	if got, err := c.GetTask(ctx, &sdk.GetTaskRequest{ID: task.ID}); err != nil || got.Status.State != sdk.TaskStateCompleted {
+		t.Fatalf("0.3 get: %+v %v", got, err)
+	}
+
+	url := cl.edges[0].URL + "/a2a/v1/message:send"
+	body := `{"message":{"messageId":"m-03","role":"user","parts":[{"kind":"text","text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}`
+	proof, _ := agent.Proof(http.MethodPost, url)
+	if status, _, raw := httpSend(t, url, "", "DPoP "+toks.agent, proof, body); status != http.StatusOK {
+		t.Fatalf("0.3 route under /a2a: %d %s", status, raw)
+	}
+	served, _ := agent.Proof(http.MethodPost, cl.edges[0].URL+RESTPath+"/v1/message:send")
+	if status, h, raw := httpSend(t, url, "", "DPoP "+toks.agent, served, body); status != http.StatusUnauthorized ||
+		h.Get("WWW-Authenticate") != dpop.Challenge(dpop.CheckURL) {
+		t.Fatalf("a proof for the path served, not sent: %d %q %s", status, h.Values("WWW-Authenticate"), raw)
+	}
+}
+
+// A background task whose capability is honoured only with its holder's
+// proof cannot be resumed by another replica (the proof was for the
+// request the dead replica took): the sweeper fails it, and the tool does
+// not run.
+func TestDPoPBackgroundTaskNotTakenOver(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	toks := delegationTokens(t)
+	e := cl.raw[0]
+	ctx := context.Background()
+	proof, _ := newSigner(t, agentKey, toks.agent).Proof(http.MethodPost, "http://x/a2a")
+	owner, werr := e.owner(ctx, caller{token: toks.agent, proof: &kernel.Proof{DPoP: proof, Method: http.MethodPost, URL: "http://x/a2a"}}, "")
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	first, _ := encodeStored(&wireMessage)
+	req := execRequest{ServerID: hello.ServerID, ToolName: hello.ToolName, Arguments: json.RawMessage(`{"text":"again"}`), Mode: modeBackground, Capability: toks.agent}
+	task, err := e.tasks.Create(ctx, owner, "", first, mustJSON(req), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, won, err := e.tasks.Claim(ctx, task.ID, owner, "dead-replica", 200*time.Millisecond); err != nil || !won {
+		t.Fatalf("claim: %v %v", won, err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go e.Sweep(sctx, 100*time.Millisecond)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cur, err := e.tasks.Load(ctx, task.ID, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.State.Terminal() {
+			if cur.State != "failed" || len(cur.ReceiptIDs) != 0 || cl.tool.runs.Load() != 0 {
+				t.Fatalf("state %s, receipts %v, runs %d", cur.State, cur.ReceiptIDs, cl.tool.runs.Load())
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ended: %s claimed by %s", cur.State, cur.ClaimedBy)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
