@@ -15,9 +15,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/chio-ledger/chio/internal/dpopreplay"
 	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/internal/revocation"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // readFlags say who may read the private half of a service (receipts,
@@ -61,7 +63,15 @@ func (f *readFlags) authenticator(ctx context.Context, js jetstream.JetStream, r
 		if err != nil {
 			return nil, nil, fmt.Errorf("read authorization: %w", err)
 		}
-		opts = append(opts, readauth.WithRevocations(w))
+		// Capabilities that can delegate read with proofs of possession,
+		// each used once across replicas (and edges): the shared replay
+		// state.
+		replay, err := dpopreplay.Open(ctx, js, replicas, dpopreplay.Window(dpop.DefaultLifetime, dpop.DefaultSkew))
+		if err != nil {
+			w.Stop()
+			return nil, nil, fmt.Errorf("read authorization: %w", err)
+		}
+		opts = append(opts, readauth.WithRevocations(w), readauth.WithReplay(replay))
 		stop = w.Stop
 	}
 	return readauth.New(opts...), stop, nil

@@ -6,28 +6,52 @@
 // credential is either the bootstrap service token (an operator: reads
 // everything) or a chio.capability.v1 token that verifies as the kernel
 // verifies it (trusted root issuer, signatures, delegation, time window,
-// revocation). Such a token reads:
+// revocation, then proof of possession). Such a token reads:
 //   - what was done under its own authority path: its own calls and those
 //     of every capability delegated from it (schemas.PathPrincipals);
 //   - and what its read grants (schemas.ReadServer) name: everything, every
 //     receipt, or a principal's subtree (a tenant).
 //
+// Proof of possession follows the kernel's rule. A capability with the
+// delegate operation in any grant, or any grant with dpop_required (read
+// grants included), or any capability when the operator requires proofs
+// (WithRequireDPoP), is honoured only as "Authorization: DPoP <token>"
+// with an RFC 9449 proof (DPoP header) signed by its subject key, for this
+// request's method and URL, fresh, and used once (its jti is claimed in the
+// shared replay state, WithReplay). Otherwise the token is a bearer token;
+// a proof it brings anyway must still be valid. A token that can delegate
+// is the ancestor of every token it hands out, and each of those carries
+// it in its chain: honoured by possession alone, a rebuilt ancestor would
+// let a delegate read as its delegator. The service token is no
+// capability and has no key: it stays a bearer credential, and a proof
+// sent with it is refused.
+//
 // A credential that is present and does not verify is refused with 401; it
-// never falls back to anonymous.
+// never falls back to anonymous. A refused proof is a 401 whose Error names
+// the failed check (dpop.Check) and whose challenge is DPoP's, with
+// error="invalid_dpop_proof". When the replay state cannot be reached, or
+// none is configured, every proof is refused with 503 (fail closed, as for
+// an unavailable revocation state): a proof whose single use cannot be
+// recorded is not accepted, and the condition is the server's, not the
+// caller's.
 package readauth
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/chio-ledger/chio/internal/dpopreplay"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // Reader is an authenticated caller's read scope.
@@ -44,6 +68,10 @@ type Reader struct {
 	// CapabilityIDs is the reader's own chain, root first: a reader may
 	// see its own ancestors' lineage, which its token carries anyway.
 	CapabilityIDs []string
+	// Binding is how the reader proved who it is: dpop.MethodBearer, or
+	// dpop.MethodDPoP with the proving key's RFC 7638 Thumbprint.
+	Binding    string
+	Thumbprint string
 }
 
 // AllReceipts reports whether r may read every receipt.
@@ -74,13 +102,16 @@ type Revocations interface {
 	FirstRevoked(ids []string) string
 }
 
-// Authenticator turns request headers into a Reader.
+// Authenticator turns requests into Readers.
 type Authenticator struct {
-	trusted map[string]bool
-	revs    Revocations
-	service *[sha256.Size]byte
-	now     func() time.Time
-	skew    time.Duration
+	trusted     map[string]bool
+	revs        Revocations
+	service     *[sha256.Size]byte
+	now         func() time.Time
+	skew        time.Duration
+	origin      string
+	replay      *dpopreplay.Store
+	requireDPoP bool
 }
 
 // Option configures New.
@@ -114,8 +145,30 @@ func WithServiceToken(token string) Option {
 // WithClock sets the clock the time window is checked against.
 func WithClock(now func() time.Time) Option { return func(a *Authenticator) { a.now = now } }
 
-// WithClockSkew sets how far ahead of the clock issued_at may be (default 30 s).
+// WithClockSkew sets how far ahead of the clock a capability's issued_at
+// may be (default 30 s). Proofs have their own window: dpop.DefaultLifetime
+// and dpop.DefaultSkew, which the replay state's entries must outlive
+// (dpopreplay.Window).
 func WithClockSkew(d time.Duration) Option { return func(a *Authenticator) { a.skew = d } }
+
+// WithPublicOrigin sets the origin ("https://ledger.example") clients
+// address this service by, when it differs from what the request shows
+// (behind a proxy that terminates TLS or rewrites Host): a proof's htu
+// must be that origin plus the request's path. By default the request's
+// Host and whether it came over TLS decide.
+func WithPublicOrigin(origin string) Option {
+	return func(a *Authenticator) { a.origin = strings.TrimSuffix(origin, "/") }
+}
+
+// WithReplay sets the one-time state proofs are claimed in, shared by
+// every replica (and with the edges: one bucket, one claim per proof).
+// Without it every proof is refused with 503 (fail closed).
+func WithReplay(r *dpopreplay.Store) Option { return func(a *Authenticator) { a.replay = r } }
+
+// WithRequireDPoP makes every capability need a proof of possession, as
+// the kernel's --require-dpop does for calls. The service token is not a
+// capability and stays a bearer credential.
+func WithRequireDPoP(on bool) Option { return func(a *Authenticator) { a.requireDPoP = on } }
 
 // New returns an authenticator.
 func New(opts ...Option) *Authenticator {
@@ -127,39 +180,73 @@ func New(opts ...Option) *Authenticator {
 }
 
 // Error is a refused credential: Status is 401, or 503 when the revocation
-// state is unavailable. Message never repeats the credential.
+// or replay state is unavailable. Check names the failed proof check when
+// a proof of possession was refused or missing (the code is then
+// CodeInvalidProof, or CodeProofState with 503). Message never repeats the
+// credential.
 type Error struct {
 	Status  int
 	Code    string
 	Message string
+	Check   dpop.Check
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Error codes besides "unauthorized".
+const (
+	// CodeInvalidProof: a proof of possession is missing or refused; Check
+	// says which check failed.
+	CodeInvalidProof = "invalid_dpop_proof"
+	// CodeProofState: the proofs' one-time state cannot be reached.
+	CodeProofState = "dpop_state_unavailable"
+)
 
 func refuse(format string, args ...any) *Error {
 	return &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf(format, args...)}
 }
 
-// Authenticate returns the reader the headers authenticate, nil for a
-// request without a credential, or an *Error.
-func (a *Authenticator) Authenticate(h http.Header) (*Reader, error) {
-	if h.Get("Authorization") == "" && h.Get("X-Chio-Capability") == "" {
+// refuseProof is the Error of a failed proof check.
+func refuseProof(err error) *Error {
+	var de *dpop.Error
+	if !errors.As(err, &de) {
+		de = &dpop.Error{Check: dpop.CheckMalformed, Msg: err.Error()}
+	}
+	if de.Check == dpop.CheckState {
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeProofState, Message: de.Error(), Check: de.Check}
+	}
+	return &Error{Status: http.StatusUnauthorized, Code: CodeInvalidProof, Message: de.Error(), Check: de.Check}
+}
+
+// Authenticate returns the reader the request authenticates, nil for a
+// request without a credential, or an *Error. The credential comes as
+// "Authorization: Bearer <token>" (or X-Chio-Capability), or as
+// "Authorization: DPoP <token>" with a DPoP proof for r's method and URL.
+func (a *Authenticator) Authenticate(r *http.Request) (*Reader, error) {
+	if !dpop.Presents(r.Header) {
 		return nil, nil
 	}
-	text, err := schemas.CapabilityFromHeaders(h)
+	p, err := dpop.FromRequest(r, a.origin)
 	if err != nil {
+		if proofForm(r.Header) {
+			return nil, refuseProof(&dpop.Error{Check: dpop.CheckMalformed, Msg: err.Error()})
+		}
 		return nil, refuse("%v", err)
 	}
 	if a.service != nil {
-		sum := sha256.Sum256([]byte(text))
+		sum := sha256.Sum256([]byte(p.Token))
 		if subtle.ConstantTimeCompare(sum[:], a.service[:]) == 1 {
-			return &Reader{All: true}, nil
+			if p.Proof != "" {
+				return nil, refuseProof(&dpop.Error{Check: dpop.CheckMalformed,
+					Msg: "the service token is a bearer credential with no key to prove: send it as Authorization: Bearer, without a DPoP proof"})
+			}
+			return &Reader{All: true, Binding: dpop.MethodBearer}, nil
 		}
 	}
 	if len(a.trusted) == 0 {
 		return nil, refuse("credential refused: this service accepts only its service token (it trusts no capability issuer)")
 	}
-	raw, err := schemas.DecodeCapabilityText(text)
+	raw, err := schemas.DecodeCapabilityText(p.Token)
 	if err != nil {
 		return nil, refuse("credential is neither the service token nor a capability: %v", err)
 	}
@@ -191,41 +278,100 @@ func (a *Authenticator) Authenticate(h http.Header) (*Reader, error) {
 	if id := a.revs.FirstRevoked(ids); id != "" {
 		return nil, refuse("capability refused at revocation: %s is revoked", id)
 	}
+	binding, thumbprint, err := a.checkProof(r.Context(), tok, p, now)
+	if err != nil {
+		return nil, refuseProof(err)
+	}
 	principals := chain.Principals()
-	r := &Reader{Principals: principals[len(principals)-1:], CapabilityIDs: ids}
+	rd := &Reader{Principals: principals[len(principals)-1:], CapabilityIDs: ids, Binding: binding, Thumbprint: thumbprint}
 	for _, g := range tok.Scope.Grants {
 		if g.ServerID != schemas.ReadServer || !slices.Contains(g.Operations, schemas.OpRead) {
 			continue
 		}
-		if g.DPoPRequired != nil && *g.DPoPRequired {
-			continue // proof of possession is not supported here; the kernel refuses such grants too
-		}
+		// A dpop_required grant counts: the token was honoured only with
+		// a proof (needsProof), so it is proven here.
 		switch {
 		case g.ToolName == schemas.ReadAll:
-			r.All = true
+			rd.All = true
 		case g.ToolName == schemas.ReadReceipts:
-			r.Receipts = true
-		case schemas.ValidPrincipal(g.ToolName) && !slices.Contains(r.Principals, g.ToolName):
-			r.Principals = append(r.Principals, g.ToolName)
+			rd.Receipts = true
+		case schemas.ValidPrincipal(g.ToolName) && !slices.Contains(rd.Principals, g.ToolName):
+			rd.Principals = append(rd.Principals, g.ToolName)
 		}
 	}
-	return r, nil
+	return rd, nil
+}
+
+// proofForm reports whether the request meant to present a proof: a DPoP
+// header, or the DPoP authorization scheme. Its malformed credentials are
+// refused as malformed proofs.
+func proofForm(h http.Header) bool {
+	if len(h.Values(dpop.Header)) > 0 {
+		return true
+	}
+	scheme, _, _ := strings.Cut(h.Get("Authorization"), " ")
+	return strings.EqualFold(scheme, "DPoP")
+}
+
+// needsProof says why tok is honoured only with a proof, "" when it is a
+// bearer token: the kernel's rule (edges/kernel needsProof).
+func (a *Authenticator) needsProof(tok *schemas.CapabilityToken) string {
+	if a.requireDPoP {
+		return "this server requires a proof of possession with every capability"
+	}
+	for i, g := range tok.Scope.Grants {
+		if slices.Contains(g.Operations, schemas.OpDelegate) {
+			return fmt.Sprintf("capability %s can delegate (grant %d)", tok.ID, i)
+		}
+		if g.DPoPRequired != nil && *g.DPoPRequired {
+			return fmt.Sprintf("grant %d of capability %s has dpop_required", i, tok.ID)
+		}
+	}
+	return ""
+}
+
+// checkProof is the proof step for a capability that verified: the
+// binding method and thumbprint, or a *dpop.Error. A presented proof is
+// verified (key, method, URL, token, time) and its jti claimed once.
+func (a *Authenticator) checkProof(ctx context.Context, tok *schemas.CapabilityToken, p dpop.Presented, now time.Time) (string, string, error) {
+	if p.Proof == "" {
+		if why := a.needsProof(tok); why != "" {
+			return "", "", &dpop.Error{Check: dpop.CheckMissing, Msg: why + ", so it is honoured only with a proof of possession of its subject key: " +
+				"send it as Authorization: DPoP <token> with a DPoP proof header for this request"}
+		}
+		return dpop.MethodBearer, "", nil
+	}
+	pr, err := dpop.Parse(p.Proof)
+	if err != nil {
+		return "", "", err
+	}
+	if err := pr.Verify(dpop.Expect{Subject: tok.Subject, Token: p.Token, Method: p.Method, URL: p.URL, Now: now}); err != nil {
+		return "", "", err
+	}
+	if a.replay == nil {
+		return "", "", &dpop.Error{Check: dpop.CheckState, Msg: "this service has no replay state for proofs (fail closed)"}
+	}
+	if err := a.replay.Claim(ctx, pr.ReplayKey()); err != nil {
+		return "", "", err
+	}
+	return dpop.MethodDPoP, pr.Thumbprint, nil
 }
 
 // Middleware authenticates every request and stores its reader (nil when
 // anonymous) for From. A refused credential is answered by deny, which
-// writes the error in the service's own JSON form.
+// writes the error in the service's own JSON form; a 401 carries the
+// challenges (Challenge).
 func Middleware(a *Authenticator, deny func(c echo.Context, e *Error) error) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			r, err := a.Authenticate(c.Request().Header)
+			r, err := a.Authenticate(c.Request())
 			if err != nil {
 				var e *Error
 				if !errors.As(err, &e) {
 					e = refuse("%v", err)
 				}
 				if e.Status == http.StatusUnauthorized {
-					challenge(c)
+					Challenge(c.Response().Header(), e.Check)
 				}
 				return deny(c, e)
 			}
@@ -249,16 +395,20 @@ func Require(what string, deny func(c echo.Context, e *Error) error) echo.Middle
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if From(c) == nil {
-				challenge(c)
-				return deny(c, refuse("%s needs a credential: Authorization: Bearer <capability or service token>", what))
+				Challenge(c.Response().Header(), "")
+				return deny(c, refuse("%s needs a credential: Authorization: Bearer <capability or service token>, "+
+					"or Authorization: DPoP <capability> with a DPoP proof (required for a capability that can delegate)", what))
 			}
 			return next(c)
 		}
 	}
 }
 
-func challenge(c echo.Context) {
-	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="chio"`)
+// Challenge sets the WWW-Authenticate challenges of a 401: for a refused
+// proof (check set) DPoP's alone, with error="invalid_dpop_proof" naming
+// the check; otherwise Bearer's, then DPoP's.
+func Challenge(h http.Header, check dpop.Check) {
+	dpop.SetChallenge(h, check, `Bearer realm="chio"`)
 }
 
 // Forbidden is the error for a reader whose scope does not cover a path

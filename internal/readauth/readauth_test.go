@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -16,6 +17,18 @@ import (
 	"github.com/chio-ledger/chio/internal/revocation"
 	"github.com/chio-ledger/chio/schemas"
 )
+
+// testURL is the request URL of the unit tests (httptest's Host).
+const testURL = "http://ledger.test/v1/receipts/r-1"
+
+// request is a request as a server receives it, with headers h.
+func request(method, url string, h http.Header) *http.Request {
+	r := httptest.NewRequest(method, url, nil)
+	for k, v := range h {
+		r.Header[k] = v
+	}
+	return r
+}
 
 func TestAuthenticate(t *testing.T) {
 	pub, issuer, _ := ed25519.GenerateKey(rand.Reader)
@@ -90,7 +103,7 @@ func TestAuthenticate(t *testing.T) {
 				mirror = live
 			}
 			a := New(WithTrustedIssuers(issuerPub), WithServiceToken("op"), WithRevocations(mirror))
-			r, err := a.Authenticate(c.header)
+			r, err := a.Authenticate(request(http.MethodGet, testURL, c.header))
 			if c.status != 0 {
 				var e *Error
 				if !errors.As(err, &e) || e.Status != c.status || r != nil {
@@ -114,7 +127,7 @@ func TestAuthenticate(t *testing.T) {
 	}
 	// Without trusted issuers only the service token is accepted.
 	a := New(WithServiceToken("op"))
-	if _, err := a.Authenticate(http.Header{"Authorization": {"Bearer " + token("c7", readAll)}}); err == nil {
+	if _, err := a.Authenticate(request(http.MethodGet, testURL, http.Header{"Authorization": {"Bearer " + token("c7", readAll)}})); err == nil {
 		t.Fatal("a capability was accepted by an authenticator that trusts no issuer")
 	}
 }

@@ -65,14 +65,19 @@ func New(store *logstore.Store, keys Keys, logger *slog.Logger, opts ...Option) 
 //
 // Private: receipts, their proofs and queries, to readers whose scope
 // covers them (readauth); entry bundles, which hold every tenant's
-// receipts, to readers of every receipt.
+// receipts, to readers of every receipt. A capability that can delegate
+// (or whose grant asks for it) reads only as Authorization: DPoP with a
+// proof of possession for the request (readauth); a refused proof is a
+// 401 whose body's check names the failed check.
 func (h *Handler) Register(e *echo.Echo) {
 	e.GET("/log/checkpoint", h.checkpoint)
 	e.GET("/log/tile/:level/*", h.tile)
 	e.GET("/v1/log/keys", h.logKeys)
 	e.GET("/v1/log/consistency-proof", h.consistency)
 	e.GET("/v1/checkpoints/latest", h.latestStatement)
-	deny := func(_ echo.Context, e *readauth.Error) error { return fail(e.Status, e.Code, "%s", e.Message) }
+	deny := func(_ echo.Context, e *readauth.Error) error {
+		return &echo.HTTPError{Code: e.Status, Message: Error{Error: e.Message, Code: e.Code, Check: string(e.Check)}}
+	}
 	auth := readauth.Middleware(h.auth, deny)
 	private := func(what string) []echo.MiddlewareFunc {
 		return []echo.MiddlewareFunc{auth, readauth.Require(what, deny)}
@@ -95,10 +100,12 @@ func NewServer(h *Handler) *echo.Echo {
 	return e
 }
 
-// Error is the JSON body of every error response.
+// Error is the JSON body of every error response. Check names the failed
+// proof-of-possession check (dpop.Check) of a refused DPoP credential.
 type Error struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
+	Check string `json:"check,omitempty"`
 }
 
 func fail(status int, code, format string, args ...any) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/chio-ledger/chio/ledger/logstore"
 	"github.com/chio-ledger/chio/ledger/tlogproof"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 const origin = "api.test/log"
@@ -107,16 +108,33 @@ func (f *fixture) get(t *testing.T, path string) (int, http.Header, []byte) {
 	return f.getAs(t, operatorToken, path)
 }
 
-// getAs reads path with token as bearer credential ("" = anonymous).
+// getAs reads path with token ("" = anonymous): as Authorization: DPoP
+// with a fresh proof when the fixture holds the token's key and the token
+// can delegate, else as a bearer credential.
 func (f *fixture) getAs(t *testing.T, token, path string) (int, http.Header, []byte) {
+	t.Helper()
+	return f.do(t, path, func(h http.Header, url string) {
+		if s := f.tenants.signers[token]; s != nil {
+			if err := s.Authorize(h, http.MethodGet, url); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if token != "" {
+			h.Set("Authorization", "Bearer "+token)
+		}
+	})
+}
+
+// do GETs path with the headers auth sets for the request's URL (its htu:
+// without the query).
+func (f *fixture) do(t *testing.T, path string, auth func(h http.Header, url string)) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, f.srv.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+	auth(req.Header, dpop.RequestURLOf(req.URL.Scheme, req.URL.Host, req.URL.EscapedPath()))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

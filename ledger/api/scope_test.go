@@ -18,10 +18,12 @@ import (
 
 	tlog "github.com/transparency-dev/formats/log"
 
+	"github.com/chio-ledger/chio/internal/dpopreplay"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/internal/revocation"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // tenants is a trusted issuer, two tenants A and B (root holders), A's
@@ -34,7 +36,14 @@ type tenants struct {
 	paths [3][]string
 	// tokens by reader name.
 	tokens map[string]string
+	// signers prove possession for the tokens (by text) that need a
+	// proof: those that can delegate.
+	signers map[string]*dpop.Signer
+	// keys by holder name: "A", "A1", "reader", "readerChild".
+	keys   map[string]ed25519.PrivateKey
 	revoke func(id string)
+	// rebuilt is A's token as A1 rebuilds it from its own chain.
+	rebuilt string
 }
 
 func newTenants(t *testing.T) *tenants {
@@ -50,15 +59,21 @@ func newTenants(t *testing.T) *tenants {
 		t.Fatal(err)
 	}
 	t.Cleanup(revs.Stop)
+	replay, err := dpopreplay.Open(ctx, js, 1, dpopreplay.Window(dpop.DefaultLifetime, dpop.DefaultSkew))
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := func() (ed25519.PrivateKey, string) {
 		pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 		return priv, schemas.EncodePublicKey(pub)
 	}
 	issuer, issuerPub := key()
 	aKey, a := key()
-	_, a1 := key()
-	_, b := key()
-	_, auditor := key()
+	a1Key, a1 := key()
+	bKey, b := key()
+	auditorKey, auditor := key()
+	readerKey, reader := key()
+	readerChildKey, readerChild := key()
 	now := uint64(time.Now().Unix())
 	issue := func(id, subject string, grants ...schemas.ToolGrant) *schemas.CapabilityToken {
 		tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{ID: id, Issuer: issuerPub, Subject: subject,
@@ -87,7 +102,18 @@ func newTenants(t *testing.T) *tenants {
 	tn := &tenants{
 		paths: [3][]string{pathA, schemas.PathPrincipals(issuerPub, []string{a, a1}), schemas.PathPrincipals(issuerPub, []string{b})},
 		auth: readauth.New(readauth.WithTrustedIssuers(issuerPub), readauth.WithRevocations(revs),
-			readauth.WithServiceToken(operatorToken)),
+			readauth.WithServiceToken(operatorToken), readauth.WithReplay(replay)),
+		keys: map[string]ed25519.PrivateKey{"A": aKey, "A1": a1Key, "reader": readerKey, "readerChild": readerChildKey},
+	}
+	// reader holds chio.read/*:read,delegate and delegates
+	// chio.read/receipts to readerChild.
+	readAllDelegating := read(schemas.ReadAll)
+	readAllDelegating.Operations = append(readAllDelegating.Operations, schemas.OpDelegate)
+	tokReader := issue("tok-reader", reader, readAllDelegating)
+	tokReaderChild, err := schemas.Delegate(readerKey, tokReader, schemas.CapabilityBody{ID: "tok-reader-child", Subject: readerChild,
+		Scope: schemas.Scope{Grants: []schemas.ToolGrant{read(schemas.ReadReceipts)}}, IssuedAt: now - 5, ExpiresAt: now + 1800})
+	if err != nil {
+		t.Fatal(err)
 	}
 	expired, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{ID: "tok-old", Issuer: issuerPub, Subject: a,
 		Scope: schemas.Scope{Grants: []schemas.ToolGrant{tool}}, IssuedAt: now - 7200, ExpiresAt: now - 3600})
@@ -101,7 +127,10 @@ func newTenants(t *testing.T) *tenants {
 		t.Fatal(err)
 	}
 	tn.tokens = map[string]string{}
+	holders := map[string]ed25519.PrivateKey{"A": aKey, "B": bKey, "revokedA": aKey, "expired": aKey, "invokeOnly": auditorKey, "reader": readerKey}
+	tn.signers = map[string]*dpop.Signer{}
 	for name, tok := range map[string]*schemas.CapabilityToken{
+		"reader": tokReader, "readerChild": tokReaderChild,
 		"A": tokA, "A1": tokA1, "B": issue("tok-b", b, tool),
 		"auditor":    issue("tok-audit", auditor, read(schemas.ReadReceipts)),
 		"all":        issue("tok-all", auditor, read(schemas.ReadAll)),
@@ -116,6 +145,14 @@ func newTenants(t *testing.T) *tenants {
 			t.Fatal(err)
 		}
 		tn.tokens[name] = text
+		if k := holders[name]; k != nil {
+			if tn.signers[text], err = dpop.NewSigner(k, text); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if tn.rebuilt, err = schemas.EncodeCapabilityHeader(tokA1.Ancestor(len(tokA1.DelegationChain) - 1)); err != nil {
+		t.Fatal(err)
 	}
 	tn.tokens["operator"] = operatorToken
 	tn.tokens["garbage"] = "not-a-token"
