@@ -34,13 +34,15 @@ const (
 
 // Error is the JSON body of every error the projection routes answer:
 // {"error", "code"}, plus the parameter or the receipt or capability it is
-// about when there is one.
+// about when there is one, or the failed proof-of-possession check
+// (dpop.Check) of a refused DPoP credential.
 type Error struct {
 	Error        string `json:"error"`
 	Code         string `json:"code"`
 	Param        string `json:"param,omitempty"`
 	ReceiptID    string `json:"receiptId,omitempty"`
 	CapabilityID string `json:"capabilityId,omitempty"`
+	Check        string `json:"check,omitempty"`
 }
 
 // Error codes.
@@ -58,7 +60,10 @@ const (
 // Register mounts the projection routes on e. Every route needs a
 // credential the authenticator accepts (WithAuthenticator,
 // WithServiceToken): none is 401, a refused one 401 (or 503 when the
-// revocation state is unavailable), before any input is read. Each
+// revocation or proof replay state is unavailable), before any input is
+// read. A capability that can delegate (or whose grant asks for it) is
+// accepted only as Authorization: DPoP with a proof of possession for the
+// request (readauth); a refused proof's 401 names the check. Each
 // caller then reads only what its credential covers (see scope): an
 // operator everything, anyone else the tasks, lineage and report rows of
 // its own authority path and of the principals its read grants name.
@@ -79,7 +84,7 @@ func deny(c echo.Context, e *readauth.Error) error {
 	if e.Status == http.StatusServiceUnavailable {
 		c.Response().Header().Set("Retry-After", "1")
 	}
-	return reply(c, e.Status, Error{Error: e.Message, Code: e.Code})
+	return reply(c, e.Status, Error{Error: e.Message, Code: e.Code, Check: string(e.Check)})
 }
 
 // readerScope is the scope of the request's reader over v.

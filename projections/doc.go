@@ -59,8 +59,11 @@
 // GET /v1/lineage/{capability_id}/chain and
 // GET /v1/reports/authorization-context. Every route needs a credential
 // (internal/readauth: the service token, or a capability from a trusted
-// issuer that is not revoked); there is no open mode. Each caller reads
-// only what its credential covers:
+// issuer that is not revoked); there is no open mode. A capability that
+// can delegate, or has a dpop_required grant, is honoured only as
+// Authorization: DPoP with a proof of possession of its subject key for
+// the request, used once (401 invalid_dpop_proof naming the failed check
+// otherwise). Each caller reads only what its credential covers:
 //   - an operator (the service token, or a chio.read/* grant): everything;
 //   - anyone else: the tasks whose owner's authority path lies under one of
 //     its principals (its own path, and those its chio.read/<principal>
@@ -75,5 +78,12 @@
 // What a caller may not see is answered exactly as what does not exist
 // (404 task_not_found or lineage_not_found, an empty list or report).
 // Errors are JSON {"error", "code"}, with "param" naming the parameter of
-// a 400 and "receiptId" the receipt that made a report unprojectable (422).
+// a 400, "receiptId" the receipt that made a report unprojectable (422)
+// and "check" the failed check of a refused proof of possession.
+//
+// The report's sender constraints come from each receipt's
+// metadata.attribution.binding (projections/authz): the proof a call was
+// honoured on (dpop or chio_dpop_v1, with the key's thumbprint), counted
+// in senderBoundReceipts and dpopBoundReceipts; a binding the report
+// cannot represent truthfully fails it closed.
 package projections

@@ -27,6 +27,7 @@ import (
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // Keys of the tests: deterministic, so failures reproduce.
@@ -320,13 +321,23 @@ func server(t testing.TB, svc *Service) *httptest.Server {
 // get fetches a path with an optional bearer token and decodes the JSON.
 func get(t testing.TB, base, path, token string) (int, map[string]any, []byte) {
 	t.Helper()
+	code, _, body, raw := getWith(t, base, path, func(h http.Header, _ string) {
+		if token != "" {
+			h.Set(echo.HeaderAuthorization, "Bearer "+token)
+		}
+	})
+	return code, body, raw
+}
+
+// getWith fetches a path with the headers auth sets, given the request's
+// htu (its URL without the query), and decodes the JSON.
+func getWith(t testing.TB, base, path string, auth func(h http.Header, htu string)) (int, http.Header, map[string]any, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if token != "" {
-		req.Header.Set(echo.HeaderAuthorization, "Bearer "+token)
-	}
+	auth(req.Header, dpop.RequestURLOf(req.URL.Scheme, req.URL.Host, req.URL.EscapedPath()))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +348,7 @@ func get(t testing.TB, base, path, token string) (int, map[string]any, []byte) {
 	if err := json.Unmarshal(raw, &body); err != nil {
 		t.Fatalf("GET %s: %d %q is not a JSON object: %v", path, resp.StatusCode, raw, err)
 	}
-	return resp.StatusCode, body, raw
+	return resp.StatusCode, resp.Header, body, raw
 }
 
 func text(parts ...string) json.RawMessage {

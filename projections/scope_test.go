@@ -14,9 +14,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/dpopreplay"
 	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/internal/revocation"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // Keys of the scoping tests.
@@ -50,8 +52,11 @@ type scopeFixture struct {
 	r   *running
 	url string
 	kv  jetstream.KeyValue
-	// readers: name → bearer token ("" is anonymous)
+	// readers: name → token ("" is anonymous)
 	readers map[string]string
+	// signers prove possession for the readers' tokens (by text) that
+	// need a proof: A's, which can delegate.
+	signers map[string]*dpop.Signer
 	// principals of the fixture's authority paths
 	pA, pC, pB, pAuditor string
 	A, C, B              *tenant
@@ -189,6 +194,7 @@ func newScopeFixture(t *testing.T) *scopeFixture {
 	f.C.markers = []string{f.C.secret, f.C.tool, "cap-A-child", f.pC, "task-C"}
 	f.B.markers = []string{f.B.secret, f.B.tool, "cap-B-root", f.pB, "task-B", "srv-B"}
 
+	f.signers = map[string]*dpop.Signer{}
 	f.readers = map[string]string{
 		"anonymous": "",
 		"operator":  "op",
@@ -199,6 +205,7 @@ func newScopeFixture(t *testing.T) *scopeFixture {
 		"tenant-A":  header(t, mustIssue(t, trustedIssuer, body("cap-read-tenant-A", keyTenantA, mustGrant(t, f.pA)))),
 		"auditor":   header(t, mustIssue(t, trustedIssuer, body("cap-auditor", keyAuditor, mustGrant(t, schemas.ReadReceipts)))),
 	}
+	f.signers[f.readers["A"]] = mustSigner(t, keyA, f.readers["A"])
 
 	// Tasks, interleaved so that every reader's pages skip others' tasks.
 	f.task("task-A1", "ctx-shared", f.pA, f.A.secret, 0)
@@ -228,11 +235,41 @@ func newScopeFixture(t *testing.T) *scopeFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	auth := readauth.New(readauth.WithTrustedIssuers(issuer), readauth.WithRevocations(w), readauth.WithServiceToken("op"))
+	replay, err := dpopreplay.Open(h.ctx, h.js, 1, dpopreplay.Window(dpop.DefaultLifetime, dpop.DefaultSkew))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := readauth.New(readauth.WithTrustedIssuers(issuer), readauth.WithRevocations(w), readauth.WithServiceToken("op"),
+		readauth.WithReplay(replay))
 	f.r = h.start("scoped", WithAuthenticator(auth))
 	h.caughtUp(f.r)
 	f.url = server(t, f.r.Service).URL
 	return f
+}
+
+func mustSigner(t *testing.T, key ed25519.PrivateKey, token string) *dpop.Signer {
+	t.Helper()
+	s, err := dpop.NewSigner(key, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// get reads path with token ("" = anonymous): as Authorization: DPoP with
+// a fresh proof when the fixture proves for the token, else as bearer.
+func (f *scopeFixture) get(t *testing.T, path, token string) (int, map[string]any, []byte) {
+	t.Helper()
+	s := f.signers[token]
+	if s == nil {
+		return get(t, f.url, path, token)
+	}
+	code, _, body, raw := getWith(t, f.url, path, func(h http.Header, htu string) {
+		if err := s.Authorize(h, http.MethodGet, htu); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return code, body, raw
 }
 
 // sees is which tenants' data each reader may see (tasks and report rows).
@@ -353,7 +390,7 @@ func TestTasksAreScoped(t *testing.T) {
 			tok := f.readers[c.reader]
 			for _, id := range all {
 				path := "/v1/tasks/" + id
-				code, body, raw := get(t, f.url, path, tok)
+				code, body, raw := f.get(t, path, tok)
 				if slices.Contains(c.want, id) {
 					if code != http.StatusOK || body["id"] != id {
 						t.Errorf("%s: %d %s, want the task", path, code, raw)
@@ -376,7 +413,7 @@ func TestTasksAreScoped(t *testing.T) {
 					if cursor != "" {
 						path += "&cursor=" + cursor
 					}
-					code, body, raw := get(t, f.url, path, tok)
+					code, body, raw := f.get(t, path, tok)
 					if code != http.StatusOK {
 						t.Fatalf("%s: %d %s", path, code, raw)
 					}
@@ -397,7 +434,7 @@ func TestTasksAreScoped(t *testing.T) {
 				}
 			}
 			// Filters apply to the visible tasks only.
-			code, body, raw := get(t, f.url, "/v1/tasks?contextId=ctx-shared&limit=1", tok)
+			code, body, raw := f.get(t, "/v1/tasks?contextId=ctx-shared&limit=1", tok)
 			if code != http.StatusOK {
 				t.Fatalf("context list: %d %s", code, raw)
 			}
@@ -438,7 +475,7 @@ func TestLineageIsScoped(t *testing.T) {
 			tok := f.readers[reader]
 			for _, id := range caps {
 				for _, path := range []string{"/v1/lineage/" + id, "/v1/lineage/" + id + "/chain"} {
-					code, body, raw := get(t, f.url, path, tok)
+					code, body, raw := f.get(t, path, tok)
 					if !slices.Contains(want, id) {
 						want := map[string]any{"error": "no lineage record for capability " + id, "code": CodeLineageNotFound, "capabilityId": id}
 						if code != http.StatusNotFound || !reflect.DeepEqual(body, want) {
@@ -461,7 +498,7 @@ func TestLineageIsScoped(t *testing.T) {
 				}
 			}
 			// A capability nobody knows answers the same.
-			if code, body, _ := get(t, f.url, "/v1/lineage/cap-unknown/chain", tok); code != http.StatusNotFound || body["code"] != CodeLineageNotFound {
+			if code, body, _ := f.get(t, "/v1/lineage/cap-unknown/chain", tok); code != http.StatusNotFound || body["code"] != CodeLineageNotFound {
 				t.Errorf("unknown capability: %d %v", code, body)
 			}
 		})
@@ -499,7 +536,7 @@ func TestReportIsScoped(t *testing.T) {
 	check := func(t *testing.T, reader, query string, rows []string) {
 		t.Helper()
 		path := "/v1/reports/authorization-context?" + query
-		code, body, raw := get(t, f.url, path, f.readers[reader])
+		code, body, raw := f.get(t, path, f.readers[reader])
 		if code != http.StatusOK {
 			t.Fatalf("%s as %s: %d %s", path, reader, code, raw)
 		}
@@ -542,7 +579,7 @@ func TestReportIsScoped(t *testing.T) {
 		{"operator", "", "rcpt-B-forged"},
 		{"operator", "capabilityId=cap-no-lineage", "rcpt-orphan"},
 	} {
-		code, body, raw := get(t, f.url, "/v1/reports/authorization-context?"+c.query, f.readers[c.reader])
+		code, body, raw := f.get(t, "/v1/reports/authorization-context?"+c.query, f.readers[c.reader])
 		if code != http.StatusUnprocessableEntity || body["code"] != CodeUnprojectable || body["receiptId"] != c.receipt {
 			t.Errorf("%s as %s: %d %s, want 422 naming %s", c.query, c.reader, code, raw, c.receipt)
 		}
@@ -560,7 +597,7 @@ func TestRevokedReaderIsRefused(t *testing.T) {
 	for _, reader := range []string{"A", "C"} {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			code, body, raw := get(t, f.url, "/v1/tasks", f.readers[reader])
+			code, body, raw := f.get(t, "/v1/tasks", f.readers[reader])
 			if code == http.StatusUnauthorized && body["code"] == CodeUnauthorized {
 				f.noLeak(t, "anonymous", "/v1/tasks", raw, "cap-A-root")
 				break
@@ -571,7 +608,7 @@ func TestRevokedReaderIsRefused(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	if code, _, raw := get(t, f.url, "/v1/tasks", f.readers["B"]); code != http.StatusOK {
+	if code, _, raw := f.get(t, "/v1/tasks", f.readers["B"]); code != http.StatusOK {
 		t.Errorf("B after A's revocation: %d %s", code, raw)
 	}
 }

@@ -109,6 +109,12 @@ func DefaultAuthorizationProfile() AuthorizationProfile {
 
 // AuthorizationSummary counts the matching receipts, not only the rows
 // returned. Counters for features a projection does not support stay 0.
+// SenderBoundReceipts counts the rows honoured on a proof of possession of
+// the subject key (any ProofType); DPoPBoundReceipts those whose proof is
+// a DPoP proof in either form, RFC 9449 (dpop) or chio.dpop_proof.v1
+// (chio_dpop_v1, the seed's DPoP). Today every proof of possession is one
+// of the two, so the counters are equal; a row's ProofType tells the forms
+// apart.
 type AuthorizationSummary struct {
 	MatchingReceipts              int `json:"matchingReceipts"`
 	ApprovalReceipts              int `json:"approvalReceipts"`
@@ -186,16 +192,48 @@ type AuthorizationCallChain struct {
 	EvidenceSources  []string `json:"evidenceSources"`
 }
 
+// Proof types and schemas of a sender constraint: how the caller proved
+// possession of the capability's subject key, as the receipt's
+// metadata.attribution.binding records it (its method, schemas/dpop's
+// MethodDPoP and MethodToolProof).
+const (
+	// ProofTypeDPoP: an RFC 9449 proof of the HTTP request.
+	ProofTypeDPoP = "dpop"
+	// ProofTypeToolProof: a chio.dpop_proof.v1 bound to the tool call.
+	ProofTypeToolProof = "chio_dpop_v1"
+	// ProofSchemaDPoP is an RFC 9449 proof's form: the JWS typ it must
+	// carry ("dpop+jwt"), which names the proof format as the schema id
+	// names a tool proof's.
+	ProofSchemaDPoP = "dpop+jwt"
+	// ProofSchemaToolProof is a tool proof's schema id.
+	ProofSchemaToolProof = "chio.dpop_proof.v1"
+)
+
 // SenderConstraint is how the call's sender was bound: the capability's
-// subject and issuer from the receipt's attribution, and the grant that
-// matched.
+// subject and issuer from the receipt's attribution, the grant that
+// matched, and the proof of possession of the subject key the call was
+// honoured on, if any (metadata.attribution.binding).
 type SenderConstraint struct {
-	SubjectKey            string `json:"subjectKey"`
-	SubjectKeySource      string `json:"subjectKeySource"`
-	IssuerKey             string `json:"issuerKey"`
-	IssuerKeySource       string `json:"issuerKeySource"`
-	MatchedGrantIndex     int    `json:"matchedGrantIndex"`
-	ProofRequired         bool   `json:"proofRequired"`
+	SubjectKey        string `json:"subjectKey"`
+	SubjectKeySource  string `json:"subjectKeySource"`
+	IssuerKey         string `json:"issuerKey"`
+	IssuerKeySource   string `json:"issuerKeySource"`
+	MatchedGrantIndex int    `json:"matchedGrantIndex"`
+	// ProofRequired: the call was honoured on a proof of possession of
+	// the subject key (ProofType says which). The kernel requires one of
+	// a capability that can delegate, of one with a dpop_required grant,
+	// and of every capability under --require-dpop; a proof presented
+	// otherwise must verify all the same, so the call is bound to the
+	// key either way.
+	ProofRequired bool `json:"proofRequired"`
+	// ProofType is ProofTypeDPoP or ProofTypeToolProof when ProofRequired.
+	ProofType string `json:"proofType,omitempty"`
+	// ProofSchema is ProofSchemaDPoP or ProofSchemaToolProof, with ProofType.
+	ProofSchema string `json:"proofSchema,omitempty"`
+	// ProofKeyThumbprint is the proving key's RFC 7638 SHA-256 thumbprint
+	// (RFC 9449's jkt), base64url, with ProofType: the thumbprint of
+	// SubjectKey, which the report checks.
+	ProofKeyThumbprint    string `json:"proofKeyThumbprint,omitempty"`
 	RuntimeAssuranceBound bool   `json:"runtimeAssuranceBound"`
 	// DelegatedCallChainBound is true only for a call chain the log
 	// observed or a signed statement verified; an asserted chain binds

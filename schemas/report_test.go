@@ -6,13 +6,16 @@ import (
 	"testing"
 )
 
+// sampleJKT is a well-formed RFC 7638 thumbprint (43 base64url characters).
+const sampleJKT = "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
+
 func sampleReport() AuthorizationContextReport {
 	amount := &MonetaryAmount{Units: 5000, Currency: "USD"}
 	return AuthorizationContextReport{
 		Schema:  AuthorizationContextReportSchema,
 		Profile: DefaultAuthorizationProfile(),
 		Summary: AuthorizationSummary{MatchingReceipts: 1, CommerceReceipts: 1, MeteredBillingReceipts: 1,
-			CallChainReceipts: 1, MaxAmountReceipts: 1, SenderBoundReceipts: 1, DelegatedSenderBoundReceipts: 1},
+			CallChainReceipts: 1, MaxAmountReceipts: 1, SenderBoundReceipts: 1, DPoPBoundReceipts: 1, DelegatedSenderBoundReceipts: 1},
 		Receipts: []AuthorizationContextRow{{
 			ReceiptID: "0190f3c2-7a1b-7c3d-9e4f-0a1b2c3d4e5f", Timestamp: 1760000000, CapabilityID: "cap-123",
 			AuthorizationDetails: []AuthorizationDetail{
@@ -27,7 +30,8 @@ func sampleReport() AuthorizationContextReport {
 					OriginSubject: "origin", DelegatorSubject: "delegator", EvidenceClass: EvidenceObserved,
 					EvidenceSources: []string{SourceGovernedIntent, SourceLocalLineage}}},
 			SenderConstraint: SenderConstraint{SubjectKey: strings.Repeat("1", 64), SubjectKeySource: KeySourceReceiptAttribution,
-				IssuerKey: strings.Repeat("2", 64), IssuerKeySource: KeySourceReceiptAttribution, DelegatedCallChainBound: true},
+				IssuerKey: strings.Repeat("2", 64), IssuerKeySource: KeySourceReceiptAttribution, DelegatedCallChainBound: true,
+				ProofRequired: true, ProofType: ProofTypeDPoP, ProofSchema: ProofSchemaDPoP, ProofKeyThumbprint: sampleJKT},
 		}},
 	}
 }
@@ -36,14 +40,24 @@ func TestAuthorizationReportMatchesSchema(t *testing.T) {
 	s := compileSchema(t, "authorization-context-report.v1.schema.json")
 	empty := sampleReport()
 	empty.Receipts, empty.Summary = nil, AuthorizationSummary{}
+	toolProof := sampleReport()
+	sc := &toolProof.Receipts[0].SenderConstraint
+	sc.ProofType, sc.ProofSchema = ProofTypeToolProof, ProofSchemaToolProof
+	bearer := sampleReport()
+	bearer.Summary.SenderBoundReceipts, bearer.Summary.DPoPBoundReceipts = 0, 0
+	sc = &bearer.Receipts[0].SenderConstraint
+	sc.ProofRequired, sc.ProofType, sc.ProofSchema, sc.ProofKeyThumbprint = false, "", "", ""
 	cases := []struct {
 		name string
 		r    AuthorizationContextReport
 		want []string // substrings the JSON must contain
 	}{
 		{"full", sampleReport(), []string{`"receiptId":"0190f3c2`, `"sharedPaymentTokenId":"spt-1"`, `"quoteId":"q-1"`,
-			`"evidenceClass":"observed"`, `"subjectKeySource":"receipt_attribution"`, `"dpopBoundReceipts":0`,
+			`"evidenceClass":"observed"`, `"subjectKeySource":"receipt_attribution"`, `"dpopBoundReceipts":1`, `"senderBoundReceipts":1`,
+			`"proofRequired":true,"proofType":"dpop","proofSchema":"dpop+jwt","proofKeyThumbprint":"` + sampleJKT + `"`,
 			`"selectivelyDisclosableClaims":["purpose","maxAmount","commerce","meteredBilling","callChain"]`}},
+		{"tool proof", toolProof, []string{`"proofType":"chio_dpop_v1","proofSchema":"chio.dpop_proof.v1"`}},
+		{"bearer", bearer, []string{`"proofRequired":false,"runtimeAssuranceBound":false`, `"dpopBoundReceipts":0`}},
 		{"empty", empty, []string{`"receipts":[]`, `"matchingReceipts":0`, `"unsupportedShapesFailClosed":true`}},
 	}
 	for _, c := range cases {
@@ -92,6 +106,27 @@ func TestBadAuthorizationReportsRejectedBySchema(t *testing.T) {
 		{"negative grant index", func(r *AuthorizationContextReport) { r.Receipts[0].SenderConstraint.MatchedGrantIndex = -1 }},
 		{"bad intent hash", func(r *AuthorizationContextReport) { r.Receipts[0].TransactionContext.IntentHash = "abc" }},
 		{"negative count", func(r *AuthorizationContextReport) { r.Summary.MatchingReceipts = -1 }},
+		{"proof required without its type", func(r *AuthorizationContextReport) {
+			sc := &r.Receipts[0].SenderConstraint
+			sc.ProofType, sc.ProofSchema, sc.ProofKeyThumbprint = "", "", ""
+		}},
+		{"proof type without proof required", func(r *AuthorizationContextReport) { r.Receipts[0].SenderConstraint.ProofRequired = false }},
+		{"unknown proof type", func(r *AuthorizationContextReport) { r.Receipts[0].SenderConstraint.ProofType = "mtls" }},
+		{"dpop with the tool proof schema", func(r *AuthorizationContextReport) {
+			r.Receipts[0].SenderConstraint.ProofSchema = ProofSchemaToolProof
+		}},
+		{"tool proof with the dpop schema", func(r *AuthorizationContextReport) {
+			r.Receipts[0].SenderConstraint.ProofType = ProofTypeToolProof
+		}},
+		{"proof without thumbprint", func(r *AuthorizationContextReport) { r.Receipts[0].SenderConstraint.ProofKeyThumbprint = "" }},
+		{"proof without schema", func(r *AuthorizationContextReport) { r.Receipts[0].SenderConstraint.ProofSchema = "" }},
+		{"thumbprint not base64url", func(r *AuthorizationContextReport) {
+			r.Receipts[0].SenderConstraint.ProofKeyThumbprint = strings.Repeat("+", 43)
+		}},
+		{"schema without a proof", func(r *AuthorizationContextReport) {
+			sc := &r.Receipts[0].SenderConstraint
+			sc.ProofRequired, sc.ProofType, sc.ProofKeyThumbprint = false, "", ""
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

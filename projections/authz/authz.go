@@ -25,22 +25,45 @@
 // capability has no lineage record; the grant cannot be resolved (grants
 // omitted from the record, grant_index out of range, or a grant for
 // another tool); attribution's subject, issuer or delegation depth differ
-// from the lineage record's; the grant requires DPoP, which this profile
-// cannot represent; or the call chain's evidence class is unknown.
+// from the lineage record's; the binding cannot be represented (below);
+// or the call chain's evidence class is unknown.
+//
+// The sender binding comes from metadata.attribution.binding, which the
+// kernel records on every receipt it signs: {"method": "bearer"} for a
+// token honoured by possession alone, {"method": "dpop" | "chio_dpop_v1",
+// "jkt": thumbprint} for one honoured on an RFC 9449 proof or a
+// chio.dpop_proof.v1 by its subject key. A row's senderConstraint then
+// has proofRequired true, proofType the method, proofSchema "dpop+jwt"
+// (an RFC 9449 proof's typ) or "chio.dpop_proof.v1", and
+// proofKeyThumbprint the jkt; the summary counts it in senderBoundReceipts
+// and dpopBoundReceipts (schemas.AuthorizationSummary). The report fails
+// closed on a binding it cannot represent truthfully: another method, a
+// proof without a jkt or with one that is not the thumbprint of the
+// attributed subject key (a proof is verified against the subject), a
+// bearer binding with a jkt, a bearer binding for a capability the
+// kernel honours only with a proof (its lineage shows a grant with
+// delegate or dpop_required), and a receipt that records no binding for a
+// capability with a dpop_required grant. A receipt that records no binding
+// at all was signed before bindings were recorded: it projects as
+// unbound (proofRequired false), unless its capability has a
+// dpop_required grant, which no kernel of that time honoured truthfully.
 //
 // A call chain's evidence class is shown as signed and never upgraded;
 // delegatedCallChainBound is true only for observed or verified chains.
-// Approval, runtime assurance and DPoP binding are not supported, so their
-// counters stay 0 and their row fields false.
+// Approval and runtime assurance are not supported, so their counters stay
+// 0 and their row fields false.
 package authz
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // Filter selects receipts; zero values mean "any". Since/Until are Unix
@@ -122,8 +145,26 @@ type Governed struct {
 	Unprojectable string                       `json:"unprojectable,omitempty"`
 	Tx            *schemas.GovernedTransaction `json:"tx,omitempty"`
 	Attr          *schemas.Attribution         `json:"attr,omitempty"`
+	// Binding is metadata.attribution.binding, checked against the
+	// attributed subject; nil when the receipt records none (signed
+	// before bindings were recorded).
+	Binding *Binding `json:"binding,omitempty"`
 	// Bound: the call chain's evidence is observed or verified.
 	Bound bool `json:"bound,omitempty"`
+}
+
+// Binding is how the caller proved who it is, as the receipt records it
+// (metadata.attribution.binding).
+type Binding struct {
+	// Method is dpop.MethodBearer, dpop.MethodDPoP or dpop.MethodToolProof.
+	Method string `json:"method"`
+	// JKT is the proving key's RFC 7638 thumbprint, for a proof.
+	JKT string `json:"jkt,omitempty"`
+}
+
+// Proven reports whether the call was honoured on a proof of possession.
+func (b *Binding) Proven() bool {
+	return b != nil && (b.Method == dpop.MethodDPoP || b.Method == dpop.MethodToolProof)
 }
 
 // Examine decides what a report can take from one receipt. It returns nil
@@ -164,9 +205,12 @@ func Examine(in Input) (*Governed, error) {
 	if tx.ServerID != r.ToolServer || tx.ToolName != r.ToolName {
 		return fail("governed_transaction names %s/%s but the receipt is for %s/%s", tx.ServerID, tx.ToolName, r.ToolServer, r.ToolName)
 	}
-	attr, err := decodeAttribution(meta["attribution"])
+	attr, binding, err := decodeAttribution(meta["attribution"])
 	if err != nil {
 		return fail("metadata.attribution: %v", err)
+	}
+	if err := checkBinding(binding, attr.SubjectKey); err != nil {
+		return fail("metadata.attribution.binding: %v", err)
 	}
 	if c := tx.CallChain; c != nil {
 		switch c.EvidenceClass {
@@ -177,8 +221,46 @@ func Examine(in Input) (*Governed, error) {
 			return fail("call chain evidenceClass %q is not asserted, observed or verified", c.EvidenceClass)
 		}
 	}
-	g.Tx, g.Attr = tx, attr
+	g.Tx, g.Attr, g.Binding = tx, attr, binding
 	return g, nil
+}
+
+// checkBinding refuses a binding the report cannot represent truthfully:
+// an unknown method, a proof whose jkt is not the thumbprint of the
+// attributed subject key (the key every proof is verified against), a
+// bearer binding that names a key.
+func checkBinding(b *Binding, subject string) error {
+	if b == nil {
+		return nil
+	}
+	switch b.Method {
+	case dpop.MethodBearer:
+		if b.JKT != "" {
+			return errors.New("a bearer binding names no key, this one has a jkt")
+		}
+		return nil
+	case dpop.MethodDPoP, dpop.MethodToolProof:
+	default:
+		return fmt.Errorf("method %q is not bearer, dpop or chio_dpop_v1", clip(b.Method))
+	}
+	if b.JKT == "" {
+		return fmt.Errorf("a %s binding without the proving key's jkt", b.Method)
+	}
+	key, err := schemas.ParsePublicKey(subject)
+	if err != nil || len(key) != ed25519.PublicKeySize {
+		return fmt.Errorf("a %s binding for subject key %s, whose thumbprint this profile cannot compute", b.Method, clip(subject))
+	}
+	if want := dpop.Thumbprint(ed25519.PublicKey(key)); b.JKT != want {
+		return fmt.Errorf("jkt %s is not the thumbprint of the attributed subject key (%s)", clip(b.JKT), want)
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // BuildGoverned is Build over receipts already examined; receipts that are
@@ -292,10 +374,41 @@ func (b *builder) project(g *Governed) (*projection, error) {
 	if gr.ServerID != g.ToolServer || (gr.ToolName != "*" && gr.ToolName != g.ToolName) {
 		return fail("unresolved grant: grant %d covers %s/%s, not %s/%s", attr.GrantIndex, gr.ServerID, gr.ToolName, g.ToolServer, g.ToolName)
 	}
-	if gr.DPoPRequired != nil && *gr.DPoPRequired {
-		return fail("grant %d requires a DPoP binding, which this profile cannot represent", attr.GrantIndex)
+	if why := needsProof(rec); why != "" && !g.Binding.Proven() {
+		switch {
+		case g.Binding != nil:
+			return fail("inconsistent binding: the receipt records a %s binding, but %s, so the kernel honours it only with a proof of possession",
+				g.Binding.Method, why)
+		case dpopRequired(rec):
+			return fail("%s and the receipt records no binding (a DPoP binding this profile cannot represent)", why)
+		}
+		// No binding recorded and a capability that can delegate: a
+		// receipt signed before bindings were recorded, when such a
+		// capability was a bearer token. It projects as unbound.
 	}
 	return &projection{g: g, tx: tx, attr: attr, grant: gr, bound: g.Bound}, nil
+}
+
+// needsProof says why the kernel honours the capability of rec only with a
+// proof of possession, from its lineage: a grant with delegate or with
+// dpop_required (the kernel's rule, without the operator's
+// --require-dpop, which leaves no trace but the binding). "" otherwise.
+func needsProof(rec *schemas.CapabilityLineage) string {
+	for i, g := range rec.Grants {
+		if g.DPoPRequired != nil && *g.DPoPRequired {
+			return fmt.Sprintf("grant %d of capability %s requires a DPoP binding", i, rec.CapabilityID)
+		}
+	}
+	for i, g := range rec.Grants {
+		if slices.Contains(g.Operations, schemas.OpDelegate) {
+			return fmt.Sprintf("capability %s can delegate (grant %d)", rec.CapabilityID, i)
+		}
+	}
+	return ""
+}
+
+func dpopRequired(rec *schemas.CapabilityLineage) bool {
+	return slices.ContainsFunc(rec.Grants, func(g schemas.ToolGrant) bool { return g.DPoPRequired != nil && *g.DPoPRequired })
 }
 
 // lookup resolves a capability's lineage once per Build: many receipts
@@ -346,35 +459,70 @@ func decodeTransaction(raw json.RawMessage) (*schemas.GovernedTransaction, error
 // attributionWire has pointer fields so a missing key is refused rather
 // than read as 0 (grant 0, depth 0).
 type attributionWire struct {
-	SubjectKey      *string `json:"subject_key"`
-	IssuerKey       *string `json:"issuer_key"`
-	DelegationDepth *int    `json:"delegation_depth"`
-	GrantIndex      *int    `json:"grant_index"`
+	SubjectKey      *string         `json:"subject_key"`
+	IssuerKey       *string         `json:"issuer_key"`
+	DelegationDepth *int            `json:"delegation_depth"`
+	GrantIndex      *int            `json:"grant_index"`
+	Binding         json.RawMessage `json:"binding"`
 }
 
-func decodeAttribution(raw json.RawMessage) (*schemas.Attribution, error) {
+// bindingWire is metadata.attribution.binding, decoded strictly.
+type bindingWire struct {
+	Method *string `json:"method"`
+	JKT    *string `json:"jkt"`
+}
+
+// decodeAttribution decodes metadata.attribution and its binding (nil when
+// it has none).
+func decodeAttribution(raw json.RawMessage) (*schemas.Attribution, *Binding, error) {
 	if raw == nil {
-		return nil, errors.New("is missing")
+		return nil, nil, errors.New("is missing")
 	}
 	if string(raw) == "null" {
-		return nil, errNull
+		return nil, nil, errNull
 	}
 	var w attributionWire
 	if err := schemas.DecodeStrict(raw, &w); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if w.SubjectKey == nil || *w.SubjectKey == "" || w.IssuerKey == nil || *w.IssuerKey == "" || w.DelegationDepth == nil || w.GrantIndex == nil {
-		return nil, errors.New("needs subject_key, issuer_key, delegation_depth and grant_index")
+		return nil, nil, errors.New("needs subject_key, issuer_key, delegation_depth and grant_index")
 	}
-	return &schemas.Attribution{SubjectKey: *w.SubjectKey, IssuerKey: *w.IssuerKey, DelegationDepth: *w.DelegationDepth, GrantIndex: *w.GrantIndex}, nil
+	attr := &schemas.Attribution{SubjectKey: *w.SubjectKey, IssuerKey: *w.IssuerKey, DelegationDepth: *w.DelegationDepth, GrantIndex: *w.GrantIndex}
+	if w.Binding == nil {
+		return attr, nil, nil
+	}
+	if string(w.Binding) == "null" {
+		return nil, nil, errors.New("binding is null")
+	}
+	var bw bindingWire
+	if err := schemas.DecodeStrict(w.Binding, &bw); err != nil {
+		return nil, nil, fmt.Errorf("binding: %w", err)
+	}
+	if bw.Method == nil || *bw.Method == "" {
+		return nil, nil, errors.New("binding needs a method")
+	}
+	if bw.JKT != nil && *bw.JKT == "" {
+		return nil, nil, errors.New("binding has an empty jkt")
+	}
+	b := &Binding{Method: *bw.Method}
+	if bw.JKT != nil {
+		b.JKT = *bw.JKT
+	}
+	return attr, b, nil
 }
 
-// count adds the projection to the summary. Approval, runtime assurance
-// and DPoP are not supported (a DPoP grant fails closed), so their
-// counters stay 0.
+// count adds the projection to the summary. Approval and runtime
+// assurance are not supported, so their counters stay 0. A row honoured on
+// a proof of possession counts as sender-bound and as DPoP-bound: both
+// proof forms (RFC 9449 and chio.dpop_proof.v1) are DPoP proofs by the
+// subject key.
 func (p *projection) count(s *schemas.AuthorizationSummary) {
 	s.MatchingReceipts++
-	s.SenderBoundReceipts++ // every row is bound to its attributed subject
+	if p.g.Binding.Proven() {
+		s.SenderBoundReceipts++
+		s.DPoPBoundReceipts++
+	}
 	if p.tx.Commerce != nil {
 		s.CommerceReceipts++
 	}
@@ -423,14 +571,20 @@ func (p *projection) row() schemas.AuthorizationContextRow {
 			EvidenceClass: c.EvidenceClass, EvidenceSources: append([]string{}, c.EvidenceSources...),
 		}
 	}
+	sc := schemas.SenderConstraint{
+		SubjectKey: p.attr.SubjectKey, SubjectKeySource: schemas.KeySourceReceiptAttribution,
+		IssuerKey: p.attr.IssuerKey, IssuerKeySource: schemas.KeySourceReceiptAttribution,
+		MatchedGrantIndex: p.attr.GrantIndex, DelegatedCallChainBound: p.bound,
+	}
+	if b := p.g.Binding; b.Proven() {
+		sc.ProofRequired, sc.ProofType, sc.ProofKeyThumbprint = true, b.Method, b.JKT
+		sc.ProofSchema = schemas.ProofSchemaDPoP
+		if b.Method == dpop.MethodToolProof {
+			sc.ProofSchema = schemas.ProofSchemaToolProof
+		}
+	}
 	return schemas.AuthorizationContextRow{
 		ReceiptID: p.g.ReceiptID, Timestamp: p.g.Timestamp, CapabilityID: p.g.CapabilityID,
-		AuthorizationDetails: details, TransactionContext: ctx,
-		SenderConstraint: schemas.SenderConstraint{
-			SubjectKey: p.attr.SubjectKey, SubjectKeySource: schemas.KeySourceReceiptAttribution,
-			IssuerKey: p.attr.IssuerKey, IssuerKeySource: schemas.KeySourceReceiptAttribution,
-			MatchedGrantIndex: p.attr.GrantIndex, ProofRequired: p.grant.DPoPRequired != nil && *p.grant.DPoPRequired,
-			DelegatedCallChainBound: p.bound,
-		},
+		AuthorizationDetails: details, TransactionContext: ctx, SenderConstraint: sc,
 	}
 }

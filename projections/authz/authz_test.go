@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 var (
@@ -70,7 +72,8 @@ func receipt(t testing.TB, id string, ts uint64, opts ...option) *schemas.Receip
 			Decision: schemas.Decision{Verdict: schemas.VerdictAllow}, ContentHash: schemas.EmptyContentHash,
 			PolicyHash: schemas.SHA256Hex([]byte("policy")), TrustLevel: schemas.TrustMediated},
 		meta: map[string]any{
-			"attribution": map[string]any{"subject_key": subjectKey, "issuer_key": issuerKey, "delegation_depth": 0, "grant_index": 0},
+			"attribution": map[string]any{"subject_key": subjectKey, "issuer_key": issuerKey, "delegation_depth": 0, "grant_index": 0,
+				"binding": map[string]any{"method": "bearer"}},
 		},
 	}
 	withIntent(plainIntent("shop", "buy"), schemas.EvidenceAsserted)(t, f)
@@ -100,6 +103,25 @@ func withIntent(g *schemas.GovernedIntent, class string) option {
 		}
 		f.meta["governed_transaction"] = tx
 	}
+}
+
+// subjectJKT is the RFC 7638 thumbprint of subjectKey.
+var subjectJKT = dpop.Thumbprint(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{2}, ed25519.SeedSize)).Public().(ed25519.PublicKey))
+
+// bound sets metadata.attribution.binding: method with the subject's jkt
+// for a proof, bearer alone, or none ("": the binding is removed, as on a
+// receipt signed before bindings were recorded).
+func bound(method string) option {
+	return editMeta("attribution", func(m map[string]any) {
+		switch method {
+		case "":
+			delete(m, "binding")
+		case dpop.MethodBearer:
+			m["binding"] = map[string]any{"method": method}
+		default:
+			m["binding"] = map[string]any{"method": method, "jkt": subjectJKT}
+		}
+	})
 }
 
 func notGoverned() option {
@@ -180,7 +202,7 @@ func rowIDs(rep *schemas.AuthorizationContextReport) []string {
 func TestBuildProjectsEveryField(t *testing.T) {
 	g := fullIntent()
 	r := receipt(t, "r-1", 1760000100, withIntent(g, schemas.EvidenceObserved),
-		editMeta("attribution", func(m map[string]any) { m["grant_index"] = 1 }),
+		editMeta("attribution", func(m map[string]any) { m["grant_index"] = 1 }), bound(dpop.MethodDPoP),
 		setMeta("financial", `{"cost_charged":30}`)) // other metadata is ignored
 	rep, err := Build(Filter{}, verified(r), lineageOf(lineageRecords()))
 	if err != nil {
@@ -207,13 +229,14 @@ func TestBuildProjectsEveryField(t *testing.T) {
 				EvidenceSources: []string{schemas.SourceGovernedIntent, schemas.SourceLocalLineage}}},
 		SenderConstraint: schemas.SenderConstraint{SubjectKey: subjectKey, SubjectKeySource: "receipt_attribution",
 			IssuerKey: issuerKey, IssuerKeySource: "receipt_attribution", MatchedGrantIndex: 1,
+			ProofRequired: true, ProofType: "dpop", ProofSchema: "dpop+jwt", ProofKeyThumbprint: subjectJKT,
 			DelegatedCallChainBound: true},
 	}
 	if len(rep.Receipts) != 1 || !reflect.DeepEqual(rep.Receipts[0], want) {
 		t.Fatalf("rows:\n got %+v\nwant %+v", rep.Receipts, want)
 	}
 	wantSummary := schemas.AuthorizationSummary{MatchingReceipts: 1, CommerceReceipts: 1, MeteredBillingReceipts: 1,
-		CallChainReceipts: 1, MaxAmountReceipts: 1, SenderBoundReceipts: 1, DelegatedSenderBoundReceipts: 1}
+		CallChainReceipts: 1, MaxAmountReceipts: 1, SenderBoundReceipts: 1, DPoPBoundReceipts: 1, DelegatedSenderBoundReceipts: 1}
 	if rep.Summary != wantSummary {
 		t.Errorf("summary:\n got %+v\nwant %+v", rep.Summary, wantSummary)
 	}
@@ -225,25 +248,26 @@ func TestBuildProjectsEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{`"type":"chio_governed_tool","locations":["shop"],"actions":["buy"]`, `"sharedPaymentTokenId":"spt-1"`,
-		`"proofRequired":false`, `"matchedGrantIndex":1`} {
+		`"proofRequired":true,"proofType":"dpop","proofSchema":"dpop+jwt","proofKeyThumbprint":"` + subjectJKT + `"`, `"matchedGrantIndex":1`} {
 		if !strings.Contains(string(raw), s) {
 			t.Errorf("JSON lacks %s:\n%s", s, raw)
 		}
 	}
 }
 
-// A plain intent projects to one tool detail, no call chain and a
-// summary that counts only the sender binding.
+// A plain intent by a bearer token projects to one tool detail, no call
+// chain, no proof, and a summary that counts only the match.
 func TestBuildPlainIntent(t *testing.T) {
 	rep, err := Build(Filter{}, verified(receipt(t, "r-1", 10)), lineageOf(lineageRecords()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	row := rep.Receipts[0]
-	if len(row.AuthorizationDetails) != 1 || row.AuthorizationDetails[0].MaxAmount != nil || row.TransactionContext.CallChain != nil {
+	if len(row.AuthorizationDetails) != 1 || row.AuthorizationDetails[0].MaxAmount != nil || row.TransactionContext.CallChain != nil ||
+		row.SenderConstraint.ProofRequired || row.SenderConstraint.ProofType != "" {
 		t.Errorf("row %+v", row)
 	}
-	if want := (schemas.AuthorizationSummary{MatchingReceipts: 1, SenderBoundReceipts: 1}); rep.Summary != want {
+	if want := (schemas.AuthorizationSummary{MatchingReceipts: 1}); rep.Summary != want {
 		t.Errorf("summary %+v, want %+v", rep.Summary, want)
 	}
 }
@@ -290,7 +314,7 @@ func TestBuildLimitClampsRowsNotSummary(t *testing.T) {
 	const n = 250
 	rs := make([]*schemas.Receipt, n)
 	for i := range rs {
-		rs[i] = receipt(t, fmt.Sprintf("r-%03d", i), uint64(i+1))
+		rs[i] = receipt(t, fmt.Sprintf("r-%03d", i), uint64(i+1), bound(dpop.MethodToolProof))
 	}
 	cases := []struct{ limit, rows int }{
 		{0, DefaultLimit}, {-5, DefaultLimit}, {1, 1}, {10, 10}, {MaxLimit, MaxLimit}, {MaxLimit + 1, MaxLimit}, {1 << 30, MaxLimit},
@@ -309,7 +333,7 @@ func TestBuildLimitClampsRowsNotSummary(t *testing.T) {
 					t.Fatalf("row %d is %s, want %s", i, row.ReceiptID, rs[i].ID)
 				}
 			}
-			if rep.Summary.MatchingReceipts != n || rep.Summary.SenderBoundReceipts != n {
+			if rep.Summary.MatchingReceipts != n || rep.Summary.SenderBoundReceipts != n || rep.Summary.DPoPBoundReceipts != n {
 				t.Errorf("summary %+v counts fewer than %d", rep.Summary, n)
 			}
 		})
@@ -404,8 +428,31 @@ func TestBuildFailsClosed(t *testing.T) {
 			reason: "inconsistent subject"},
 		{name: "delegation depth differs", opts: []option{editMeta("attribution", func(m map[string]any) { m["delegation_depth"] = 1 })},
 			reason: "delegation_depth 1 differs from the lineage's 0"},
-		{name: "dpop required", lineage: func(m map[string]*schemas.CapabilityLineage) { m["cap-1"].Grants[0].DPoPRequired = ptr(true) },
-			reason: "requires a DPoP binding"},
+		{name: "dpop required, bearer binding", lineage: func(m map[string]*schemas.CapabilityLineage) { m["cap-1"].Grants[0].DPoPRequired = ptr(true) },
+			reason: "inconsistent binding: the receipt records a bearer binding, but grant 0 of capability cap-1 requires a DPoP binding"},
+		{name: "dpop required on another grant, no binding", opts: []option{bound("")},
+			lineage: func(m map[string]*schemas.CapabilityLineage) { m["cap-1"].Grants[2].DPoPRequired = ptr(true) },
+			reason:  "grant 2 of capability cap-1 requires a DPoP binding and the receipt records no binding"},
+		{name: "can delegate, bearer binding", lineage: func(m map[string]*schemas.CapabilityLineage) {
+			m["cap-1"].Grants[2].Operations = append(m["cap-1"].Grants[2].Operations, schemas.OpDelegate)
+		}, reason: "inconsistent binding: the receipt records a bearer binding, but capability cap-1 can delegate (grant 2)"},
+		{name: "binding method unknown", opts: []option{setMeta("attribution", attribution(`{"method":"mtls","jkt":"`+subjectJKT+`"}`))},
+			reason: `binding: method "mtls" is not bearer, dpop or chio_dpop_v1`},
+		{name: "binding method missing", opts: []option{setMeta("attribution", attribution(`{"jkt":"`+subjectJKT+`"}`))},
+			reason: "binding needs a method"},
+		{name: "binding null", opts: []option{setMeta("attribution", attribution(`null`))}, reason: "binding is null"},
+		{name: "binding not an object", opts: []option{setMeta("attribution", attribution(`"dpop"`))}, reason: "binding:"},
+		{name: "binding unknown field", opts: []option{setMeta("attribution", attribution(`{"method":"bearer","cnf":"x"}`))},
+			reason: "unknown field"},
+		{name: "dpop without jkt", opts: []option{setMeta("attribution", attribution(`{"method":"dpop"}`))},
+			reason: "a dpop binding without the proving key's jkt"},
+		{name: "tool proof with an empty jkt", opts: []option{setMeta("attribution", attribution(`{"method":"chio_dpop_v1","jkt":""}`))},
+			reason: "binding has an empty jkt"},
+		{name: "jkt of another key", opts: []option{setMeta("attribution",
+			attribution(`{"method":"dpop","jkt":"`+dpop.Thumbprint(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32)).Public().(ed25519.PublicKey))+`"}`))},
+			reason: "is not the thumbprint of the attributed subject key"},
+		{name: "bearer with a jkt", opts: []option{setMeta("attribution", attribution(`{"method":"bearer","jkt":"`+subjectJKT+`"}`))},
+			reason: "a bearer binding names no key"},
 		{name: "unknown evidence class", opts: []option{withIntent(fullIntent(), "trusted")}, reason: `evidenceClass "trusted"`},
 	}
 	for _, c := range cases {
@@ -436,6 +483,82 @@ func TestBuildFailsClosed(t *testing.T) {
 			}
 			if !strings.HasPrefix(err.Error(), "receipt bad: ") {
 				t.Errorf("error text %q", err)
+			}
+		})
+	}
+}
+
+// attribution is cap-1's attribution with the binding raw JSON.
+func attribution(binding string) string {
+	return fmt.Sprintf(`{"subject_key":%q,"issuer_key":%q,"delegation_depth":0,"grant_index":0,"binding":%s}`, subjectKey, issuerKey, binding)
+}
+
+// TestBuildSenderBinding: each row shows the proof its call was honoured
+// on, from the receipt's binding; the summary counts the proven rows; and
+// what the lineage requires is checked against what the receipt records.
+func TestBuildSenderBinding(t *testing.T) {
+	type row struct {
+		required            bool
+		typ, schema, jkt    string
+		sender, dpopCounted bool
+	}
+	unbound := row{}
+	rows := map[string]row{
+		dpop.MethodDPoP:      {true, "dpop", "dpop+jwt", subjectJKT, true, true},
+		dpop.MethodToolProof: {true, "chio_dpop_v1", "chio.dpop_proof.v1", subjectJKT, true, true},
+		dpop.MethodBearer:    unbound,
+		"":                   unbound,
+	}
+	lineages := []struct {
+		name string
+		edit func(rec *schemas.CapabilityLineage)
+		// refused: the binding methods a receipt of this capability
+		// cannot truthfully carry.
+		refused []string
+	}{
+		{"leaf capability", func(*schemas.CapabilityLineage) {}, nil},
+		{"capability that can delegate", func(rec *schemas.CapabilityLineage) {
+			rec.Grants[1].Operations = []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}
+		}, []string{dpop.MethodBearer}},
+		{"dpop_required grant", func(rec *schemas.CapabilityLineage) { rec.Grants[0].DPoPRequired = ptr(true) },
+			[]string{dpop.MethodBearer, ""}},
+	}
+	methods := []string{dpop.MethodDPoP, dpop.MethodToolProof, dpop.MethodBearer, ""}
+	for _, l := range lineages {
+		t.Run(l.name, func(t *testing.T) {
+			lin := lineageRecords()
+			l.edit(lin["cap-1"])
+			var rs []*schemas.Receipt
+			for i, m := range methods {
+				r := receipt(t, fmt.Sprintf("r-%d", i), uint64(i+1), bound(m))
+				rep, err := Build(Filter{}, verified(r), lineageOf(lin))
+				if slices.Contains(l.refused, m) {
+					var ue *UnprojectableError
+					if !errors.As(err, &ue) || ue.ReceiptID != r.ID {
+						t.Errorf("binding %q: report %+v, error %v; want it refused", m, rep, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("binding %q: %v", m, err)
+				}
+				rs = append(rs, r)
+				want := rows[m]
+				sc := rep.Receipts[0].SenderConstraint
+				if sc.ProofRequired != want.required || sc.ProofType != want.typ || sc.ProofSchema != want.schema || sc.ProofKeyThumbprint != want.jkt {
+					t.Errorf("binding %q: sender constraint %+v, want %+v", m, sc, want)
+				}
+				if got := rep.Summary; (got.SenderBoundReceipts == 1) != want.sender || (got.DPoPBoundReceipts == 1) != want.dpopCounted {
+					t.Errorf("binding %q: summary %+v", m, got)
+				}
+			}
+			// Together: the summary counts the proven rows.
+			rep, err := Build(Filter{}, verified(rs...), lineageOf(lin))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Summary.MatchingReceipts != len(rs) || rep.Summary.SenderBoundReceipts != 2 || rep.Summary.DPoPBoundReceipts != 2 {
+				t.Errorf("summary %+v", rep.Summary)
 			}
 		})
 	}
