@@ -1,14 +1,19 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/ledger/verify"
+	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 func newVerifyCmd() *cobra.Command {
@@ -25,7 +30,12 @@ func newVerifyCmd() *cobra.Command {
 			"(A2A AgentCard.signatures, Ed25519 over the RFC 8785 form of the card without them) against the\n" +
 			"keys of --jwks (a file or URL: offline with a file), or else, for a card fetched from a URL, the\n" +
 			"JWKS its signature's jku names on that URL's own origin (https, or http on loopback); a card file\n" +
-			"needs --jwks. It prints the key that verified. Exit status 1 means no signature verifies.",
+			"needs --jwks. It prints the key that verified. Exit status 1 means no signature verifies.\n\n" +
+			"For a receipt that verifies it also prints how the caller proved who it was, as the signed\n" +
+			"metadata.attribution.binding records it: \"binding: dpop (jkt …)\" (an RFC 9449 proof by the\n" +
+			"capability's subject key, with that key's RFC 7638 thumbprint), \"binding: chio_dpop_v1 (jkt …)\" (a\n" +
+			"chio.dpop_proof.v1), \"binding: bearer\" (the token alone), or \"binding: none recorded\" (a receipt\n" +
+			"signed before bindings were recorded, or refused before the caller was bound).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if agentCard != "" {
@@ -70,6 +80,7 @@ func newVerifyCmd() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "verify: OK receipt %s (%s) is leaf %d of %s at tree size %d\n",
 				res.ReceiptID, res.Verdict, res.LeafIndex, res.Origin, res.TreeSize)
+			fmt.Fprintf(cmd.OutOrStdout(), "binding: %s\n", receiptBinding(in.Receipt))
 			return nil
 		},
 	}
@@ -81,4 +92,54 @@ func newVerifyCmd() *cobra.Command {
 	cmd.Flags().StringVar(&agentCard, "agent-card", "", "verify a signed A2A agent card instead: a file, a URL, or an agent's origin")
 	cmd.Flags().StringVar(&jwks, "jwks", "", "with --agent-card: the JWKS (file or URL) holding the keys to trust (default, for a card URL: its jku on the same origin)")
 	return cmd
+}
+
+// receiptBinding describes metadata.attribution.binding of a receipt that
+// verified (bare, or the /v1/receipts/{id} body): "dpop (jkt …)",
+// "chio_dpop_v1 (jkt …)", "bearer", or "none recorded". A jkt that is
+// not the attributed subject key's thumbprint is said to be so.
+func receiptBinding(raw []byte) string {
+	var wrapper struct {
+		Receipt json.RawMessage `json:"receipt"`
+	}
+	if json.Unmarshal(raw, &wrapper) == nil && len(wrapper.Receipt) > 0 {
+		raw = wrapper.Receipt
+	}
+	var r struct {
+		Metadata struct {
+			Attribution struct {
+				SubjectKey string `json:"subject_key"`
+				Binding    *struct {
+					Method string `json:"method"`
+					JKT    string `json:"jkt"`
+				} `json:"binding"`
+			} `json:"attribution"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil || r.Metadata.Attribution.Binding == nil {
+		return "none recorded"
+	}
+	b, subject := r.Metadata.Attribution.Binding, r.Metadata.Attribution.SubjectKey
+	method := b.Method
+	switch method {
+	case dpop.MethodBearer, dpop.MethodDPoP, dpop.MethodToolProof:
+	default:
+		method = "unknown method " + strconv.Quote(method)
+	}
+	if b.JKT == "" {
+		return method
+	}
+	jkt := b.JKT
+	if strings.Trim(jkt, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+		jkt = strconv.Quote(jkt)
+	}
+	out := method + " (jkt " + jkt
+	if k, err := schemas.ParsePublicKey(subject); err == nil && len(k) == ed25519.PublicKeySize {
+		if dpop.Thumbprint(ed25519.PublicKey(k)) == b.JKT {
+			out += ", the subject key's"
+		} else {
+			out += ", NOT the thumbprint of the subject key " + subject
+		}
+	}
+	return out + ")"
 }
