@@ -79,7 +79,8 @@ func toolProof(t testing.TB, s *dpop.Signer, tool, args string) *dpop.ToolProof 
 	return p
 }
 
-// invokeParams is a tool/invoke of read_file on path, with meta as _meta.
+// readParams are the params of a tool/invoke of read_file on path, with
+// meta as _meta.
 func readParams(path string, meta map[string]any) map[string]any {
 	p := map[string]any{"capabilityId": "read_file", "arguments": map[string]any{"path": path}}
 	if meta != nil {
