@@ -362,8 +362,10 @@ func newA2AServeCmd() *cobra.Command {
 			}
 			g := sa.g
 			ec := newEdgeEcho()
-			mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll))).Register(ec)
-			openai.New(g.kernel, g.registry, g.dispatch, openai.WithExposure(g.policy.ToolExposure("openai", ef.exposeAll))).Register(ec)
+			mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll)),
+				mcpedge.WithPublicOrigin(ef.publicURL)).Register(ec)
+			openai.New(g.kernel, g.registry, g.dispatch, openai.WithExposure(g.policy.ToolExposure("openai", ef.exposeAll)),
+				openai.WithPublicOrigin(ef.publicURL)).Register(ec)
 			ln, err := sa.listenHTTP(ec, listen)
 			if err != nil {
 				return err

@@ -19,7 +19,7 @@ import (
 
 func newEdgeACPCmd() *cobra.Command {
 	var ef edgeFlags
-	var natsURL, listen, dataDir, token string
+	var natsURL, listen, dataDir, token, keyFile string
 	var stdio, proxyMode bool
 	var grace time.Duration
 	cmd := &cobra.Command{
@@ -48,7 +48,7 @@ func newEdgeACPCmd() *cobra.Command {
 				if stdio {
 					return usageError(errors.New("--proxy and --stdio are two ways of using stdio: pick one"))
 				}
-				return runACPProxy(cmd, &ef, natsURL, dataDir, token, grace, args)
+				return runACPProxy(cmd, &ef, natsURL, dataDir, token, keyFile, grace, args)
 			}
 			token, err := stdioCapability(&ef, stdio, dataDir, token)
 			if err != nil {
@@ -64,7 +64,7 @@ func newEdgeACPCmd() *cobra.Command {
 			}
 			g := sa.g
 			e, err := acp.New(g.kernel, g.registry, g.dispatch, sa.js, acp.WithExposure(g.policy.ToolExposure("acp", ef.exposeAll)),
-				acp.WithReplicas(ef.replicas))
+				acp.WithReplicas(ef.replicas), acp.WithPublicOrigin(ef.publicURL))
 			if err != nil {
 				return err
 			}
@@ -89,6 +89,7 @@ func newEdgeACPCmd() *cobra.Command {
 	f.DurationVar(&grace, "agent-grace", 5*time.Second, "with --proxy: how long the agent gets to exit once the editor has gone")
 	f.StringVar(&token, "token", "", "with --stdio or --proxy: the capability every call acts under, or @FILE (default: a dev capability from --data-dir)")
 	f.StringVar(&dataDir, "data-dir", ".chio", "with --stdio or --proxy: keys and the embedded NATS store")
+	f.StringVar(&keyFile, "key", "", "with --proxy: the --token capability's subject key; the proxy signs a chio.dpop_proof.v1 for each governed call (needed when the capability can delegate)")
 	f.StringArrayVar(&ef.manifests, "manifest", nil, "chio.manifest.v1 file to register (repeatable)")
 	registerGovernanceFlags(f, &ef)
 	return cmd
@@ -97,7 +98,7 @@ func newEdgeACPCmd() *cobra.Command {
 // runACPProxy is chio edge acp --proxy: it starts the agent and relays
 // the editor's stdio to it through the governing proxy. The agent's
 // stderr is chio's; chio's stdout carries only ACP.
-func runACPProxy(cmd *cobra.Command, ef *edgeFlags, natsURL, dataDir, token string, grace time.Duration, agentArgs []string) error {
+func runACPProxy(cmd *cobra.Command, ef *edgeFlags, natsURL, dataDir, token, keyFile string, grace time.Duration, agentArgs []string) error {
 	ctx := cmd.Context()
 	tl := proxy.NewTools()
 	ef.servers = append(ef.servers, tl)
@@ -113,7 +114,15 @@ func runACPProxy(cmd *cobra.Command, ef *edgeFlags, natsURL, dataDir, token stri
 	if err := sa.govern(ctx, ef); err != nil {
 		return err
 	}
-	p, err := proxy.New(sa.g.kernel, sa.g.registry, sa.g.dispatch, tl, token, proxy.WithLogger(slog.Default()))
+	popts := []proxy.Option{proxy.WithLogger(slog.Default())}
+	if keyFile != "" {
+		s, err := signerFromFiles(keyFile, token)
+		if err != nil {
+			return usageError(fmt.Errorf("--key: %w", err))
+		}
+		popts = append(popts, proxy.WithSigner(s))
+	}
+	p, err := proxy.New(sa.g.kernel, sa.g.registry, sa.g.dispatch, tl, token, popts...)
 	if err != nil {
 		return err
 	}

@@ -84,7 +84,7 @@ func (o *openaiFlags) proxy() (openai.Option, error) {
 // openaiOptions are the adapter's options from the flags: its exposure,
 // the dev capability (empty: none), --await-receipt and the proxy.
 func openaiOptions(js jetstream.JetStream, p *kernel.LoadedPolicy, f *edgeFlags, of *openaiFlags, tier, devToken string) ([]openai.Option, error) {
-	opts := []openai.Option{openai.WithExposure(openaiExposure(p, f, tier)), openai.WithDevToken(devToken)}
+	opts := []openai.Option{openai.WithExposure(openaiExposure(p, f, tier)), openai.WithDevToken(devToken), openai.WithPublicOrigin(f.publicURL)}
 	if f.awaitReceipt > 0 {
 		opts = append(opts, openai.WithAwaitReceipt(js, f.awaitReceipt))
 	}
@@ -176,6 +176,7 @@ func newEdgeOpenAICmd() *cobra.Command {
 	f.IntVar(&ef.replicas, "replicas", 1, "replicas of the streams and buckets the edge creates (3 on a cluster)")
 	f.DurationVar(&ef.awaitReceipt, "await-receipt", 0, "wait up to this long for the ledger to integrate each call's receipt and embed it under chio.receipt")
 	f.DurationVar(&ef.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGINT/SIGTERM, how long batches in flight get to finish")
+	registerHolderFlags(f, &ef)
 	of.register(f)
 	return cmd
 }

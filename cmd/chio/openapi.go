@@ -206,7 +206,7 @@ func newBridgeCmd() *cobra.Command {
 				return err
 			}
 			g := sa.g
-			e := mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll)),
+			e := mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll)), mcpedge.WithPublicOrigin(ef.publicURL),
 				mcpedge.WithSimulation(simulate), mcpedge.WithServerInfo("chio-openapi-bridge "+o.serverID, "0.1.0"))
 			if stdio {
 				return e.ServeStdio(ctx, token, cmd.InOrStdin(), cmd.OutOrStdout())
@@ -270,6 +270,14 @@ func registerGovernanceFlags(f *pflag.FlagSet, ef *edgeFlags) {
 	f.StringVar(&ef.edgeID, "edge-id", "", "this replica's name in events (default: host name and pid)")
 	f.IntVar(&ef.replicas, "replicas", 1, "replicas of the streams and buckets the edge creates (3 on a cluster)")
 	f.DurationVar(&ef.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGINT/SIGTERM, how long calls in flight get to finish")
+	registerHolderFlags(f, ef)
+}
+
+// registerHolderFlags adds the holder-binding flags of an edge command
+// that does not register edgeFlags whole.
+func registerHolderFlags(f *pflag.FlagSet, ef *edgeFlags) {
+	f.BoolVar(&ef.requireDPoP, "require-dpop", false, "honour every capability only with a proof of possession of its subject key (by default only tokens that can delegate, or whose grants ask for it, need one)")
+	f.StringVar(&ef.publicURL, "public-url", "", "the origin clients address this edge by (https://host), which their DPoP proofs name; default: each request's Host")
 }
 
 func newAPICmd() *cobra.Command {
@@ -303,7 +311,7 @@ func newAPICmd() *cobra.Command {
 			}
 			// The proxy's listener carries the API's paths only: no probes
 			// or metrics that could shadow an operation.
-			pr := protect.New(sa.g.kernel, sa.g.dispatch, b)
+			pr := protect.New(sa.g.kernel, sa.g.dispatch, b, protect.WithPublicOrigin(ef.publicURL))
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", listen, err)

@@ -28,6 +28,11 @@ import (
 type readFlags struct {
 	issuers      []string
 	serviceToken string
+	// requireDPoP: every read capability needs a proof of possession.
+	requireDPoP bool
+	// publicOrigin is the origin readers address the service by, which
+	// their DPoP proofs name ("": each request's Host).
+	publicOrigin string
 }
 
 func (f *readFlags) register(cmd *cobra.Command) {
@@ -35,6 +40,10 @@ func (f *readFlags) register(cmd *cobra.Command) {
 		"trusted issuer of read capabilities: public key (64 hex) or a file holding it, e.g. keys/issuer.pub (repeatable)")
 	cmd.Flags().StringVar(&f.serviceToken, "service-token", "",
 		"bootstrap operator credential: a bearer token that reads everything (default $"+serviceTokenEnv+")")
+	cmd.Flags().StringVar(&f.publicOrigin, "public-url", "",
+		"the origin readers address this service by (https://host), which their DPoP proofs name; default: each request's Host")
+	cmd.Flags().BoolVar(&f.requireDPoP, "require-dpop", false,
+		"honour every read capability only with a proof of possession of its subject key (by default only capabilities that can delegate, or whose grants ask for it, need one)")
 }
 
 // any reports whether any credential is accepted at all.
@@ -45,7 +54,8 @@ func (f *readFlags) any() bool {
 // authenticator builds the read authenticator, with a revocation mirror
 // on js when capabilities are accepted; stop ends the mirror.
 func (f *readFlags) authenticator(ctx context.Context, js jetstream.JetStream, replicas int) (*readauth.Authenticator, func(), error) {
-	opts := []readauth.Option{readauth.WithServiceToken(orDefault(f.serviceToken, os.Getenv(serviceTokenEnv)))}
+	opts := []readauth.Option{readauth.WithServiceToken(orDefault(f.serviceToken, os.Getenv(serviceTokenEnv))),
+		readauth.WithRequireDPoP(f.requireDPoP), readauth.WithPublicOrigin(f.publicOrigin)}
 	stop := func() {}
 	if len(f.issuers) > 0 {
 		for _, s := range f.issuers {
@@ -80,13 +90,27 @@ func (f *readFlags) authenticator(ctx context.Context, js jetstream.JetStream, r
 // operatorTokenFile is where chio up writes its operator read token.
 const operatorTokenFile = "operator.token"
 
+// operatorTokenKeyFile is where chio up --require-dpop keeps the operator
+// token's subject key.
+const operatorTokenKeyFile = "operator.key"
+
 // operatorToken issues a capability that reads everything (chio.read/*)
-// from the issuer key in keysDir, for a fresh subject key that is not
-// kept: the token is a bearer credential, its holder never signs. Written
-// to dataDir/operator.token (0600), valid for ttl.
-func operatorToken(dataDir, keysDir string, ttl time.Duration) (string, error) {
-	subject, _, err := ed25519.GenerateKey(rand.Reader)
+// from the issuer key in keysDir, for a fresh subject key. Written to
+// dataDir/operator.token (0600), valid for ttl. The key is not kept (the
+// token is a bearer credential, its holder never signs) unless keepKey:
+// where every token needs a proof of possession, it is written to
+// dataDir/operator.key (0600).
+func operatorToken(dataDir, keysDir string, ttl time.Duration, keepKey bool) (string, error) {
+	subject, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
+		return "", fmt.Errorf("operator token: %w", err)
+	}
+	keyPath := filepath.Join(dataDir, operatorTokenKeyFile)
+	if keepKey {
+		if err := os.WriteFile(keyPath, []byte(schemas.EncodePrivateKey(priv)+"\n"), 0o600); err != nil {
+			return "", fmt.Errorf("operator token: %w", err)
+		}
+	} else if err := os.Remove(keyPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("operator token: %w", err)
 	}
 	grant, err := schemas.ReadGrant(schemas.ReadAll)

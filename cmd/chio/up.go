@@ -160,9 +160,9 @@ func newUpCmd() *cobra.Command {
 			// MCP serves the tools whose manifests set mcp.expose (the
 			// bridged API's, with --openapi).
 			mcpEdge := mcpedge.New(r.kernel, r.registry, r.dispatch, mcpedge.WithExposure(r.policy.ToolExposure("mcp", ef.exposeAll)),
-				mcpedge.WithDevToken(edgeToken))
+				mcpedge.WithDevToken(edgeToken), mcpedge.WithPublicOrigin(ef.publicURL))
 			acpEdge, err := acp.New(r.kernel, r.registry, r.dispatch, js, acp.WithExposure(r.policy.ToolExposure("acp", ef.exposeAll)),
-				acp.WithDevToken(edgeToken), acp.WithReplicas(lf.replicas))
+				acp.WithDevToken(edgeToken), acp.WithReplicas(lf.replicas), acp.WithPublicOrigin(ef.publicURL))
 			if err != nil {
 				return err
 			}
@@ -201,13 +201,13 @@ func newUpCmd() *cobra.Command {
 			// Reads: capabilities from this data dir's issuer, each within its
 			// scope; an operator token that reads everything; and the service
 			// token, if one is given.
-			rf := readFlags{issuers: []string{filepath.Join(keys.Dir, issuerPubFile)}, serviceToken: serviceToken}
+			rf := readFlags{issuers: []string{filepath.Join(keys.Dir, issuerPubFile)}, serviceToken: serviceToken, requireDPoP: ef.requireDPoP, publicOrigin: ef.publicURL}
 			auth, stopAuth, err := rf.authenticator(cmd.Context(), js, lf.replicas)
 			if err != nil {
 				return err
 			}
 			defer stopAuth()
-			opPath, err := operatorToken(dataDir, keys.Dir, operatorTokenTTL)
+			opPath, err := operatorToken(dataDir, keys.Dir, operatorTokenTTL, ef.requireDPoP)
 			if err != nil {
 				return err
 			}
@@ -253,7 +253,12 @@ func newUpCmd() *cobra.Command {
 				fmt.Fprintf(out, "chio up: tasks        %s/v1/tasks   authorization report %s/v1/reports/authorization-context\n", base, base)
 				fmt.Fprintf(out, "chio up: probes       %s/healthz %s/readyz   metrics %s/metrics\n", base, base, base)
 				fmt.Fprintf(out, "chio up: dev capability in %s (used for callers that send none)\n", tokenPath)
-				fmt.Fprintf(out, "chio up: operator token in %s (reads every receipt, task and report: send it as Authorization: Bearer)\n", opPath)
+				if ef.requireDPoP {
+					fmt.Fprintf(out, "chio up: operator token in %s, its key in %s (reads every receipt, task and report: --require-dpop, so send it as Authorization: DPoP with a proof, chio capability proof)\n",
+						opPath, filepath.Join(dataDir, operatorTokenKeyFile))
+				} else {
+					fmt.Fprintf(out, "chio up: operator token in %s (reads every receipt, task and report: send it as Authorization: Bearer)\n", opPath)
+				}
 				fmt.Fprintf(out, "chio up: try: curl -s %s/a2a -H 'Content-Type: application/json' -H \"Authorization: Bearer $(cat %s)\" -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"role\":\"user\",\"messageId\":\"m1\",\"parts\":[{\"kind\":\"text\",\"text\":\"world\"}]}}}'\n", base, tokenPath)
 			}
 			slog.Debug("starting ledger", "data_dir", dataDir)
