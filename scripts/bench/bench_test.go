@@ -71,3 +71,38 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// TestShortEdgeDPoP runs the edge section as -dpop does (a delegating
+// capability, a fresh proof per request), so that mode cannot rot: every
+// request must be accepted, or the section fails.
+func TestShortEdgeDPoP(t *testing.T) {
+	if !testing.Short() {
+		t.Skip("the harness's check runs with -short")
+	}
+	repo, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	env := &Env{Short: true, DPoP: true, Rounds: 1, Repo: repo, Progress: testWriter{t}, builds: map[string]string{},
+		binDir: filepath.Join(root, "bin"), Dir: filepath.Join(root, "edge")}
+	if err := os.MkdirAll(env.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, s := range sections() {
+		if s.key != "edge" {
+			continue
+		}
+		sec, err := s.run(ctx, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(strings.Join(sec.Settings, "\n"), "DPoP") {
+			t.Fatalf("the settings do not say the load proved possession: %v", sec.Settings)
+		}
+		return
+	}
+	t.Fatal("no edge section")
+}
