@@ -479,6 +479,35 @@ func DecodeCapabilityText(s string) ([]byte, error) {
 	return raw, nil
 }
 
+// HolderProofReason says why t is honoured only with a proof of
+// possession of its subject key, "" when it may be a bearer token: it can
+// delegate (a tool, resource or prompt grant lists the delegate
+// operation) or a grant has dpop_required. A token that can delegate is
+// the ancestor of every token delegated from it, and each of those
+// carries its signed fields (Ancestor rebuilds it): honoured by
+// possession alone, it would be honoured for whoever holds a child.
+func (t *CapabilityToken) HolderProofReason() string {
+	for i, g := range t.Scope.Grants {
+		if hasOp(g.Operations, OpDelegate) {
+			return fmt.Sprintf("capability %s can delegate (grant %d)", t.ID, i)
+		}
+		if g.DPoPRequired != nil && *g.DPoPRequired {
+			return fmt.Sprintf("grant %d of capability %s has dpop_required", i, t.ID)
+		}
+	}
+	for i, g := range t.Scope.ResourceGrants {
+		if hasOp(g.Operations, OpDelegate) {
+			return fmt.Sprintf("capability %s can delegate (resource grant %d)", t.ID, i)
+		}
+	}
+	for i, g := range t.Scope.PromptGrants {
+		if hasOp(g.Operations, OpDelegate) {
+			return fmt.Sprintf("capability %s can delegate (prompt grant %d)", t.ID, i)
+		}
+	}
+	return ""
+}
+
 // CheckAttenuation reports whether child only narrows parent: a window
 // inside the parent's, and every grant covered by a delegable parent grant
 // (one listing the delegate operation) with no more tools, operations or

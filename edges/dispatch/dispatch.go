@@ -256,6 +256,17 @@ func (d *Dispatcher) decide(ctx context.Context, c Call, dec *kernel.Decision) (
 	if err != nil {
 		return nil, err
 	}
+	if !dec.Allow && dec.HasProof() {
+		// Denied after its proof was checked (a budget, a guard): a
+		// spent proof is refused first, as the order of the steps says,
+		// and the deny names that. Denies only, so no call waits on it.
+		if serr := dec.SettleProof(ctx); serr != nil {
+			dec = d.kernel.RefuseProof(ctx, dec, serr)
+			if ev, raw, err = d.decisionEvent(c, dec); err != nil {
+				return nil, err
+			}
+		}
+	}
 	settled := make(chan error, 1)
 	if dec.Allow {
 		go func() { settled <- dec.SettleProof(ctx) }()
@@ -268,7 +279,7 @@ func (d *Dispatcher) decide(ctx context.Context, c Call, dec *kernel.Decision) (
 		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, werr)
 	}
 	if serr != nil {
-		return &Result{ReceiptID: c.ReceiptID, Decision: dec.ProofRefusal(serr)}, nil
+		return &Result{ReceiptID: c.ReceiptID, Decision: d.kernel.RefuseProof(ctx, dec, serr)}, nil
 	}
 	return &Result{ReceiptID: c.ReceiptID, Decision: dec}, nil
 }

@@ -258,3 +258,163 @@ func TestProofForAnotherRequest(t *testing.T) {
 		})
 	}
 }
+
+// issueFor issues a root token for the agent key of ch with scope.
+func issueFor(t *testing.T, key ed25519.PrivateKey, id string, scope schemas.Scope) (*schemas.CapabilityToken, string) {
+	t.Helper()
+	issuer := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32))
+	now := time.Now()
+	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
+		ID: id, Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
+		Subject: schemas.EncodePublicKey(key.Public().(ed25519.PublicKey)), Scope: scope,
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := schemas.EncodeCapabilityHeader(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, h
+}
+
+// TestDelegateInAnyGrantNeedsProof: a token that can delegate only
+// through a resource or prompt grant is an ancestor all the same, so its
+// tool calls need a proof too.
+func TestDelegateInAnyGrantNeedsProof(t *testing.T) {
+	f := setup(t)
+	ch := newChain(t)
+	tools := []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}
+	for _, c := range []struct {
+		name  string
+		scope schemas.Scope
+	}{
+		{"resource grant", schemas.Scope{Grants: tools, ResourceGrants: []schemas.ResourceGrant{{URIPattern: "file://*", Operations: []schemas.Operation{schemas.OpRead, schemas.OpDelegate}}}}},
+		{"prompt grant", schemas.Scope{Grants: tools, PromptGrants: []schemas.PromptGrant{{PromptName: "*", Operations: []schemas.Operation{schemas.OpGet, schemas.OpDelegate}}}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parent, text := issueFor(t, ch.agentKey, "cap-"+strings.ReplaceAll(c.name, " ", "-"), c.scope)
+			child, err := schemas.Delegate(ch.agentKey, parent, schemas.CapabilityBody{ID: parent.ID + "-child",
+				Subject:  schemas.EncodePublicKey(ch.helperKey.Public().(ed25519.PublicKey)),
+				Scope:    schemas.Scope{ResourceGrants: c.scope.ResourceGrants, PromptGrants: c.scope.PromptGrants},
+				IssuedAt: parent.IssuedAt, ExpiresAt: parent.ExpiresAt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rebuilt, _ := schemas.EncodeCapabilityHeader(child.Ancestor(0))
+			if rebuilt != text {
+				t.Fatal("the rebuilt parent differs from the parent")
+			}
+			res, err := f.d.Do(context.Background(), Call{Token: rebuilt, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)})
+			if err != nil || res.Decision.Allow || res.Decision.DPoPCheck() != dpop.CheckMissing {
+				t.Fatalf("%+v %v", res.Decision, err)
+			}
+		})
+	}
+}
+
+// TestReplayDoesNotSpendTheBudget: a replayed proof is refused after its
+// call was charged; the charge is given back, so the holder's next
+// proven call still runs.
+func TestReplayDoesNotSpendTheBudget(t *testing.T) {
+	f := setup(t)
+	ch := newChain(t)
+	two := uint32(2)
+	_, tok := issueFor(t, ch.agentKey, "cap-budget", schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "*",
+		Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}, MaxInvocations: &two}}})
+	const url = "http://edge.example/a2a"
+	ctx := context.Background()
+	do := func(p *kernel.Proof) *kernel.Decision {
+		res, err := f.d.Do(ctx, Call{Token: tok, Proof: p, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Decision
+	}
+	first := httpProof(t, ch.agentKey, tok, "POST", url)
+	if d := do(first); !d.Allow {
+		t.Fatalf("first: %s", d.Reason)
+	}
+	for range 3 {
+		if d := do(&kernel.Proof{DPoP: first.DPoP, Method: "POST", URL: url}); d.Allow || d.DPoPCheck() != dpop.CheckReplayed || d.Binding.Method != "" {
+			t.Fatalf("replay: allow=%v reason=%s binding=%+v", d.Allow, d.Reason, d.Binding)
+		}
+	}
+	if d := do(httpProof(t, ch.agentKey, tok, "POST", url)); !d.Allow {
+		t.Fatalf("the second proven call was refused: %s", d.Reason)
+	}
+	if d := do(httpProof(t, ch.agentKey, tok, "POST", url)); d.Allow || d.Guard != kernel.StepBudget {
+		t.Fatalf("a third call: allow=%v %s", d.Allow, d.Reason)
+	}
+}
+
+// TestProofIsForOneToken: a Proof checked for one token is refused with
+// any other, even one of the same key.
+func TestProofIsForOneToken(t *testing.T) {
+	f := setup(t)
+	ch := newChain(t)
+	p := httpProof(t, ch.agentKey, ch.agent, "POST", "http://edge.example/a2a")
+	if _, d := f.k.Identify(context.Background(), ch.agent, p); d != nil {
+		t.Fatalf("identify: %s", d.Reason)
+	}
+	res, err := f.d.Do(context.Background(), Call{Token: ch.agent2, Proof: p, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)})
+	if err != nil || res.Decision.Allow || res.Decision.DPoPCheck() != dpop.CheckToken {
+		t.Fatalf("%+v %v", res.Decision, err)
+	}
+}
+
+// TestDeniedCallWithSpentProof: a call a guard denies, presenting a spent
+// proof, is denied for the proof (the earlier step), and its receipt
+// records no binding.
+func TestDeniedCallWithSpentProof(t *testing.T) {
+	f := setup(t)
+	ch := newChain(t)
+	const url = "http://edge.example/a2a"
+	ctx := context.Background()
+	p := httpProof(t, ch.agentKey, ch.agent, "POST", url)
+	if res, err := f.d.Do(ctx, Call{Token: ch.agent, Proof: p, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)}); err != nil || !res.Decision.Allow {
+		t.Fatalf("first: %+v %v", res, err)
+	}
+	secret := json.RawMessage(`{"text":"AKIAABCDEFGHIJKLMNOP"}`)
+	res, err := f.d.Do(ctx, Call{Token: ch.agent, Proof: &kernel.Proof{DPoP: p.DPoP, Method: "POST", URL: url}, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: secret})
+	if err != nil || res.Decision.Allow || res.Decision.DPoPCheck() != dpop.CheckReplayed {
+		t.Fatalf("%+v %v", res.Decision, err)
+	}
+	for _, raw := range f.events(t)[schemas.SubjectDecision] {
+		var ev schemas.DecisionEvent
+		_ = json.Unmarshal(raw, &ev)
+		if ev.ReceiptID == res.ReceiptID && (ev.Decision.Guard != kernel.StepDPoP || bytes.Contains(ev.Metadata, []byte(`"binding"`))) {
+			t.Fatalf("decision event %+v %s", ev.Decision, ev.Metadata)
+		}
+	}
+	// Fresh proof, same secret: the guard denies, and the binding is recorded.
+	res, err = f.d.Do(ctx, Call{Token: ch.agent, Proof: httpProof(t, ch.agentKey, ch.agent, "POST", url), ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: secret})
+	if err != nil || res.Decision.Allow || res.Decision.Guard == kernel.StepDPoP || res.Decision.Binding.Method != dpop.MethodDPoP {
+		t.Fatalf("%+v %v", res.Decision, err)
+	}
+}
+
+// TestToolProofBoundToARequest: a tool proof presented for a request that
+// runs no tool must name that request's operation when the edge says
+// what it is.
+func TestToolProofBoundToARequest(t *testing.T) {
+	f := setup(t)
+	ch := newChain(t)
+	s, err := dpop.NewSigner(ch.agentKey, ch.agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	forTool, _ := s.ToolProof("hello-a2a-srv", "hello_task", json.RawMessage(`{}`))
+	raw, _ := json.Marshal(forTool)
+	cancel := &dpop.Call{ToolServer: "acp", ToolName: "tool/cancel", Arguments: json.RawMessage(`{"taskId":"t1"}`)}
+	if _, d := f.k.Identify(ctx, ch.agent, &kernel.Proof{Tool: raw, Request: cancel}); d == nil || d.DPoPCheck() != dpop.CheckCall {
+		t.Fatalf("a proof for a tool call accepted for tool/cancel: %+v", d)
+	}
+	forCancel, _ := s.ToolProof("acp", "tool/cancel", json.RawMessage(`{"taskId":"t1"}`))
+	raw, _ = json.Marshal(forCancel)
+	if id, d := f.k.Identify(ctx, ch.agent, &kernel.Proof{Tool: raw, Request: cancel}); d != nil || id.Binding.Method != dpop.MethodToolProof {
+		t.Fatalf("a proof for tool/cancel refused: %+v", d)
+	}
+}

@@ -192,6 +192,9 @@ type Decision struct {
 	Binding Binding
 	// proof is the accepted proof whose one-time claim SettleProof waits for.
 	proof *Proof
+	// charges and cost are what an allow charged, for RefuseProof.
+	charges []charge
+	cost    uint64
 }
 
 // Verdict is the receipt form of the decision.
@@ -327,7 +330,7 @@ func (k *Kernel) decide(ctx context.Context, req *Request) *Decision {
 		d.Allow, d.Guard, d.Reason, d.Charged = false, by, schemas.TruncateText(reason), nil
 		return d
 	}
-	d.Allow = true
+	d.Allow, d.charges, d.cost = true, charged, cost
 	return d
 }
 

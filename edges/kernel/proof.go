@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -19,10 +18,10 @@ const StepDPoP = "dpop"
 
 // Proof is the proof of possession one request presented with its token:
 // an RFC 9449 proof for the HTTP request Method URL, or a chio.dpop_proof.v1
-// bound to the tool call. One Proof is one request: however often the
-// request consults the kernel (Identify, then Decide), the proof is
-// verified once and its one-time id claimed once. A nil *Proof is a
-// bearer presentation.
+// bound to the tool call. One Proof is one request and one token: however
+// often the request consults the kernel (Identify, then Decide), the proof
+// is verified once and its one-time id claimed once, and it is never good
+// for another token. A nil *Proof is a bearer presentation.
 type Proof struct {
 	// DPoP is the compact JWS of the DPoP header (or gRPC metadata).
 	DPoP string
@@ -31,18 +30,33 @@ type Proof struct {
 	// Tool is a chio.dpop_proof.v1, for a call without an HTTP request
 	// of its own (stdio, ACP, MCP _meta).
 	Tool json.RawMessage
+	// Request, for a request that runs no tool of its own (get, cancel,
+	// stream, a permission answer) but presents a Tool proof, is the
+	// operation that proof must name: the edge's server id, the method as
+	// the tool name, and its params. Without it, Identify and Admit check
+	// a tool proof's key, capability and time, and Decide its call.
+	Request *dpop.Call
 
-	mu      sync.Mutex
-	checked bool
-	err     error // the stateless checks' result, once checked
-	binding Binding
-	tool    *dpop.ToolProof
-	claim   *dpopreplay.Pending
+	mu        sync.Mutex
+	checked   bool
+	preset    error  // a presentation refused before any check (FromPresented)
+	token     string // the token text the proof was checked for
+	err       error  // the stateless checks' result, once checked
+	binding   Binding
+	tool      *dpop.ToolProof
+	replayKey string
+	claim     *dpopreplay.Pending
 }
 
 // FromPresented is the Proof of an HTTP request's credential, nil when it
-// carried none.
+// carried none. A presentation dpop.FromRequest found wrong in form (a DPoP
+// scheme without its proof, two proofs, a proof beside a bearer token) is
+// a Proof that fails with that check, so the call is refused by the kernel
+// with its deny receipt like any other refused proof.
 func FromPresented(p dpop.Presented) *Proof {
+	if p.Invalid != nil {
+		return &Proof{Method: p.Method, URL: p.URL, preset: p.Invalid}
+	}
 	if p.Proof == "" {
 		return nil
 	}
@@ -69,24 +83,14 @@ func (b Binding) record() map[string]any {
 	return m
 }
 
-// needsProof reports whether tok is honoured only with a proof: it can
-// delegate, a grant asks for one, or the operator requires proofs of
-// every token. A token that can delegate is the ancestor of every token
-// it hands out, and each of those carries it in its chain; honoured by
-// possession alone, it would be honoured for whoever holds a child.
+// needsProof says why tok is honoured only with a proof ("" when it may
+// be a bearer token): schemas.CapabilityToken.HolderProofReason, or the
+// operator requires proofs of every token.
 func (k *Kernel) needsProof(tok *schemas.CapabilityToken) string {
 	if k.cfg.requireDPoP {
 		return "this server requires a proof of possession with every capability"
 	}
-	for i, g := range tok.Scope.Grants {
-		if slices.Contains(g.Operations, schemas.OpDelegate) {
-			return fmt.Sprintf("capability %s can delegate (grant %d)", tok.ID, i)
-		}
-		if g.DPoPRequired != nil && *g.DPoPRequired {
-			return fmt.Sprintf("grant %d of capability %s has dpop_required", i, tok.ID)
-		}
-	}
-	return ""
+	return tok.HolderProofReason()
 }
 
 // checkProof is the proof step for token text whose token verified as v:
@@ -103,72 +107,79 @@ func (k *Kernel) checkProof(ctx context.Context, text string, v *verified, p *Pr
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.preset != nil {
+		return Binding{}, p.preset
+	}
 	if !p.checked {
-		p.checked = true
-		p.binding, p.tool, p.err = k.verifyProof(text, v, p)
+		p.checked, p.token = true, text
+		p.binding, p.tool, p.replayKey, p.err = k.verifyProof(text, v, p)
 		if p.err == nil {
 			if k.replay == nil {
 				p.err = &dpop.Error{Check: dpop.CheckState, Msg: "this kernel has no replay state (fail closed)"}
 			} else {
-				key := ""
-				if p.tool != nil {
-					key = p.tool.ReplayKey()
-				} else {
-					pr, _ := dpop.Parse(p.DPoP) // parsed once already; cheap next to a KV round
-					key = pr.ReplayKey()
-				}
-				p.claim = k.replay.Start(ctx, key)
+				p.claim = k.replay.Start(ctx, p.replayKey)
 			}
 		}
+	} else if p.token != text {
+		// One request, one token: a proof checked for one token is
+		// never good for another, whatever the edge passes.
+		return Binding{}, &dpop.Error{Check: dpop.CheckToken, Msg: "the proof was checked for another token of this request"}
 	}
 	if p.err != nil {
 		return Binding{}, p.err
 	}
-	if p.tool != nil && call != nil {
-		c := *call
-		c.Subject, c.CapabilityID = v.tok.Subject, v.tok.ID
-		c.Now, c.Lifetime, c.Skew = k.cfg.now(), k.cfg.proofLifetime, k.cfg.proofSkew
-		if err := p.tool.VerifyCall(c); err != nil {
-			return Binding{}, err
+	if p.tool != nil {
+		if call == nil {
+			call = p.Request
+		}
+		if call != nil {
+			c := *call
+			c.Subject, c.CapabilityID = v.tok.Subject, v.tok.ID
+			c.Now, c.Lifetime, c.Skew = k.cfg.now(), k.cfg.proofLifetime, k.cfg.proofSkew
+			if err := p.tool.VerifyCall(c); err != nil {
+				return Binding{}, err
+			}
 		}
 	}
 	return p.binding, nil
 }
 
-// verifyProof runs a proof's stateless checks against the token.
-func (k *Kernel) verifyProof(text string, v *verified, p *Proof) (Binding, *dpop.ToolProof, error) {
+// verifyProof runs a proof's stateless checks against the token; it
+// returns the binding, the tool proof (if that is the form) and the
+// proof's one-time key.
+func (k *Kernel) verifyProof(text string, v *verified, p *Proof) (Binding, *dpop.ToolProof, string, error) {
 	switch {
 	case p.DPoP != "" && len(p.Tool) > 0:
-		return Binding{}, nil, &dpop.Error{Check: dpop.CheckMalformed, Msg: "a request carries one proof, not both forms"}
+		return Binding{}, nil, "", &dpop.Error{Check: dpop.CheckMalformed, Msg: "a request carries one proof, not both forms"}
 	case len(p.Tool) > 0:
 		tp, err := dpop.ParseToolProof(p.Tool)
 		if err != nil {
-			return Binding{}, nil, err
+			return Binding{}, nil, "", err
 		}
-		// The call itself is checked per Decide; here what holds for any
-		// call: the key, the capability, the time.
+		// The call itself is checked where it is known (Decide, or
+		// Request); here what holds for any call: key, capability, time.
 		if tp.AgentKey != v.tok.Subject {
-			return Binding{}, nil, &dpop.Error{Check: dpop.CheckKey, Msg: "agent_key is not the token's subject"}
+			return Binding{}, nil, "", &dpop.Error{Check: dpop.CheckKey, Msg: "agent_key is not the token's subject"}
 		}
 		if tp.CapabilityID != v.tok.ID {
-			return Binding{}, nil, &dpop.Error{Check: dpop.CheckCall, Msg: "the proof names another capability"}
+			return Binding{}, nil, "", &dpop.Error{Check: dpop.CheckCall, Msg: "the proof names another capability"}
 		}
 		if err := tp.Fresh(k.cfg.now(), k.cfg.proofLifetime, k.cfg.proofSkew); err != nil {
-			return Binding{}, nil, err
+			return Binding{}, nil, "", err
 		}
-		return Binding{Method: dpop.MethodToolProof, Thumbprint: tp.Thumbprint()}, tp, nil
+		return Binding{Method: dpop.MethodToolProof, Thumbprint: tp.Thumbprint()}, tp, tp.ReplayKey(), nil
 	case p.DPoP != "":
 		pr, err := dpop.Parse(p.DPoP)
 		if err != nil {
-			return Binding{}, nil, err
+			return Binding{}, nil, "", err
 		}
 		if err := pr.Verify(dpop.Expect{Subject: v.tok.Subject, Token: text, Method: p.Method, URL: p.URL,
 			Now: k.cfg.now(), Lifetime: k.cfg.proofLifetime, Skew: k.cfg.proofSkew}); err != nil {
-			return Binding{}, nil, err
+			return Binding{}, nil, "", err
 		}
-		return Binding{Method: dpop.MethodDPoP, Thumbprint: pr.Thumbprint}, nil, nil
+		return Binding{Method: dpop.MethodDPoP, Thumbprint: pr.Thumbprint}, nil, pr.ReplayKey(), nil
 	}
-	return Binding{}, nil, &dpop.Error{Check: dpop.CheckMalformed, Msg: "empty proof"}
+	return Binding{}, nil, "", &dpop.Error{Check: dpop.CheckMalformed, Msg: "empty proof"}
 }
 
 // settle waits for the proof's one-time claim: nil once this request owns
@@ -179,6 +190,9 @@ func (p *Proof) settle(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	claim, err := p.claim, p.err
+	if p.preset != nil {
+		err = p.preset
+	}
 	p.mu.Unlock()
 	if err != nil {
 		return err
@@ -189,20 +203,29 @@ func (p *Proof) settle(ctx context.Context) error {
 	return claim.Wait(ctx)
 }
 
+// HasProof reports whether the decision accepted a proof whose one-time
+// claim SettleProof must settle.
+func (d *Decision) HasProof() bool { return d.proof != nil }
+
 // SettleProof waits for the one-time claim of the proof this decision
-// accepted, if any. The dispatcher runs it beside the decision event's
-// write, so a proof adds no round of its own: the tool runs only once
-// both are done, and a replayed proof is refused before it. nil for a
-// bearer call.
+// accepted, if any. The dispatcher runs it beside an allowed call's
+// decision write, so a proof adds no round of its own: the tool runs only
+// once both are done, and a spent proof is refused before it (RefuseProof).
+// nil for a bearer call.
 func (d *Decision) SettleProof(ctx context.Context) error { return d.proof.settle(ctx) }
 
-// ProofRefusal is the deny decision that replaces an allow whose proof
-// SettleProof refused.
-func (d *Decision) ProofRefusal(err error) *Decision {
+// RefuseProof is the deny that replaces d, whose proof SettleProof
+// refused: what d charged against budgets is given back (a replayed proof
+// must not spend its holder's budget), and no binding is recorded (no
+// caller was bound).
+func (k *Kernel) RefuseProof(ctx context.Context, d *Decision, err error) *Decision {
+	if len(d.charges) > 0 {
+		k.budgets.refundAll(context.WithoutCancel(ctx), d.charges, d.cost, k.cfg.log)
+	}
 	r := *d
 	r.Allow, r.Guard, r.Reason, r.Charged = false, StepDPoP, schemas.TruncateText(err.Error()), nil
 	r.Evidence = append(slices.Clone(d.Evidence), schemas.GuardEvidence{GuardName: StepDPoP, Verdict: false, Details: r.Reason})
-	r.proof = nil
+	r.Binding, r.proof, r.charges, r.cost = Binding{}, nil, nil, 0
 	return &r
 }
 

@@ -31,8 +31,22 @@ type Store struct {
 // iat+lifetime+skew as any replica's clock reads it.
 func Window(lifetime, skew time.Duration) time.Duration { return lifetime + 2*skew }
 
-// Open opens (creating if needed) the bucket with entries kept for window.
+// Open opens (creating if needed) the bucket with entries kept for at
+// least window. Every kernel and read service opens it, each with its
+// own proof window: an existing bucket that keeps entries longer is left
+// as it is, so no opener cuts another's window short.
 func Open(ctx context.Context, js jetstream.JetStream, replicas int, window time.Duration) (*Store, error) {
+	if kv, err := js.KeyValue(ctx, schemas.ProofsBucket); err == nil {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", schemas.ProofsBucket, err)
+		}
+		if st.TTL() >= window {
+			return &Store{kv: kv}, nil
+		}
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("open %s: %w", schemas.ProofsBucket, err)
+	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, schemas.ProofsConfig(replicas, window))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", schemas.ProofsBucket, err)

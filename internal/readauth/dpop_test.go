@@ -248,7 +248,7 @@ func TestProofOfPossession(t *testing.T) {
 			dpop.ProofType, parent, http.MethodGet, testURL)), dpop.CheckMalformed},
 		{"typ jwt", http.MethodGet, dpopHeaders(parent, foreignProof(t, f.rKey, jose.EdDSA, nil, "JWT", parent, http.MethodGet, testURL)), dpop.CheckMalformed},
 		{"garbage", http.MethodGet, dpopHeaders(parent, "a.b.c"), dpop.CheckMalformed},
-		{"DPoP scheme without a proof", http.MethodGet, http.Header{"Authorization": {"DPoP " + parent}}, dpop.CheckMalformed},
+		{"DPoP scheme without a proof", http.MethodGet, http.Header{"Authorization": {"DPoP " + parent}}, dpop.CheckMissing},
 		{"proof with Bearer", http.MethodGet, http.Header{"Authorization": {"Bearer " + parent}, "Dpop": {mk(rs, http.MethodGet, testURL)}}, dpop.CheckMalformed},
 		{"two proofs", http.MethodGet, http.Header{"Authorization": {"DPoP " + parent},
 			"Dpop": {mk(rs, http.MethodGet, testURL), mk(rs, http.MethodGet, testURL)}}, dpop.CheckMalformed},

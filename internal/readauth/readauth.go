@@ -233,6 +233,9 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Reader, error) {
 		}
 		return nil, refuse("%v", err)
 	}
+	if p.Invalid != nil {
+		return nil, refuseProof(p.Invalid)
+	}
 	if a.service != nil {
 		sum := sha256.Sum256([]byte(p.Token))
 		if subtle.ConstantTimeCompare(sum[:], a.service[:]) == 1 {
@@ -319,15 +322,7 @@ func (a *Authenticator) needsProof(tok *schemas.CapabilityToken) string {
 	if a.requireDPoP {
 		return "this server requires a proof of possession with every capability"
 	}
-	for i, g := range tok.Scope.Grants {
-		if slices.Contains(g.Operations, schemas.OpDelegate) {
-			return fmt.Sprintf("capability %s can delegate (grant %d)", tok.ID, i)
-		}
-		if g.DPoPRequired != nil && *g.DPoPRequired {
-			return fmt.Sprintf("grant %d of capability %s has dpop_required", i, tok.ID)
-		}
-	}
-	return ""
+	return tok.HolderProofReason()
 }
 
 // checkProof is the proof step for a capability that verified: the

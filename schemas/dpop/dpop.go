@@ -157,7 +157,7 @@ func Parse(s string) (*Proof, error) {
 		return nil, fail(CheckMalformed, "signature does not verify by its jwk")
 	}
 	var c Claims
-	if err := strictJSON(payload, &c); err != nil {
+	if err := strictJSON(payload, &c, claimNames, false); err != nil {
 		return nil, fail(CheckMalformed, "claims: %v", err)
 	}
 	switch {
@@ -175,10 +175,13 @@ func Parse(s string) (*Proof, error) {
 	return &Proof{Claims: c, Key: pub, Thumbprint: Thumbprint(pub)}, nil
 }
 
-// strictJSON decodes one JSON object into v, refusing members v does not
-// have only where they would be ambiguous: duplicates. Unknown claims are
-// allowed (RFC 9449 lets a proof carry more).
-func strictJSON(b []byte, v any) error {
+// strictJSON decodes one JSON object into v. encoding/json matches member
+// names case-insensitively, so a member that differs from one of v's
+// only in case ("JTI" beside, or instead of, "jti") is refused, as is a
+// repeated member: which copy counts would depend on the reader. Unknown
+// members are allowed unless closed (RFC 9449 lets a proof carry more
+// claims; a tool proof is closed, its signature covering only its own).
+func strictJSON(b []byte, v any, known []string, closed bool) error {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil {
 		return err
@@ -186,8 +189,26 @@ func strictJSON(b []byte, v any) error {
 	if err := noDuplicateMembers(b); err != nil {
 		return err
 	}
+	for k := range m {
+		exact := false
+		for _, name := range known {
+			if k == name {
+				exact = true
+				break
+			}
+			if strings.EqualFold(k, name) {
+				return fmt.Errorf("member %q is %q in another case", clip(k), name)
+			}
+		}
+		if !exact && closed {
+			return fmt.Errorf("unknown member %q", clip(k))
+		}
+	}
 	return json.Unmarshal(b, v)
 }
+
+// claimNames are the claims Claims reads.
+var claimNames = []string{"jti", "htm", "htu", "iat", "ath", "nonce"}
 
 // noDuplicateMembers refuses an object with a repeated member name: which
 // copy counts would depend on the reader.

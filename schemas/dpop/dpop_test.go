@@ -165,6 +165,14 @@ func TestVerify(t *testing.T) {
 			in := base64.RawURLEncoding.EncodeToString(hb) + "." + base64.RawURLEncoding.EncodeToString([]byte(cb))
 			return in + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(agent.key, []byte(in)))
 		}, nil, dpop.CheckMalformed},
+		{"a claim in another case", func(t *testing.T) string {
+			c := map[string]any{"jti": "j1", "htm": "POST", "HTU": url, "iat": t0.Unix(), "ath": dpop.TokenHash(agent.token)}
+			return jws(t, map[string]any{"typ": dpop.ProofType, "alg": "EdDSA", "jwk": pubJWK(agent.key)}, c, edSign)
+		}, nil, dpop.CheckMalformed},
+		{"an extra claim", func(t *testing.T) string {
+			c := map[string]any{"jti": "j1", "htm": "POST", "htu": url, "iat": t0.Unix(), "ath": dpop.TokenHash(agent.token), "x": 1}
+			return jws(t, map[string]any{"typ": dpop.ProofType, "alg": "EdDSA", "jwk": pubJWK(agent.key)}, c, edSign)
+		}, nil, ""},
 		{"not a JWS", func(*testing.T) string { return "abc" }, nil, dpop.CheckMalformed},
 		{"oversized", func(*testing.T) string { return strings.Repeat("a.", dpop.MaxProofBytes) }, nil, dpop.CheckMalformed},
 	}
@@ -247,6 +255,8 @@ func TestToolProof(t *testing.T) {
 		{"future", func() []byte { return raw }, func(c *dpop.Call) { c.Now = t0.Add(-time.Minute) }, dpop.CheckFuture},
 		{"tampered", func() []byte { return []byte(strings.Replace(string(raw), `"tool"`, `"tool2"`, 1)) }, nil, dpop.CheckMalformed},
 		{"wrong schema", func() []byte { return []byte(strings.Replace(string(raw), dpop.ToolProofSchema, "x", 1)) }, nil, dpop.CheckMalformed},
+		{"an unknown member", func() []byte { return []byte(strings.Replace(string(raw), `{`, `{"x":1,`, 1)) }, nil, dpop.CheckMalformed},
+		{"a member in another case", func() []byte { return []byte(strings.Replace(string(raw), `"nonce"`, `"NONCE"`, 1)) }, nil, dpop.CheckMalformed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -278,14 +288,17 @@ func TestFromRequest(t *testing.T) {
 		token   string
 		proof   bool
 		err     string
+		invalid dpop.Check
 	}{
-		{"dpop", map[string][]string{"Authorization": {"DPoP " + agent.token}, "Dpop": {proof}}, agent.token, true, ""},
-		{"bearer", map[string][]string{"Authorization": {"Bearer " + agent.token}}, agent.token, false, ""},
-		{"x-chio-capability", map[string][]string{"X-Chio-Capability": {agent.token}}, agent.token, false, ""},
-		{"dpop scheme without a proof", map[string][]string{"Authorization": {"DPoP " + agent.token}}, "", false, "needs a DPoP header"},
-		{"proof with bearer", map[string][]string{"Authorization": {"Bearer " + agent.token}, "Dpop": {proof}}, "", false, "goes with Authorization: DPoP"},
-		{"two proofs", map[string][]string{"Authorization": {"DPoP " + agent.token}, "Dpop": {proof, proof}}, "", false, "more than one"},
-		{"nothing", map[string][]string{}, "", false, "no capability"},
+		{"dpop", map[string][]string{"Authorization": {"DPoP " + agent.token}, "Dpop": {proof}}, agent.token, true, "", ""},
+		{"bearer", map[string][]string{"Authorization": {"Bearer " + agent.token}}, agent.token, false, "", ""},
+		{"x-chio-capability", map[string][]string{"X-Chio-Capability": {agent.token}}, agent.token, false, "", ""},
+		{"dpop scheme without a proof", map[string][]string{"Authorization": {"DPoP " + agent.token}}, agent.token, false, "", dpop.CheckMissing},
+		{"proof with bearer", map[string][]string{"Authorization": {"Bearer " + agent.token}, "Dpop": {proof}}, agent.token, true, "", dpop.CheckMalformed},
+		{"proof with x-chio-capability", map[string][]string{"X-Chio-Capability": {agent.token}, "Dpop": {proof}}, agent.token, true, "", dpop.CheckMalformed},
+		{"two proofs", map[string][]string{"Authorization": {"DPoP " + agent.token}, "Dpop": {proof, proof}}, agent.token, false, "", dpop.CheckMalformed},
+		{"dpop scheme without a token", map[string][]string{"Authorization": {"DPoP "}, "Dpop": {proof}}, "", false, "not \"DPoP <capability>\"", ""},
+		{"nothing", map[string][]string{}, "", false, "no capability", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -302,6 +315,12 @@ func TestFromRequest(t *testing.T) {
 			}
 			if err != nil || p.Token != c.token || (p.Proof != "") != c.proof || p.URL != "http://edge.example/a2a" || p.Method != "POST" {
 				t.Fatalf("got %+v, %v", p, err)
+			}
+			switch {
+			case c.invalid == "" && p.Invalid != nil:
+				t.Fatalf("invalid: %v", p.Invalid)
+			case c.invalid != "" && (p.Invalid == nil || p.Invalid.Check != c.invalid):
+				t.Fatalf("want invalid %s, got %v", c.invalid, p.Invalid)
 			}
 		})
 	}

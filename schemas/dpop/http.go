@@ -20,6 +20,10 @@ type Presented struct {
 	// Method and URL are the request as this server received it: what
 	// the proof's htm and htu must be.
 	Method, URL string
+	// Invalid, when set, is why the presentation's proof is refused
+	// before any check: the request names its token, but not a usable
+	// proof (see FromRequest).
+	Invalid *Error
 }
 
 // FromRequest reads the capability and its proof from a request. The
@@ -29,17 +33,22 @@ type Presented struct {
 // the request's origin as its clients address it (a server behind a
 // proxy that terminates TLS); otherwise the request's own Host and
 // whether it came over TLS decide.
+//
+// A request whose token can be read but whose proof is wrong in form (the
+// DPoP scheme without a DPoP header, two DPoP headers, a proof beside a
+// bearer token) is returned with Invalid set, not as an error: the call
+// is then refused by the kernel, on the record, with that check. An error
+// means no token could be read at all.
 func FromRequest(r *http.Request, origin string) (Presented, error) {
 	h := r.Header
-	proofs := h.Values(Header)
-	if len(proofs) > 1 {
-		return Presented{}, errors.New("more than one DPoP header")
-	}
 	p := Presented{Method: r.Method, URL: RequestURL(r, origin)}
-	if len(proofs) == 1 {
-		p.Proof = strings.TrimSpace(proofs[0])
-		if p.Proof == "" {
-			return Presented{}, errors.New("the DPoP header is empty")
+	proofs := h.Values(Header)
+	switch {
+	case len(proofs) > 1:
+		p.Invalid = fail(CheckMalformed, "more than one DPoP header")
+	case len(proofs) == 1:
+		if p.Proof = strings.TrimSpace(proofs[0]); p.Proof == "" {
+			p.Invalid = fail(CheckMalformed, "the DPoP header is empty")
 		}
 	}
 	if a := h.Get("Authorization"); a != "" {
@@ -52,13 +61,10 @@ func FromRequest(r *http.Request, origin string) (Presented, error) {
 			if x := strings.TrimSpace(h.Get("X-Chio-Capability")); x != "" && x != p.Token {
 				return Presented{}, errors.New("Authorization and X-Chio-Capability carry different capabilities")
 			}
-			if p.Proof == "" {
-				return Presented{}, errors.New("Authorization: DPoP needs a DPoP header with the proof")
+			if len(proofs) == 0 {
+				p.Invalid = fail(CheckMissing, "Authorization: DPoP needs a DPoP header with the proof")
 			}
 			return p, nil
-		}
-		if p.Proof != "" {
-			return Presented{}, errors.New("a DPoP proof goes with Authorization: DPoP <capability>, not " + clip(scheme))
 		}
 	}
 	tok, err := schemas.CapabilityFromHeaders(h)
@@ -66,6 +72,9 @@ func FromRequest(r *http.Request, origin string) (Presented, error) {
 		return Presented{}, err
 	}
 	p.Token = tok
+	if len(proofs) > 0 && p.Invalid == nil {
+		p.Invalid = fail(CheckMalformed, "a DPoP proof goes with Authorization: DPoP <capability>, not a bearer token")
+	}
 	return p, nil
 }
 

@@ -128,7 +128,11 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	r2 := r.Clone(r.Context())
 	r2.Header.Del("X-Chio-Capability")
-	if err := t.Signer.Authorize(r2.Header, r.Method, RequestURLOf(r.URL.Scheme, r.URL.Host, r.URL.EscapedPath())); err != nil {
+	host := r.URL.Host
+	if r.Host != "" {
+		host = r.Host // what the server reads as the request's Host
+	}
+	if err := t.Signer.Authorize(r2.Header, r.Method, RequestURLOf(r.URL.Scheme, host, r.URL.EscapedPath())); err != nil {
 		return nil, err
 	}
 	return base.RoundTrip(r2)

@@ -55,6 +55,9 @@ func ActionHash(args json.RawMessage) (string, error) {
 	return schemas.SHA256Hex(c), nil
 }
 
+// toolProofMembers are a tool proof's members, all of them.
+var toolProofMembers = []string{"schema", "capability_id", "tool_server", "tool_name", "action_hash", "nonce", "issued_at", "agent_key", "signature"}
+
 // ParseToolProof decodes a chio.dpop_proof.v1 and checks its form and its
 // signature by its agent_key. Whether it fits the call is VerifyCall's.
 func ParseToolProof(raw []byte) (*ToolProof, error) {
@@ -62,7 +65,7 @@ func ParseToolProof(raw []byte) (*ToolProof, error) {
 		return nil, fail(CheckMalformed, "tool proof is %d bytes, over %d", len(raw), MaxProofBytes)
 	}
 	var p ToolProof
-	if err := strictJSON(raw, &p); err != nil {
+	if err := strictJSON(raw, &p, toolProofMembers, true); err != nil {
 		return nil, fail(CheckMalformed, "tool proof: %v", err)
 	}
 	switch {

@@ -1,0 +1,109 @@
+package dpopreplay_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chio-ledger/chio/internal/dpopreplay"
+	"github.com/chio-ledger/chio/internal/natstest"
+	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
+)
+
+func check(err error) dpop.Check {
+	var de *dpop.Error
+	if errors.As(err, &de) {
+		return de.Check
+	}
+	return ""
+}
+
+// TestClaimOnce: of many racers on one key, across two connections (two
+// replicas), exactly one wins; the others see replayed.
+func TestClaimOnce(t *testing.T) {
+	ns, _, js := natstest.Start(t)
+	_, js2 := natstest.Connect(t, ns)
+	ctx := context.Background()
+	a, err := dpopreplay.Open(ctx, js, 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := dpopreplay.Open(ctx, js2, 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	results := make(chan error, 16)
+	for i := range 16 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); results <- s.Start(ctx, "key-1").Wait(ctx) }()
+	}
+	wg.Wait()
+	close(results)
+	won := 0
+	for err := range results {
+		switch check(err) {
+		case "":
+			won++
+		case dpop.CheckReplayed:
+		default:
+			t.Fatalf("claim: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d claims won, want 1", won)
+	}
+	if err := a.Claim(ctx, "key-2"); err != nil {
+		t.Fatalf("another key: %v", err)
+	}
+}
+
+// TestWindowNeverShrinks: an opener with a shorter window leaves a longer
+// one in place; a longer one extends it.
+func TestWindowNeverShrinks(t *testing.T) {
+	_, _, js := natstest.Start(t)
+	ctx := context.Background()
+	ttl := func() time.Duration {
+		kv, err := js.KeyValue(ctx, schemas.ProofsBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.TTL()
+	}
+	for _, c := range []struct {
+		open, want time.Duration
+	}{{2 * time.Minute, 2 * time.Minute}, {time.Minute, 2 * time.Minute}, {3 * time.Minute, 3 * time.Minute}} {
+		if _, err := dpopreplay.Open(ctx, js, 1, c.open); err != nil {
+			t.Fatal(err)
+		}
+		if got := ttl(); got != c.want {
+			t.Fatalf("after opening with %s: TTL %s, want %s", c.open, got, c.want)
+		}
+	}
+}
+
+// TestFailsClosed: with the connection gone, a claim is refused as
+// state_unavailable, never accepted.
+func TestFailsClosed(t *testing.T) {
+	_, nc, js := natstest.Start(t)
+	ctx := context.Background()
+	s, err := dpopreplay.Open(ctx, js, 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	if got := check(s.Claim(ctx, "key")); got != dpop.CheckState {
+		t.Fatalf("claim on a closed connection: %q", got)
+	}
+}
