@@ -18,13 +18,38 @@
 // (Authorization: DPoP <capability> with a DPoP header), one per HTTP
 // request and shared by the messages of a batch; or, per call, a
 // chio.dpop_proof.v1 in params._meta.chioDpopProof (MetaDPoPProof), beside
-// params._meta.chioCapability, naming the call's tool and arguments. Over
-// stdio the session's own capability, checked at start, serves the
-// methods that run no tool; under a capability that needs a proof, a
-// tool/invoke or tool/resume brings its tool proof, or is refused with its
-// deny receipt. A refused proof is a
-// CodeUnauthorized error whose data names the check (dpopCheck), over
-// HTTP a 401 with the DPoP challenge when the request was a single one.
+// params._meta.chioCapability.
+//
+// A tool proof names one operation, and is honoured for that one only:
+//   - tool/invoke: the tool call (the capability's server id and tool
+//     name, action_hash over its arguments);
+//   - tool/resume: the task's tool call (its capability's tool and the
+//     arguments stored by tool/stream), checked before the resume answers
+//     anything, a stored outcome included;
+//   - any other method (tool/stream, tool/cancel,
+//     session/list_capabilities, session/request_permission): the request
+//     itself, tool_server "acp" (RequestServer), tool_name the method as
+//     sent (with its _chio/ prefix if it has one), action_hash the SHA-256
+//     hex of the RFC 8785 form of the params object without its _meta
+//     member (RequestArguments; RequestProof signs it).
+//
+// A proof for another operation is refused as wrong_call.
+//
+// Over stdio the session's own capability is checked at start. A call
+// without a proof acts under it without one only for
+// session/list_capabilities and session/request_permission, which answer
+// from what the token itself states (its grants against the published
+// table), change nothing and record nothing. tool/invoke, tool/stream,
+// tool/resume and tool/cancel need the proof their token needs: a process
+// started with a rebuilt parent token cannot store, run or cancel its
+// holder's tasks. A refused tool/invoke or tool/stream, and a refused
+// tool/resume of the token's task, has its deny receipt.
+//
+// A refused proof is a CodeUnauthorized error whose data names the check
+// (dpopCheck), over HTTP a 401 with the DPoP challenge when the request
+// was a single one. A proof that cannot be checked because the replay
+// state is unreachable (state_unavailable) is a server condition:
+// CodeInternal, over HTTP a 503 with Retry-After, the receipt kept.
 //
 // The governing proxy between an editor and a real ACP agent is package
 // edges/acp/proxy.

@@ -2,6 +2,7 @@ package acp
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"net/http"
@@ -293,16 +294,358 @@ func TestStdioToolProofs(t *testing.T) {
 		})
 	}
 
-	// A deferred task: created under the held token, run by a resume
-	// that proves its call.
+	// A deferred task: stored under a proof bound to the tool/stream
+	// request, run by a resume that proves its call.
+	streamParams := map[string]any{"capabilityId": "read_file"}
 	var task taskResult
-	ok(t, c.call(t, MethodStream, map[string]any{"capabilityId": "read_file"}), &task)
+	ok(t, c.call(t, MethodStream, requestProofParams(t, agent, MethodStream, streamParams)), &task)
 	ok(t, c.call(t, MethodResume, map[string]any{"taskId": task.Task.ID, "_meta": withProof(toolProof(t, agent, "read_file", ""))}), &task)
 	ev := natstest.Decisions(t, f.js)[task.Task.ReceiptID]
 	if b := bindingOf(t, ev); task.Task.State != TaskCompleted || b["method"] != dpop.MethodToolProof {
 		t.Fatalf("resume: %+v binding %v", task.Task, b)
 	}
-	ok(t, c.call(t, MethodStream, map[string]any{"capabilityId": "read_file"}), &task)
+	ok(t, c.call(t, MethodStream, requestProofParams(t, agent, MethodStream, streamParams)), &task)
 	a := c.call(t, MethodResume, map[string]any{"taskId": task.Task.ID})
 	denyReceipt(t, f, refusal(t, a, dpop.CheckMissing).ReceiptID, dpop.CheckMissing)
+}
+
+// requestProofParams are params with a proof by s bound to the request
+// method(params) in their _meta (RequestProof).
+func requestProofParams(t testing.TB, s *dpop.Signer, method string, params map[string]any) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := RequestProof(s, method, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]any{}
+	for k, v := range params {
+		out[k] = v
+	}
+	meta := map[string]any{MetaDPoPProof: p}
+	if m, ok := params["_meta"].(map[string]any); ok {
+		for k, v := range m {
+			meta[k] = v
+		}
+		meta[MetaDPoPProof] = p
+	}
+	out["_meta"] = meta
+	return out
+}
+
+// withMeta is params with _meta set to meta.
+func withMeta(params map[string]any, meta map[string]any) map[string]any {
+	out := map[string]any{"_meta": meta}
+	for k, v := range params {
+		out[k] = v
+	}
+	return out
+}
+
+// taskState is the state of task id as the bucket holds it.
+func (f *fixture) taskState(t testing.TB, id string) TaskState {
+	t.Helper()
+	kve, err := f.edge.tasks.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec taskRecord
+	if err := json.Unmarshal(kve.Value(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Task.State
+}
+
+// TestRequestArguments: what a proof for a request that runs no tool
+// hashes is the params without _meta, in JCS form, as a client computes
+// it from what it sends.
+func TestRequestArguments(t *testing.T) {
+	for _, c := range []struct{ params, want string }{
+		{``, `{}`},
+		{`null`, `{}`},
+		{`{"taskId":"t1","_meta":{"chioDpopProof":{"x":1}}}`, `{"taskId":"t1"}`},
+		{`{ "b" : 2, "a" : {"y":1,"x":[1,2]}, "_meta":{} }`, `{"a":{"x":[1,2],"y":1},"b":2}`},
+		{`{"_Meta":{"k":1}}`, `{"_Meta":{"k":1}}`},
+	} {
+		got, err := RequestArguments(json.RawMessage(c.params))
+		if err != nil {
+			t.Fatalf("%s: %v", c.params, err)
+		}
+		h, _ := dpop.ActionHash(got)
+		want, _ := dpop.ActionHash(json.RawMessage(c.want))
+		if h != want {
+			t.Fatalf("%s: hashed %s, want %s", c.params, got, c.want)
+		}
+	}
+	if _, err := RequestArguments(json.RawMessage(`[1]`)); err == nil {
+		t.Fatal("an array accepted as params")
+	}
+	// The hash, by hand: SHA-256 hex of the JCS form.
+	s := signer(t, agentKey, wildcard(t))
+	p, err := RequestProof(s, "_chio/tool/cancel", json.RawMessage(`{"taskId":"t1","_meta":{"chioCapability":"x"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ToolServer != RequestServer || p.ToolName != "_chio/tool/cancel" || p.ActionHash != schemas.SHA256Hex([]byte(`{"taskId":"t1"}`)) {
+		t.Fatalf("proof %+v", p)
+	}
+}
+
+// Over stdio, a call that stores, resumes or cancels a task needs the
+// proof its token needs, bound to that operation: a tool proof for a
+// tool call is refused (wrong_call) for tool/cancel and tool/stream, a
+// proof bound to the request itself (RequestProof) is honoured. The
+// lists that only show what the token states stay under the session's
+// token. The rebuilt parent cannot cancel or stream the agent's tasks.
+func TestStdioRequestProofs(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	agent := signer(t, agentKey, l.agent)
+	c := serveStdio(t, f, l.agent)
+	ok(t, c.call(t, MethodListCapabilities, nil), nil)
+	ok(t, c.call(t, MethodRequestPermission, map[string]any{"capabilityId": "read_file"}), nil)
+
+	streamParams := map[string]any{"capabilityId": "read_file", "arguments": map[string]any{"path": "/a"}}
+	// No proof: refused, the stream with its deny receipt.
+	a := c.call(t, MethodStream, streamParams)
+	denyReceipt(t, f, refusal(t, a, dpop.CheckMissing).ReceiptID, dpop.CheckMissing)
+	// A proof for the tool call it would defer is not a proof for the stream.
+	a = c.call(t, MethodStream, withMeta(streamParams, withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`))))
+	denyReceipt(t, f, refusal(t, a, dpop.CheckCall).ReceiptID, dpop.CheckCall)
+	var task taskResult
+	ok(t, c.call(t, MethodStream, requestProofParams(t, agent, MethodStream, streamParams)), &task)
+	id := task.Task.ID
+	cancelParams := map[string]any{"taskId": id}
+
+	for _, tc := range []struct {
+		name   string
+		method string
+		params map[string]any
+		check  dpop.Check
+	}{
+		{"no proof", MethodCancel, cancelParams, dpop.CheckMissing},
+		{"a tool call's proof", MethodCancel, withMeta(cancelParams, withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`))), dpop.CheckCall},
+		{"a proof for the stream", MethodCancel, withMeta(cancelParams, requestProofParams(t, agent, MethodStream, streamParams)["_meta"].(map[string]any)), dpop.CheckCall},
+		{"a proof for another task", MethodCancel, withMeta(cancelParams, requestProofParams(t, agent, MethodCancel, map[string]any{"taskId": "another"})["_meta"].(map[string]any)), dpop.CheckCall},
+		{"a proof for the other name", ExtensionPrefix + MethodCancel, requestProofParams(t, agent, MethodCancel, cancelParams), dpop.CheckCall},
+		{"a proof for tool/resume", MethodResume, requestProofParams(t, agent, MethodResume, cancelParams), dpop.CheckCall},
+		{"a proof for the cancel, on a resume", MethodResume, requestProofParams(t, agent, MethodCancel, cancelParams), dpop.CheckCall},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			refusal(t, c.call(t, tc.method, tc.params), tc.check)
+			if s := f.taskState(t, id); s != TaskPending {
+				t.Fatalf("the task is %s", s)
+			}
+		})
+	}
+	// A read-only method with a tool proof: it must name that request.
+	perm := map[string]any{"capabilityId": "read_file"}
+	refusal(t, c.call(t, MethodRequestPermission, withMeta(perm, withProof(toolProof(t, agent, "read_file", `{}`)))), dpop.CheckCall)
+	ok(t, c.call(t, MethodRequestPermission, requestProofParams(t, agent, MethodRequestPermission, perm)), nil)
+
+	// The rebuilt parent, in a session of its own, cannot cancel nor
+	// stream the agent's tasks, with or without the helper's proof.
+	r := serveStdio(t, f, l.rebuilt)
+	helper := signer(t, helperKey, l.helper)
+	refusal(t, r.call(t, MethodCancel, cancelParams), dpop.CheckMissing)
+	refusal(t, r.call(t, MethodCancel, requestProofParams(t, helper, MethodCancel, cancelParams)), dpop.CheckKey)
+	denyReceipt(t, f, refusal(t, r.call(t, MethodStream, streamParams), dpop.CheckMissing).ReceiptID, dpop.CheckMissing)
+	denyReceipt(t, f, refusal(t, r.call(t, MethodResume, cancelParams), dpop.CheckMissing).ReceiptID, dpop.CheckMissing)
+	if s := f.taskState(t, id); s != TaskPending {
+		t.Fatalf("the task is %s", s)
+	}
+
+	// The agent's proof bound to this cancel, under either name.
+	ok(t, c.call(t, MethodCancel, requestProofParams(t, agent, MethodCancel, cancelParams)), &task)
+	if task.Task.State != TaskCanceled {
+		t.Fatalf("cancel: %+v", task.Task)
+	}
+	ok(t, c.call(t, ExtensionPrefix+MethodCancel, requestProofParams(t, agent, ExtensionPrefix+MethodCancel, cancelParams)), &task)
+
+	// A resume answers a task that ran only to a proof of its call.
+	ok(t, c.call(t, MethodStream, requestProofParams(t, agent, MethodStream, streamParams)), &task)
+	resume := map[string]any{"taskId": task.Task.ID}
+	ok(t, c.call(t, MethodResume, withMeta(resume, withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`)))), &task)
+	if task.Task.State != TaskCompleted {
+		t.Fatalf("resume: %+v", task.Task)
+	}
+	a = c.call(t, MethodResume, withMeta(resume, withProof(toolProof(t, agent, "search", `{"path":"/a"}`))))
+	if d := refusal(t, a, dpop.CheckCall); a.Result != nil || d.ReceiptID == "" {
+		t.Fatalf("a stored outcome answered to another call's proof: %s %+v", a.Result, d)
+	}
+	denyReceipt(t, f, refusal(t, a, dpop.CheckCall).ReceiptID, dpop.CheckCall)
+	ok(t, c.call(t, MethodResume, withMeta(resume, withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`)))), &task)
+}
+
+// Over HTTP, a tool proof in _meta stands for the request's proof for
+// that call, so it too must name the operation: a tool call's proof is
+// refused for tool/cancel (401, wrong_call), a proof bound to the cancel
+// is honoured, as is the request's own DPoP proof.
+func TestHTTPRequestProofs(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	agent := signer(t, agentKey, l.agent)
+	bearer := map[string]string{"Authorization": "Bearer " + l.agent}
+	dpopFor := func() map[string]string {
+		p, err := agent.Proof(http.MethodPost, f.url+Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{"Authorization": "DPoP " + l.agent, "DPoP": p}
+	}
+	streamParams := map[string]any{"capabilityId": "read_file", "arguments": map[string]any{"path": "/a"}}
+	_, _, a := f.postAnswer(t, rpcBody(t, 1, MethodStream, streamParams), dpopFor())
+	var task taskResult
+	ok(t, a, &task)
+	cancelParams := map[string]any{"taskId": task.Task.ID}
+
+	status, h, a := f.postAnswer(t, rpcBody(t, 2, MethodCancel, withMeta(cancelParams, withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`)))), bearer)
+	if ch := h.Values("WWW-Authenticate"); status != http.StatusUnauthorized || len(ch) != 1 || ch[0] != dpop.Challenge(dpop.CheckCall) {
+		t.Fatalf("%d %q", status, ch)
+	}
+	refusal(t, a, dpop.CheckCall)
+	status, _, a = f.postAnswer(t, rpcBody(t, 3, MethodStream, withMeta(streamParams, withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`)))), bearer)
+	if status != http.StatusUnauthorized {
+		t.Fatalf("stream with a tool call's proof: %d", status)
+	}
+	denyReceipt(t, f, refusal(t, a, dpop.CheckCall).ReceiptID, dpop.CheckCall)
+	if s := f.taskState(t, task.Task.ID); s != TaskPending {
+		t.Fatalf("the task is %s", s)
+	}
+	_, _, a = f.postAnswer(t, rpcBody(t, 4, MethodCancel, requestProofParams(t, agent, MethodCancel, cancelParams)), bearer)
+	if ok(t, a, &task); task.Task.State != TaskCanceled {
+		t.Fatalf("cancel: %+v", task.Task)
+	}
+	// The request's DPoP proof binds the request: no _meta proof needed.
+	_, _, a = f.postAnswer(t, rpcBody(t, 5, MethodStream, streamParams), dpopFor())
+	ok(t, a, &task)
+	_, _, a = f.postAnswer(t, rpcBody(t, 6, MethodCancel, map[string]any{"taskId": task.Task.ID}), dpopFor())
+	if ok(t, a, &task); task.Task.State != TaskCanceled {
+		t.Fatalf("cancel: %+v", task.Task)
+	}
+}
+
+// A presentation wrong in form reaches the kernel as a refused proof: a
+// 401 with the DPoP challenge, and a tool/invoke's or tool/stream's deny
+// receipt naming the check. A call's own tool proof does not mend it.
+func TestMalformedPresentation(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	agent := signer(t, agentKey, l.agent)
+	proof := func() string {
+		p, err := agent.Proof(http.MethodPost, f.url+Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	send := func(t *testing.T, body string, h http.Header) (int, http.Header, answer) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, f.url+Path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = h
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a answer
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, resp.Header, a
+	}
+	for _, c := range []struct {
+		name  string
+		h     func() http.Header
+		check dpop.Check
+	}{
+		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + l.agent}} }, dpop.CheckMissing},
+		{"two proofs", func() http.Header {
+			return http.Header{"Authorization": {"DPoP " + l.agent}, "Dpop": {proof(), proof()}}
+		}, dpop.CheckMalformed},
+		{"a proof beside Bearer", func() http.Header {
+			return http.Header{"Authorization": {"Bearer " + l.agent}, "Dpop": {proof()}}
+		}, dpop.CheckMalformed},
+		{"a proof beside X-Chio-Capability", func() http.Header {
+			return http.Header{"X-Chio-Capability": {l.agent}, "Dpop": {proof()}}
+		}, dpop.CheckMalformed},
+		{"a leaf token's proof beside Bearer", func() http.Header {
+			return http.Header{"Authorization": {"Bearer " + l.helper}, "Dpop": {proof()}}
+		}, dpop.CheckMalformed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for i, body := range []string{
+				rpcBody(t, 1, MethodInvoke, readParams("/a", nil)),
+				rpcBody(t, 2, MethodStream, readParams("/a", nil)),
+				rpcBody(t, 3, MethodInvoke, readParams("/a", withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`)))),
+			} {
+				status, h, a := send(t, body, c.h())
+				if ch := h.Values("WWW-Authenticate"); status != http.StatusUnauthorized || len(ch) != 1 || ch[0] != dpop.Challenge(c.check) {
+					t.Fatalf("call %d: %d %q", i, status, ch)
+				}
+				d := refusal(t, a, c.check)
+				denyReceipt(t, f, d.ReceiptID, c.check)
+			}
+		})
+	}
+}
+
+// An unreachable replay state is a server condition: a 503 with
+// Retry-After and the surface's internal error code, the call's receipt
+// kept (a deny at the proof step naming state_unavailable), over HTTP and
+// over stdio. A bearer token that needs no proof still works.
+func TestProofStateUnavailable(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	agent := signer(t, agentKey, l.agent)
+	c := serveStdio(t, f, l.agent)
+	if err := f.js.DeleteKeyValue(context.Background(), schemas.ProofsBucket); err != nil {
+		t.Fatal(err)
+	}
+	stateRefusal := func(t *testing.T, a answer) Refused {
+		t.Helper()
+		var d Refused
+		if a.Error == nil || a.Error.Code != CodeInternal || json.Unmarshal(a.Error.Data, &d) != nil || d.DPoPCheck != string(dpop.CheckState) {
+			t.Fatalf("answer %+v, want an internal error naming state_unavailable", a.Error)
+		}
+		return d
+	}
+	dpopFor := func() map[string]string {
+		p, err := agent.Proof(http.MethodPost, f.url+Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{"Authorization": "DPoP " + l.agent, "DPoP": p}
+	}
+	for _, tc := range []struct {
+		name, method string
+		params       any
+		receipt      bool
+	}{
+		{"invoke", MethodInvoke, readParams("/a", nil), true},
+		{"list", MethodListCapabilities, nil, false},
+	} {
+		t.Run("HTTP "+tc.name, func(t *testing.T) {
+			status, h, a := f.postAnswer(t, rpcBody(t, 1, tc.method, tc.params), dpopFor())
+			if status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || h.Get("WWW-Authenticate") != "" {
+				t.Fatalf("%d %v", status, h)
+			}
+			if d := stateRefusal(t, a); tc.receipt {
+				denyReceipt(t, f, d.ReceiptID, dpop.CheckState)
+			}
+		})
+	}
+	t.Run("stdio invoke", func(t *testing.T) {
+		a := c.call(t, MethodInvoke, readParams("/a", withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`))))
+		denyReceipt(t, f, stateRefusal(t, a).ReceiptID, dpop.CheckState)
+	})
+	_, _, a := f.postAnswer(t, rpcBody(t, 2, MethodInvoke, readParams("/a", nil)), map[string]string{"Authorization": "Bearer " + l.helper})
+	invoked(t, f, a, dpop.MethodBearer, "")
 }

@@ -2,6 +2,7 @@ package acp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // DefaultTaskTTL is how long a deferred task is kept by default.
@@ -39,6 +41,11 @@ type binding struct {
 	// stream says the tool streams its output: a deferred task runs it
 	// with InvokeStream and returns the chunks collected.
 	stream bool
+}
+
+// call is the tool call of b with args, as a tool proof names it.
+func (b *binding) call(args json.RawMessage) *dpop.Call {
+	return &dpop.Call{ToolServer: b.entry.Manifest.ServerID, ToolName: b.entry.Tool.Name, Arguments: args}
 }
 
 // New builds the edge over a kernel built with kernel.WithRegistry(reg),

@@ -33,7 +33,12 @@ func (e *Edge) Register(ec *echo.Echo) { ec.POST(Path, e.handleHTTP) }
 // browser request. The body must be application/json: a browser cannot
 // send that cross-site without a CORS preflight, which this surface never
 // answers. A single request refused for its proof is answered 401 with
-// the DPoP challenge naming the check.
+// the DPoP challenge naming the check; one whose proof could not be
+// checked because the replay state is unreachable, 503 with Retry-After.
+// A presentation wrong in form (Authorization: DPoP without a DPoP
+// header, two DPoP headers, a DPoP header beside a bearer token) is
+// refused by the kernel for every message under its token, a
+// tool/invoke's or tool/stream's with its deny receipt.
 func (e *Edge) handleHTTP(c echo.Context) error {
 	r := c.Request()
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -53,7 +58,7 @@ func (e *Edge) handleHTTP(c echo.Context) error {
 	presented, err := dpop.FromRequest(r, e.opts.origin)
 	switch {
 	case err == nil:
-		conn = credential{token: presented.Token, proof: kernel.FromPresented(presented)}
+		conn = credential{token: presented.Token, proof: kernel.FromPresented(presented), invalid: presented.Invalid != nil}
 	case dpop.Presents(r.Header):
 		dpop.SetChallenge(c.Response().Header(), "", bearerChallenge)
 		return c.JSON(http.StatusUnauthorized, errorResponse(nil, rpcErr(CodeUnauthorized, nil, "chio: %v", err)))
@@ -74,6 +79,10 @@ func (e *Edge) handleHTTP(c echo.Context) error {
 		return c.NoContent(http.StatusNoContent)
 	}
 	if one, ok := ans.(*response); ok && one.Error != nil && one.Error.check != "" {
+		if one.Error.check == dpop.CheckState {
+			c.Response().Header().Set("Retry-After", retryAfter)
+			return c.JSON(http.StatusServiceUnavailable, ans)
+		}
 		dpop.SetChallenge(c.Response().Header(), one.Error.check, "")
 		return c.JSON(http.StatusUnauthorized, ans)
 	}

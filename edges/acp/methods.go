@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // The seed profile's methods and ACP's handshake.
@@ -51,7 +52,8 @@ type meta struct {
 // MetaDPoPProof is the params._meta member that carries a call's proof
 // of possession: a chio.dpop_proof.v1 object (dpop.ToolProof) signed by
 // the capability's subject key, naming the call's tool (its server id and
-// tool name, as the receipt does) and the hash of its arguments. It sits
+// tool name, as the receipt does) and the hash of its arguments, or, for a
+// method that runs no tool of its own, the request (RequestProof). It sits
 // beside chioCapability; over stdio it is the only proof a call can bring,
 // over HTTP it may replace the request's DPoP header for that call.
 const MetaDPoPProof = "chioDpopProof"
@@ -65,8 +67,12 @@ type credential struct {
 	// request, shared by every message of it that acts under token.
 	proof *kernel.Proof
 	// held: token is the process's own (stdio), checked at start; a
-	// message that runs no tool acts under it without a proof.
+	// message that only reads what the token states acts under it without
+	// a proof (statesOnly).
 	held bool
+	// invalid: the HTTP request's proof presentation is wrong in form
+	// (proof carries the refusal), so no message under token is honoured.
+	invalid bool
 }
 
 // handle answers one request under the connection's credential; nil for
@@ -98,12 +104,20 @@ func (e *Edge) route(ctx context.Context, conn credential, r *request) (any, *Er
 		return nil, perr
 	}
 	c := &call{token: conn.token, proof: conn.proof, held: conn.held, method: method, params: r.Params, requestID: decodeID(r.ID)}
-	if tok := m.Meta.ChioCapability; tok != "" && tok != conn.token {
+	tok := m.Meta.ChioCapability
+	own := tok == "" || tok == conn.token
+	if !own {
 		// The connection's proof and hold are its own token's.
 		c.token, c.proof, c.held = tok, nil, false
 	}
-	if len(m.Meta.ChioDPoPProof) > 0 {
-		c.proof = &kernel.Proof{Tool: m.Meta.ChioDPoPProof}
+	if len(m.Meta.ChioDPoPProof) > 0 && !(own && conn.invalid) {
+		// A presentation refused in form stays refused for its token: a
+		// call's own proof does not mend it.
+		bound, rerr := e.boundCall(method, r)
+		if rerr != nil {
+			return nil, rerr
+		}
+		c.proof = &kernel.Proof{Tool: m.Meta.ChioDPoPProof, Request: bound}
 	}
 	if rerr := e.identify(ctx, c); rerr != nil {
 		return nil, rerr
@@ -122,6 +136,35 @@ func (e *Edge) route(ctx context.Context, conn credential, r *request) (any, *Er
 	default: // MethodCancel
 		return e.cancel(ctx, c)
 	}
+}
+
+// boundCall is the operation a tool proof presented with r must name,
+// checked as soon as the proof is (kernel.Proof.Request): for a
+// tool/invoke, its tool call (when its capability and arguments resolve;
+// otherwise it fails before any effect, and Decide checks the call in any
+// case); for a tool/resume, none yet: the task's call, once the task is
+// read (resume); for any other method, the request itself (requestCall,
+// under the method's name as received).
+func (e *Edge) boundCall(method string, r *request) (*dpop.Call, *Error) {
+	switch method {
+	case MethodInvoke:
+		var p invokeParams
+		if params(r.Params, &p) != nil {
+			return nil, nil
+		}
+		b, ok := e.byID[p.CapabilityID]
+		if !ok {
+			return nil, nil
+		}
+		args, err := arguments(p.Arguments)
+		if err != nil {
+			return nil, nil
+		}
+		return b.call(args), nil
+	case MethodResume:
+		return nil, nil
+	}
+	return requestCall(r.Method, r.Params)
 }
 
 // decodeID is a request id as recorded in a decision's metadata.

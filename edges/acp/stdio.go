@@ -21,9 +21,10 @@ const maxInflight = 32
 // out, every call under token (the dev capability when token is empty;
 // params._meta.chioCapability overrides it per call), until in ends or
 // ctx is done. The session's own token is checked at the start; a call
-// that runs a tool brings its proof of possession, if the token needs
-// one, in params._meta.chioDpopProof (MetaDPoPProof), and one without is
-// refused with its deny receipt. Requests are handled concurrently, so answers may come out
+// that runs a tool or stores, resumes or cancels a task brings its proof
+// of possession, if the token needs one, in params._meta.chioDpopProof
+// (MetaDPoPProof), and one without is refused (see the package's holder
+// binding). Requests are handled concurrently, so answers may come out
 // of order (JSON-RPC matches them by id); every request read is answered
 // before ServeStdio returns. A capability the kernel refuses at the start
 // is an error. in is closed at the end when it is an io.Closer, which

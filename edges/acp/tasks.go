@@ -111,10 +111,13 @@ func (e *Edge) resume(ctx context.Context, c *call) (any, *Error) {
 	if rerr != nil {
 		return nil, rerr
 	}
+	b, ok := e.byID[rec.Task.CapabilityID]
+	if perr := e.provesTask(ctx, c, b, rec); perr != nil {
+		return nil, perr
+	}
 	if rec.Task.State != TaskPending {
 		return storedOutcome(rec)
 	}
-	b, ok := e.byID[rec.Task.CapabilityID]
 	if !ok {
 		// The table changed under the task (another build): fail closed.
 		return nil, rpcErr(CodeTaskState, nil, "task %s: capability %q is no longer published", rec.Task.ID, rec.Task.CapabilityID)
@@ -156,6 +159,35 @@ func (e *Edge) resume(ctx context.Context, c *call) (any, *Error) {
 		e.log.Error("acp: task outcome not stored", "task_id", rec.Task.ID, "receipt_id", rec.Task.ReceiptID, "err", err)
 	}
 	return storedOutcome(rec)
+}
+
+// provesTask checks, before a resume answers anything, that its tool
+// proof (if that is its form) names the task's call: the capability's
+// tool with the task's arguments, as the dispatch of a pending task checks
+// it again. A proof for anything else is refused with the task's deny
+// receipt, whatever the task's state. b is the task's binding, nil when
+// its capability is no longer published (a tool proof is then refused:
+// its call cannot be named). An HTTP request's DPoP proof is bound to the
+// request and was checked by identify.
+func (e *Edge) provesTask(ctx context.Context, c *call, b *binding, rec *taskRecord) *Error {
+	if c.proof == nil || len(c.proof.Tool) == 0 {
+		return nil
+	}
+	if b == nil {
+		return rpcErr(CodeTaskState, nil, "task %s: capability %q is no longer published", rec.Task.ID, rec.Task.CapabilityID)
+	}
+	c.proof.Request = b.call(rec.Arguments)
+	_, dec := e.kernel.Identify(ctx, c.token, c.proof)
+	if dec == nil {
+		return nil
+	}
+	data := refusedData(dec, "")
+	rid, err := e.refuse(ctx, c, b, rec.Arguments, rec.Task.ID, dec)
+	if err != nil {
+		return rpcErr(CodeNotRecorded, data, "chio: the refusal could not be recorded: %v", err)
+	}
+	data.ReceiptID = rid
+	return unauthorized(dec, data)
 }
 
 // cancel cancels a pending task (compare-and-set); canceling a canceled

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/chio-ledger/chio/internal/acptest"
+	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
@@ -128,5 +130,35 @@ func TestProxySignsEachCall(t *testing.T) {
 	}
 	if len(ds[MethodRead]) != 2 || ds[MethodRead][1].Decision.Guard != "PathGuard" {
 		t.Fatalf("reads %+v", ds[MethodRead])
+	}
+}
+
+// With the replay state unreachable, a signed call cannot be proven: the
+// agent gets CodeInternal (a server condition, to retry), not a denial,
+// and the receipt records the refusal at the proof step.
+func TestProxyProofStateUnavailable(t *testing.T) {
+	e := newEnv(t, nil)
+	tok := e.token(t, delegating())
+	p, err := e.proxy(tok, WithLogger(quiet), WithSigner(signerOf(t, agentKey, tok)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := e.fixture(t, p)
+	s := f.connect(t, &acptest.Editor{})
+	if err := e.js.DeleteKeyValue(context.Background(), schemas.ProofsBucket); err != nil {
+		t.Fatal(err)
+	}
+	got := s.run(t, "read "+filepath.Join(f.root, "a.txt"))
+	if !strings.Contains(got["read"][0], `"code":-32603`) || !strings.Contains(got["read"][0], string(dpop.CheckState)) {
+		t.Fatalf("session: %q", got)
+	}
+	ds := byTool(t, f.js)[MethodRead]
+	if len(ds) != 1 {
+		t.Fatalf("read decisions %+v", ds)
+	}
+	// Allowed, then refused when the claim could not be made.
+	o := natstest.Outcomes(t, f.js)[ds[0].ReceiptID]
+	if ds[0].Decision.Verdict != schemas.VerdictAllow || o.Outcome != schemas.OutcomeRefused || dpop.CheckOf(o.Reason) != dpop.CheckState {
+		t.Fatalf("decision %+v outcome %+v", ds[0].Decision, o)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // call is one governed request as the kernel sees it.
@@ -237,13 +238,19 @@ func relayed(id json.RawMessage, answer *message, rid string) message {
 }
 
 // refusal is the error answering a call that did not run: not durable,
-// bad arguments, or denied (with its receipt).
+// bad arguments, its proof not checkable for want of the replay state (a
+// server condition, to retry: CodeInternal, its receipt named), or denied
+// (with its receipt).
 func refusal(res *dispatch.Result, err error) *acp.RequestError {
 	switch {
 	case errors.Is(err, dispatch.ErrBadArguments):
 		return &acp.RequestError{Code: -32602, Message: "chio: " + err.Error()}
 	case err != nil:
 		return &acp.RequestError{Code: chioacp.CodeNotRecorded, Message: "chio: the call could not be recorded, so it was not made: " + err.Error()}
+	case res.Decision.DPoPCheck() == dpop.CheckState:
+		d := res.Decision
+		return &acp.RequestError{Code: chioacp.CodeInternal, Message: "chio: the proof could not be checked, so the call was not made; retry: " + d.Reason,
+			Data: chioacp.Refused{Decision: chioacp.DecisionDeny, Guard: d.Guard, Reason: d.Reason, ReceiptID: res.ReceiptID, DPoPCheck: string(dpop.CheckState)}}
 	case !res.Decision.Allow:
 		d := res.Decision
 		return &acp.RequestError{Code: chioacp.CodeDenied, Message: fmt.Sprintf("chio: denied at %s: %s", d.Guard, d.Reason),
@@ -369,7 +376,7 @@ func (s *session) permission(m *message, c *call, dc dispatch.Call) message {
 	}
 	res, err := s.p.dispatch.Do(s.ctx, dc)
 	switch {
-	case err != nil:
+	case err != nil || res.Decision.DPoPCheck() == dpop.CheckState:
 		return reply(m.ID, nil, refusal(res, err))
 	case !res.Decision.Allow:
 		// The protocol's answer to a refusal is a reject, not an error.
