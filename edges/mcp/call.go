@@ -33,7 +33,7 @@ func (e *Edge) handle(b *binding) sdk.ToolHandler {
 		}
 		proof := c.proof
 		if raw := toolProof(req.Params.Meta); raw != nil && !c.ownProof {
-			proof = &kernel.Proof{Tool: raw}
+			proof = e.callProof(raw, req.Params.Name, req.Params.Arguments)
 		}
 		if e.opts.simulate {
 			if proof != c.proof {
@@ -54,7 +54,7 @@ func (e *Edge) handle(b *binding) sdk.ToolHandler {
 		if err == nil {
 			if check := out.Decision.DPoPCheck(); check != "" {
 				c.refused.set(check)
-				return nil, rpcError(CodeUnauthorized, refusedMessage(out.Decision), refusedData(out.Decision,
+				return nil, refusedError(out.Decision, refusedData(out.Decision,
 					[]Refusal{{RequestID: requestID, ReceiptRef: out.ReceiptID}}))
 			}
 		}

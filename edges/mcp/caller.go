@@ -134,7 +134,7 @@ func (e *Edge) identifyMessage(ctx context.Context, c *caller, method string, re
 	if cr, ok := req.(*sdk.CallToolRequest); ok && method == methodCallTool && cr.Params != nil {
 		proof := c.proof
 		if raw := toolProof(cr.Params.Meta); raw != nil {
-			proof = &kernel.Proof{Tool: raw}
+			proof = e.callProof(raw, cr.Params.Name, cr.Params.Arguments)
 		}
 		id, dec := e.admit(ctx, c.token, proof)
 		return id, proof, dec
@@ -171,5 +171,20 @@ func (e *Edge) refusedRPC(ctx context.Context, token string, proof *kernel.Proof
 	if c, ok := callerFrom(ctx); ok {
 		c.refused.set(dec.DPoPCheck())
 	}
-	return rpcError(CodeUnauthorized, refusedMessage(dec), data)
+	return refusedError(dec, data)
+}
+
+// callProof is the Proof of a tools/call's own tool proof raw, bound to
+// the call it names (kernel.Proof.Request) when that resolves to a served
+// tool: whoever consults the kernel first (Admit, or Identify in
+// simulation, where nothing is decided) checks that it names this call;
+// the dispatch checks it again.
+func (e *Edge) callProof(raw json.RawMessage, name string, args json.RawMessage) *kernel.Proof {
+	p := &kernel.Proof{Tool: raw}
+	if b, ok := e.byName[name]; ok {
+		if a, err := arguments(args); err == nil {
+			p.Request = &dpop.Call{ToolServer: b.entry.Manifest.ServerID, ToolName: b.entry.Tool.Name, Arguments: a}
+		}
+	}
+	return p
 }

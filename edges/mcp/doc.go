@@ -20,12 +20,21 @@
 // may instead (or as well) carry a chio.dpop_proof.v1 in
 // params._meta["chio/dpop_proof"] (MetaDPoPProof), naming the Chio server
 // id and tool name of the call (a listed tool's _meta.chio) and the hash
-// of its arguments; over stdio that is the only proof a call can bring,
-// the session's own capability listing its tools without one. A refused
+// of its arguments; it is honoured for that call only (a simulated one
+// included). Over stdio that is the only proof a call can bring; the
+// session's own capability lists its tools without one (tools/list
+// answers only what the token itself grants, changes nothing and
+// records nothing), and no other method acts for the holder. A refused
 // proof is answered like a refused capability (401 with the DPoP
 // challenge over HTTP, CodeUnauthorized, error data naming the check
 // under dpop_check), after the call's deny receipt; the receipt of an
-// allowed call records how its caller proved who it is.
+// allowed call records how its caller proved who it is. A presentation
+// wrong in form (Authorization: DPoP without a DPoP header, two DPoP
+// headers, a DPoP header beside a bearer token) is refused so, whatever a
+// call's own proof. A proof that could not be checked because the replay
+// state is unreachable (state_unavailable) is a server condition: a
+// JSON-RPC internal error (-32603), over HTTP a 503 with Retry-After, the
+// deny receipts kept.
 //
 // Tool names. A tool is listed under its own name when that fits MCP's
 // rule ([A-Za-z0-9_.-], at most 128 characters) and no other exposed tool

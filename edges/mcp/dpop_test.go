@@ -445,3 +445,147 @@ func TestStdioToolProofs(t *testing.T) {
 	_, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"path": "/tmp/x"}})
 	stdioRefusal(t, f, err, dpop.CheckMissing)
 }
+
+// sendHeaders posts body to the edge with exactly the headers h (besides
+// Content-Type and Accept).
+func sendHeaders(t *testing.T, url, body string, h http.Header) (int, http.Header, rpcAnswer) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+Path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = h
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a rpcAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		t.Fatalf("answer %d: %v", resp.StatusCode, err)
+	}
+	return resp.StatusCode, resp.Header, a
+}
+
+// A presentation wrong in form reaches the kernel as a refused proof: a
+// 401 with the DPoP challenge naming the check, and the call's deny
+// receipt, reason "dpop missing_proof: ..." or "dpop malformed: ...". A
+// call's own tool proof does not mend it.
+func TestMalformedPresentationHTTP(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	agent := signer(t, agentKey, l.agent)
+	proof := func() string {
+		p, err := agent.Proof(http.MethodPost, f.url+Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name  string
+		h     func() http.Header
+		check dpop.Check
+	}{
+		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + l.agent}} }, dpop.CheckMissing},
+		{"two proofs", func() http.Header {
+			return http.Header{"Authorization": {"DPoP " + l.agent}, "Dpop": {proof(), proof()}}
+		}, dpop.CheckMalformed},
+		{"a proof beside Bearer", func() http.Header {
+			return http.Header{"Authorization": {"Bearer " + l.agent}, "Dpop": {proof()}}
+		}, dpop.CheckMalformed},
+		{"a proof beside X-Chio-Capability", func() http.Header {
+			return http.Header{"X-Chio-Capability": {l.agent}, "Dpop": {proof()}}
+		}, dpop.CheckMalformed},
+		{"a leaf token's proof beside Bearer", func() http.Header {
+			return http.Header{"Authorization": {"Bearer " + l.helper}, "Dpop": {proof()}}
+		}, dpop.CheckMalformed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for i, body := range []string{
+				callBody(1, "read", readArgs),
+				proofCallBody(1, "read", readArgs, toolProofOf(t, agent, "read", readArgs)),
+			} {
+				status, h, a := sendHeaders(t, f.url, body, c.h())
+				d := refused401(t, status, h, a, c.check)
+				if len(d.Receipts) != 1 {
+					t.Fatalf("call %d: receipts %+v", i, d)
+				}
+				denyReceipt(t, f, d.Receipts[0].ReceiptRef, c.check)
+			}
+		})
+	}
+}
+
+// In simulation nothing is decided, so a call's own tool proof is checked
+// when it is spent: one for another call is refused.
+func TestSimulatedCallProof(t *testing.T) {
+	f := start(t, WithSimulation(true))
+	l := delegated(t)
+	agent := signer(t, agentKey, l.agent)
+	bearer := map[string]string{"Authorization": "Bearer " + l.agent}
+	status, h, a := post(t, f.url, "", proofCallBody(1, "read", readArgs, toolProofOf(t, agent, "echo", readArgs)), bearer)
+	refused401(t, status, h, a, dpop.CheckCall)
+	status, _, a = post(t, f.url, "", proofCallBody(2, "read", readArgs, toolProofOf(t, agent, "read", readArgs)), bearer)
+	if status != http.StatusOK || a.Error != nil {
+		t.Fatalf("the simulated call with its proof: %d %+v", status, a.Error)
+	}
+}
+
+// An unreachable replay state is a server condition: a JSON-RPC internal
+// error, over HTTP a 503 with Retry-After and no challenge, the call's
+// receipt kept; over stdio the same error. A bearer token that needs no
+// proof still works.
+func TestProofStateUnavailable(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	agent := signer(t, agentKey, l.agent)
+	cs := stdioSession(t, f, l.agent)
+	if err := f.js.DeleteKeyValue(context.Background(), schemas.ProofsBucket); err != nil {
+		t.Fatal(err)
+	}
+	stateError := func(t *testing.T, code int64, data json.RawMessage) Refused {
+		t.Helper()
+		var d Refused
+		if err := json.Unmarshal(data, &d); code != codeInternal || err != nil || d.DPoPCheck != string(dpop.CheckState) {
+			t.Fatalf("error %d %s, want an internal error naming state_unavailable", code, data)
+		}
+		return d
+	}
+	for _, c := range []struct {
+		name string
+		body string
+		h    func() map[string]string
+	}{
+		{"list with a DPoP proof", listBody, func() map[string]string { return dpopHeaders(t, agent, l.agent, f.url) }},
+		{"call with a DPoP proof", callBody(1, "read", readArgs), func() map[string]string { return dpopHeaders(t, agent, l.agent, f.url) }},
+		{"call with a tool proof", proofCallBody(1, "read", readArgs, toolProofOf(t, agent, "read", readArgs)),
+			func() map[string]string { return map[string]string{"Authorization": "Bearer " + l.agent} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, h, a := post(t, f.url, "", c.body, c.h())
+			if status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || h.Get("WWW-Authenticate") != "" || a.Error == nil {
+				t.Fatalf("%d %v %+v", status, h, a.Error)
+			}
+			d := stateError(t, a.Error.Code, a.Error.Data)
+			if c.body != listBody {
+				if len(d.Receipts) != 1 {
+					t.Fatalf("receipts %+v", d)
+				}
+				denyReceipt(t, f, d.Receipts[0].ReceiptRef, dpop.CheckState)
+			}
+		})
+	}
+	_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"path": "/tmp/x"},
+		Meta: sdk.Meta{MetaDPoPProof: json.RawMessage(toolProofOf(t, agent, "read", readArgs))}})
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) {
+		t.Fatalf("stdio: %v", err)
+	}
+	denyReceipt(t, f, stateError(t, werr.Code, werr.Data).Receipts[0].ReceiptRef, dpop.CheckState)
+
+	status, _, a := post(t, f.url, "", callBody(2, "read", readArgs), map[string]string{"Authorization": "Bearer " + l.helper})
+	allowedCall(t, f, status, a, dpop.MethodBearer, "")
+}

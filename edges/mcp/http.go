@@ -61,7 +61,7 @@ func (e *Edge) authenticate(next http.Handler) http.Handler {
 		calls, own := toolCalls(msgs)
 		switch {
 		case c.proof == nil && own && len(msgs) == 1:
-			c.proof, c.ownProof = &kernel.Proof{Tool: calls[0].proof}, true
+			c.proof, c.ownProof = e.callProof(calls[0].proof, calls[0].name, calls[0].args), true
 			c.id, dec = e.admit(ctx, token, c.proof)
 		case c.proof == nil && own:
 			// A batch of calls each with its own proof: govern admits each.
@@ -112,7 +112,9 @@ func toolCalls(msgs []message) (calls []toolCall, own bool) {
 
 // refuseHTTP answers a capability or proof the kernel refused: 401, after
 // the deny receipts of the body's tool calls (503 if they could not be
-// written), with the DPoP challenge naming a refused proof's check.
+// written), with the DPoP challenge naming a refused proof's check; 503
+// with Retry-After, the receipts written, when the proof could not be
+// checked because the replay state is unreachable.
 func (e *Edge) refuseHTTP(w http.ResponseWriter, r *http.Request, c *caller, msgs []message, dec *kernel.Decision) {
 	calls, _ := toolCalls(msgs)
 	data, err := e.refuse(r.Context(), c.token, c.proof, calls, dec)
@@ -122,8 +124,8 @@ func (e *Edge) refuseHTTP(w http.ResponseWriter, r *http.Request, c *caller, msg
 			"chio: the refusal could not be recorded: "+err.Error(), nil))
 		return
 	}
-	dpop.SetChallenge(w.Header(), dec.DPoPCheck(), bearerChallenge)
-	writeError(w, http.StatusUnauthorized, msgs, rpcError(CodeUnauthorized, refusedMessage(dec), data))
+	status := setProofStatus(w.Header(), dec.DPoPCheck(), bearerChallenge)
+	writeError(w, status, msgs, refusedError(dec, data))
 }
 
 // bearerChallenge is a 401's Bearer challenge, where a bearer token

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"net/http"
 	"strings"
-
-	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // jsonErrors turns the SDK's plain-text error answers (an unknown method,
@@ -14,7 +12,7 @@ import (
 // The answer to a request of one tools/call refused for its proof after
 // the transport admitted it (a replayed proof, a tool proof for another
 // call) becomes a 401 with the DPoP challenge, as a refusal found before
-// is. Anything else passes through untouched.
+// is (a 503 with Retry-After when the replay state was unreachable). Anything else passes through untouched.
 type jsonErrors struct {
 	http.ResponseWriter
 	msgs    []message
@@ -34,8 +32,7 @@ func (w *jsonErrors) WriteHeader(status int) {
 		return
 	}
 	if check := w.refused.get(); check != "" && status/100 == 2 && len(w.msgs) == 1 {
-		dpop.SetChallenge(w.Header(), check, "")
-		status = http.StatusUnauthorized
+		status = setProofStatus(w.Header(), check, "")
 	}
 	w.ResponseWriter.WriteHeader(status)
 }

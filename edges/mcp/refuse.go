@@ -5,9 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // toolCall is a tools/call as the transport read it.
@@ -45,7 +50,38 @@ func refusedData(dec *kernel.Decision, refs []Refusal) *Refused {
 
 // refusedMessage names the failed step of a refused capability.
 func refusedMessage(dec *kernel.Decision) string {
+	if dec.DPoPCheck() == dpop.CheckState {
+		return "chio: the proof could not be checked, so nothing ran; retry: " + dec.Reason
+	}
 	return fmt.Sprintf("chio: capability refused at %s: %s", dec.Guard, dec.Reason)
+}
+
+// refusedError is the JSON-RPC error of a capability or proof the kernel
+// refused: CodeUnauthorized, but for a proof that could not be checked
+// because the replay state is unreachable, a server condition the client
+// may retry (codeInternal; over HTTP a 503 with Retry-After).
+func refusedError(dec *kernel.Decision, data any) *jsonrpc.Error {
+	if dec.DPoPCheck() == dpop.CheckState {
+		return rpcError(codeInternal, refusedMessage(dec), data)
+	}
+	return rpcError(CodeUnauthorized, refusedMessage(dec), data)
+}
+
+// RetryAfterSeconds is the Retry-After of a 503 answering a request whose
+// proof could not be checked because the replay state is unreachable.
+const RetryAfterSeconds = 1
+
+// setProofStatus sets the headers of an HTTP answer refusing a proof for
+// check and returns its status: 503 with Retry-After when the replay
+// state is unreachable, else 401 with the DPoP challenge (and bearer's,
+// where a bearer token could have done).
+func setProofStatus(h http.Header, check dpop.Check, bearer string) int {
+	if check == dpop.CheckState {
+		h.Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+		return http.StatusServiceUnavailable
+	}
+	dpop.SetChallenge(h, check, bearer)
+	return http.StatusUnauthorized
 }
 
 // refuse records a deny receipt for each call that names a listed tool
