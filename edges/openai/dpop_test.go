@@ -300,3 +300,111 @@ func TestOfficialClientWithDPoPTransport(t *testing.T) {
 		t.Fatalf("bearer: %v", err)
 	}
 }
+
+// sendHeaders sends body with exactly the headers h (and Content-Type).
+func sendHeaders(t *testing.T, method, url string, h http.Header, body []byte) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = h
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var raw bytes.Buffer
+	if _, err := raw.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, raw.Bytes()
+}
+
+// A presentation wrong in form reaches the kernel as a refused proof: a
+// 401 with the DPoP challenge naming the check, each call's deny receipt
+// naming it ("dpop missing_proof: ..." or "dpop malformed: ...").
+func TestMalformedPresentation(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	calls := f.url + ToolCallsPath
+	agent := signer(t, agentKey, l.agent)
+	proof := func() string {
+		p, err := agent.Proof(http.MethodPost, calls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name  string
+		h     func() http.Header
+		check dpop.Check
+	}{
+		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + l.agent}} }, dpop.CheckMissing},
+		{"two proofs", func() http.Header {
+			return http.Header{"Authorization": {"DPoP " + l.agent}, "Dpop": {proof(), proof()}}
+		}, dpop.CheckMalformed},
+		{"a proof beside Bearer", func() http.Header {
+			return http.Header{"Authorization": {"Bearer " + l.agent}, "Dpop": {proof()}}
+		}, dpop.CheckMalformed},
+		{"a proof beside X-Chio-Capability", func() http.Header {
+			return http.Header{"X-Chio-Capability": {l.agent}, "Dpop": {proof()}}
+		}, dpop.CheckMalformed},
+		{"a leaf token's proof beside Bearer", func() http.Header {
+			return http.Header{"Authorization": {"Bearer " + l.helper}, "Dpop": {proof()}}
+		}, dpop.CheckMalformed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, h, raw := sendHeaders(t, http.MethodPost, calls, c.h(), []byte(helloCall))
+			e := refusedProof(t, code, h, raw, c.check)
+			if len(e.Error.Chio.Receipts) != 1 {
+				t.Fatalf("receipts %s", raw)
+			}
+			denyReceipt(t, f, e.Error.Chio.Receipts[0].ReceiptRef, c.check)
+		})
+	}
+}
+
+// An unreachable replay state is a server condition: 503 server_error
+// dpop_state_unavailable with Retry-After and no challenge, the calls'
+// receipts kept (on the tools list too). A bearer token that needs no
+// proof still works.
+func TestProofStateUnavailable(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	if err := f.js.DeleteKeyValue(context.Background(), schemas.ProofsBucket); err != nil {
+		t.Fatal(err)
+	}
+	list, calls := f.url+ToolsPath, f.url+ToolCallsPath
+	for _, c := range []struct {
+		name, method, url string
+		body              []byte
+	}{
+		{"tools list", http.MethodGet, list, nil},
+		{"tool calls", http.MethodPost, calls, []byte(helloCall)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, h, raw := doWith(t, c.method, c.url, proofHeaders(t, agentKey, l.agent, l.agent, c.method, c.url), c.body)
+			var e proofError
+			if err := json.Unmarshal(raw, &e); code != http.StatusServiceUnavailable || err != nil || e.Error.Type != "server_error" ||
+				e.Error.Code != codeProofState || e.Error.Chio.DPoPCheck != string(dpop.CheckState) ||
+				h.Get("Retry-After") == "" || h.Get("WWW-Authenticate") != "" {
+				t.Fatalf("%d %v %s", code, h, raw)
+			}
+			if c.body != nil {
+				if len(e.Error.Chio.Receipts) != 1 {
+					t.Fatalf("receipts %s", raw)
+				}
+				denyReceipt(t, f, e.Error.Chio.Receipts[0].ReceiptRef, dpop.CheckState)
+			}
+		})
+	}
+	code, _, raw := doWith(t, http.MethodPost, calls, map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + l.helper}, []byte(helloCall))
+	var ans chatAnswer
+	var c chioOf
+	if err := json.Unmarshal(raw, &ans); code != http.StatusOK || err != nil || json.Unmarshal(ans.Messages[0], &c) != nil || c.Chio.Decision != DecisionAllow {
+		t.Fatalf("the helper's call: %d %s", code, raw)
+	}
+}

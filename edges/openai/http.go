@@ -5,6 +5,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -169,15 +170,24 @@ func (a *Adapter) credential(r *http.Request) (token string, proof *kernel.Proof
 		Message: "a chio.capability.v1 token is required, as Authorization: DPoP with a DPoP proof, or as Authorization: Bearer or X-Chio-Capability: " + err.Error()}
 }
 
-// Codes of a 401's error.
+// Codes of a 401's error, and of the 503 of a proof that could not be
+// checked.
 const (
 	codeInvalidCapability = "invalid_capability"
 	codeInvalidProof      = "invalid_dpop_proof"
+	codeProofState        = "dpop_state_unavailable"
 )
+
+// RetryAfterSeconds is the Retry-After of a 503 answering a request whose
+// proof could not be checked because the replay state is unreachable.
+const RetryAfterSeconds = 1
 
 // unauthorized is the 401 of a capability the kernel refused, naming the
 // deny receipts of the refused calls, if any. A refused proof of
 // possession is code invalid_dpop_proof, its check under chio.dpop_check.
+// A proof that could not be checked because the replay state is
+// unreachable is a server condition, not the caller's fault: a 503
+// server_error, code dpop_state_unavailable, with Retry-After.
 func unauthorized(dec *kernel.Decision, refs []Refusal) *Error {
 	e := &Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: codeInvalidCapability,
 		Message: fmt.Sprintf("capability refused at %s: %s", dec.Guard, dec.Reason), check: dec.DPoPCheck()}
@@ -187,6 +197,10 @@ func unauthorized(dec *kernel.Decision, refs []Refusal) *Error {
 	}
 	if e.check != "" {
 		e.Code, extra["dpop_check"] = codeInvalidProof, string(e.check)
+	}
+	if e.check == dpop.CheckState {
+		e.Status, e.Type, e.Code = http.StatusServiceUnavailable, "server_error", codeProofState
+		e.Message = "the proof could not be checked, so nothing ran; retry: " + dec.Reason
 	}
 	if len(extra) > 0 {
 		e.Extra = extra
@@ -213,10 +227,14 @@ func proofRefused(results []Result) *Error {
 }
 
 // writeError answers an OpenAI-style error. A 401 challenges with the
-// DPoP scheme and, unless a proof was refused, the Bearer scheme too.
+// DPoP scheme and, unless a proof was refused, the Bearer scheme too; the
+// 503 of an unreachable replay state says when to retry.
 func writeError(c echo.Context, e *Error) error {
-	if e.Status == http.StatusUnauthorized {
+	switch {
+	case e.Status == http.StatusUnauthorized:
 		dpop.SetChallenge(c.Response().Header(), e.check, `Bearer realm="chio", charset="UTF-8"`)
+	case e.check == dpop.CheckState:
+		c.Response().Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
 	}
 	return c.JSON(e.Status, e)
 }
