@@ -2,6 +2,7 @@ package protect
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -285,5 +286,77 @@ func TestRefusedProofs(t *testing.T) {
 	})
 	if n := f.upstream.Load(); n != 1 {
 		t.Fatalf("the API received %d requests, want the one with a good proof", n)
+	}
+}
+
+// A presentation wrong in form reaches the kernel as a refused proof: a
+// 401 with the DPoP challenge naming the check and a deny receipt whose
+// reason names it ("dpop missing_proof: ..." or "dpop malformed: ...").
+// Nothing reaches the API.
+func TestMalformedPresentation(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	u := f.url + "/get"
+	agent := signer(t, agentKey, l.agent)
+	proof := func() string {
+		p, err := agent.Proof("GET", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name  string
+		h     http.Header
+		check dpop.Check
+	}{
+		{"DPoP scheme without a proof", http.Header{"Authorization": {"DPoP " + l.agent}}, dpop.CheckMissing},
+		{"two proofs", http.Header{"Authorization": {"DPoP " + l.agent}, "Dpop": {proof(), proof()}}, dpop.CheckMalformed},
+		{"a proof beside Bearer", http.Header{"Authorization": {"Bearer " + l.agent}, "Dpop": {proof()}}, dpop.CheckMalformed},
+		{"a proof beside X-Chio-Capability", http.Header{"X-Chio-Capability": {l.agent}, "Dpop": {proof()}}, dpop.CheckMalformed},
+		{"a leaf token's proof beside Bearer", http.Header{"Authorization": {"Bearer " + l.helper}, "Dpop": {proof()}}, dpop.CheckMalformed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := sendHeaders(t, "GET", u, c.h)
+			refusedProof(t, f, resp, body, c.check)
+		})
+	}
+	if n := f.upstream.Load(); n != 0 {
+		t.Fatalf("the API received %d requests", n)
+	}
+}
+
+// An unreachable replay state is a server condition: 503
+// dpop_state_unavailable with Retry-After and no challenge, the receipt
+// kept (the decision allowed, its outcome refused at the proof step).
+// Nothing reaches the API; a bearer token that needs no proof still does.
+func TestProofStateUnavailable(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	u := f.url + "/get"
+	if err := f.js.DeleteKeyValue(context.Background(), schemas.ProofsBucket); err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	if err := signer(t, agentKey, l.agent).Authorize(h, "GET", u); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := sendHeaders(t, "GET", u, h)
+	var d denial
+	if err := json.Unmarshal(body, &d); err != nil || resp.StatusCode != http.StatusServiceUnavailable || d.Error != "dpop_state_unavailable" ||
+		d.DPoPCheck != string(dpop.CheckState) || resp.Header.Get("Retry-After") == "" || resp.Header.Get("WWW-Authenticate") != "" ||
+		d.ReceiptID == "" || resp.Header.Get(ReceiptHeader) != d.ReceiptID {
+		t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	ev := natstest.Decisions(t, f.js)[d.ReceiptID]
+	o := natstest.Outcomes(t, f.js)[d.ReceiptID]
+	if ev.Decision.Verdict != schemas.VerdictAllow || o.Outcome != schemas.OutcomeRefused || dpop.CheckOf(o.Reason) != dpop.CheckState {
+		t.Fatalf("decision %+v outcome %+v", ev.Decision, o)
+	}
+	if resp, body := send(t, "GET", u, l.helper, "", nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the helper's leaf token: %d %s", resp.StatusCode, body)
+	}
+	if n := f.upstream.Load(); n != 1 {
+		t.Fatalf("the API received %d requests, want the bearer one", n)
 	}
 }

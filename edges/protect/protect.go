@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/chio-ledger/chio/edges/dispatch"
@@ -156,6 +157,10 @@ func (p *Proxy) allowed(r *http.Request) []string {
 	return out
 }
 
+// RetryAfterSeconds is the Retry-After of a 503 answering a request whose
+// proof could not be checked because the replay state is unreachable.
+const RetryAfterSeconds = 1
+
 // refused answers a request that did not reach the upstream: a denial
 // (its receipt named), or bad arguments, or a decision that could not be
 // recorded (then nothing ran and there is no receipt).
@@ -175,14 +180,24 @@ func (p *Proxy) refused(w http.ResponseWriter, status int, res *dispatch.Result,
 		return
 	}
 	w.Header().Set(ReceiptHeader, res.ReceiptID)
-	if check := dec.DPoPCheck(); check != "" {
-		status = http.StatusUnauthorized
-		dpop.SetChallenge(w.Header(), check, "")
-	} else if status == http.StatusUnauthorized {
-		dpop.SetChallenge(w.Header(), "", `Bearer realm="chio", error="invalid_token"`)
-	}
 	d := denial{Error: "chio_access_denied", ReceiptID: res.ReceiptID, Guard: dec.Guard, DPoPCheck: string(dec.DPoPCheck()),
 		Message: fmt.Sprintf("denied at %s: %s", dec.Guard, dec.Reason)}
+	switch check := dec.DPoPCheck(); {
+	case check == dpop.CheckState:
+		// The replay state cannot be reached: a server condition, not
+		// the caller's fault; the same request with a fresh proof may
+		// pass later.
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+		d.Error, d.Message = "dpop_state_unavailable", "the proof could not be checked, so the request was not forwarded; retry: "+dec.Reason
+		d.Suggestion = "retry with a fresh proof"
+		writeJSON(w, http.StatusServiceUnavailable, d)
+		return
+	case check != "":
+		status = http.StatusUnauthorized
+		dpop.SetChallenge(w.Header(), check, "")
+	case status == http.StatusUnauthorized:
+		dpop.SetChallenge(w.Header(), "", `Bearer realm="chio", error="invalid_token"`)
+	}
 	switch dec.Guard {
 	case kernel.StepGrant:
 		d.Suggestion = "ask for a capability whose grant names this operation's tool"
