@@ -274,6 +274,8 @@ type refusal struct {
 	code      int    // JSON-RPC or A2A code, or the gRPC code
 	receiptID string
 	check     string // ErrorInfo metadata dpopCheck
+	// retryAfter is the Retry-After header of an HTTP answer.
+	retryAfter string
 }
 
 // rawSend sends one SendMessage over binding with the given credential
@@ -282,6 +284,21 @@ type refusal struct {
 // receipt id of a success, or the refusal.
 func rawSend(t *testing.T, cl *cluster, grpcAddr string, binding sdk.TransportProtocol, host, auth, proof string) (string, *refusal) {
 	t.Helper()
+	h := http.Header{}
+	if auth != "" {
+		h.Set("Authorization", auth)
+	}
+	if proof != "" {
+		h.Set(dpop.Header, proof)
+	}
+	return sendWith(t, cl, grpcAddr, binding, host, h)
+}
+
+// sendWith is rawSend with the credential headers as given: h's members
+// are sent as they are (over gRPC as metadata, lower-cased), several
+// values of one as several headers.
+func sendWith(t *testing.T, cl *cluster, grpcAddr string, binding sdk.TransportProtocol, host string, h http.Header) (string, *refusal) {
+	t.Helper()
 	switch binding {
 	case sdk.TransportProtocolGRPC:
 		conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -289,9 +306,9 @@ func rawSend(t *testing.T, cl *cluster, grpcAddr string, binding sdk.TransportPr
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		md := metadata.Pairs("authorization", auth)
-		if proof != "" {
-			md.Append("dpop", proof)
+		md := metadata.MD{}
+		for k, vs := range h {
+			md.Append(strings.ToLower(k), vs...)
 		}
 		req := &pb.SendMessageRequest{Message: &pb.Message{MessageId: "m-" + randomSuffix(), Role: pb.Role_ROLE_USER,
 			Parts: []*pb.Part{{Content: &pb.Part_Text{Text: "world"}}}}}
@@ -302,18 +319,13 @@ func rawSend(t *testing.T, cl *cluster, grpcAddr string, binding sdk.TransportPr
 		req.Metadata = meta
 		resp, err := pb.NewA2AServiceClient(conn).SendMessage(metadata.NewOutgoingContext(context.Background(), md), req)
 		if err != nil {
-			code, info, _ := grpcStatusOf(t, err)
-			r := &refusal{code: int(code)}
-			if info != nil {
-				r.receiptID, r.check = info.Metadata["receiptId"], info.Metadata[metaDPoPCheck]
-			}
-			return "", r
+			return "", grpcRefusal(t, err)
 		}
 		c := resp.GetTask().GetMetadata().GetFields()["chio"].GetStructValue().GetFields()
 		return c["receiptId"].GetStringValue(), nil
 	case sdk.TransportProtocolHTTPJSON:
 		body := `{"message":{"messageId":"m-` + randomSuffix() + `","role":"ROLE_USER","parts":[{"text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}`
-		status, h, raw := httpSend(t, cl.edges[0].URL+RESTPath+"/message:send", host, auth, proof, body)
+		status, rh, raw := httpSendWith(t, cl.edges[0].URL+RESTPath+"/message:send", host, h, body)
 		if status == http.StatusOK {
 			var m struct {
 				Task struct {
@@ -324,30 +336,55 @@ func rawSend(t *testing.T, cl *cluster, grpcAddr string, binding sdk.TransportPr
 			rid, _ := chioMetaOf(t, m.Task.Metadata)["receiptId"].(string)
 			return rid, nil
 		}
-		var e struct {
-			Error struct {
-				Code    int `json:"code"`
-				Details []struct {
-					Metadata map[string]string `json:"metadata"`
-				} `json:"details"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(raw, &e); err != nil || len(e.Error.Details) == 0 {
-			t.Fatalf("REST refusal %d: %s", status, raw)
-		}
-		md := e.Error.Details[0].Metadata
-		return "", &refusal{status: status, challenge: strings.Join(h.Values("WWW-Authenticate"), " | "), code: e.Error.Code,
-			receiptID: md["receiptId"], check: md[metaDPoPCheck]}
+		return "", restRefusal(t, status, rh, raw)
 	default:
 		body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-` + randomSuffix() + `","role":"ROLE_USER","parts":[{"text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`
-		return rpcSendAt(t, cl.edges[0].URL+"/a2a", host, auth, proof, body)
+		status, rh, raw := httpSendWith(t, cl.edges[0].URL+"/a2a", host, h, body)
+		return rpcResult(t, status, rh, raw)
 	}
+}
+
+// grpcRefusal is how a gRPC call answered err.
+func grpcRefusal(t *testing.T, err error) *refusal {
+	t.Helper()
+	code, info, _ := grpcStatusOf(t, err)
+	r := &refusal{code: int(code)}
+	if info != nil {
+		r.receiptID, r.check = info.Metadata["receiptId"], info.Metadata[metaDPoPCheck]
+	}
+	return r
+}
+
+// restRefusal reads a REST error answer.
+func restRefusal(t *testing.T, status int, h http.Header, raw []byte) *refusal {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Code    int `json:"code"`
+			Details []struct {
+				Metadata map[string]string `json:"metadata"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &e); err != nil || len(e.Error.Details) == 0 {
+		t.Fatalf("REST refusal %d: %s", status, raw)
+	}
+	md := e.Error.Details[0].Metadata
+	return &refusal{status: status, challenge: strings.Join(h.Values("WWW-Authenticate"), " | "), code: e.Error.Code,
+		receiptID: md["receiptId"], check: md[metaDPoPCheck], retryAfter: h.Get("Retry-After")}
 }
 
 // rpcSendAt posts a JSON-RPC SendMessage to url (with Host host, if set).
 func rpcSendAt(t *testing.T, url, host, auth, proof, body string) (string, *refusal) {
 	t.Helper()
 	status, h, raw := httpSend(t, url, host, auth, proof, body)
+	return rpcResult(t, status, h, raw)
+}
+
+// rpcResult reads a JSON-RPC SendMessage answer: the receipt id of a
+// task, or the refusal.
+func rpcResult(t *testing.T, status int, h http.Header, raw []byte) (string, *refusal) {
+	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatalf("response %d %q: %v", status, raw, err)
@@ -358,7 +395,7 @@ func rpcSendAt(t *testing.T, url, host, auth, proof, body string) (string, *refu
 		rid, _ := chioMetaOf(t, meta)["receiptId"].(string)
 		return rid, nil
 	}
-	ref := &refusal{status: status, challenge: strings.Join(h.Values("WWW-Authenticate"), " | "), code: errCode(m)}
+	ref := &refusal{status: status, challenge: strings.Join(h.Values("WWW-Authenticate"), " | "), code: errCode(m), retryAfter: h.Get("Retry-After")}
 	if e, ok := m["error"].(map[string]any); ok {
 		if data, ok := e["data"].([]any); ok && len(data) > 0 {
 			md, _ := data[0].(map[string]any)["metadata"].(map[string]any)
@@ -371,17 +408,30 @@ func rpcSendAt(t *testing.T, url, host, auth, proof, body string) (string, *refu
 
 func httpSend(t *testing.T, url, host, auth, proof, body string) (int, http.Header, []byte) {
 	t.Helper()
+	h := http.Header{}
+	if auth != "" {
+		h.Set("Authorization", auth)
+	}
+	if proof != "" {
+		h.Set(dpop.Header, proof)
+	}
+	return httpSendWith(t, url, host, h, body)
+}
+
+// httpSendWith posts body to url with the headers h (added to the
+// JSON content type and A2A-Version 1.0).
+func httpSendWith(t *testing.T, url, host string, h http.Header, body string) (int, http.Header, []byte) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("A2A-Version", "1.0")
 	if host != "" {
 		req.Host = host
 	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	if proof != "" {
-		req.Header.Set(dpop.Header, proof)
+	for k, vs := range h {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -789,5 +839,411 @@ func TestDPoPBackgroundTaskNotTakenOver(t *testing.T) {
 			t.Fatalf("not ended: %s claimed by %s", cur.State, cur.ClaimedBy)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stdioSession runs one stdio session of lines and returns each answer.
+func stdioSession(t *testing.T, e *Edge, lines ...string) []map[string]any {
+	t.Helper()
+	var out bytes.Buffer
+	if err := e.ServeStdio(context.Background(), strings.NewReader(strings.Join(lines, "\n")+"\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(got) != len(lines) {
+		t.Fatalf("%d answers to %d lines: %s", len(got), len(lines), out.String())
+	}
+	res := make([]map[string]any, len(got))
+	for i, l := range got {
+		if err := json.Unmarshal([]byte(l), &res[i]); err != nil {
+			t.Fatalf("answer %q: %v", l, err)
+		}
+	}
+	return res
+}
+
+// stdioLine is a stdio JSON-RPC request for method with params, its proof
+// (if any) added at params.metadata.chio.dpopProof after it was signed.
+func stdioLine(t *testing.T, method string, params map[string]any, proof *dpop.ToolProof) string {
+	t.Helper()
+	raw, err := json.Marshal(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if proof != nil {
+		var p map[string]any
+		_ = json.Unmarshal(raw, &p)
+		meta, _ := p["metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+			p["metadata"] = meta
+		}
+		chio, _ := meta["chio"].(map[string]any)
+		if chio == nil {
+			chio = map[string]any{}
+			meta["chio"] = chio
+		}
+		chio[metaDPoPProof] = proof
+		if raw, err = json.Marshal(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q,"params":%s}`, method, raw)
+}
+
+// opProof is a proof for the stdio operation method with params, as a
+// client makes it with StdioOperation.
+func opProof(t *testing.T, s *dpop.Signer, method string, params map[string]any) *dpop.ToolProof {
+	t.Helper()
+	raw, _ := json.Marshal(params)
+	op, err := StdioOperation(method, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := s.ToolProof(op.ToolServer, op.ToolName, op.Arguments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp
+}
+
+// helloProof is a proof for the hello_task call with {"text":"world"}.
+func helloProof(t *testing.T, s *dpop.Signer) *dpop.ToolProof {
+	t.Helper()
+	tp, err := s.ToolProof(hello.ServerID, hello.ToolName, json.RawMessage(`{"text":"world"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp
+}
+
+// wantStdioRefused checks a stdio answer refused with -31401 naming
+// check, and returns its receipt id ("" for a call that names no tool).
+func wantStdioRefused(t *testing.T, m map[string]any, check dpop.Check) string {
+	t.Helper()
+	if errCode(m) != wire.CodeUnauthenticated {
+		t.Fatalf("want -31401 for %s: %v", check, m)
+	}
+	md, _ := m["error"].(map[string]any)["data"].([]any)[0].(map[string]any)["metadata"].(map[string]any)
+	if md[metaDPoPCheck] != string(check) {
+		t.Fatalf("dpopCheck %v, want %s: %v", md[metaDPoPCheck], check, m)
+	}
+	rid, _ := md["receiptId"].(string)
+	return rid
+}
+
+// A stdio proof is good for the one operation it names: a proof for the
+// hello_task call does not read or cancel a task, a proof for one
+// operation does not serve another or other params; a proof signed for
+// the operation (StdioOperation) does. message/stream stores a deferred
+// task on a proof for its own operation, and the tasks/get that runs the
+// task needs a proof for the task's tool call.
+func TestDPoPStdioOperations(t *testing.T) {
+	toks := delegationTokens(t)
+	cl := startCluster(t, 1, toks.agent)
+	e := cl.raw[0]
+	agent := newSigner(t, agentKey, toks.agent)
+	send := map[string]any{"message": map[string]any{"role": "user", "parts": []any{map[string]any{"type": "text", "text": "world"}}},
+		"metadata": map[string]any{"chio": map[string]any{"targetSkillId": "hello_task"}}}
+	res := stdioSession(t, e, stdioLine(t, "message/send", send, helloProof(t, agent)))
+	r, _ := res[0]["result"].(map[string]any)
+	id, _ := r["id"].(string)
+	if r["status"] != "completed" || id == "" {
+		t.Fatalf("message/send: %v", res[0])
+	}
+	get := map[string]any{"id": id}
+	annotated := map[string]any{"id": id, "metadata": map[string]any{"chio": map[string]any{"note": "kept in the hash"}}}
+	okGet := opProof(t, agent, "tasks/get", get)
+	res = stdioSession(t, e,
+		stdioLine(t, "tasks/get", get, helloProof(t, agent)),                                                         // 0: a tool proof
+		stdioLine(t, "tasks/cancel", get, helloProof(t, agent)),                                                      // 1: a tool proof
+		stdioLine(t, "tasks/get", get, okGet),                                                                        // 2: the operation's proof
+		stdioLine(t, "tasks/cancel", get, opProof(t, agent, "tasks/get", get)),                                       // 3: another method's
+		stdioLine(t, "tasks/get", map[string]any{"id": id, "historyLength": 1}, opProof(t, agent, "tasks/get", get)), // 4: other params
+		stdioLine(t, "tasks/get", annotated, opProof(t, agent, "tasks/get", annotated)),                              // 5: metadata beside the proof
+		stdioLine(t, "tasks/cancel", get, opProof(t, agent, "tasks/cancel", get)),                                    // 6: cancel, proven
+		stdioLine(t, "tasks/list", map[string]any{}, opProof(t, agent, "tasks/list", nil)),                           // 7: params {} and absent alike
+		stdioLine(t, "tasks/get", get, okGet),                                                                        // 8: replayed
+	)
+	wantStdioRefused(t, res[0], dpop.CheckCall)
+	wantStdioRefused(t, res[1], dpop.CheckCall)
+	if r, _ := res[2]["result"].(map[string]any); r["id"] != id || r["status"] != "completed" {
+		t.Fatalf("tasks/get with its proof: %v", res[2])
+	}
+	wantStdioRefused(t, res[3], dpop.CheckCall)
+	wantStdioRefused(t, res[4], dpop.CheckCall)
+	if r, _ := res[5]["result"].(map[string]any); r["id"] != id {
+		t.Fatalf("tasks/get with metadata: %v", res[5])
+	}
+	if errCode(res[6]) != wire.CodeTaskNotCancelable {
+		t.Fatalf("tasks/cancel with its proof (a completed task): %v", res[6])
+	}
+	if r, _ := res[7]["result"].(map[string]any); r == nil {
+		t.Fatalf("tasks/list with its proof: %v", res[7])
+	}
+	wantStdioRefused(t, res[8], dpop.CheckReplayed)
+
+	// Two proofs in one call: malformed, with the send's deny receipt.
+	both := map[string]any{"message": map[string]any{"role": "user", "parts": []any{map[string]any{"type": "text", "text": "world"}},
+		"metadata": map[string]any{"chio": map[string]any{metaDPoPProof: helloProof(t, agent)}}},
+		"metadata": map[string]any{"chio": map[string]any{"targetSkillId": "hello_task"}}}
+	res = stdioSession(t, e, stdioLine(t, "message/send", both, helloProof(t, agent)))
+	wantDenyReceipt(t, cl.js, wantStdioRefused(t, res[0], dpop.CheckMalformed), dpop.CheckMalformed)
+
+	// Deferred: message/stream runs no tool, so its proof names it; the
+	// get that runs the task names the task's call.
+	res = stdioSession(t, e, stdioLine(t, "message/stream", send, helloProof(t, agent)))
+	wantDenyReceipt(t, cl.js, wantStdioRefused(t, res[0], dpop.CheckCall), dpop.CheckCall)
+	res = stdioSession(t, e, stdioLine(t, "message/stream", send, opProof(t, agent, "message/stream", send)))
+	r, _ = res[0]["result"].(map[string]any)
+	deferred, _ := r["id"].(string)
+	if r["status"] != "working" || deferred == "" {
+		t.Fatalf("message/stream: %v", res[0])
+	}
+	dget := map[string]any{"id": deferred}
+	runs := cl.tool.runs.Load()
+	res = stdioSession(t, e,
+		stdioLine(t, "tasks/get", dget, opProof(t, agent, "tasks/get", dget)), // reads, runs nothing
+		stdioLine(t, "tasks/get", dget, helloProof(t, agent)),                 // runs the task
+		stdioLine(t, "tasks/get", dget, helloProof(t, agent)),                 // nothing left to run
+	)
+	if r, _ := res[0]["result"].(map[string]any); r["id"] != deferred || r["status"] != "working" {
+		t.Fatalf("tasks/get with the operation's proof: %v", res[0])
+	}
+	r, _ = res[1]["result"].(map[string]any)
+	c, _ := r["metadata"].(map[string]any)["chio"].(map[string]any)
+	if r["status"] != "completed" || c["receiptId"] == nil {
+		t.Fatalf("tasks/get with the task's call proof: %v", res[1])
+	}
+	wantBinding(t, cl.js, c["receiptId"].(string), dpop.MethodToolProof, jkt(agentKey))
+	wantStdioRefused(t, res[2], dpop.CheckCall)
+	if n := cl.tool.runs.Load() - runs; n != 1 {
+		t.Fatalf("the deferred task ran %d times", n)
+	}
+}
+
+// StdioOperation hashes the params without the proof, wherever it was,
+// and without the objects that held only it.
+func TestStdioOperation(t *testing.T) {
+	want, err := StdioOperation("tasks/get", json.RawMessage(`{"id":"t1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.ToolServer != "a2a" || want.ToolName != "tasks/get" || string(want.Arguments) != `{"id":"t1"}` {
+		t.Fatalf("%+v", want)
+	}
+	for _, p := range []string{
+		`{"id":"t1","metadata":{"chio":{"dpopProof":{"x":1}}}}`,
+		`{ "metadata" : {"chio":{}}, "id":"t1"}`,
+		`{"id":"t1","metadata":{}}`,
+	} {
+		got, err := StdioOperation("tasks/get", json.RawMessage(p))
+		if err != nil || string(got.Arguments) != string(want.Arguments) {
+			t.Fatalf("%s: %s %v", p, got.Arguments, err)
+		}
+	}
+	got, err := StdioOperation("message/send", json.RawMessage(`{"message":{"parts":[],"metadata":{"chio":{"dpopProof":1,"a":2}}},"metadata":{"x":null,"chio":{"dpopProof":2}}}`))
+	if err != nil || string(got.Arguments) != `{"message":{"metadata":{"chio":{"a":2}},"parts":[]},"metadata":{"x":null}}` {
+		t.Fatalf("%s %v", got.Arguments, err)
+	}
+	for _, p := range []string{``, `null`} {
+		if got, err := StdioOperation("tasks/list", json.RawMessage(p)); err != nil || string(got.Arguments) != `{}` {
+			t.Fatalf("%q: %s %v", p, got.Arguments, err)
+		}
+	}
+	for _, p := range []string{`[]`, `{"id":"a","id":"b"}`, `{`} {
+		if _, err := StdioOperation("tasks/get", json.RawMessage(p)); err == nil {
+			t.Fatalf("%s: no error", p)
+		}
+	}
+}
+
+// A DPoP presentation wrong in form reaches the kernel as a refused proof:
+// a SendMessage with the DPoP scheme but no proof (missing_proof), with
+// two proofs, or with a proof beside a bearer token or X-Chio-Capability
+// (malformed), is refused on every binding with its deny receipt, 401
+// with the DPoP challenge, -31401 or UNAUTHENTICATED; even for a leaf
+// token, and the tool does not run.
+func TestDPoPPresentationWrongInForm(t *testing.T) {
+	var g grpcListeners
+	cl := startCluster(t, 1, "", g.configure(t))
+	g.serve(t, cl)
+	grpcAddr := g.lns[0].Addr().String()
+	toks := delegationTokens(t)
+	agent := newSigner(t, agentKey, toks.agent)
+	helper := newSigner(t, helperKey, toks.helper)
+	for _, b := range allBindings {
+		t.Run(string(b), func(t *testing.T) {
+			htu := htuOf(cl, grpcAddr, b)
+			proof := func(s *dpop.Signer) string {
+				p, err := s.Proof(http.MethodPost, htu)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			}
+			for _, c := range []struct {
+				name  string
+				h     http.Header
+				check dpop.Check
+			}{
+				{"DPoP scheme without a proof", http.Header{"Authorization": {"DPoP " + toks.agent}}, dpop.CheckMissing},
+				{"two proofs", http.Header{"Authorization": {"DPoP " + toks.agent}, dpop.Header: {proof(agent), proof(agent)}}, dpop.CheckMalformed},
+				{"a proof beside Bearer", http.Header{"Authorization": {"Bearer " + toks.helper}, dpop.Header: {proof(helper)}}, dpop.CheckMalformed},
+				{"a proof beside X-Chio-Capability", http.Header{"X-Chio-Capability": {toks.helper}, dpop.Header: {proof(helper)}}, dpop.CheckMalformed},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					runs := cl.tool.runs.Load()
+					_, r := sendWith(t, cl, grpcAddr, b, "", c.h)
+					wantRefused(t, cl.js, b, r, c.check)
+					if d := decisionEvents(t, cl.js)[r.receiptID]; !strings.HasPrefix(d.Decision.Reason, "dpop "+string(c.check)+": ") {
+						t.Fatalf("deny reason %q", d.Decision.Reason)
+					}
+					if cl.tool.runs.Load() != runs {
+						t.Fatal("the tool ran")
+					}
+				})
+			}
+		})
+	}
+}
+
+// With the replay state out of reach (its bucket gone), a proof cannot be
+// checked: that is the server's condition, not the client's fault. A
+// proven SendMessage gets its deny receipt (state_unavailable) and
+// answers 503 with Retry-After (JSON-RPC -32603, REST UNAVAILABLE) or
+// gRPC UNAVAILABLE; so does a proven read. A bearer leaf token, which
+// needs no proof, is still served.
+func TestDPoPStateUnavailable(t *testing.T) {
+	var g grpcListeners
+	cl := startCluster(t, 1, "", g.configure(t))
+	g.serve(t, cl)
+	grpcAddr := g.lns[0].Addr().String()
+	toks := delegationTokens(t)
+	agent := newSigner(t, agentKey, toks.agent)
+	ctx := context.Background()
+	if err := cl.js.DeleteKeyValue(ctx, schemas.ProofsBucket); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range allBindings {
+		t.Run(string(b), func(t *testing.T) {
+			proof, err := agent.Proof(http.MethodPost, htuOf(cl, grpcAddr, b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs := cl.tool.runs.Load()
+			_, r := rawSend(t, cl, grpcAddr, b, "", "DPoP "+toks.agent, proof)
+			if r == nil {
+				t.Fatal("served without its proof's one-time claim")
+			}
+			switch b {
+			case sdk.TransportProtocolGRPC:
+				if codes.Code(r.code) != codes.Unavailable {
+					t.Fatalf("gRPC code %s, want Unavailable", codes.Code(r.code))
+				}
+			default:
+				want := wire.CodeInternal
+				if b == sdk.TransportProtocolHTTPJSON {
+					want = http.StatusServiceUnavailable
+				}
+				if r.status != http.StatusServiceUnavailable || r.retryAfter == "" || r.code != want || r.challenge != "" {
+					t.Fatalf("HTTP %d Retry-After %q code %d challenge %q", r.status, r.retryAfter, r.code, r.challenge)
+				}
+			}
+			if r.check != string(dpop.CheckState) {
+				t.Fatalf("dpopCheck %q", r.check)
+			}
+			wantDenyReceipt(t, cl.js, r.receiptID, dpop.CheckState)
+			if cl.tool.runs.Load() != runs {
+				t.Fatal("the tool ran")
+			}
+		})
+	}
+	// A read, over JSON-RPC and gRPC.
+	url := cl.edges[0].URL + "/a2a"
+	proof, _ := agent.Proof(http.MethodPost, url)
+	status, h, raw := httpSend(t, url, "", "DPoP "+toks.agent, proof, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`)
+	if status != http.StatusServiceUnavailable || h.Get("Retry-After") != "1" || !strings.Contains(string(raw), `"code":-32603`) ||
+		!strings.Contains(string(raw), string(dpop.CheckState)) {
+		t.Fatalf("list: %d %q %s", status, h.Get("Retry-After"), raw)
+	}
+	proof, _ = agent.Proof(http.MethodPost, "http://"+grpcAddr+pb.A2AService_ListTasks_FullMethodName)
+	_, err := rawGRPC(t, grpcAddr).ListTasks(metadata.AppendToOutgoingContext(ctx, "authorization", "DPoP "+toks.agent, "dpop", proof), &pb.ListTasksRequest{})
+	if code, info, _ := grpcStatusOf(t, err); code != codes.Unavailable || info.Metadata[metaDPoPCheck] != string(dpop.CheckState) {
+		t.Fatalf("gRPC list: %v", err)
+	}
+	if rid, r := rawSend(t, cl, "", sdk.TransportProtocolJSONRPC, "", "Bearer "+toks.helper, ""); r != nil {
+		t.Fatalf("a bearer leaf token: %+v", r)
+	} else {
+		wantBinding(t, cl.js, rid, dpop.MethodBearer, "")
+	}
+}
+
+// With the gRPC interface configured (Config.GRPCURL), a proof's htu
+// names it, whatever :authority the client sends: a proof for the
+// address the client dialled, or for a host the client names in
+// :authority, is refused (wrong_url); one for the advertised interface
+// is accepted.
+func TestDPoPGRPCAdvertisedAuthority(t *testing.T) {
+	const advertised = "a2a.example:7443"
+	var g grpcListeners
+	cl := startCluster(t, 1, "", g.configure(t), func(c *Config, _ jetstream.JetStream) { c.GRPCURL = advertised })
+	g.serve(t, cl)
+	grpcAddr := g.lns[0].Addr().String()
+	toks := delegationTokens(t)
+	agent := newSigner(t, agentKey, toks.agent)
+	send := func(authority, htu string) (string, *refusal) {
+		t.Helper()
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		if authority != "" {
+			opts = append(opts, grpc.WithAuthority(authority))
+		}
+		conn, err := grpc.NewClient(grpcAddr, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		proof, err := agent.Proof(http.MethodPost, htu+pb.A2AService_SendMessage_FullMethodName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, _ := structpb.NewStruct(map[string]any{"chio": map[string]any{"targetSkillId": "hello_task"}})
+		req := &pb.SendMessageRequest{Message: &pb.Message{MessageId: "m-" + randomSuffix(), Role: pb.Role_ROLE_USER,
+			Parts: []*pb.Part{{Content: &pb.Part_Text{Text: "world"}}}}, Metadata: meta}
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "DPoP "+toks.agent, "dpop", proof)
+		resp, err := pb.NewA2AServiceClient(conn).SendMessage(ctx, req)
+		if err != nil {
+			return "", grpcRefusal(t, err)
+		}
+		return resp.GetTask().GetMetadata().GetFields()["chio"].GetStructValue().GetFields()["receiptId"].GetStringValue(), nil
+	}
+	_, r := send("", "http://"+grpcAddr)
+	wantRefused(t, cl.js, sdk.TransportProtocolGRPC, r, dpop.CheckURL)
+	_, r = send("other.example:7443", "http://other.example:7443")
+	wantRefused(t, cl.js, sdk.TransportProtocolGRPC, r, dpop.CheckURL)
+	rid, r := send("", "http://"+advertised)
+	if r != nil {
+		t.Fatalf("a proof for the advertised interface: %+v", r)
+	}
+	wantBinding(t, cl.js, rid, dpop.MethodDPoP, jkt(agentKey))
+}
+
+// grpcAuthority: the configured interface, its host from PublicURL for a
+// port alone, else what the client sent.
+func TestGRPCAuthority(t *testing.T) {
+	for _, c := range []struct {
+		grpcURL, publicURL, sent, want string
+	}{
+		{"", "", "client:1", "client:1"},
+		{"a2a.example:443", "", "client:1", "a2a.example:443"},
+		{"a2a.example:443", "https://web.example", "client:1", "a2a.example:443"},
+		{":8081", "https://web.example", "client:1", "web.example:8081"},
+		{":8081", "https://[::1]:8443", "client:1", "[::1]:8081"},
+		{":8081", "", "client:8081", "client:8081"},
+	} {
+		e := &Edge{cfg: Config{GRPCURL: c.grpcURL, PublicURL: c.publicURL}}
+		if got := e.grpcAuthority(c.sent); got != c.want {
+			t.Errorf("%+v: %q", c, got)
+		}
 	}
 }

@@ -3,9 +3,13 @@
 // hello-a2a profile), and over gRPC. A caller presents its capability as
 // a bearer token, or bound to its holder (schemas/dpop): over HTTP as
 // "Authorization: DPoP" with an RFC 9449 proof in the DPoP header, over
-// gRPC the same in metadata, on stdio as a chio.dpop_proof.v1 in the
-// call's metadata (ServeStdio); a capability that can delegate is honoured
-// only so. Every call goes through edges/dispatch (kernel,
+// gRPC the same in metadata (its htu at the advertised gRPC interface,
+// Config.GRPCURL), on stdio as a chio.dpop_proof.v1 in the call's metadata
+// naming the tool call the call runs or, for one that runs none, the call
+// itself (ServeStdio, StdioOperation); a capability that can delegate is
+// honoured only so. A proof that cannot be checked because the replay
+// state is out of reach is answered as a server condition to retry (HTTP
+// 503 with Retry-After, gRPC UNAVAILABLE), not as the client's fault. Every call goes through edges/dispatch (kernel,
 // durable decision event, tool, durable outcome event); tasks live as event
 // streams in JetStream (edges/a2a/taskstore), so the edge keeps no state
 // another replica would need.
@@ -213,7 +217,8 @@ func (e *Edge) card(baseURL string, profile tools.A2AProfile, enforced bool, kee
 			"chio_capability_dpop": {HTTPAuth: &wire.HTTPAuthSecurityScheme{Scheme: "DPoP", BearerFormat: "chio.capability.v1",
 				Description: "A chio.capability.v1 token as Authorization: DPoP <token>, with a DPoP header holding an RFC 9449 proof " +
 					"(alg EdDSA, jwk the token's subject key, htm and htu the request's method and URL, ath the token's hash, a new jti each request); " +
-					"over gRPC the same in metadata authorization and dpop, htm POST and htu <http|https>://<:authority></package.Service/Method>"}},
+					"over gRPC the same in metadata authorization and dpop, htm POST and htu <http|https>://<host:port></package.Service/Method>, " +
+					"host:port the gRPC interface's as this card lists it"}},
 		}
 		c.SecurityRequirements = []map[string][]string{{"chio_capability": {}}, {"chio_capability_dpop": {}}}
 	}
@@ -325,13 +330,25 @@ func (e *Edge) identify(ctx context.Context, c caller) (*kernel.Identity, *wire.
 // kernel refused (d), naming its deny receipt if it has one. A refused
 // proof of possession names its check under ErrorInfo metadata
 // "dpopCheck", which the HTTP bindings answer with the DPoP challenge.
+// A proof that could not be checked because the replay state is out of
+// reach (dpop.CheckState) is no fault of the client: that answer is
+// Unavailable (HTTP 503 with Retry-After, gRPC UNAVAILABLE, JSON-RPC
+// -32603), to retry with a new proof.
 func refusedCapability(d *kernel.Decision, receiptID string, meta ...string) *wire.Error {
 	kv := append([]string{"receiptId", receiptID}, meta...)
-	if check := d.DPoPCheck(); check != "" {
+	check := d.DPoPCheck()
+	if check != "" {
 		kv = append(kv, metaDPoPCheck, string(check))
+	}
+	if check == dpop.CheckState {
+		return wire.Unavailable(fmt.Sprintf("the proof of possession could not be checked, retry with a new proof: %s", d.Reason), stateRetryAfter, kv...)
 	}
 	return wire.Unauthenticated(fmt.Sprintf("capability refused at %s: %s", d.Guard, d.Reason), kv...)
 }
+
+// stateRetryAfter is how long a client is asked to wait before it retries
+// a call refused because the replay state was out of reach.
+const stateRetryAfter = time.Second
 
 // metaDPoPCheck is the ErrorInfo metadata key of a refused proof's check.
 const metaDPoPCheck = "dpopCheck"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/chio-ledger/chio/edges/a2a/wire"
@@ -287,7 +289,8 @@ func grpcHeader(md metadata.MD) http.Header {
 // bindings read their headers: "authorization: DPoP <capability>" with
 // "dpop: <proof>", or "authorization: Bearer" / "x-chio-capability" alone.
 // A proof's htm is POST and its htu the call's URL as HTTP/2 carries it:
-// http, or https over TLS, "://", the :authority, then the full method
+// http, or https over TLS (the connection's), "://", the authority (see
+// grpcAuthority), then the full method
 // ("http://127.0.0.1:5000/lf.a2a.v1.A2AService/SendMessage").
 func (e *Edge) grpcCaller(ctx context.Context, md metadata.MD) (caller, *wire.Error) {
 	h := grpcHeader(md)
@@ -298,13 +301,40 @@ func (e *Edge) grpcCaller(ctx context.Context, md metadata.MD) (caller, *wire.Er
 			scheme = "https"
 		}
 	}
-	authority := ""
+	sent := ""
 	if vs := md.Get(":authority"); len(vs) == 1 {
-		authority = vs[0]
+		sent = vs[0]
 	}
+	authority := e.grpcAuthority(sent)
 	r := &http.Request{Method: http.MethodPost, Header: h, Host: authority, URL: &url.URL{Path: method}}
 	p, err := dpop.FromRequest(r, scheme+"://"+authority)
 	return e.callerFrom(p, err, dpop.Presents(h))
+}
+
+// grpcAuthority is the authority of a gRPC proof's htu. When the operator
+// configured the gRPC interface the card advertises (Config.GRPCURL,
+// --grpc-public-url), it is that host:port, whatever :authority the client
+// sent: a proof made for another deployment's host is not good here (the
+// HTTP bindings' htu takes its origin from Config.PublicURL the same way).
+// A GRPCURL that names a port alone (":8081") takes Config.PublicURL's
+// host; without a PublicURL, or without a GRPCURL, the edge does not know
+// its own name, and the :authority the client sent (sent) is the one.
+func (e *Edge) grpcAuthority(sent string) string {
+	g := e.cfg.GRPCURL
+	switch {
+	case g == "":
+		return sent
+	case strings.HasPrefix(g, ":"):
+		if e.cfg.PublicURL == "" {
+			return sent
+		}
+		u, err := url.Parse(e.cfg.PublicURL)
+		if err != nil || u.Hostname() == "" {
+			return sent
+		}
+		return net.JoinHostPort(u.Hostname(), g[1:])
+	}
+	return g
 }
 
 // grpcRequestID is the caller's x-request-id metadata, under the rules of
@@ -489,11 +519,19 @@ func grpcReason(code int, reason string) string {
 }
 
 // grpcError is werr as a gRPC status: its code per grpcCode (INTERNAL
-// for unknown codes), its message, and its ErrorInfo (and BadRequest, for
+// for unknown codes; UNAVAILABLE, with a RetryInfo, for an Unavailable
+// error), its message, and its ErrorInfo (and BadRequest, for
 // invalid params naming fields) as details.
 func grpcError(werr *wire.Error) error {
-	st := status.New(grpcCode(werr.Code), werr.Message)
+	code := grpcCode(werr.Code)
 	info, details := grpcDetails(werr)
+	if werr.RetryAfter > 0 {
+		// A server condition expected to pass: UNAVAILABLE, with the
+		// delay as a RetryInfo.
+		code = codes.Unavailable
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(werr.RetryAfter)})
+	}
+	st := status.New(code, werr.Message)
 	if info == nil {
 		info = &errdetails.ErrorInfo{Reason: werr.Reason(), Domain: wire.ErrorDomain}
 	}

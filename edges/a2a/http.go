@@ -137,12 +137,17 @@ func trusted(remote string, proxies []netip.Prefix) bool {
 // check (error="invalid_dpop_proof"); for any other 401, the RFC 6750
 // Bearer challenge (error="invalid_token" when a credential was
 // presented) and the plain DPoP one beside it, since a capability that can
-// delegate must come as Authorization: DPoP.
+// delegate must come as Authorization: DPoP. An Unavailable error (the
+// replay state out of reach) is 503 with Retry-After.
 func challenge(c echo.Context, werr *wire.Error) int {
 	if werr == nil {
 		return http.StatusOK
 	}
 	h := c.Response().Header()
+	if werr.RetryAfter > 0 {
+		h.Set("Retry-After", werr.RetryAfterSeconds())
+		return http.StatusServiceUnavailable
+	}
 	switch werr.Code {
 	case wire.CodeUnauthenticated:
 		if check := dpopCheckOf(werr); check != "" {

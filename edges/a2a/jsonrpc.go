@@ -70,7 +70,7 @@ func (e *Edge) call(ctx context.Context, rc rpcCall, req *wire.Request, callerEr
 		return nil, callerErr
 	}
 	if rc.stdio {
-		rc.caller.proof = stdioProof(req.Params)
+		rc.caller.proof = stdioProof(req.Method, m.Op, req.Params)
 	}
 	rc.dialect = wire.DialectOf(version)
 	return e.do(ctx, rc, m.Op, params)

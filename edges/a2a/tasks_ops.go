@@ -16,7 +16,14 @@ import (
 
 // getTask returns a task; the first get of a deferred task executes it,
 // once across replicas (the claim decides who).
+//
+// On the stdio profile a get proven by a chio.dpop_proof.v1 runs a
+// deferred task only when its proof names the task's tool call (stdioRun).
 func (e *Edge) getTask(ctx context.Context, rc rpcCall, p *wire.GetTaskParams) (any, *wire.Error) {
+	run := true
+	if rc.stdio {
+		run = e.stdioRun(ctx, rc.caller, p)
+	}
 	owner, werr := e.owner(ctx, rc.caller, p.Tenant)
 	if werr != nil {
 		return nil, werr
@@ -25,7 +32,7 @@ func (e *Edge) getTask(ctx context.Context, rc rpcCall, p *wire.GetTaskParams) (
 	if err != nil {
 		return nil, storeError(p.ID, err)
 	}
-	if !t.State.Terminal() && isDeferred(t) && !t.Claimed(time.Now()) {
+	if run && !t.State.Terminal() && isDeferred(t) && !t.Claimed(time.Now()) {
 		claimed, won, err := e.claimFree(ctx, t.ID, owner)
 		switch {
 		case err != nil:

@@ -3,7 +3,9 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
+	"time"
 )
 
 // JSON-RPC and A2A error codes.
@@ -51,6 +53,10 @@ type Error struct {
 	Code    int
 	Message string
 	Data    any
+	// RetryAfter, when positive, makes the error a server condition
+	// expected to pass (Unavailable): HTTP 503 with Retry-After, gRPC
+	// UNAVAILABLE. It is not part of the JSON-RPC error object.
+	RetryAfter time.Duration
 }
 
 // Error implements error.
@@ -131,6 +137,9 @@ func (e *Error) HTTPStatus() int {
 	if e == nil {
 		return 500
 	}
+	if e.RetryAfter > 0 {
+		return http.StatusServiceUnavailable
+	}
 	if m, ok := errorTable[e.Code]; ok {
 		return m.status
 	}
@@ -142,6 +151,9 @@ func (e *Error) HTTPStatus() int {
 func (e *Error) HTTPStatusV100() int {
 	if e == nil {
 		return 500
+	}
+	if e.RetryAfter > 0 {
+		return http.StatusServiceUnavailable
 	}
 	if m, ok := errorTable[e.Code]; ok {
 		return m.status100
@@ -208,6 +220,23 @@ func fieldError(field, format string, args ...any) *Error {
 
 // InternalError (-32603). Keep msg free of internals a caller must not see.
 func InternalError(msg string) *Error { return newError(CodeInternal, msg) }
+
+// Unavailable is a server condition a client should retry after
+// retryAfter (at least a second): JSON-RPC has no code of its own for it,
+// so it is InternalError (-32603, reason INTERNAL_ERROR) with RetryAfter
+// set, which the bindings answer with HTTP 503 and Retry-After, and gRPC
+// UNAVAILABLE. Metadata pairs go to the ErrorInfo as for Unauthenticated.
+func Unavailable(msg string, retryAfter time.Duration, meta ...string) *Error {
+	e := newError(CodeInternal, msg, meta...)
+	e.RetryAfter = max(retryAfter, time.Second)
+	return e
+}
+
+// RetryAfterSeconds is the Retry-After value of an Unavailable error:
+// RetryAfter in whole seconds, rounded up.
+func (e *Error) RetryAfterSeconds() string {
+	return strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10)
+}
 
 // TaskNotFound (-32001). Also the answer for another caller's task, so that
 // its existence does not leak.

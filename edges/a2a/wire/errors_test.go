@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestErrorConstructors(t *testing.T) {
@@ -74,5 +76,29 @@ func TestErrorIsError(t *testing.T) {
 	}
 	if (&Error{Code: 1}).HTTPStatus() != 500 {
 		t.Error("unknown code status")
+	}
+}
+
+// Unavailable is -32603 on the wire, 503 over HTTP, with Retry-After in
+// whole seconds (at least one), and keeps RetryAfter out of the JSON.
+func TestUnavailable(t *testing.T) {
+	e := Unavailable("replay state down", 1500*time.Millisecond, "dpopCheck", "state_unavailable")
+	if e.Code != CodeInternal || e.HTTPStatus() != 503 || e.HTTPStatusV100() != 503 || e.RetryAfterSeconds() != "2" {
+		t.Fatalf("%+v %d %d %s", e, e.HTTPStatus(), e.HTTPStatusV100(), e.RetryAfterSeconds())
+	}
+	if Unavailable("x", 0).RetryAfterSeconds() != "1" {
+		t.Fatal("a zero delay is not one second")
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	if len(m) != 3 || m["code"] != float64(CodeInternal) || !strings.Contains(string(b), "state_unavailable") {
+		t.Fatalf("%s", b)
+	}
+	if InternalError("x").HTTPStatus() != 500 {
+		t.Fatal("an internal error is not 500")
 	}
 }

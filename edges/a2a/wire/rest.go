@@ -681,14 +681,19 @@ var restStatusNames = map[int]string{
 // is what a2a-go and a2a-js clients map back to their errors (a2a-go's REST
 // client ignores code and status), followed by e's other typed details
 // such as a BadRequest. -31403's reason is written "UNAUTHORIZED", the
-// reason a2a-go's REST client maps to a2a.ErrUnauthorized. Send it with
+// reason a2a-go's REST client maps to a2a.ErrUnauthorized. An Unavailable
+// error (RetryAfter set) is 503, status UNAVAILABLE; set Retry-After
+// (RetryAfterSeconds) beside it. Send it with
 // Content-Type RESTResponseContentType. A nil e is an InternalError.
 func EncodeRESTError(e *Error) (status int, body []byte) {
 	if e == nil {
 		e = InternalError("")
 	}
 	name, ok := restStatusNames[e.Code]
-	if !ok {
+	switch {
+	case e.RetryAfter > 0:
+		name = "UNAVAILABLE"
+	case !ok:
 		name = "INTERNAL"
 	}
 	return e.HTTPStatusV100(), restErrorBody(e, e.HTTPStatusV100(), name)

@@ -386,6 +386,7 @@ func TestEncodeRESTError(t *testing.T) {
 		{VersionNotSupported("99.0"), 400, "UNIMPLEMENTED", "VERSION_NOT_SUPPORTED"},
 		{Unauthenticated(""), 401, "UNAUTHENTICATED", "UNAUTHENTICATED"},
 		{PermissionDenied(""), 403, "PERMISSION_DENIED", "UNAUTHORIZED"},
+		{Unavailable("state", time.Second), 503, "UNAVAILABLE", "INTERNAL_ERROR"},
 		{nil, 500, "INTERNAL", "INTERNAL_ERROR"},
 		{&Error{Code: -32050, Message: "odd"}, 500, "INTERNAL", "INTERNAL_ERROR"},
 		{&Error{Code: CodeTaskNotFound, Message: "raw", Data: map[string]any{"x": 1}}, 404, "NOT_FOUND", "TASK_NOT_FOUND"},
