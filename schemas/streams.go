@@ -113,6 +113,10 @@ const (
 	// of possession until they could no longer be fresh: a proof is
 	// accepted once across every replica.
 	ProofsBucket = "CHIO_DPOP_PROOFS"
+	// ProofsEpochBucket records which ProofsBucket is current and the
+	// floor below which proofs are refused after a lost ProofsBucket was
+	// replaced (internal/dpopreplay).
+	ProofsEpochBucket = "CHIO_DPOP_EPOCH"
 )
 
 // KVKey encodes an id as a JetStream KV key. Ids may hold ':' and end in
@@ -145,11 +149,20 @@ func BudgetsConfig(replicas int) jetstream.KeyValueConfig {
 
 // ProofsConfig is the configuration of ProofsBucket: an entry lives ttl,
 // which must cover a proof's whole acceptance window (its lifetime plus
-// twice the clock skew).
+// twice the clock skew). It is kept in memory: a claim is not fsynced
+// (ProofsEpochBucket makes a lost bucket harmless).
 func ProofsConfig(replicas int, ttl time.Duration) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket: ProofsBucket, Description: "Chio proof-of-possession one-time ids",
-		Storage: jetstream.FileStorage, Replicas: max(replicas, 1), MaxValueSize: 64, TTL: ttl,
+		Storage: jetstream.MemoryStorage, Replicas: max(replicas, 1), MaxValueSize: 64, TTL: ttl,
+	}
+}
+
+// ProofsEpochConfig is the configuration of ProofsEpochBucket (on disk).
+func ProofsEpochConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket: ProofsEpochBucket, Description: "Chio proof replay state: current bucket and floor",
+		Storage: jetstream.FileStorage, Replicas: max(replicas, 1), MaxValueSize: 256, History: 1,
 	}
 }
 

@@ -76,7 +76,7 @@ func (f *readFlags) authenticator(ctx context.Context, js jetstream.JetStream, r
 		// Capabilities that can delegate read with proofs of possession,
 		// each used once across replicas (and edges): the shared replay
 		// state.
-		replay, err := dpopreplay.Open(ctx, js, replicas, dpopreplay.Window(dpop.DefaultLifetime, dpop.DefaultSkew))
+		replay, err := dpopreplay.Open(ctx, js, replicas, dpop.DefaultLifetime, dpop.DefaultSkew)
 		if err != nil {
 			w.Stop()
 			return nil, nil, fmt.Errorf("read authorization: %w", err)

@@ -117,7 +117,7 @@ func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts
 		}
 		pipeline = append(pipeline, &velocityGuard{kv: velKV, max: v.MaxCalls, window: window, now: cfg.now})
 	}
-	replay, err := dpopreplay.Open(ctx, js, cfg.replicas, dpopreplay.Window(cfg.proofLifetime, cfg.proofSkew))
+	replay, err := dpopreplay.Open(ctx, js, cfg.replicas, cfg.proofLifetime, cfg.proofSkew)
 	if err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/chio-ledger/chio/internal/dpopreplay"
 	"github.com/chio-ledger/chio/schemas"
@@ -45,6 +46,7 @@ type Proof struct {
 	binding   Binding
 	tool      *dpop.ToolProof
 	replayKey string
+	issuedAt  time.Time
 	claim     *dpopreplay.Pending
 }
 
@@ -112,12 +114,12 @@ func (k *Kernel) checkProof(ctx context.Context, text string, v *verified, p *Pr
 	}
 	if !p.checked {
 		p.checked, p.token = true, text
-		p.binding, p.tool, p.replayKey, p.err = k.verifyProof(text, v, p)
+		p.binding, p.tool, p.replayKey, p.issuedAt, p.err = k.verifyProof(text, v, p)
 		if p.err == nil {
 			if k.replay == nil {
 				p.err = &dpop.Error{Check: dpop.CheckState, Msg: "this kernel has no replay state (fail closed)"}
 			} else {
-				p.claim = k.replay.Start(ctx, p.replayKey)
+				p.claim = k.replay.Start(ctx, p.replayKey, p.issuedAt)
 			}
 		}
 	} else if p.token != text {
@@ -145,41 +147,41 @@ func (k *Kernel) checkProof(ctx context.Context, text string, v *verified, p *Pr
 }
 
 // verifyProof runs a proof's stateless checks against the token; it
-// returns the binding, the tool proof (if that is the form) and the
-// proof's one-time key.
-func (k *Kernel) verifyProof(text string, v *verified, p *Proof) (Binding, *dpop.ToolProof, string, error) {
+// returns the binding, the tool proof (if that is the form), the proof's
+// one-time key and when it was issued.
+func (k *Kernel) verifyProof(text string, v *verified, p *Proof) (Binding, *dpop.ToolProof, string, time.Time, error) {
 	switch {
 	case p.DPoP != "" && len(p.Tool) > 0:
-		return Binding{}, nil, "", &dpop.Error{Check: dpop.CheckMalformed, Msg: "a request carries one proof, not both forms"}
+		return Binding{}, nil, "", time.Time{}, &dpop.Error{Check: dpop.CheckMalformed, Msg: "a request carries one proof, not both forms"}
 	case len(p.Tool) > 0:
 		tp, err := dpop.ParseToolProof(p.Tool)
 		if err != nil {
-			return Binding{}, nil, "", err
+			return Binding{}, nil, "", time.Time{}, err
 		}
 		// The call itself is checked where it is known (Decide, or
 		// Request); here what holds for any call: key, capability, time.
 		if tp.AgentKey != v.tok.Subject {
-			return Binding{}, nil, "", &dpop.Error{Check: dpop.CheckKey, Msg: "agent_key is not the token's subject"}
+			return Binding{}, nil, "", time.Time{}, &dpop.Error{Check: dpop.CheckKey, Msg: "agent_key is not the token's subject"}
 		}
 		if tp.CapabilityID != v.tok.ID {
-			return Binding{}, nil, "", &dpop.Error{Check: dpop.CheckCall, Msg: "the proof names another capability"}
+			return Binding{}, nil, "", time.Time{}, &dpop.Error{Check: dpop.CheckCall, Msg: "the proof names another capability"}
 		}
 		if err := tp.Fresh(k.cfg.now(), k.cfg.proofLifetime, k.cfg.proofSkew); err != nil {
-			return Binding{}, nil, "", err
+			return Binding{}, nil, "", time.Time{}, err
 		}
-		return Binding{Method: dpop.MethodToolProof, Thumbprint: tp.Thumbprint()}, tp, tp.ReplayKey(), nil
+		return Binding{Method: dpop.MethodToolProof, Thumbprint: tp.Thumbprint()}, tp, tp.ReplayKey(), time.Unix(int64(tp.IssuedAt), 0), nil
 	case p.DPoP != "":
 		pr, err := dpop.Parse(p.DPoP)
 		if err != nil {
-			return Binding{}, nil, "", err
+			return Binding{}, nil, "", time.Time{}, err
 		}
 		if err := pr.Verify(dpop.Expect{Subject: v.tok.Subject, Token: text, Method: p.Method, URL: p.URL,
 			Now: k.cfg.now(), Lifetime: k.cfg.proofLifetime, Skew: k.cfg.proofSkew}); err != nil {
-			return Binding{}, nil, "", err
+			return Binding{}, nil, "", time.Time{}, err
 		}
-		return Binding{Method: dpop.MethodDPoP, Thumbprint: pr.Thumbprint}, nil, pr.ReplayKey(), nil
+		return Binding{Method: dpop.MethodDPoP, Thumbprint: pr.Thumbprint}, nil, pr.ReplayKey(), time.Unix(pr.IAT, 0), nil
 	}
-	return Binding{}, nil, "", &dpop.Error{Check: dpop.CheckMalformed, Msg: "empty proof"}
+	return Binding{}, nil, "", time.Time{}, &dpop.Error{Check: dpop.CheckMalformed, Msg: "empty proof"}
 }
 
 // settle waits for the proof's one-time claim: nil once this request owns

@@ -346,7 +346,7 @@ func (a *Authenticator) checkProof(ctx context.Context, tok *schemas.CapabilityT
 	if a.replay == nil {
 		return "", "", &dpop.Error{Check: dpop.CheckState, Msg: "this service has no replay state for proofs (fail closed)"}
 	}
-	if err := a.replay.Claim(ctx, pr.ReplayKey()); err != nil {
+	if err := a.replay.Claim(ctx, pr.ReplayKey(), time.Unix(pr.IAT, 0)); err != nil {
 		return "", "", err
 	}
 	return dpop.MethodDPoP, pr.Thumbprint, nil
