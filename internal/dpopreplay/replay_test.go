@@ -149,3 +149,18 @@ func TestLostBucket(t *testing.T) {
 		t.Fatalf("its replay: %q", got)
 	}
 }
+
+// TestBrokenState: a bucket that answers but refuses every write (as
+// natstest.BreakProofState makes it) is state_unavailable, not remade.
+func TestBrokenState(t *testing.T) {
+	_, _, js := natstest.Start(t)
+	ctx := context.Background()
+	s, err := dpopreplay.Open(ctx, js, 1, time.Minute, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.BreakProofState(t, js)
+	if got := check(s.Claim(ctx, "key", time.Now())); got != dpop.CheckState {
+		t.Fatalf("claim on a broken bucket: %q", got)
+	}
+}
