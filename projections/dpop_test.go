@@ -1,41 +1,16 @@
 package projections
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
+	"github.com/chio-ledger/chio/internal/dpoptest"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
-
-// hostileProof is an RFC 9449 proof for token signed by key, whatever the
-// token's subject: what a delegate makes for a token it rebuilt (a
-// dpop.Signer refuses a key that is not the subject's).
-func hostileProof(t *testing.T, key ed25519.PrivateKey, token, method, url string) string {
-	t.Helper()
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key},
-		(&jose.SignerOptions{EmbedJWK: true}).WithType(dpop.ProofType))
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, _ := json.Marshal(dpop.Claims{JTI: "hostile-" + url, HTM: method, HTU: url, IAT: time.Now().Unix(), ATH: dpop.TokenHash(token)})
-	jws, err := s.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // TestProjectionReadersProvePossession: on the projection routes A's
 // token, which can delegate, reads only with a proof by A's key, once per
@@ -103,7 +78,7 @@ func TestProjectionReadersProvePossession(t *testing.T) {
 		t.Fatal("the rebuilt token is not A's")
 	}
 	do(t, "rebuilt A as bearer", bearer(rebuilt), want{401, "missing_proof"})
-	do(t, "rebuilt A with C's proof", withProof(rebuilt, hostileProof(t, keyC, rebuilt, http.MethodGet, url)), want{401, "wrong_key"})
+	do(t, "rebuilt A with C's proof", withProof(rebuilt, dpoptest.ForgedProof(t, keyC, rebuilt, http.MethodGet, url)), want{401, "wrong_key"})
 
 	// Tokens that cannot delegate, and the service token, stay bearer.
 	for reader, tasks := range map[string]string{"C": "task-C1", "B": "task-B1 task-B2 task-B3", "tenant-A": "task-A1 task-C1 task-A2 task-A3"} {
@@ -149,7 +124,7 @@ func (f *scopeFixture) boundReceipt(t *testing.T, tn *tenant, receiptID string, 
 // reach it.
 func TestReportShowsSenderBinding(t *testing.T) {
 	f := newScopeFixture(t)
-	jkt := func(k ed25519.PrivateKey) string { return dpop.Thumbprint(k.Public().(ed25519.PublicKey)) }
+	jkt := dpoptest.JKT
 	f.boundReceipt(t, f.A, "rcpt-A-dpop", 2000, map[string]any{"method": "dpop", "jkt": jkt(keyA)})
 	f.boundReceipt(t, f.C, "rcpt-C-tool", 2001, map[string]any{"method": "chio_dpop_v1", "jkt": jkt(keyC)})
 	f.boundReceipt(t, f.B, "rcpt-B-bearer", 2002, map[string]any{"method": "bearer"})

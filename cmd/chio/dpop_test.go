@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,18 +9,20 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
+	"github.com/chio-ledger/chio/internal/dpoptest"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
-// delegatingAgent is an agent whose token, from up's issuer, can delegate:
-// every edge honours it only with a proof by its key.
-func delegatingAgent(t *testing.T, up *upProcess, id string) (*agent, string, string) {
+// delegatingAgent is the chain of an agent whose token, from up's issuer,
+// can delegate (every edge honours it only with a proof by its key), and
+// of the helper it delegated hello_task to; with the agent's token file
+// and key file.
+func delegatingAgent(t *testing.T, up *upProcess, id string) (*dpoptest.Chain, string, string) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(up.dir, "keys", issuerKeyFile))
 	if err != nil {
@@ -31,17 +32,15 @@ func delegatingAgent(t *testing.T, up *upProcess, id string) (*agent, string, st
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(t)
-	now := uint64(time.Now().Unix())
-	if a.tok, err = schemas.IssueCapability(issuer, schemas.CapabilityBody{ID: id, Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
-		Subject: a.pub, Scope: schemas.Scope{Grants: grantsFor("hello-a2a-srv/hello_task")}, IssuedAt: now - 60, ExpiresAt: now + 3600}); err != nil {
-		t.Fatal(err)
-	}
+	ch := dpoptest.NewChain(t, dpoptest.Spec{Issuer: issuer, AgentID: id, HelperID: id + "-helper",
+		Agent: grantsFor("hello-a2a-srv/hello_task"),
+		Helper: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "hello_task",
+			Operations: []schemas.Operation{schemas.OpInvoke}}}})
 	tokFile := filepath.Join(t.TempDir(), id+".token")
-	if err := os.WriteFile(tokFile, []byte(a.header(t)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokFile, []byte(ch.Agent+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return a, tokFile, a.keyFile(t)
+	return ch, tokFile, (&agent{key: ch.AgentKey}).keyFile(t)
 }
 
 // The A2A adapter presents a delegating capability to a Chio partner with
@@ -50,7 +49,7 @@ func delegatingAgent(t *testing.T, up *upProcess, id string) (*agent, string, st
 // chio tools list proves the same token with --key.
 func TestA2AAdapterProvesItsCapability(t *testing.T) {
 	b := startUp(t, "--require-capability", "--expose-all") // hello_task over MCP too, for tools list
-	ag, tokFile, keyFile := delegatingAgent(t, b, "cap-adapter")
+	ch, tokFile, keyFile := delegatingAgent(t, b, "cap-adapter")
 	ctx := context.Background()
 
 	if _, err := chio(ctx, "tools", "list", "--url", b.httpURL, "--token", "@"+tokFile); err == nil {
@@ -105,8 +104,8 @@ func TestA2AAdapterProvesItsCapability(t *testing.T) {
 		}
 		r := awaitLogReceipt(t, b.httpURL, b.token, outv.ReceiptID)
 		bind := r.Metadata.Attribution.Binding
-		if r.Decision.Verdict != "allow" || r.Metadata.Attribution.SubjectKey != ag.pub || bind == nil ||
-			bind.Method != dpop.MethodDPoP || bind.JKT != dpop.Thumbprint(ag.key.Public().(ed25519.PublicKey)) {
+		if r.Decision.Verdict != "allow" || r.Metadata.Attribution.SubjectKey != ch.AgentToken.Subject || bind == nil ||
+			bind.Method != dpop.MethodDPoP || bind.JKT != dpoptest.JKT(ch.AgentKey) {
 			t.Fatalf("partner's receipt %+v binding %+v", r, bind)
 		}
 	})
@@ -117,21 +116,13 @@ func TestA2AAdapterProvesItsCapability(t *testing.T) {
 // its key, with a deny receipt naming the check.
 func TestCapabilityProofAndAncestor(t *testing.T) {
 	up := startUp(t, "--require-capability")
-	ag, tokFile, keyFile := delegatingAgent(t, up, "cap-cli-agent")
+	ch, tokFile, keyFile := delegatingAgent(t, up, "cap-cli-agent")
 	ctx := context.Background()
-	helper := newAgent(t)
-	now := uint64(time.Now().Unix())
-	var err error
-	if helper.tok, err = schemas.Delegate(ag.key, ag.tok, schemas.CapabilityBody{ID: "cap-cli-helper", Subject: helper.pub,
-		Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "hello_task",
-			Operations: []schemas.Operation{schemas.OpInvoke}}}}, IssuedAt: now - 60, ExpiresAt: now + 3600}); err != nil {
-		t.Fatal(err)
-	}
 	helperFile := filepath.Join(t.TempDir(), "helper.token")
-	_ = os.WriteFile(helperFile, []byte(helper.header(t)), 0o600)
+	_ = os.WriteFile(helperFile, []byte(ch.Helper), 0o600)
 
 	rebuilt, err := chio(ctx, "capability", "ancestor", "@"+helperFile)
-	if err != nil || strings.TrimSpace(rebuilt) != ag.header(t) {
+	if err != nil || strings.TrimSpace(rebuilt) != ch.Agent {
 		t.Fatalf("ancestor: %v\n%s", err, rebuilt)
 	}
 
@@ -169,11 +160,11 @@ func TestCapabilityProofAndAncestor(t *testing.T) {
 	if code != 401 || !strings.Contains(resp, "missing_proof") || !strings.Contains(strings.Join(hdr.Values("WWW-Authenticate"), ","), "DPoP") {
 		t.Fatalf("rebuilt parent as bearer: %d %v %s", code, hdr, resp)
 	}
-	if _, err := chio(ctx, "capability", "proof", "--key", helper.keyFile(t), "--token", strings.TrimSpace(rebuilt), "--method", "POST", "--url", up.httpURL+"/a2a"); err == nil {
+	if _, err := chio(ctx, "capability", "proof", "--key", (&agent{key: ch.HelperKey}).keyFile(t), "--token", strings.TrimSpace(rebuilt), "--method", "POST", "--url", up.httpURL+"/a2a"); err == nil {
 		t.Fatal("proof made for a token with another subject's key")
 	}
 	// The helper's leaf token stays a bearer token.
-	if code, _, resp := post("m-helper", http.Header{"Authorization": {"Bearer " + helper.header(t)}}); code != 200 || !strings.Contains(resp, "TASK_STATE_COMPLETED") {
+	if code, _, resp := post("m-helper", http.Header{"Authorization": {"Bearer " + ch.Helper}}); code != 200 || !strings.Contains(resp, "TASK_STATE_COMPLETED") {
 		t.Fatalf("helper as bearer: %d %s", code, resp)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,7 +19,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
 	pb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
-	"github.com/go-jose/go-jose/v4"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -31,6 +29,7 @@ import (
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/internal/dpoptest"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 	"github.com/chio-ledger/chio/schemas/dpop/dpopa2a"
@@ -39,99 +38,19 @@ import (
 // helperKey holds the token the agent delegates.
 var helperKey = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{4}, 32))
 
-// holderTokens are the attack's tokens: the agent's, which can delegate
-// (so it is honoured only with a proof by agentKey); the helper's, a leaf
-// delegated by the agent to helperKey; and the agent's token as the helper
-// can rebuild it from its own delegation chain.
-type holderTokens struct {
-	agent, helper, rebuilt string
-}
-
-func delegationTokens(t *testing.T) holderTokens {
+// delegationTokens are the attack's tokens: the agent's, which can
+// delegate (so it is honoured only with a proof by agentKey); the
+// helper's, a leaf delegated by the agent to helperKey; and the agent's
+// token as the helper can rebuild it from its own delegation chain.
+func delegationTokens(t *testing.T) *dpoptest.Chain {
 	t.Helper()
-	now := time.Now()
-	agent, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{
-		ID: "cap-dpop-agent", Issuer: pub(issuerKey), Subject: pub(agentKey),
-		Scope: schemas.Scope{Grants: []schemas.ToolGrant{
+	return dpoptest.NewChain(t, dpoptest.Spec{Issuer: issuerKey, AgentKey: agentKey, HelperKey: helperKey,
+		AgentID: "cap-dpop-agent", HelperID: "cap-dpop-helper",
+		Agent: []schemas.ToolGrant{
 			{ServerID: hello.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}},
-			{ServerID: "slow-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}}},
-		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	helper, err := schemas.Delegate(agentKey, agent, schemas.CapabilityBody{ID: "cap-dpop-helper", Subject: pub(helperKey),
-		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: hello.ToolName, Operations: []schemas.Operation{schemas.OpInvoke}}}},
-		IssuedAt: agent.IssuedAt, ExpiresAt: agent.ExpiresAt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rebuilt := helper.Ancestor(len(helper.DelegationChain) - 1)
-	var out holderTokens
-	for _, p := range []struct {
-		dst *string
-		tok *schemas.CapabilityToken
-	}{{&out.agent, agent}, {&out.helper, helper}, {&out.rebuilt, rebuilt}} {
-		if *p.dst, err = schemas.EncodeCapabilityHeader(p.tok); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
+			{ServerID: "slow-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}},
+		Helper: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: hello.ToolName, Operations: []schemas.Operation{schemas.OpInvoke}}}})
 }
-
-func newSigner(t *testing.T, key ed25519.PrivateKey, tok string) *dpop.Signer {
-	t.Helper()
-	s, err := dpop.NewSigner(key, tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// forgedProof is an RFC 9449 proof signed by any key for any token (a
-// Signer refuses a key that is not the token's subject): the helper's
-// proof for the agent's rebuilt token, or a proof with claims of choice.
-func forgedProof(t *testing.T, key ed25519.PrivateKey, claims dpop.Claims) string {
-	t.Helper()
-	if claims.JTI == "" {
-		var b [12]byte
-		_, _ = rand.Read(b[:])
-		claims.JTI = base64.RawURLEncoding.EncodeToString(b[:])
-	}
-	if claims.IAT == 0 {
-		claims.IAT = time.Now().Unix()
-	}
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key}, (&jose.SignerOptions{EmbedJWK: true}).WithType(dpop.ProofType))
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, _ := json.Marshal(claims)
-	jws, err := s.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// bindingOf is metadata.attribution.binding of a decision event.
-func bindingOf(t *testing.T, d schemas.DecisionEvent) map[string]any {
-	t.Helper()
-	var m struct {
-		Attribution struct {
-			Binding map[string]any `json:"binding"`
-		} `json:"attribution"`
-	}
-	if err := json.Unmarshal(d.Metadata, &m); err != nil {
-		t.Fatalf("decision metadata %s: %v", d.Metadata, err)
-	}
-	return m.Attribution.Binding
-}
-
-func jkt(k ed25519.PrivateKey) string { return dpop.Thumbprint(k.Public().(ed25519.PublicKey)) }
 
 // wantBinding checks the receipt's recorded binding.
 func wantBinding(t *testing.T, js jetstream.JetStream, receiptID, method, thumbprint string) {
@@ -140,8 +59,9 @@ func wantBinding(t *testing.T, js jetstream.JetStream, receiptID, method, thumbp
 	if !ok {
 		t.Fatalf("no decision event for %s", receiptID)
 	}
-	b := bindingOf(t, d)
-	if b["method"] != method || (thumbprint != "" && b["jkt"] != thumbprint) || (thumbprint == "" && b["jkt"] != nil) {
+	b := dpoptest.Binding(t, d)
+	jkt, hasJKT := b["jkt"]
+	if b["method"] != method || (thumbprint != "" && jkt != thumbprint) || (thumbprint == "" && hasJKT) {
 		t.Fatalf("receipt %s: binding %v, want %s %s", receiptID, b, method, thumbprint)
 	}
 }
@@ -199,7 +119,7 @@ func TestDPoPClientAllBindings(t *testing.T) {
 	cl := startCluster(t, 1, "", g.configure(t))
 	g.serve(t, cl)
 	toks := delegationTokens(t)
-	agent := newSigner(t, agentKey, toks.agent)
+	agent := dpoptest.Signer(t, agentKey, toks.Agent)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, b := range allBindings {
@@ -214,7 +134,7 @@ func TestDPoPClientAllBindings(t *testing.T) {
 				t.Fatalf("send: %T %+v", res, res)
 			}
 			rid, _ := chioMetaOf(t, task.Metadata)["receiptId"].(string)
-			wantBinding(t, cl.js, rid, dpop.MethodDPoP, jkt(agentKey))
+			wantBinding(t, cl.js, rid, dpop.MethodDPoP, dpoptest.JKT(agentKey))
 			// Reads are proven too, each with its own proof.
 			got, err := c.GetTask(ctx, &sdk.GetTaskRequest{ID: task.ID})
 			if err != nil || got.Status.State != sdk.TaskStateCompleted {
@@ -239,7 +159,7 @@ func TestDPoPClientAllBindings(t *testing.T) {
 		})
 	}
 	// The helper's leaf token, as a bearer token.
-	bearerClient := sdkClient(t, cl.edges[0].URL, toks.helper)
+	bearerClient := sdkClient(t, cl.edges[0].URL, toks.Helper)
 	res, err := bearerClient.SendMessage(ctx, &sdk.SendMessageRequest{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart("world")), Metadata: helloTarget})
 	if err != nil {
 		t.Fatal(err)
@@ -499,27 +419,24 @@ func TestDPoPRebuiltParentRefused(t *testing.T) {
 	g.serve(t, cl)
 	grpcAddr := g.lns[0].Addr().String()
 	toks := delegationTokens(t)
-	agent := newSigner(t, agentKey, toks.agent)
+	agent := dpoptest.Signer(t, agentKey, toks.Agent)
 	for _, b := range allBindings {
 		t.Run(string(b), func(t *testing.T) {
 			before := cl.tool.runs.Load()
-			_, r := rawSend(t, cl, grpcAddr, b, "", "Bearer "+toks.rebuilt, "")
+			_, r := rawSend(t, cl, grpcAddr, b, "", "Bearer "+toks.Rebuilt, "")
 			wantRefused(t, cl.js, b, r, dpop.CheckMissing)
-			helperProof := forgedProof(t, helperKey, dpop.Claims{HTM: http.MethodPost, HTU: htuOf(cl, grpcAddr, b), ATH: dpop.TokenHash(toks.rebuilt)})
-			_, r = rawSend(t, cl, grpcAddr, b, "", "DPoP "+toks.rebuilt, helperProof)
+			helperProof := dpoptest.ForgedProof(t, helperKey, toks.Rebuilt, http.MethodPost, htuOf(cl, grpcAddr, b))
+			_, r = rawSend(t, cl, grpcAddr, b, "", "DPoP "+toks.Rebuilt, helperProof)
 			wantRefused(t, cl.js, b, r, dpop.CheckKey)
 			if n := cl.tool.runs.Load() - before; n != 0 {
 				t.Fatalf("the tool ran %d times for the helper", n)
 			}
-			proof, err := agent.Proof(http.MethodPost, htuOf(cl, grpcAddr, b))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rid, r := rawSend(t, cl, grpcAddr, b, "", "DPoP "+toks.agent, proof)
+			proof := dpoptest.Proof(t, agent, http.MethodPost, htuOf(cl, grpcAddr, b))
+			rid, r := rawSend(t, cl, grpcAddr, b, "", "DPoP "+toks.Agent, proof)
 			if r != nil {
 				t.Fatalf("the agent was refused: %+v", r)
 			}
-			wantBinding(t, cl.js, rid, dpop.MethodDPoP, jkt(agentKey))
+			wantBinding(t, cl.js, rid, dpop.MethodDPoP, dpoptest.JKT(agentKey))
 		})
 	}
 }
@@ -529,7 +446,7 @@ func TestDPoPProofChecks(t *testing.T) {
 	cl := startCluster(t, 1, "")
 	toks := delegationTokens(t)
 	url := cl.edges[0].URL + "/a2a"
-	ath := dpop.TokenHash(toks.agent)
+	ath := dpop.TokenHash(toks.Agent)
 	now := time.Now()
 	for _, c := range []struct {
 		name   string
@@ -538,12 +455,12 @@ func TestDPoPProofChecks(t *testing.T) {
 	}{
 		{"another URL", dpop.Claims{HTM: http.MethodPost, HTU: cl.edges[0].URL + "/elsewhere", ATH: ath}, dpop.CheckURL},
 		{"another method", dpop.Claims{HTM: http.MethodPut, HTU: url, ATH: ath}, dpop.CheckMethod},
-		{"another token", dpop.Claims{HTM: http.MethodPost, HTU: url, ATH: dpop.TokenHash(toks.helper)}, dpop.CheckToken},
+		{"another token", dpop.Claims{HTM: http.MethodPost, HTU: url, ATH: dpop.TokenHash(toks.Helper)}, dpop.CheckToken},
 		{"expired", dpop.Claims{HTM: http.MethodPost, HTU: url, ATH: ath, IAT: now.Add(-10 * time.Minute).Unix()}, dpop.CheckStale},
 		{"from the future", dpop.Claims{HTM: http.MethodPost, HTU: url, ATH: ath, IAT: now.Add(10 * time.Minute).Unix()}, dpop.CheckFuture},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, r := rawSend(t, cl, "", sdk.TransportProtocolJSONRPC, "", "DPoP "+toks.agent, forgedProof(t, agentKey, c.claims))
+			_, r := rawSend(t, cl, "", sdk.TransportProtocolJSONRPC, "", "DPoP "+toks.Agent, dpoptest.SignClaims(t, agentKey, c.claims))
 			wantRefused(t, cl.js, sdk.TransportProtocolJSONRPC, r, c.check)
 		})
 	}
@@ -559,7 +476,7 @@ func TestDPoPProofChecks(t *testing.T) {
 func TestDPoPReplay(t *testing.T) {
 	cl := startCluster(t, 2, "")
 	toks := delegationTokens(t)
-	agent := newSigner(t, agentKey, toks.agent)
+	agent := dpoptest.Signer(t, agentKey, toks.Agent)
 	body := func() string {
 		return `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-` + randomSuffix() +
 			`","role":"ROLE_USER","parts":[{"text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`
@@ -568,11 +485,11 @@ func TestDPoPReplay(t *testing.T) {
 	t.Run("same replica", func(t *testing.T) {
 		proof, _ := agent.Proof(http.MethodPost, "http://"+host+"/a2a")
 		b := body()
-		if _, r := rpcSendAt(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.agent, proof, b); r != nil {
+		if _, r := rpcSendAt(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.Agent, proof, b); r != nil {
 			t.Fatalf("first use refused: %+v", r)
 		}
 		runs := cl.tool.runs.Load()
-		_, r := rpcSendAt(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.agent, proof, b)
+		_, r := rpcSendAt(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.Agent, proof, b)
 		wantRefused(t, cl.js, sdk.TransportProtocolJSONRPC, r, dpop.CheckReplayed)
 		if cl.tool.runs.Load() != runs {
 			t.Fatal("the tool ran for a replayed proof")
@@ -581,11 +498,11 @@ func TestDPoPReplay(t *testing.T) {
 	t.Run("across replicas", func(t *testing.T) {
 		proof, _ := agent.Proof(http.MethodPost, "http://"+host+"/a2a")
 		b := body()
-		if _, r := rpcSendAt(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.agent, proof, b); r != nil {
+		if _, r := rpcSendAt(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.Agent, proof, b); r != nil {
 			t.Fatalf("replica A refused the first use: %+v", r)
 		}
 		runs := cl.tool.runs.Load()
-		_, r := rpcSendAt(t, cl.edges[1].URL+"/a2a", host, "DPoP "+toks.agent, proof, b)
+		_, r := rpcSendAt(t, cl.edges[1].URL+"/a2a", host, "DPoP "+toks.Agent, proof, b)
 		wantRefused(t, cl.js, sdk.TransportProtocolJSONRPC, r, dpop.CheckReplayed)
 		if cl.tool.runs.Load() != runs {
 			t.Fatal("the tool ran for a replayed proof")
@@ -600,10 +517,10 @@ func TestDPoPReplay(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m-st","role":"ROLE_USER","parts":[{"text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`,
 		} {
 			proof, _ := agent.Proof(http.MethodPost, "http://"+host+"/a2a")
-			if status, _, raw := httpSend(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.agent, proof, b); status != http.StatusOK || strings.Contains(string(raw), `"error"`) {
+			if status, _, raw := httpSend(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.Agent, proof, b); status != http.StatusOK || strings.Contains(string(raw), `"error"`) {
 				t.Fatalf("first use: %d %s", status, raw)
 			}
-			_, r := rpcSendAt(t, cl.edges[1].URL+"/a2a", host, "DPoP "+toks.agent, proof, b)
+			_, r := rpcSendAt(t, cl.edges[1].URL+"/a2a", host, "DPoP "+toks.Agent, proof, b)
 			wantRefused(t, cl.js, sdk.TransportProtocolJSONRPC, r, dpop.CheckReplayed)
 			if d := decisionEvents(t, cl.js)[r.receiptID]; d.Decision.Verdict != schemas.VerdictDeny || d.TaskID != "" {
 				t.Fatalf("replay of a stored send: %+v", d)
@@ -614,11 +531,11 @@ func TestDPoPReplay(t *testing.T) {
 		// A read spends its proof too.
 		proof, _ := agent.Proof(http.MethodPost, "http://"+host+"/a2a")
 		list := `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`
-		status, _, raw := httpSend(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.agent, proof, list)
+		status, _, raw := httpSend(t, cl.edges[0].URL+"/a2a", host, "DPoP "+toks.Agent, proof, list)
 		if status != http.StatusOK || !strings.Contains(string(raw), `"tasks"`) {
 			t.Fatalf("list: %d %s", status, raw)
 		}
-		status, h, raw := httpSend(t, cl.edges[1].URL+"/a2a", host, "DPoP "+toks.agent, proof, list)
+		status, h, raw := httpSend(t, cl.edges[1].URL+"/a2a", host, "DPoP "+toks.Agent, proof, list)
 		if status != http.StatusUnauthorized || !strings.Contains(h.Get("WWW-Authenticate"), `error_description="replayed"`) || !strings.Contains(string(raw), "-31401") {
 			t.Fatalf("replayed list: %d %q %s", status, h.Get("WWW-Authenticate"), raw)
 		}
@@ -634,7 +551,7 @@ func TestDPoPReadsNeedAProof(t *testing.T) {
 	g.serve(t, cl)
 	toks := delegationTokens(t)
 	ctx := context.Background()
-	c := dpopClient(t, cl.edges[0].URL, newSigner(t, agentKey, toks.agent), sdk.TransportProtocolJSONRPC)
+	c := dpopClient(t, cl.edges[0].URL, dpoptest.Signer(t, agentKey, toks.Agent), sdk.TransportProtocolJSONRPC)
 	res, err := c.SendMessage(ctx, &sdk.SendMessageRequest{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.NewTextPart("world")), Metadata: helloTarget})
 	if err != nil {
 		t.Fatal(err)
@@ -646,22 +563,22 @@ func TestDPoPReadsNeedAProof(t *testing.T) {
 		fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":%q}}`, id),
 		`{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard","params":{}}`,
 	} {
-		status, h, raw := httpSend(t, cl.edges[0].URL+"/a2a", "", "Bearer "+toks.agent, "", body)
+		status, h, raw := httpSend(t, cl.edges[0].URL+"/a2a", "", "Bearer "+toks.Agent, "", body)
 		if status != http.StatusUnauthorized || !strings.Contains(string(raw), "-31401") || !strings.Contains(string(raw), "missing_proof") ||
 			h.Get("WWW-Authenticate") != dpop.Challenge(dpop.CheckMissing) {
 			t.Fatalf("%s: %d %q %s", body, status, h.Values("WWW-Authenticate"), raw)
 		}
 	}
-	code, h, raw := restCall(t, http.MethodGet, cl.edges[0].URL+RESTPath+"/tasks/"+id, toks.agent, "", "")
+	code, h, raw := restCall(t, http.MethodGet, cl.edges[0].URL+RESTPath+"/tasks/"+id, toks.Agent, "", "")
 	if code != http.StatusUnauthorized || h.Get("WWW-Authenticate") != dpop.Challenge(dpop.CheckMissing) {
 		t.Fatalf("REST get: %d %q %s", code, h.Values("WWW-Authenticate"), raw)
 	}
-	bearer, _ := grpcSDKClient(t, cl.edges[0].URL, toks.agent)
+	bearer, _ := grpcSDKClient(t, cl.edges[0].URL, toks.Agent)
 	if _, err := bearer.GetTask(ctx, &sdk.GetTaskRequest{ID: sdk.TaskID(id)}); err == nil {
 		t.Fatal("gRPC get as bearer: served")
 	}
 	conn := rawGRPC(t, g.lns[0].Addr().String())
-	_, err = conn.GetTask(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+toks.agent), &pb.GetTaskRequest{Id: id})
+	_, err = conn.GetTask(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+toks.Agent), &pb.GetTaskRequest{Id: id})
 	if code, info, _ := grpcStatusOf(t, err); code != codes.Unauthenticated || info.Metadata[metaDPoPCheck] != string(dpop.CheckMissing) {
 		t.Fatalf("gRPC get as bearer: %v", err)
 	}
@@ -679,8 +596,8 @@ func TestDPoPReadsNeedAProof(t *testing.T) {
 // metadata.chio.dpopProof; one without is refused with a deny receipt.
 func TestDPoPStdio(t *testing.T) {
 	toks := delegationTokens(t)
-	cl := startCluster(t, 1, toks.agent)
-	agent := newSigner(t, agentKey, toks.agent)
+	cl := startCluster(t, 1, toks.Agent)
+	agent := dpoptest.Signer(t, agentKey, toks.Agent)
 	tp, err := agent.ToolProof(hello.ServerID, hello.ToolName, json.RawMessage(`{"text":"world"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -729,7 +646,7 @@ func TestDPoPStdio(t *testing.T) {
 	if r["status"] != "completed" || c["receiptId"] == nil {
 		t.Fatalf("with its tool proof: %s", lines[1])
 	}
-	wantBinding(t, cl.js, c["receiptId"].(string), dpop.MethodToolProof, jkt(agentKey))
+	wantBinding(t, cl.js, c["receiptId"].(string), dpop.MethodToolProof, dpoptest.JKT(agentKey))
 	refused(lines[2], dpop.CheckReplayed)
 	refused(lines[3], dpop.CheckCall)
 	if n := cl.tool.runs.Load(); n != 1 {
@@ -760,7 +677,7 @@ func TestDPoPStdio(t *testing.T) {
 func TestDPoP03REST(t *testing.T) {
 	cl := startCluster(t, 1, "")
 	toks := delegationTokens(t)
-	agent := newSigner(t, agentKey, toks.agent)
+	agent := dpoptest.Signer(t, agentKey, toks.Agent)
 	ctx := context.Background()
 	resolver := agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}
 	card, err := resolver.Resolve(ctx, cl.edges[0].URL)
@@ -779,7 +696,7 @@ func TestDPoP03REST(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := res.(*sdk.Task)
-	wantBinding(t, cl.js, chioMetaOf(t, task.Metadata)["receiptId"].(string), dpop.MethodDPoP, jkt(agentKey))
+	wantBinding(t, cl.js, chioMetaOf(t, task.Metadata)["receiptId"].(string), dpop.MethodDPoP, dpoptest.JKT(agentKey))
 	if got, err := c.GetTask(ctx, &sdk.GetTaskRequest{ID: task.ID}); err != nil || got.Status.State != sdk.TaskStateCompleted {
 		t.Fatalf("0.3 get: %+v %v", got, err)
 	}
@@ -787,11 +704,11 @@ func TestDPoP03REST(t *testing.T) {
 	url := cl.edges[0].URL + "/a2a/v1/message:send"
 	body := `{"message":{"messageId":"m-03","role":"user","parts":[{"kind":"text","text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}`
 	proof, _ := agent.Proof(http.MethodPost, url)
-	if status, _, raw := httpSend(t, url, "", "DPoP "+toks.agent, proof, body); status != http.StatusOK {
+	if status, _, raw := httpSend(t, url, "", "DPoP "+toks.Agent, proof, body); status != http.StatusOK {
 		t.Fatalf("0.3 route under /a2a: %d %s", status, raw)
 	}
 	served, _ := agent.Proof(http.MethodPost, cl.edges[0].URL+RESTPath+"/v1/message:send")
-	if status, h, raw := httpSend(t, url, "", "DPoP "+toks.agent, served, body); status != http.StatusUnauthorized ||
+	if status, h, raw := httpSend(t, url, "", "DPoP "+toks.Agent, served, body); status != http.StatusUnauthorized ||
 		h.Get("WWW-Authenticate") != dpop.Challenge(dpop.CheckURL) {
 		t.Fatalf("a proof for the path served, not sent: %d %q %s", status, h.Values("WWW-Authenticate"), raw)
 	}
@@ -806,13 +723,13 @@ func TestDPoPBackgroundTaskNotTakenOver(t *testing.T) {
 	toks := delegationTokens(t)
 	e := cl.raw[0]
 	ctx := context.Background()
-	proof, _ := newSigner(t, agentKey, toks.agent).Proof(http.MethodPost, "http://x/a2a")
-	owner, werr := e.owner(ctx, caller{token: toks.agent, proof: &kernel.Proof{DPoP: proof, Method: http.MethodPost, URL: "http://x/a2a"}}, "")
+	proof, _ := dpoptest.Signer(t, agentKey, toks.Agent).Proof(http.MethodPost, "http://x/a2a")
+	owner, werr := e.owner(ctx, caller{token: toks.Agent, proof: &kernel.Proof{DPoP: proof, Method: http.MethodPost, URL: "http://x/a2a"}}, "")
 	if werr != nil {
 		t.Fatal(werr)
 	}
 	first, _ := encodeStored(&wireMessage)
-	req := execRequest{ServerID: hello.ServerID, ToolName: hello.ToolName, Arguments: json.RawMessage(`{"text":"again"}`), Mode: modeBackground, Capability: toks.agent}
+	req := execRequest{ServerID: hello.ServerID, ToolName: hello.ToolName, Arguments: json.RawMessage(`{"text":"again"}`), Mode: modeBackground, Capability: toks.Agent}
 	task, err := e.tasks.Create(ctx, owner, "", first, mustJSON(req), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -940,9 +857,9 @@ func wantStdioRefused(t *testing.T, m map[string]any, check dpop.Check) string {
 // task needs a proof for the task's tool call.
 func TestDPoPStdioOperations(t *testing.T) {
 	toks := delegationTokens(t)
-	cl := startCluster(t, 1, toks.agent)
+	cl := startCluster(t, 1, toks.Agent)
 	e := cl.raw[0]
-	agent := newSigner(t, agentKey, toks.agent)
+	agent := dpoptest.Signer(t, agentKey, toks.Agent)
 	send := map[string]any{"message": map[string]any{"role": "user", "parts": []any{map[string]any{"type": "text", "text": "world"}}},
 		"metadata": map[string]any{"chio": map[string]any{"targetSkillId": "hello_task"}}}
 	res := stdioSession(t, e, stdioLine(t, "message/send", send, helloProof(t, agent)))
@@ -1015,7 +932,7 @@ func TestDPoPStdioOperations(t *testing.T) {
 	if r["status"] != "completed" || c["receiptId"] == nil {
 		t.Fatalf("tasks/get with the task's call proof: %v", res[1])
 	}
-	wantBinding(t, cl.js, c["receiptId"].(string), dpop.MethodToolProof, jkt(agentKey))
+	wantBinding(t, cl.js, c["receiptId"].(string), dpop.MethodToolProof, dpoptest.JKT(agentKey))
 	wantStdioRefused(t, res[2], dpop.CheckCall)
 	if n := cl.tool.runs.Load() - runs; n != 1 {
 		t.Fatalf("the deferred task ran %d times", n)
@@ -1070,27 +987,23 @@ func TestDPoPPresentationWrongInForm(t *testing.T) {
 	g.serve(t, cl)
 	grpcAddr := g.lns[0].Addr().String()
 	toks := delegationTokens(t)
-	agent := newSigner(t, agentKey, toks.agent)
-	helper := newSigner(t, helperKey, toks.helper)
+	agent := dpoptest.Signer(t, agentKey, toks.Agent)
+	helper := dpoptest.Signer(t, helperKey, toks.Helper)
 	for _, b := range allBindings {
 		t.Run(string(b), func(t *testing.T) {
 			htu := htuOf(cl, grpcAddr, b)
 			proof := func(s *dpop.Signer) string {
-				p, err := s.Proof(http.MethodPost, htu)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return p
+				return dpoptest.Proof(t, s, http.MethodPost, htu)
 			}
 			for _, c := range []struct {
 				name  string
 				h     http.Header
 				check dpop.Check
 			}{
-				{"DPoP scheme without a proof", http.Header{"Authorization": {"DPoP " + toks.agent}}, dpop.CheckMissing},
-				{"two proofs", http.Header{"Authorization": {"DPoP " + toks.agent}, dpop.Header: {proof(agent), proof(agent)}}, dpop.CheckMalformed},
-				{"a proof beside Bearer", http.Header{"Authorization": {"Bearer " + toks.helper}, dpop.Header: {proof(helper)}}, dpop.CheckMalformed},
-				{"a proof beside X-Chio-Capability", http.Header{"X-Chio-Capability": {toks.helper}, dpop.Header: {proof(helper)}}, dpop.CheckMalformed},
+				{"DPoP scheme without a proof", http.Header{"Authorization": {"DPoP " + toks.Agent}}, dpop.CheckMissing},
+				{"two proofs", http.Header{"Authorization": {"DPoP " + toks.Agent}, dpop.Header: {proof(agent), proof(agent)}}, dpop.CheckMalformed},
+				{"a proof beside Bearer", http.Header{"Authorization": {"Bearer " + toks.Helper}, dpop.Header: {proof(helper)}}, dpop.CheckMalformed},
+				{"a proof beside X-Chio-Capability", http.Header{"X-Chio-Capability": {toks.Helper}, dpop.Header: {proof(helper)}}, dpop.CheckMalformed},
 			} {
 				t.Run(c.name, func(t *testing.T) {
 					runs := cl.tool.runs.Load()
@@ -1120,19 +1033,16 @@ func TestDPoPStateUnavailable(t *testing.T) {
 	g.serve(t, cl)
 	grpcAddr := g.lns[0].Addr().String()
 	toks := delegationTokens(t)
-	agent := newSigner(t, agentKey, toks.agent)
+	agent := dpoptest.Signer(t, agentKey, toks.Agent)
 	ctx := context.Background()
 	if err := cl.js.DeleteKeyValue(ctx, schemas.ProofsBucket); err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range allBindings {
 		t.Run(string(b), func(t *testing.T) {
-			proof, err := agent.Proof(http.MethodPost, htuOf(cl, grpcAddr, b))
-			if err != nil {
-				t.Fatal(err)
-			}
+			proof := dpoptest.Proof(t, agent, http.MethodPost, htuOf(cl, grpcAddr, b))
 			runs := cl.tool.runs.Load()
-			_, r := rawSend(t, cl, grpcAddr, b, "", "DPoP "+toks.agent, proof)
+			_, r := rawSend(t, cl, grpcAddr, b, "", "DPoP "+toks.Agent, proof)
 			if r == nil {
 				t.Fatal("served without its proof's one-time claim")
 			}
@@ -1162,17 +1072,17 @@ func TestDPoPStateUnavailable(t *testing.T) {
 	// A read, over JSON-RPC and gRPC.
 	url := cl.edges[0].URL + "/a2a"
 	proof, _ := agent.Proof(http.MethodPost, url)
-	status, h, raw := httpSend(t, url, "", "DPoP "+toks.agent, proof, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`)
+	status, h, raw := httpSend(t, url, "", "DPoP "+toks.Agent, proof, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`)
 	if status != http.StatusServiceUnavailable || h.Get("Retry-After") != "1" || !strings.Contains(string(raw), `"code":-32603`) ||
 		!strings.Contains(string(raw), string(dpop.CheckState)) {
 		t.Fatalf("list: %d %q %s", status, h.Get("Retry-After"), raw)
 	}
 	proof, _ = agent.Proof(http.MethodPost, "http://"+grpcAddr+pb.A2AService_ListTasks_FullMethodName)
-	_, err := rawGRPC(t, grpcAddr).ListTasks(metadata.AppendToOutgoingContext(ctx, "authorization", "DPoP "+toks.agent, "dpop", proof), &pb.ListTasksRequest{})
+	_, err := rawGRPC(t, grpcAddr).ListTasks(metadata.AppendToOutgoingContext(ctx, "authorization", "DPoP "+toks.Agent, "dpop", proof), &pb.ListTasksRequest{})
 	if code, info, _ := grpcStatusOf(t, err); code != codes.Unavailable || info.Metadata[metaDPoPCheck] != string(dpop.CheckState) {
 		t.Fatalf("gRPC list: %v", err)
 	}
-	if rid, r := rawSend(t, cl, "", sdk.TransportProtocolJSONRPC, "", "Bearer "+toks.helper, ""); r != nil {
+	if rid, r := rawSend(t, cl, "", sdk.TransportProtocolJSONRPC, "", "Bearer "+toks.Helper, ""); r != nil {
 		t.Fatalf("a bearer leaf token: %+v", r)
 	} else {
 		wantBinding(t, cl.js, rid, dpop.MethodBearer, "")
@@ -1191,7 +1101,7 @@ func TestDPoPGRPCAdvertisedAuthority(t *testing.T) {
 	g.serve(t, cl)
 	grpcAddr := g.lns[0].Addr().String()
 	toks := delegationTokens(t)
-	agent := newSigner(t, agentKey, toks.agent)
+	agent := dpoptest.Signer(t, agentKey, toks.Agent)
 	send := func(authority, htu string) (string, *refusal) {
 		t.Helper()
 		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
@@ -1203,14 +1113,11 @@ func TestDPoPGRPCAdvertisedAuthority(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		proof, err := agent.Proof(http.MethodPost, htu+pb.A2AService_SendMessage_FullMethodName)
-		if err != nil {
-			t.Fatal(err)
-		}
+		proof := dpoptest.Proof(t, agent, http.MethodPost, htu+pb.A2AService_SendMessage_FullMethodName)
 		meta, _ := structpb.NewStruct(map[string]any{"chio": map[string]any{"targetSkillId": "hello_task"}})
 		req := &pb.SendMessageRequest{Message: &pb.Message{MessageId: "m-" + randomSuffix(), Role: pb.Role_ROLE_USER,
 			Parts: []*pb.Part{{Content: &pb.Part_Text{Text: "world"}}}}, Metadata: meta}
-		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "DPoP "+toks.agent, "dpop", proof)
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "DPoP "+toks.Agent, "dpop", proof)
 		resp, err := pb.NewA2AServiceClient(conn).SendMessage(ctx, req)
 		if err != nil {
 			return "", grpcRefusal(t, err)
@@ -1225,7 +1132,7 @@ func TestDPoPGRPCAdvertisedAuthority(t *testing.T) {
 	if r != nil {
 		t.Fatalf("a proof for the advertised interface: %+v", r)
 	}
-	wantBinding(t, cl.js, rid, dpop.MethodDPoP, jkt(agentKey))
+	wantBinding(t, cl.js, rid, dpop.MethodDPoP, dpoptest.JKT(agentKey))
 }
 
 // grpcAuthority: the configured interface, its host from PublicURL for a

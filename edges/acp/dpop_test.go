@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/internal/dpoptest"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
@@ -18,52 +18,14 @@ import (
 
 var helperKey = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{5}, 32))
 
-// lineage is an agent's token that can delegate, the helper's token it
-// delegated, and the agent's token as the helper rebuilds it from its own
-// delegation chain.
-type lineage struct {
-	agent, helper, rebuilt string
-}
-
 // delegated issues the agent acp-srv/* with invoke and delegate, and has
 // the agent delegate read_file (invoke only) to the helper.
-func delegated(t testing.TB) lineage {
+func delegated(t testing.TB) *dpoptest.Chain {
 	t.Helper()
-	now := time.Now()
-	agent, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{ID: "cap-agent", Issuer: pub(issuerKey), Subject: pub(agentKey),
-		Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: srvID, ToolName: "*",
-			Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}}},
-		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	helper, err := schemas.Delegate(agentKey, agent, schemas.CapabilityBody{ID: "cap-helper", Subject: pub(helperKey),
-		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{grant("read_file")}},
-		IssuedAt: agent.IssuedAt, ExpiresAt: agent.ExpiresAt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rebuilt := helper.Ancestor(len(helper.DelegationChain) - 1)
-	if rebuilt.ID != agent.ID || rebuilt.VerifySignature() != nil {
-		t.Fatalf("the rebuilt parent %+v does not stand for the agent's token", rebuilt)
-	}
-	enc := func(tok *schemas.CapabilityToken) string {
-		h, err := schemas.EncodeCapabilityHeader(tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
-	return lineage{agent: enc(agent), helper: enc(helper), rebuilt: enc(rebuilt)}
-}
-
-func signer(t testing.TB, key ed25519.PrivateKey, token string) *dpop.Signer {
-	t.Helper()
-	s, err := dpop.NewSigner(key, token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return dpoptest.NewChain(t, dpoptest.Spec{Issuer: issuerKey, AgentKey: agentKey, HelperKey: helperKey,
+		Agent: []schemas.ToolGrant{{ServerID: srvID, ToolName: "*",
+			Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}},
+		Helper: []schemas.ToolGrant{grant("read_file")}})
 }
 
 // toolProof is s's tool proof for acp-srv/tool with args.
@@ -102,21 +64,7 @@ func rpcBody(t testing.TB, id any, method string, params any) string {
 	return string(raw)
 }
 
-// bindingOf is a decision event's metadata.attribution.binding.
-func bindingOf(t testing.TB, ev schemas.DecisionEvent) map[string]string {
-	t.Helper()
-	var m struct {
-		Attribution struct {
-			Binding map[string]string `json:"binding"`
-		} `json:"attribution"`
-	}
-	if err := json.Unmarshal(ev.Metadata, &m); err != nil {
-		t.Fatalf("metadata %s: %v", ev.Metadata, err)
-	}
-	return m.Attribution.Binding
-}
-
-func agentJKT() string { return dpop.Thumbprint(agentKey.Public().(ed25519.PublicKey)) }
+func agentJKT() string { return dpoptest.JKT(agentKey) }
 
 // refusal checks an answer refusing a proof for check and returns its data.
 func refusal(t testing.TB, a answer, check dpop.Check) Refused {
@@ -134,23 +82,7 @@ func refusal(t testing.TB, a answer, check dpop.Check) Refused {
 // proof found replayed after the decision was written).
 func denyReceipt(t testing.TB, f *fixture, rid string, check dpop.Check) {
 	t.Helper()
-	ev, ok := natstest.Decisions(t, f.js)[rid]
-	if !ok {
-		t.Fatalf("no decision for receipt %q", rid)
-	}
-	reason := ev.Decision.Reason
-	if ev.Decision.Verdict == schemas.VerdictAllow {
-		o := natstest.Outcomes(t, f.js)[rid]
-		if o.Outcome != schemas.OutcomeRefused || o.Guard != kernel.StepDPoP {
-			t.Fatalf("allowed decision %+v without its refused outcome %+v", ev.Decision, o)
-		}
-		reason = o.Reason
-	} else if ev.Decision.Guard != kernel.StepDPoP {
-		t.Fatalf("deny %+v", ev.Decision)
-	}
-	if dpop.CheckOf(reason) != check {
-		t.Fatalf("receipt reason %q, want check %s", reason, check)
-	}
+	dpoptest.WantDeny(t, natstest.Decisions(t, f.js), natstest.Outcomes(t, f.js), rid, kernel.StepDPoP, check)
 }
 
 // invoked checks an invoke that ran and the binding its receipt records.
@@ -161,7 +93,7 @@ func invoked(t testing.TB, f *fixture, a answer, method, jkt string) {
 	}
 	ok(t, a, &inv)
 	ev := natstest.Decisions(t, f.js)[inv.ReceiptID]
-	if b := bindingOf(t, ev); ev.Decision.Verdict != schemas.VerdictAllow || b["method"] != method || b["jkt"] != jkt {
+	if b := dpoptest.Binding(t, ev); ev.Decision.Verdict != schemas.VerdictAllow || b["method"] != method || b["jkt"] != jkt {
 		t.Fatalf("receipt %+v binding %v, want %s %s", ev.Decision, b, method, jkt)
 	}
 }
@@ -198,13 +130,10 @@ func (f *fixture) postAnswer(t testing.TB, body string, h map[string]string) (in
 func TestRebuiltParentRefusedHTTP(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	helper, agent := signer(t, helperKey, l.helper), signer(t, agentKey, l.agent)
+	helper, agent := dpoptest.Signer(t, helperKey, l.Helper), dpoptest.Signer(t, agentKey, l.Agent)
 	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
 	withDPoP := func(s *dpop.Signer, tok string) map[string]string {
-		p, err := s.Proof(http.MethodPost, f.url+Path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := dpoptest.Proof(t, s, http.MethodPost, f.url+Path)
 		return map[string]string{"Authorization": "DPoP " + tok, "DPoP": p}
 	}
 	for _, c := range []struct {
@@ -213,9 +142,9 @@ func TestRebuiltParentRefusedHTTP(t *testing.T) {
 		meta  map[string]any
 		check dpop.Check
 	}{
-		{"as bearer", bearer(l.rebuilt), nil, dpop.CheckMissing},
-		{"with the helper's DPoP proof", withDPoP(helper, l.rebuilt), nil, dpop.CheckKey},
-		{"with the helper's tool proof", bearer(l.rebuilt), withProof(toolProof(t, helper, "read_file", `{"path":"/a"}`)), dpop.CheckKey},
+		{"as bearer", bearer(l.Rebuilt), nil, dpop.CheckMissing},
+		{"with the helper's DPoP proof", withDPoP(helper, l.Rebuilt), nil, dpop.CheckKey},
+		{"with the helper's tool proof", bearer(l.Rebuilt), withProof(toolProof(t, helper, "read_file", `{"path":"/a"}`)), dpop.CheckKey},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			status, h, a := f.postAnswer(t, rpcBody(t, 1, MethodInvoke, readParams("/a", c.meta)), c.h)
@@ -225,29 +154,26 @@ func TestRebuiltParentRefusedHTTP(t *testing.T) {
 			denyReceipt(t, f, refusal(t, a, c.check).ReceiptID, c.check)
 		})
 	}
-	status, _, a := f.postAnswer(t, rpcBody(t, 2, MethodListCapabilities, nil), bearer(l.rebuilt))
+	status, _, a := f.postAnswer(t, rpcBody(t, 2, MethodListCapabilities, nil), bearer(l.Rebuilt))
 	if refusal(t, a, dpop.CheckMissing); status != http.StatusUnauthorized {
 		t.Fatalf("list: %d", status)
 	}
 
-	_, _, a = f.postAnswer(t, rpcBody(t, 3, MethodInvoke, readParams("/a", nil)), withDPoP(agent, l.agent))
+	_, _, a = f.postAnswer(t, rpcBody(t, 3, MethodInvoke, readParams("/a", nil)), withDPoP(agent, l.Agent))
 	invoked(t, f, a, dpop.MethodDPoP, agentJKT())
-	_, _, a = f.postAnswer(t, rpcBody(t, 4, MethodInvoke, readParams("/a", withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`)))), bearer(l.agent))
+	_, _, a = f.postAnswer(t, rpcBody(t, 4, MethodInvoke, readParams("/a", withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`)))), bearer(l.Agent))
 	invoked(t, f, a, dpop.MethodToolProof, agentJKT())
 	// The capability in _meta, its tool proof beside it, no header at all.
-	_, _, a = f.postAnswer(t, rpcBody(t, 5, MethodInvoke, readParams("/a", map[string]any{"chioCapability": l.agent,
+	_, _, a = f.postAnswer(t, rpcBody(t, 5, MethodInvoke, readParams("/a", map[string]any{"chioCapability": l.Agent,
 		MetaDPoPProof: toolProof(t, agent, "read_file", `{"path":"/a"}`)})), nil)
 	invoked(t, f, a, dpop.MethodToolProof, agentJKT())
-	_, _, a = f.postAnswer(t, rpcBody(t, 6, MethodInvoke, readParams("/a", nil)), bearer(l.helper))
+	_, _, a = f.postAnswer(t, rpcBody(t, 6, MethodInvoke, readParams("/a", nil)), bearer(l.Helper))
 	invoked(t, f, a, dpop.MethodBearer, "")
 
 	// A batch is one request, one proof: both calls under it.
-	p, err := agent.Proof(http.MethodPost, f.url+Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := dpoptest.Proof(t, agent, http.MethodPost, f.url+Path)
 	batch := "[" + rpcBody(t, 7, MethodInvoke, readParams("/a", nil)) + "," + rpcBody(t, 8, MethodInvoke, readParams("/b", nil)) + "]"
-	status, raw := f.post(t, "", batch, map[string]string{"Authorization": "DPoP " + l.agent, "DPoP": p})
+	status, raw := f.post(t, "", batch, map[string]string{"Authorization": "DPoP " + l.Agent, "DPoP": p})
 	var as []answer
 	if err := json.Unmarshal(raw, &as); status != http.StatusOK || err != nil || len(as) != 2 {
 		t.Fatalf("batch: %d %s", status, raw)
@@ -265,18 +191,18 @@ func TestRebuiltParentRefusedHTTP(t *testing.T) {
 func TestStdioToolProofs(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	c := serveStdio(t, f, l.rebuilt)
+	c := serveStdio(t, f, l.Rebuilt)
 	denyReceipt(t, f, refusal(t, c.call(t, MethodInvoke, readParams("/a", nil)), dpop.CheckMissing).ReceiptID, dpop.CheckMissing)
-	helperProof := toolProof(t, signer(t, helperKey, l.helper), "read_file", `{"path":"/a"}`)
+	helperProof := toolProof(t, dpoptest.Signer(t, helperKey, l.Helper), "read_file", `{"path":"/a"}`)
 	denyReceipt(t, f, refusal(t, c.call(t, MethodInvoke, readParams("/a", withProof(helperProof))), dpop.CheckKey).ReceiptID, dpop.CheckKey)
 
-	c = serveStdio(t, f, l.agent)
+	c = serveStdio(t, f, l.Agent)
 	var list struct{ Capabilities []Capability }
 	ok(t, c.call(t, MethodListCapabilities, nil), &list)
 	if len(list.Capabilities) == 0 {
 		t.Fatal("nothing listed")
 	}
-	agent := signer(t, agentKey, l.agent)
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
 	p := toolProof(t, agent, "read_file", `{"path":"/a"}`)
 	invoked(t, f, c.call(t, MethodInvoke, readParams("/a", withProof(p))), dpop.MethodToolProof, agentJKT())
 	for _, tc := range []struct {
@@ -301,7 +227,7 @@ func TestStdioToolProofs(t *testing.T) {
 	ok(t, c.call(t, MethodStream, requestProofParams(t, agent, MethodStream, streamParams)), &task)
 	ok(t, c.call(t, MethodResume, map[string]any{"taskId": task.Task.ID, "_meta": withProof(toolProof(t, agent, "read_file", ""))}), &task)
 	ev := natstest.Decisions(t, f.js)[task.Task.ReceiptID]
-	if b := bindingOf(t, ev); task.Task.State != TaskCompleted || b["method"] != dpop.MethodToolProof {
+	if b := dpoptest.Binding(t, ev); task.Task.State != TaskCompleted || b["method"] != dpop.MethodToolProof {
 		t.Fatalf("resume: %+v binding %v", task.Task, b)
 	}
 	ok(t, c.call(t, MethodStream, requestProofParams(t, agent, MethodStream, streamParams)), &task)
@@ -384,7 +310,7 @@ func TestRequestArguments(t *testing.T) {
 		t.Fatal("an array accepted as params")
 	}
 	// The hash, by hand: SHA-256 hex of the JCS form.
-	s := signer(t, agentKey, wildcard(t))
+	s := dpoptest.Signer(t, agentKey, wildcard(t))
 	p, err := RequestProof(s, "_chio/tool/cancel", json.RawMessage(`{"taskId":"t1","_meta":{"chioCapability":"x"}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -403,8 +329,8 @@ func TestRequestArguments(t *testing.T) {
 func TestStdioRequestProofs(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	agent := signer(t, agentKey, l.agent)
-	c := serveStdio(t, f, l.agent)
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
+	c := serveStdio(t, f, l.Agent)
 	ok(t, c.call(t, MethodListCapabilities, nil), nil)
 	ok(t, c.call(t, MethodRequestPermission, map[string]any{"capabilityId": "read_file"}), nil)
 
@@ -448,8 +374,8 @@ func TestStdioRequestProofs(t *testing.T) {
 
 	// The rebuilt parent, in a session of its own, cannot cancel nor
 	// stream the agent's tasks, with or without the helper's proof.
-	r := serveStdio(t, f, l.rebuilt)
-	helper := signer(t, helperKey, l.helper)
+	r := serveStdio(t, f, l.Rebuilt)
+	helper := dpoptest.Signer(t, helperKey, l.Helper)
 	refusal(t, r.call(t, MethodCancel, cancelParams), dpop.CheckMissing)
 	refusal(t, r.call(t, MethodCancel, requestProofParams(t, helper, MethodCancel, cancelParams)), dpop.CheckKey)
 	denyReceipt(t, f, refusal(t, r.call(t, MethodStream, streamParams), dpop.CheckMissing).ReceiptID, dpop.CheckMissing)
@@ -487,14 +413,11 @@ func TestStdioRequestProofs(t *testing.T) {
 func TestHTTPRequestProofs(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	agent := signer(t, agentKey, l.agent)
-	bearer := map[string]string{"Authorization": "Bearer " + l.agent}
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
+	bearer := map[string]string{"Authorization": "Bearer " + l.Agent}
 	dpopFor := func() map[string]string {
-		p, err := agent.Proof(http.MethodPost, f.url+Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return map[string]string{"Authorization": "DPoP " + l.agent, "DPoP": p}
+		p := dpoptest.Proof(t, agent, http.MethodPost, f.url+Path)
+		return map[string]string{"Authorization": "DPoP " + l.Agent, "DPoP": p}
 	}
 	streamParams := map[string]any{"capabilityId": "read_file", "arguments": map[string]any{"path": "/a"}}
 	_, _, a := f.postAnswer(t, rpcBody(t, 1, MethodStream, streamParams), dpopFor())
@@ -534,14 +457,8 @@ func TestHTTPRequestProofs(t *testing.T) {
 func TestMalformedPresentation(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	agent := signer(t, agentKey, l.agent)
-	proof := func() string {
-		p, err := agent.Proof(http.MethodPost, f.url+Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
+	proof := func() string { return dpoptest.Proof(t, agent, http.MethodPost, f.url+Path) }
 	send := func(t *testing.T, body string, h http.Header) (int, http.Header, answer) {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodPost, f.url+Path, strings.NewReader(body))
@@ -566,18 +483,18 @@ func TestMalformedPresentation(t *testing.T) {
 		h     func() http.Header
 		check dpop.Check
 	}{
-		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + l.agent}} }, dpop.CheckMissing},
+		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + l.Agent}} }, dpop.CheckMissing},
 		{"two proofs", func() http.Header {
-			return http.Header{"Authorization": {"DPoP " + l.agent}, "Dpop": {proof(), proof()}}
+			return http.Header{"Authorization": {"DPoP " + l.Agent}, "Dpop": {proof(), proof()}}
 		}, dpop.CheckMalformed},
 		{"a proof beside Bearer", func() http.Header {
-			return http.Header{"Authorization": {"Bearer " + l.agent}, "Dpop": {proof()}}
+			return http.Header{"Authorization": {"Bearer " + l.Agent}, "Dpop": {proof()}}
 		}, dpop.CheckMalformed},
 		{"a proof beside X-Chio-Capability", func() http.Header {
-			return http.Header{"X-Chio-Capability": {l.agent}, "Dpop": {proof()}}
+			return http.Header{"X-Chio-Capability": {l.Agent}, "Dpop": {proof()}}
 		}, dpop.CheckMalformed},
 		{"a leaf token's proof beside Bearer", func() http.Header {
-			return http.Header{"Authorization": {"Bearer " + l.helper}, "Dpop": {proof()}}
+			return http.Header{"Authorization": {"Bearer " + l.Helper}, "Dpop": {proof()}}
 		}, dpop.CheckMalformed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -604,8 +521,8 @@ func TestMalformedPresentation(t *testing.T) {
 func TestProofStateUnavailable(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	agent := signer(t, agentKey, l.agent)
-	c := serveStdio(t, f, l.agent)
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
+	c := serveStdio(t, f, l.Agent)
 	if err := f.js.DeleteKeyValue(context.Background(), schemas.ProofsBucket); err != nil {
 		t.Fatal(err)
 	}
@@ -618,11 +535,8 @@ func TestProofStateUnavailable(t *testing.T) {
 		return d
 	}
 	dpopFor := func() map[string]string {
-		p, err := agent.Proof(http.MethodPost, f.url+Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return map[string]string{"Authorization": "DPoP " + l.agent, "DPoP": p}
+		p := dpoptest.Proof(t, agent, http.MethodPost, f.url+Path)
+		return map[string]string{"Authorization": "DPoP " + l.Agent, "DPoP": p}
 	}
 	for _, tc := range []struct {
 		name, method string
@@ -646,6 +560,6 @@ func TestProofStateUnavailable(t *testing.T) {
 		a := c.call(t, MethodInvoke, readParams("/a", withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`))))
 		denyReceipt(t, f, stateRefusal(t, a).ReceiptID, dpop.CheckState)
 	})
-	_, _, a := f.postAnswer(t, rpcBody(t, 2, MethodInvoke, readParams("/a", nil)), map[string]string{"Authorization": "Bearer " + l.helper})
+	_, _, a := f.postAnswer(t, rpcBody(t, 2, MethodInvoke, readParams("/a", nil)), map[string]string{"Authorization": "Bearer " + l.Helper})
 	invoked(t, f, a, dpop.MethodBearer, "")
 }

@@ -9,96 +9,48 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/internal/dpoptest"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
-// chain is an agent token that can delegate, and a helper token the agent
-// delegated from it: the setting of the rebuilt-parent attack.
+// chain is the setting of the rebuilt-parent attack (the helper's grant
+// spent after one call), with agent2, a second token for the agent's key.
 type chain struct {
-	agentKey, helperKey ed25519.PrivateKey
-	agent, helper       string // header form
-	rebuilt             string // the agent's token, rebuilt by the helper from its own chain
-	agent2              string // a second token for the agent's key
+	*dpoptest.Chain
+	agent2 string
 }
 
 func newChain(t *testing.T) chain {
 	t.Helper()
 	issuer := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32))
-	agentKey := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32))
-	helperKey := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{4}, 32))
-	now := time.Now()
-	agent, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
-		ID: "cap-agent", Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
-		Subject: schemas.EncodePublicKey(agentKey.Public().(ed25519.PublicKey)),
-		Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "*",
-			Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}}},
-		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	one := uint32(1)
-	helper, err := schemas.Delegate(agentKey, agent, schemas.CapabilityBody{
-		ID: "cap-helper", Subject: schemas.EncodePublicKey(helperKey.Public().(ed25519.PublicKey)),
-		Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "hello_task",
-			Operations: []schemas.Operation{schemas.OpInvoke}, MaxInvocations: &one}}},
-		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc := func(tok *schemas.CapabilityToken) string {
-		h, err := schemas.EncodeCapabilityHeader(tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
-	body2 := agent.CapabilityBody
+	ch := dpoptest.NewChain(t, dpoptest.Spec{Issuer: issuer,
+		AgentKey:  ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32)),
+		HelperKey: ed25519.NewKeyFromSeed(bytes.Repeat([]byte{4}, 32)),
+		Agent: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "*",
+			Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}},
+		Helper: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "hello_task",
+			Operations: []schemas.Operation{schemas.OpInvoke}, MaxInvocations: &one}}})
+	body2 := ch.AgentToken.CapabilityBody
 	body2.ID = "cap-agent-2"
 	agent2, err := schemas.IssueCapability(issuer, body2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return chain{agentKey: agentKey, helperKey: helperKey, agent: enc(agent), helper: enc(helper),
-		rebuilt: enc(helper.Ancestor(len(helper.DelegationChain) - 1)), agent2: enc(agent2)}
+	h, err := schemas.EncodeCapabilityHeader(agent2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chain{Chain: ch, agent2: h}
 }
 
 func httpProof(t *testing.T, key ed25519.PrivateKey, token, method, url string) *kernel.Proof {
 	t.Helper()
-	s, err := dpop.NewSigner(key, token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := s.Proof(method, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &kernel.Proof{DPoP: p, Method: method, URL: url}
-}
-
-// forgeProof is a well-formed proof by key for token, whatever the
-// token's subject (dpop.NewSigner refuses to make one): the helper's
-// honest attempt at proving the agent's token with its own key.
-func forgeProof(t *testing.T, key ed25519.PrivateKey, token, method, url string) *kernel.Proof {
-	t.Helper()
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key}, (&jose.SignerOptions{EmbedJWK: true}).WithType(dpop.ProofType))
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims, _ := json.Marshal(dpop.Claims{JTI: "forged", HTM: method, HTU: url, IAT: time.Now().Unix(), ATH: dpop.TokenHash(token)})
-	o, err := s.Sign(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := o.CompactSerialize()
-	return &kernel.Proof{DPoP: c, Method: method, URL: url}
+	return &kernel.Proof{DPoP: dpoptest.Proof(t, dpoptest.Signer(t, key, token), method, url), Method: method, URL: url}
 }
 
 // TestRebuiltParent is the attack: a helper rebuilds its parent's token
@@ -108,7 +60,7 @@ func forgeProof(t *testing.T, key ed25519.PrivateKey, token, method, url string)
 func TestRebuiltParent(t *testing.T) {
 	f := setup(t)
 	ch := newChain(t)
-	if ch.rebuilt != ch.agent {
+	if ch.Rebuilt != ch.Agent {
 		t.Fatal("the rebuilt ancestor should be the agent's token byte for byte: that is the attack")
 	}
 	const url = "http://edge.example/a2a"
@@ -128,14 +80,14 @@ func TestRebuiltParent(t *testing.T) {
 		check dpop.Check
 		bind  string
 	}{
-		{"rebuilt parent as bearer", ch.rebuilt, func() *kernel.Proof { return nil }, false, dpop.CheckMissing, ""},
-		{"rebuilt parent proven by the helper's key", ch.rebuilt, func() *kernel.Proof {
-			return forgeProof(t, ch.helperKey, ch.rebuilt, "POST", url)
+		{"rebuilt parent as bearer", ch.Rebuilt, func() *kernel.Proof { return nil }, false, dpop.CheckMissing, ""},
+		{"rebuilt parent proven by the helper's key", ch.Rebuilt, func() *kernel.Proof {
+			return &kernel.Proof{DPoP: dpoptest.ForgedProof(t, ch.HelperKey, ch.Rebuilt, "POST", url), Method: "POST", URL: url}
 		}, false, dpop.CheckKey, ""},
-		{"the agent's own token as bearer", ch.agent, func() *kernel.Proof { return nil }, false, dpop.CheckMissing, ""},
-		{"the agent, proven", ch.agent, func() *kernel.Proof { return httpProof(t, ch.agentKey, ch.agent, "POST", url) }, true, "", dpop.MethodDPoP},
-		{"the helper's leaf token as bearer", ch.helper, func() *kernel.Proof { return nil }, true, "", dpop.MethodBearer},
-		{"the helper's leaf spent", ch.helper, func() *kernel.Proof { return nil }, false, "", ""},
+		{"the agent's own token as bearer", ch.Agent, func() *kernel.Proof { return nil }, false, dpop.CheckMissing, ""},
+		{"the agent, proven", ch.Agent, func() *kernel.Proof { return httpProof(t, ch.AgentKey, ch.Agent, "POST", url) }, true, "", dpop.MethodDPoP},
+		{"the helper's leaf token as bearer", ch.Helper, func() *kernel.Proof { return nil }, true, "", dpop.MethodBearer},
+		{"the helper's leaf spent", ch.Helper, func() *kernel.Proof { return nil }, false, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -151,7 +103,7 @@ func TestRebuiltParent(t *testing.T) {
 			if c.bind != "" && d.Binding.Method != c.bind {
 				t.Fatalf("binding %+v", d.Binding)
 			}
-			if c.bind == dpop.MethodDPoP && d.Binding.Thumbprint != dpop.Thumbprint(ch.agentKey.Public().(ed25519.PublicKey)) {
+			if c.bind == dpop.MethodDPoP && d.Binding.Thumbprint != dpoptest.JKT(ch.AgentKey) {
 				t.Fatalf("thumbprint %s", d.Binding.Thumbprint)
 			}
 		})
@@ -161,7 +113,7 @@ func TestRebuiltParent(t *testing.T) {
 	for _, raw := range f.events(t)[schemas.SubjectDecision] {
 		var ev schemas.DecisionEvent
 		_ = json.Unmarshal(raw, &ev)
-		if bytes.Contains(ev.Metadata, []byte(`"binding":{"jkt":"`+dpop.Thumbprint(ch.agentKey.Public().(ed25519.PublicKey))+`","method":"dpop"}`)) {
+		if bytes.Contains(ev.Metadata, []byte(`"binding":{"jkt":"`+dpoptest.JKT(ch.AgentKey)+`","method":"dpop"}`)) {
 			dpopBound++
 		}
 	}
@@ -193,10 +145,10 @@ func TestReplayAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	const url = "http://edge.example/a2a"
-	first := httpProof(t, ch.agentKey, ch.agent, "POST", url)
+	first := httpProof(t, ch.AgentKey, ch.Agent, "POST", url)
 	// The same proof text, as a second request carries it.
 	again := &kernel.Proof{DPoP: first.DPoP, Method: first.Method, URL: first.URL}
-	call := Call{Token: ch.agent, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{"text":"x"}`)}
+	call := Call{Token: ch.Agent, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{"text":"x"}`)}
 
 	c1 := call
 	c1.Proof = first
@@ -238,15 +190,15 @@ func TestReplayAcrossReplicas(t *testing.T) {
 func TestProofForAnotherRequest(t *testing.T) {
 	f := setup(t)
 	ch := newChain(t)
-	p := httpProof(t, ch.agentKey, ch.agent, "POST", "http://edge.example/a2a")
+	p := httpProof(t, ch.AgentKey, ch.Agent, "POST", "http://edge.example/a2a")
 	for _, c := range []struct {
 		name  string
 		p     *kernel.Proof
 		token string
 		check dpop.Check
 	}{
-		{"another URL", &kernel.Proof{DPoP: p.DPoP, Method: "POST", URL: "http://edge.example/v1/chat/completions"}, ch.agent, dpop.CheckURL},
-		{"another method", &kernel.Proof{DPoP: p.DPoP, Method: "GET", URL: p.URL}, ch.agent, dpop.CheckMethod},
+		{"another URL", &kernel.Proof{DPoP: p.DPoP, Method: "POST", URL: "http://edge.example/v1/chat/completions"}, ch.Agent, dpop.CheckURL},
+		{"another method", &kernel.Proof{DPoP: p.DPoP, Method: "GET", URL: p.URL}, ch.Agent, dpop.CheckMethod},
 		{"another token of the same key", &kernel.Proof{DPoP: p.DPoP, Method: p.Method, URL: p.URL}, ch.agent2, dpop.CheckToken},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -294,9 +246,9 @@ func TestDelegateInAnyGrantNeedsProof(t *testing.T) {
 		{"prompt grant", schemas.Scope{Grants: tools, PromptGrants: []schemas.PromptGrant{{PromptName: "*", Operations: []schemas.Operation{schemas.OpGet, schemas.OpDelegate}}}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			parent, text := issueFor(t, ch.agentKey, "cap-"+strings.ReplaceAll(c.name, " ", "-"), c.scope)
-			child, err := schemas.Delegate(ch.agentKey, parent, schemas.CapabilityBody{ID: parent.ID + "-child",
-				Subject:  schemas.EncodePublicKey(ch.helperKey.Public().(ed25519.PublicKey)),
+			parent, text := issueFor(t, ch.AgentKey, "cap-"+strings.ReplaceAll(c.name, " ", "-"), c.scope)
+			child, err := schemas.Delegate(ch.AgentKey, parent, schemas.CapabilityBody{ID: parent.ID + "-child",
+				Subject:  schemas.EncodePublicKey(ch.HelperKey.Public().(ed25519.PublicKey)),
 				Scope:    schemas.Scope{ResourceGrants: c.scope.ResourceGrants, PromptGrants: c.scope.PromptGrants},
 				IssuedAt: parent.IssuedAt, ExpiresAt: parent.ExpiresAt})
 			if err != nil {
@@ -321,7 +273,7 @@ func TestReplayDoesNotSpendTheBudget(t *testing.T) {
 	f := setup(t)
 	ch := newChain(t)
 	two := uint32(2)
-	_, tok := issueFor(t, ch.agentKey, "cap-budget", schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "*",
+	_, tok := issueFor(t, ch.AgentKey, "cap-budget", schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "*",
 		Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}, MaxInvocations: &two}}})
 	const url = "http://edge.example/a2a"
 	ctx := context.Background()
@@ -332,7 +284,7 @@ func TestReplayDoesNotSpendTheBudget(t *testing.T) {
 		}
 		return res.Decision
 	}
-	first := httpProof(t, ch.agentKey, tok, "POST", url)
+	first := httpProof(t, ch.AgentKey, tok, "POST", url)
 	if d := do(first); !d.Allow {
 		t.Fatalf("first: %s", d.Reason)
 	}
@@ -341,10 +293,10 @@ func TestReplayDoesNotSpendTheBudget(t *testing.T) {
 			t.Fatalf("replay: allow=%v reason=%s binding=%+v", d.Allow, d.Reason, d.Binding)
 		}
 	}
-	if d := do(httpProof(t, ch.agentKey, tok, "POST", url)); !d.Allow {
+	if d := do(httpProof(t, ch.AgentKey, tok, "POST", url)); !d.Allow {
 		t.Fatalf("the second proven call was refused: %s", d.Reason)
 	}
-	if d := do(httpProof(t, ch.agentKey, tok, "POST", url)); d.Allow || d.Guard != kernel.StepBudget {
+	if d := do(httpProof(t, ch.AgentKey, tok, "POST", url)); d.Allow || d.Guard != kernel.StepBudget {
 		t.Fatalf("a third call: allow=%v %s", d.Allow, d.Reason)
 	}
 }
@@ -354,8 +306,8 @@ func TestReplayDoesNotSpendTheBudget(t *testing.T) {
 func TestProofIsForOneToken(t *testing.T) {
 	f := setup(t)
 	ch := newChain(t)
-	p := httpProof(t, ch.agentKey, ch.agent, "POST", "http://edge.example/a2a")
-	if _, d := f.k.Identify(context.Background(), ch.agent, p); d != nil {
+	p := httpProof(t, ch.AgentKey, ch.Agent, "POST", "http://edge.example/a2a")
+	if _, d := f.k.Identify(context.Background(), ch.Agent, p); d != nil {
 		t.Fatalf("identify: %s", d.Reason)
 	}
 	res, err := f.d.Do(context.Background(), Call{Token: ch.agent2, Proof: p, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)})
@@ -372,12 +324,12 @@ func TestDeniedCallWithSpentProof(t *testing.T) {
 	ch := newChain(t)
 	const url = "http://edge.example/a2a"
 	ctx := context.Background()
-	p := httpProof(t, ch.agentKey, ch.agent, "POST", url)
-	if res, err := f.d.Do(ctx, Call{Token: ch.agent, Proof: p, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)}); err != nil || !res.Decision.Allow {
+	p := httpProof(t, ch.AgentKey, ch.Agent, "POST", url)
+	if res, err := f.d.Do(ctx, Call{Token: ch.Agent, Proof: p, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: json.RawMessage(`{}`)}); err != nil || !res.Decision.Allow {
 		t.Fatalf("first: %+v %v", res, err)
 	}
 	secret := json.RawMessage(`{"text":"AKIAABCDEFGHIJKLMNOP"}`)
-	res, err := f.d.Do(ctx, Call{Token: ch.agent, Proof: &kernel.Proof{DPoP: p.DPoP, Method: "POST", URL: url}, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: secret})
+	res, err := f.d.Do(ctx, Call{Token: ch.Agent, Proof: &kernel.Proof{DPoP: p.DPoP, Method: "POST", URL: url}, ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: secret})
 	if err != nil || res.Decision.Allow || res.Decision.DPoPCheck() != dpop.CheckReplayed {
 		t.Fatalf("%+v %v", res.Decision, err)
 	}
@@ -389,7 +341,7 @@ func TestDeniedCallWithSpentProof(t *testing.T) {
 		}
 	}
 	// Fresh proof, same secret: the guard denies, and the binding is recorded.
-	res, err = f.d.Do(ctx, Call{Token: ch.agent, Proof: httpProof(t, ch.agentKey, ch.agent, "POST", url), ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: secret})
+	res, err = f.d.Do(ctx, Call{Token: ch.Agent, Proof: httpProof(t, ch.AgentKey, ch.Agent, "POST", url), ServerID: "hello-a2a-srv", ToolName: "hello_task", Arguments: secret})
 	if err != nil || res.Decision.Allow || res.Decision.Guard == kernel.StepDPoP || res.Decision.Binding.Method != dpop.MethodDPoP {
 		t.Fatalf("%+v %v", res.Decision, err)
 	}
@@ -401,20 +353,17 @@ func TestDeniedCallWithSpentProof(t *testing.T) {
 func TestToolProofBoundToARequest(t *testing.T) {
 	f := setup(t)
 	ch := newChain(t)
-	s, err := dpop.NewSigner(ch.agentKey, ch.agent)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := dpoptest.Signer(t, ch.AgentKey, ch.Agent)
 	ctx := context.Background()
 	forTool, _ := s.ToolProof("hello-a2a-srv", "hello_task", json.RawMessage(`{}`))
 	raw, _ := json.Marshal(forTool)
 	cancel := &dpop.Call{ToolServer: "acp", ToolName: "tool/cancel", Arguments: json.RawMessage(`{"taskId":"t1"}`)}
-	if _, d := f.k.Identify(ctx, ch.agent, &kernel.Proof{Tool: raw, Request: cancel}); d == nil || d.DPoPCheck() != dpop.CheckCall {
+	if _, d := f.k.Identify(ctx, ch.Agent, &kernel.Proof{Tool: raw, Request: cancel}); d == nil || d.DPoPCheck() != dpop.CheckCall {
 		t.Fatalf("a proof for a tool call accepted for tool/cancel: %+v", d)
 	}
 	forCancel, _ := s.ToolProof("acp", "tool/cancel", json.RawMessage(`{"taskId":"t1"}`))
 	raw, _ = json.Marshal(forCancel)
-	if id, d := f.k.Identify(ctx, ch.agent, &kernel.Proof{Tool: raw, Request: cancel}); d != nil || id.Binding.Method != dpop.MethodToolProof {
+	if id, d := f.k.Identify(ctx, ch.Agent, &kernel.Proof{Tool: raw, Request: cancel}); d != nil || id.Binding.Method != dpop.MethodToolProof {
 		t.Fatalf("a proof for tool/cancel refused: %+v", d)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/internal/dpoptest"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
@@ -23,62 +24,21 @@ import (
 
 var helperKey = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32))
 
-// lineage is an agent's token that can delegate, the helper's token it
-// delegated, and the agent's token as the helper rebuilds it from its own
-// delegation chain.
-type lineage struct {
-	agent, helper, rebuilt string
-}
-
 // delegated issues the agent files-srv/* with invoke and delegate, and
 // has the agent delegate files-srv/read (invoke only) to the helper.
-func delegated(t testing.TB) lineage {
+func delegated(t testing.TB) *dpoptest.Chain {
 	t.Helper()
-	now := time.Now()
-	agent, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{ID: "cap-agent", Issuer: pub(issuerKey), Subject: pub(agentKey),
-		Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "files-srv", ToolName: "*",
-			Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}}},
-		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	helper, err := schemas.Delegate(agentKey, agent, schemas.CapabilityBody{ID: "cap-helper", Subject: pub(helperKey),
-		Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "files-srv", ToolName: "read",
-			Operations: []schemas.Operation{schemas.OpInvoke}}}},
-		IssuedAt: agent.IssuedAt, ExpiresAt: agent.ExpiresAt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rebuilt := helper.Ancestor(len(helper.DelegationChain) - 1)
-	if rebuilt.ID != agent.ID || rebuilt.VerifySignature() != nil {
-		t.Fatalf("the rebuilt parent %+v does not stand for the agent's token", rebuilt)
-	}
-	enc := func(tok *schemas.CapabilityToken) string {
-		h, err := schemas.EncodeCapabilityHeader(tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
-	return lineage{agent: enc(agent), helper: enc(helper), rebuilt: enc(rebuilt)}
-}
-
-func signer(t testing.TB, key ed25519.PrivateKey, token string) *dpop.Signer {
-	t.Helper()
-	s, err := dpop.NewSigner(key, token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return dpoptest.NewChain(t, dpoptest.Spec{Issuer: issuerKey, AgentKey: agentKey, HelperKey: helperKey,
+		Agent: []schemas.ToolGrant{{ServerID: "files-srv", ToolName: "*",
+			Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}},
+		Helper: []schemas.ToolGrant{{ServerID: "files-srv", ToolName: "read",
+			Operations: []schemas.Operation{schemas.OpInvoke}}}})
 }
 
 // dpopHeaders present token with a proof by s for a POST to the edge.
 func dpopHeaders(t testing.TB, s *dpop.Signer, token, url string) map[string]string {
 	t.Helper()
-	p, err := s.Proof(http.MethodPost, url+Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := dpoptest.Proof(t, s, http.MethodPost, url+Path)
 	return map[string]string{"Authorization": "DPoP " + token, "DPoP": p}
 }
 
@@ -103,21 +63,7 @@ func proofCallBody(id any, name, args string, proof json.RawMessage) string {
 		`,"arguments":` + args + `,"_meta":{"` + MetaDPoPProof + `":` + string(proof) + `}}}`
 }
 
-// bindingOf is a decision event's metadata.attribution.binding.
-func bindingOf(t testing.TB, ev schemas.DecisionEvent) map[string]string {
-	t.Helper()
-	var m struct {
-		Attribution struct {
-			Binding map[string]string `json:"binding"`
-		} `json:"attribution"`
-	}
-	if err := json.Unmarshal(ev.Metadata, &m); err != nil {
-		t.Fatalf("metadata %s: %v", ev.Metadata, err)
-	}
-	return m.Attribution.Binding
-}
-
-func agentJKT() string { return dpop.Thumbprint(agentKey.Public().(ed25519.PublicKey)) }
+func agentJKT() string { return dpoptest.JKT(agentKey) }
 
 // refusalOf checks a JSON-RPC error refusing a proof for check and
 // returns its data.
@@ -146,23 +92,7 @@ func refused401(t testing.TB, status int, h http.Header, a rpcAnswer, check dpop
 // proof found replayed after the decision was written).
 func denyReceipt(t testing.TB, f *fixture, rid string, check dpop.Check) {
 	t.Helper()
-	ev, ok := natstest.Decisions(t, f.js)[rid]
-	if !ok {
-		t.Fatalf("no decision for receipt %q", rid)
-	}
-	reason := ev.Decision.Reason
-	if ev.Decision.Verdict == schemas.VerdictAllow {
-		o := natstest.Outcomes(t, f.js)[rid]
-		if o.Outcome != schemas.OutcomeRefused || o.Guard != kernel.StepDPoP {
-			t.Fatalf("allowed decision %+v without its refused outcome %+v", ev.Decision, o)
-		}
-		reason = o.Reason
-	} else if ev.Decision.Guard != kernel.StepDPoP {
-		t.Fatalf("deny %+v", ev.Decision)
-	}
-	if dpop.CheckOf(reason) != check {
-		t.Fatalf("receipt reason %q, want check %s", reason, check)
-	}
+	dpoptest.WantDeny(t, natstest.Decisions(t, f.js), natstest.Outcomes(t, f.js), rid, kernel.StepDPoP, check)
 }
 
 // allowedCall checks a tools/call answer that ran, and the binding its
@@ -174,7 +104,7 @@ func allowedCall(t testing.TB, f *fixture, status int, a rpcAnswer, method, jkt 
 		t.Fatalf("%d %+v %s", status, a.Error, a.Result)
 	}
 	ev := natstest.Decisions(t, f.js)[verdictOf(t, res.Meta).ReceiptRef]
-	if b := bindingOf(t, ev); ev.Decision.Verdict != schemas.VerdictAllow || b["method"] != method || b["jkt"] != jkt {
+	if b := dpoptest.Binding(t, ev); ev.Decision.Verdict != schemas.VerdictAllow || b["method"] != method || b["jkt"] != jkt {
 		t.Fatalf("receipt %+v binding %v, want %s %s", ev.Decision, b, method, jkt)
 	}
 }
@@ -193,8 +123,8 @@ const (
 func TestRebuiltParentRefusedHTTP(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	helper := signer(t, helperKey, l.helper)
-	agent := signer(t, agentKey, l.agent)
+	helper := dpoptest.Signer(t, helperKey, l.Helper)
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
 	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
 
 	for _, c := range []struct {
@@ -203,9 +133,9 @@ func TestRebuiltParentRefusedHTTP(t *testing.T) {
 		body  string // the call, when it differs
 		check dpop.Check
 	}{
-		{"as bearer", func() map[string]string { return bearer(l.rebuilt) }, "", dpop.CheckMissing},
-		{"with the helper's DPoP proof", func() map[string]string { return dpopHeaders(t, helper, l.rebuilt, f.url) }, "", dpop.CheckKey},
-		{"with the helper's tool proof", func() map[string]string { return bearer(l.rebuilt) },
+		{"as bearer", func() map[string]string { return bearer(l.Rebuilt) }, "", dpop.CheckMissing},
+		{"with the helper's DPoP proof", func() map[string]string { return dpopHeaders(t, helper, l.Rebuilt, f.url) }, "", dpop.CheckKey},
+		{"with the helper's tool proof", func() map[string]string { return bearer(l.Rebuilt) },
 			proofCallBody(2, "read", readArgs, toolProofOf(t, helper, "read", readArgs)), dpop.CheckKey},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -227,18 +157,18 @@ func TestRebuiltParentRefusedHTTP(t *testing.T) {
 
 	// The agent: a DPoP proof for the list and for a call, or a tool proof
 	// in the call's _meta beside its token as a bearer token.
-	status, _, a := post(t, f.url, "", listBody, dpopHeaders(t, agent, l.agent, f.url))
+	status, _, a := post(t, f.url, "", listBody, dpopHeaders(t, agent, l.Agent, f.url))
 	var list sdk.ListToolsResult
 	if err := json.Unmarshal(a.Result, &list); status != http.StatusOK || err != nil || len(list.Tools) == 0 {
 		t.Fatalf("the agent's list: %d %+v %s", status, a.Error, a.Result)
 	}
-	status, _, a = post(t, f.url, "", callBody(3, "read", readArgs), dpopHeaders(t, agent, l.agent, f.url))
+	status, _, a = post(t, f.url, "", callBody(3, "read", readArgs), dpopHeaders(t, agent, l.Agent, f.url))
 	allowedCall(t, f, status, a, dpop.MethodDPoP, agentJKT())
-	status, _, a = post(t, f.url, "", proofCallBody(4, "read", readArgs, toolProofOf(t, agent, "read", readArgs)), bearer(l.agent))
+	status, _, a = post(t, f.url, "", proofCallBody(4, "read", readArgs, toolProofOf(t, agent, "read", readArgs)), bearer(l.Agent))
 	allowedCall(t, f, status, a, dpop.MethodToolProof, agentJKT())
 
 	// The helper's leaf token as a bearer token.
-	status, _, a = post(t, f.url, "", callBody(5, "read", readArgs), bearer(l.helper))
+	status, _, a = post(t, f.url, "", callBody(5, "read", readArgs), bearer(l.Helper))
 	allowedCall(t, f, status, a, dpop.MethodBearer, "")
 }
 
@@ -248,8 +178,8 @@ func TestRebuiltParentRefusedHTTP(t *testing.T) {
 func TestRefusedCallProofsHTTP(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	agent := signer(t, agentKey, l.agent)
-	h := dpopHeaders(t, agent, l.agent, f.url)
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
+	h := dpopHeaders(t, agent, l.Agent, f.url)
 	status, _, a := post(t, f.url, "", callBody(1, "read", readArgs), h)
 	allowedCall(t, f, status, a, dpop.MethodDPoP, agentJKT())
 	status, hdr, a := post(t, f.url, "", callBody(2, "read", readArgs), h)
@@ -259,7 +189,7 @@ func TestRefusedCallProofsHTTP(t *testing.T) {
 	}
 	denyReceipt(t, f, d.Receipts[0].ReceiptRef, dpop.CheckReplayed)
 
-	bearer := map[string]string{"Authorization": "Bearer " + l.agent}
+	bearer := map[string]string{"Authorization": "Bearer " + l.Agent}
 	for _, c := range []struct{ name, body string }{
 		{"another tool", proofCallBody(3, "read", readArgs, toolProofOf(t, agent, "echo", readArgs))},
 		{"other arguments", proofCallBody(4, "read", readArgs, toolProofOf(t, agent, "read", `{"path":"/etc/shadow"}`))},
@@ -278,7 +208,7 @@ func TestRefusedCallProofsHTTP(t *testing.T) {
 func TestBatchProofs(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	agent := signer(t, agentKey, l.agent)
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
 	batch := func(calls ...string) string { return "[" + strings.Join(calls, ",") + "]" }
 	answers := func(body string, h map[string]string) []rpcAnswer {
 		t.Helper()
@@ -310,12 +240,12 @@ func TestBatchProofs(t *testing.T) {
 			allowedCall(t, f, http.StatusOK, a, method, agentJKT())
 		}
 	}
-	check(answers(batch(callBody(1, "read", readArgs), callBody(2, "scalar", readArgs)), dpopHeaders(t, agent, l.agent, f.url)), dpop.MethodDPoP)
+	check(answers(batch(callBody(1, "read", readArgs), callBody(2, "scalar", readArgs)), dpopHeaders(t, agent, l.Agent, f.url)), dpop.MethodDPoP)
 	own := batch(proofCallBody(3, "read", readArgs, toolProofOf(t, agent, "read", readArgs)),
 		proofCallBody(4, "scalar", readArgs, toolProofOf(t, agent, "scalar", readArgs)))
-	check(answers(own, map[string]string{"Authorization": "Bearer " + l.agent}), dpop.MethodToolProof)
+	check(answers(own, map[string]string{"Authorization": "Bearer " + l.Agent}), dpop.MethodToolProof)
 	// The same tool proofs again: each call refused, with its receipt.
-	for _, a := range answers(own, map[string]string{"Authorization": "Bearer " + l.agent}) {
+	for _, a := range answers(own, map[string]string{"Authorization": "Bearer " + l.Agent}) {
 		if a.Error == nil {
 			t.Fatalf("a replayed tool proof was honoured: %s", a.Result)
 		}
@@ -329,7 +259,7 @@ func TestBatchProofs(t *testing.T) {
 func TestSDKClientWithDPoPTransport(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	hc := &http.Client{Transport: &dpop.Transport{Signer: signer(t, agentKey, l.agent)}}
+	hc := &http.Client{Transport: &dpop.Transport{Signer: dpoptest.Signer(t, agentKey, l.Agent)}}
 	tr := &sdk.StreamableClientTransport{Endpoint: f.url + Path, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "dpop-client", Version: "1"}, nil).Connect(context.Background(), tr, nil)
 	if err != nil {
@@ -347,7 +277,7 @@ func TestSDKClientWithDPoPTransport(t *testing.T) {
 			t.Fatalf("call: %v %+v", err, res)
 		}
 		ev := natstest.Decisions(t, f.js)[verdictOf(t, res.Meta).ReceiptRef]
-		if b := bindingOf(t, ev); b["method"] != dpop.MethodDPoP || b["jkt"] != agentJKT() {
+		if b := dpoptest.Binding(t, ev); b["method"] != dpop.MethodDPoP || b["jkt"] != agentJKT() {
 			t.Fatalf("binding %v", b)
 		}
 	}
@@ -356,7 +286,7 @@ func TestSDKClientWithDPoPTransport(t *testing.T) {
 		t.Fatalf("ListToolsWith: %v %+v", err, listed)
 	}
 	// The same token without the transport is refused.
-	if _, err := connect(t, f.url, l.agent, "2025-11-25"); rpcCode(err) != CodeUnauthorized || !strings.Contains(err.Error(), "missing_proof") {
+	if _, err := connect(t, f.url, l.Agent, "2025-11-25"); rpcCode(err) != CodeUnauthorized || !strings.Contains(err.Error(), "missing_proof") {
 		t.Fatalf("bearer: %v", err)
 	}
 }
@@ -409,22 +339,22 @@ func TestStdioToolProofs(t *testing.T) {
 	l := delegated(t)
 	ctx := context.Background()
 	read := func(meta sdk.Meta) (*sdk.CallToolResult, error) {
-		return stdioSession(t, f, l.rebuilt).CallTool(ctx, &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"path": "/tmp/x"}, Meta: meta})
+		return stdioSession(t, f, l.Rebuilt).CallTool(ctx, &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"path": "/tmp/x"}, Meta: meta})
 	}
 	_, err := read(nil)
 	stdioRefusal(t, f, err, dpop.CheckMissing)
-	helperProof, err := signer(t, helperKey, l.helper).ToolProof("files-srv", "read", json.RawMessage(readArgs))
+	helperProof, err := dpoptest.Signer(t, helperKey, l.Helper).ToolProof("files-srv", "read", json.RawMessage(readArgs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = read(sdk.Meta{MetaDPoPProof: helperProof})
 	stdioRefusal(t, f, err, dpop.CheckKey)
 
-	cs := stdioSession(t, f, l.agent)
+	cs := stdioSession(t, f, l.Agent)
 	if list, err := cs.ListTools(ctx, nil); err != nil || len(list.Tools) == 0 {
 		t.Fatalf("list: %v", err)
 	}
-	agent := signer(t, agentKey, l.agent)
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
 	p, err := agent.ToolProof("files-srv", "read", json.RawMessage(readArgs))
 	if err != nil {
 		t.Fatal(err)
@@ -434,7 +364,7 @@ func TestStdioToolProofs(t *testing.T) {
 		t.Fatalf("the agent's call: %v %+v", err, res)
 	}
 	ev := natstest.Decisions(t, f.js)[verdictOf(t, res.Meta).ReceiptRef]
-	if b := bindingOf(t, ev); b["method"] != dpop.MethodToolProof || b["jkt"] != agentJKT() {
+	if b := dpoptest.Binding(t, ev); b["method"] != dpop.MethodToolProof || b["jkt"] != agentJKT() {
 		t.Fatalf("binding %v", b)
 	}
 	_, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"path": "/tmp/x"}, Meta: sdk.Meta{MetaDPoPProof: p}})
@@ -476,31 +406,25 @@ func sendHeaders(t *testing.T, url, body string, h http.Header) (int, http.Heade
 func TestMalformedPresentationHTTP(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	agent := signer(t, agentKey, l.agent)
-	proof := func() string {
-		p, err := agent.Proof(http.MethodPost, f.url+Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
+	proof := func() string { return dpoptest.Proof(t, agent, http.MethodPost, f.url+Path) }
 	for _, c := range []struct {
 		name  string
 		h     func() http.Header
 		check dpop.Check
 	}{
-		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + l.agent}} }, dpop.CheckMissing},
+		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + l.Agent}} }, dpop.CheckMissing},
 		{"two proofs", func() http.Header {
-			return http.Header{"Authorization": {"DPoP " + l.agent}, "Dpop": {proof(), proof()}}
+			return http.Header{"Authorization": {"DPoP " + l.Agent}, "Dpop": {proof(), proof()}}
 		}, dpop.CheckMalformed},
 		{"a proof beside Bearer", func() http.Header {
-			return http.Header{"Authorization": {"Bearer " + l.agent}, "Dpop": {proof()}}
+			return http.Header{"Authorization": {"Bearer " + l.Agent}, "Dpop": {proof()}}
 		}, dpop.CheckMalformed},
 		{"a proof beside X-Chio-Capability", func() http.Header {
-			return http.Header{"X-Chio-Capability": {l.agent}, "Dpop": {proof()}}
+			return http.Header{"X-Chio-Capability": {l.Agent}, "Dpop": {proof()}}
 		}, dpop.CheckMalformed},
 		{"a leaf token's proof beside Bearer", func() http.Header {
-			return http.Header{"Authorization": {"Bearer " + l.helper}, "Dpop": {proof()}}
+			return http.Header{"Authorization": {"Bearer " + l.Helper}, "Dpop": {proof()}}
 		}, dpop.CheckMalformed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -524,8 +448,8 @@ func TestMalformedPresentationHTTP(t *testing.T) {
 func TestSimulatedCallProof(t *testing.T) {
 	f := start(t, WithSimulation(true))
 	l := delegated(t)
-	agent := signer(t, agentKey, l.agent)
-	bearer := map[string]string{"Authorization": "Bearer " + l.agent}
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
+	bearer := map[string]string{"Authorization": "Bearer " + l.Agent}
 	status, h, a := post(t, f.url, "", proofCallBody(1, "read", readArgs, toolProofOf(t, agent, "echo", readArgs)), bearer)
 	refused401(t, status, h, a, dpop.CheckCall)
 	status, _, a = post(t, f.url, "", proofCallBody(2, "read", readArgs, toolProofOf(t, agent, "read", readArgs)), bearer)
@@ -541,8 +465,8 @@ func TestSimulatedCallProof(t *testing.T) {
 func TestProofStateUnavailable(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	agent := signer(t, agentKey, l.agent)
-	cs := stdioSession(t, f, l.agent)
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
+	cs := stdioSession(t, f, l.Agent)
 	if err := f.js.DeleteKeyValue(context.Background(), schemas.ProofsBucket); err != nil {
 		t.Fatal(err)
 	}
@@ -559,10 +483,10 @@ func TestProofStateUnavailable(t *testing.T) {
 		body string
 		h    func() map[string]string
 	}{
-		{"list with a DPoP proof", listBody, func() map[string]string { return dpopHeaders(t, agent, l.agent, f.url) }},
-		{"call with a DPoP proof", callBody(1, "read", readArgs), func() map[string]string { return dpopHeaders(t, agent, l.agent, f.url) }},
+		{"list with a DPoP proof", listBody, func() map[string]string { return dpopHeaders(t, agent, l.Agent, f.url) }},
+		{"call with a DPoP proof", callBody(1, "read", readArgs), func() map[string]string { return dpopHeaders(t, agent, l.Agent, f.url) }},
 		{"call with a tool proof", proofCallBody(1, "read", readArgs, toolProofOf(t, agent, "read", readArgs)),
-			func() map[string]string { return map[string]string{"Authorization": "Bearer " + l.agent} }},
+			func() map[string]string { return map[string]string{"Authorization": "Bearer " + l.Agent} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			status, h, a := post(t, f.url, "", c.body, c.h())
@@ -586,6 +510,6 @@ func TestProofStateUnavailable(t *testing.T) {
 	}
 	denyReceipt(t, f, stateError(t, werr.Code, werr.Data).Receipts[0].ReceiptRef, dpop.CheckState)
 
-	status, _, a := post(t, f.url, "", callBody(2, "read", readArgs), map[string]string{"Authorization": "Bearer " + l.helper})
+	status, _, a := post(t, f.url, "", callBody(2, "read", readArgs), map[string]string{"Authorization": "Bearer " + l.Helper})
 	allowedCall(t, f, status, a, dpop.MethodBearer, "")
 }

@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/internal/dpoptest"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
@@ -23,80 +23,25 @@ import (
 
 var helperKey = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32))
 
-// lineage is an agent's token that can delegate, the helper's token it
-// delegated, and the agent's token as the helper rebuilds it from its own
-// delegation chain.
-type lineage struct {
-	agent, helper, rebuilt string
-}
-
 // delegated issues the agent hello-a2a-srv/* with invoke and delegate,
 // and has the agent delegate hello_task (invoke only) to the helper.
-func delegated(t testing.TB) lineage {
+func delegated(t testing.TB) *dpoptest.Chain {
 	t.Helper()
-	now := time.Now()
-	agent, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{ID: "cap-agent", Issuer: pub(issuerKey), Subject: pub(agentKey),
-		Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: "*",
-			Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}}},
-		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	helper, err := schemas.Delegate(agentKey, agent, schemas.CapabilityBody{ID: "cap-helper", Subject: pub(helperKey),
-		Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: hello.ToolName,
-			Operations: []schemas.Operation{schemas.OpInvoke}}}},
-		IssuedAt: agent.IssuedAt, ExpiresAt: agent.ExpiresAt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rebuilt := helper.Ancestor(len(helper.DelegationChain) - 1)
-	if rebuilt.ID != agent.ID || rebuilt.VerifySignature() != nil {
-		t.Fatalf("the rebuilt parent %+v does not stand for the agent's token", rebuilt)
-	}
-	enc := func(tok *schemas.CapabilityToken) string {
-		h, err := schemas.EncodeCapabilityHeader(tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
-	return lineage{agent: enc(agent), helper: enc(helper), rebuilt: enc(rebuilt)}
-}
-
-func signer(t testing.TB, key ed25519.PrivateKey, token string) *dpop.Signer {
-	t.Helper()
-	s, err := dpop.NewSigner(key, token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return dpoptest.NewChain(t, dpoptest.Spec{Issuer: issuerKey, AgentKey: agentKey, HelperKey: helperKey,
+		Agent: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: "*",
+			Operations: []schemas.Operation{schemas.OpInvoke, schemas.OpDelegate}}},
+		Helper: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: hello.ToolName,
+			Operations: []schemas.Operation{schemas.OpInvoke}}}})
 }
 
 // proofHeaders presents token with a proof by key for method url.
 func proofHeaders(t testing.TB, key ed25519.PrivateKey, signedFor, token, method, url string) map[string]string {
 	t.Helper()
-	p, err := signer(t, key, signedFor).Proof(method, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := dpoptest.Proof(t, dpoptest.Signer(t, key, signedFor), method, url)
 	return map[string]string{"Content-Type": "application/json", "Authorization": "DPoP " + token, "DPoP": p}
 }
 
-// bindingOf is a decision event's metadata.attribution.binding.
-func bindingOf(t testing.TB, ev schemas.DecisionEvent) map[string]string {
-	t.Helper()
-	var m struct {
-		Attribution struct {
-			Binding map[string]string `json:"binding"`
-		} `json:"attribution"`
-	}
-	if err := json.Unmarshal(ev.Metadata, &m); err != nil {
-		t.Fatalf("metadata %s: %v", ev.Metadata, err)
-	}
-	return m.Attribution.Binding
-}
-
-func agentJKT() string { return dpop.Thumbprint(agentKey.Public().(ed25519.PublicKey)) }
+func agentJKT() string { return dpoptest.JKT(agentKey) }
 
 // proofError is a 401 for a refused proof, in OpenAI's error shape.
 type proofError struct {
@@ -129,23 +74,7 @@ func refusedProof(t testing.TB, code int, h http.Header, raw []byte, check dpop.
 // proof found replayed after the decision was written).
 func denyReceipt(t testing.TB, f *fixture, rid string, check dpop.Check) {
 	t.Helper()
-	ev, ok := natstest.Decisions(t, f.js)[rid]
-	if !ok {
-		t.Fatalf("no decision for receipt %q", rid)
-	}
-	reason := ev.Decision.Reason
-	if ev.Decision.Verdict == schemas.VerdictAllow {
-		o := natstest.Outcomes(t, f.js)[rid]
-		if o.Outcome != schemas.OutcomeRefused || o.Guard != kernel.StepDPoP {
-			t.Fatalf("allowed decision %+v without its refused outcome %+v", ev.Decision, o)
-		}
-		reason = o.Reason
-	} else if ev.Decision.Guard != kernel.StepDPoP {
-		t.Fatalf("deny %+v", ev.Decision)
-	}
-	if dpop.CheckOf(reason) != check {
-		t.Fatalf("receipt reason %q, want check %s", reason, check)
-	}
+	dpoptest.WantDeny(t, natstest.Decisions(t, f.js), natstest.Outcomes(t, f.js), rid, kernel.StepDPoP, check)
 }
 
 const helloCall = `{"tool_calls":[{"id":"c1","type":"function","function":{"name":"hello_task","arguments":"{}"}}]}`
@@ -168,9 +97,9 @@ func TestRebuiltParentRefused(t *testing.T) {
 		h     func(method, url string) map[string]string
 		check dpop.Check
 	}{
-		{"as bearer", func(string, string) map[string]string { return bearer(l.rebuilt) }, dpop.CheckMissing},
+		{"as bearer", func(string, string) map[string]string { return bearer(l.Rebuilt) }, dpop.CheckMissing},
 		{"with the helper's proof", func(m, u string) map[string]string {
-			return proofHeaders(t, helperKey, l.helper, l.rebuilt, m, u)
+			return proofHeaders(t, helperKey, l.Helper, l.Rebuilt, m, u)
 		}, dpop.CheckKey},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -186,27 +115,27 @@ func TestRebuiltParentRefused(t *testing.T) {
 	}
 
 	// The agent, with a proof by its key.
-	code, _, raw := doWith(t, http.MethodGet, list, proofHeaders(t, agentKey, l.agent, l.agent, http.MethodGet, list), nil)
+	code, _, raw := doWith(t, http.MethodGet, list, proofHeaders(t, agentKey, l.Agent, l.Agent, http.MethodGet, list), nil)
 	if code != http.StatusOK || !strings.Contains(string(raw), `"name":"hello_task"`) {
 		t.Fatalf("the agent's list: %d %s", code, raw)
 	}
-	code, _, raw = doWith(t, http.MethodPost, calls, proofHeaders(t, agentKey, l.agent, l.agent, http.MethodPost, calls), []byte(helloCall))
+	code, _, raw = doWith(t, http.MethodPost, calls, proofHeaders(t, agentKey, l.Agent, l.Agent, http.MethodPost, calls), []byte(helloCall))
 	var ans chatAnswer
 	var c chioOf
 	if err := json.Unmarshal(raw, &ans); code != http.StatusOK || err != nil || len(ans.Messages) != 1 || json.Unmarshal(ans.Messages[0], &c) != nil ||
 		c.Chio.Decision != DecisionAllow {
 		t.Fatalf("the agent's call: %d %s", code, raw)
 	}
-	if b := bindingOf(t, natstest.Decisions(t, f.js)[c.Chio.ReceiptRef]); b["method"] != dpop.MethodDPoP || b["jkt"] != agentJKT() {
+	if b := dpoptest.Binding(t, natstest.Decisions(t, f.js)[c.Chio.ReceiptRef]); b["method"] != dpop.MethodDPoP || b["jkt"] != agentJKT() {
 		t.Fatalf("the agent's binding %v", b)
 	}
 
 	// The helper's own leaf token, as a bearer token.
-	code, _, raw = doWith(t, http.MethodPost, calls, bearer(l.helper), []byte(helloCall))
+	code, _, raw = doWith(t, http.MethodPost, calls, bearer(l.Helper), []byte(helloCall))
 	if err := json.Unmarshal(raw, &ans); code != http.StatusOK || err != nil || json.Unmarshal(ans.Messages[0], &c) != nil || c.Chio.Decision != DecisionAllow {
 		t.Fatalf("the helper's call: %d %s", code, raw)
 	}
-	if b := bindingOf(t, natstest.Decisions(t, f.js)[c.Chio.ReceiptRef]); b["method"] != dpop.MethodBearer {
+	if b := dpoptest.Binding(t, natstest.Decisions(t, f.js)[c.Chio.ReceiptRef]); b["method"] != dpop.MethodBearer {
 		t.Fatalf("the helper's binding %v", b)
 	}
 }
@@ -222,7 +151,7 @@ func TestBatchSharesItsProof(t *testing.T) {
 		{"id":"c1","type":"function","function":{"name":"hello_task","arguments":"{\"text\":\"a\"}"}},
 		{"id":"c2","type":"function","function":{"name":"nope","arguments":"{}"}},
 		{"id":"c3","type":"function","function":{"name":"hello_task","arguments":"{\"text\":\"b\"}"}}]}`)
-	h := proofHeaders(t, agentKey, l.agent, l.agent, http.MethodPost, calls)
+	h := proofHeaders(t, agentKey, l.Agent, l.Agent, http.MethodPost, calls)
 	code, _, raw := doWith(t, http.MethodPost, calls, h, batch)
 	var ans chatAnswer
 	if err := json.Unmarshal(raw, &ans); code != http.StatusOK || err != nil || len(ans.Messages) != 3 {
@@ -233,7 +162,7 @@ func TestBatchSharesItsProof(t *testing.T) {
 		if err := json.Unmarshal(ans.Messages[i], &c); err != nil || c.Chio.Decision != DecisionAllow {
 			t.Fatalf("call %d: %s", i, ans.Messages[i])
 		}
-		if b := bindingOf(t, natstest.Decisions(t, f.js)[c.Chio.ReceiptRef]); b["method"] != dpop.MethodDPoP || b["jkt"] != agentJKT() {
+		if b := dpoptest.Binding(t, natstest.Decisions(t, f.js)[c.Chio.ReceiptRef]); b["method"] != dpop.MethodDPoP || b["jkt"] != agentJKT() {
 			t.Fatalf("call %d binding %v", i, b)
 		}
 	}
@@ -247,7 +176,7 @@ func TestBatchSharesItsProof(t *testing.T) {
 	}
 	// A batch whose calls all stop before the kernel spends its proof too.
 	none := []byte(`{"tool_calls":[{"id":"c1","type":"function","function":{"name":"nope","arguments":"{}"}}]}`)
-	h = proofHeaders(t, agentKey, l.agent, l.agent, http.MethodPost, calls)
+	h = proofHeaders(t, agentKey, l.Agent, l.Agent, http.MethodPost, calls)
 	if code, _, raw := doWith(t, http.MethodPost, calls, h, none); code != http.StatusOK {
 		t.Fatalf("%d %s", code, raw)
 	}
@@ -262,7 +191,7 @@ func TestBatchSharesItsProof(t *testing.T) {
 func TestOfficialClientWithDPoPTransport(t *testing.T) {
 	f, m := startProxy(t, 0)
 	l := delegated(t)
-	hc := &http.Client{Transport: &dpop.Transport{Signer: signer(t, agentKey, l.agent)}}
+	hc := &http.Client{Transport: &dpop.Transport{Signer: dpoptest.Signer(t, agentKey, l.Agent)}}
 	c := oa.NewClient(option.WithBaseURL(f.url+"/openai/v1/"), option.WithAPIKey("replaced-by-the-transport"),
 		option.WithHTTPClient(hc), option.WithMaxRetries(0))
 	for _, d := range []Dialect{Chat, Responses} {
@@ -276,7 +205,7 @@ func TestOfficialClientWithDPoPTransport(t *testing.T) {
 		}
 		for _, id := range ids {
 			ev := natstest.Decisions(t, f.js)[id]
-			if b := bindingOf(t, ev); ev.Decision.Verdict != schemas.VerdictAllow || b["method"] != dpop.MethodDPoP || b["jkt"] != agentJKT() {
+			if b := dpoptest.Binding(t, ev); ev.Decision.Verdict != schemas.VerdictAllow || b["method"] != dpop.MethodDPoP || b["jkt"] != agentJKT() {
 				t.Fatalf("%s: receipt %s %+v binding %v", d, id, ev.Decision, b)
 			}
 		}
@@ -293,7 +222,7 @@ func TestOfficialClientWithDPoPTransport(t *testing.T) {
 		t.Fatalf("tools list: %v %+v", err, tools)
 	}
 	// Without the transport the same token is refused: it can delegate.
-	plain := oa.NewClient(option.WithBaseURL(f.url+"/openai/v1/"), option.WithAPIKey(l.agent), option.WithMaxRetries(0))
+	plain := oa.NewClient(option.WithBaseURL(f.url+"/openai/v1/"), option.WithAPIKey(l.Agent), option.WithMaxRetries(0))
 	_, err := ask(t, plain, Chat, false, "use hello_task")
 	var apiErr *oa.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Code != codeInvalidProof {
@@ -329,31 +258,25 @@ func TestMalformedPresentation(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
 	calls := f.url + ToolCallsPath
-	agent := signer(t, agentKey, l.agent)
-	proof := func() string {
-		p, err := agent.Proof(http.MethodPost, calls)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
+	proof := func() string { return dpoptest.Proof(t, agent, http.MethodPost, calls) }
 	for _, c := range []struct {
 		name  string
 		h     func() http.Header
 		check dpop.Check
 	}{
-		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + l.agent}} }, dpop.CheckMissing},
+		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + l.Agent}} }, dpop.CheckMissing},
 		{"two proofs", func() http.Header {
-			return http.Header{"Authorization": {"DPoP " + l.agent}, "Dpop": {proof(), proof()}}
+			return http.Header{"Authorization": {"DPoP " + l.Agent}, "Dpop": {proof(), proof()}}
 		}, dpop.CheckMalformed},
 		{"a proof beside Bearer", func() http.Header {
-			return http.Header{"Authorization": {"Bearer " + l.agent}, "Dpop": {proof()}}
+			return http.Header{"Authorization": {"Bearer " + l.Agent}, "Dpop": {proof()}}
 		}, dpop.CheckMalformed},
 		{"a proof beside X-Chio-Capability", func() http.Header {
-			return http.Header{"X-Chio-Capability": {l.agent}, "Dpop": {proof()}}
+			return http.Header{"X-Chio-Capability": {l.Agent}, "Dpop": {proof()}}
 		}, dpop.CheckMalformed},
 		{"a leaf token's proof beside Bearer", func() http.Header {
-			return http.Header{"Authorization": {"Bearer " + l.helper}, "Dpop": {proof()}}
+			return http.Header{"Authorization": {"Bearer " + l.Helper}, "Dpop": {proof()}}
 		}, dpop.CheckMalformed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -386,7 +309,7 @@ func TestProofStateUnavailable(t *testing.T) {
 		{"tool calls", http.MethodPost, calls, []byte(helloCall)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			code, h, raw := doWith(t, c.method, c.url, proofHeaders(t, agentKey, l.agent, l.agent, c.method, c.url), c.body)
+			code, h, raw := doWith(t, c.method, c.url, proofHeaders(t, agentKey, l.Agent, l.Agent, c.method, c.url), c.body)
 			var e proofError
 			if err := json.Unmarshal(raw, &e); code != http.StatusServiceUnavailable || err != nil || e.Error.Type != "server_error" ||
 				e.Error.Code != codeProofState || e.Error.Chio.DPoPCheck != string(dpop.CheckState) ||
@@ -401,7 +324,7 @@ func TestProofStateUnavailable(t *testing.T) {
 			}
 		})
 	}
-	code, _, raw := doWith(t, http.MethodPost, calls, map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + l.helper}, []byte(helloCall))
+	code, _, raw := doWith(t, http.MethodPost, calls, map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + l.Helper}, []byte(helloCall))
 	var ans chatAnswer
 	var c chioOf
 	if err := json.Unmarshal(raw, &ans); code != http.StatusOK || err != nil || json.Unmarshal(ans.Messages[0], &c) != nil || c.Chio.Decision != DecisionAllow {

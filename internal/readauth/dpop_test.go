@@ -2,9 +2,7 @@ package readauth
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"crypto/ed25519"
-	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -20,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/chio-ledger/chio/internal/dpopreplay"
+	"github.com/chio-ledger/chio/internal/dpoptest"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/internal/revocation"
 	"github.com/chio-ledger/chio/schemas"
@@ -55,7 +54,7 @@ func newProofFixture(t *testing.T, opts ...Option) *proofFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(revs.Stop)
-	store, err := dpopreplay.Open(ctx, js, 1, dpopreplay.Window(dpop.DefaultLifetime, dpop.DefaultSkew))
+	store, err := dpopreplay.Open(ctx, js, 1, dpop.DefaultLifetime, dpop.DefaultSkew)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,44 +110,9 @@ func header(t *testing.T, tok *schemas.CapabilityToken) string {
 	return h
 }
 
-func signer(t *testing.T, key ed25519.PrivateKey, token string, opts ...dpop.SignerOption) *dpop.Signer {
-	t.Helper()
-	s, err := dpop.NewSigner(key, token, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // dpopHeaders is Authorization: DPoP token with proof.
 func dpopHeaders(token, proof string) http.Header {
 	return http.Header{"Authorization": {"DPoP " + token}, "Dpop": {proof}}
-}
-
-// foreignProof signs an RFC 9449 proof for token with key, whatever its
-// type, and with the jwk header given (nil: the key's public half).
-func foreignProof(t *testing.T, key any, alg jose.SignatureAlgorithm, jwk *jose.JSONWebKey, typ, token, method, url string) string {
-	t.Helper()
-	opts := (&jose.SignerOptions{}).WithType(jose.ContentType(typ))
-	if jwk == nil {
-		opts.EmbedJWK = true
-	} else {
-		opts = opts.WithHeader("jwk", jwk)
-	}
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, _ := json.Marshal(dpop.Claims{JTI: "jti-" + string(alg) + typ, HTM: method, HTU: url, IAT: time.Now().Unix(), ATH: dpop.TokenHash(token)})
-	jws, err := s.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // wantRefused checks err is an *Error with status and check.
@@ -191,16 +155,13 @@ func TestProofOfPossession(t *testing.T) {
 	wantRefused(t, r, err, 401, dpop.CheckMissing)
 	// With a proof by H's key (NewSigner refuses a key that is not the
 	// subject, so H signs the proof as a JWS of its own).
-	hProof := foreignProof(t, f.hKey, jose.EdDSA, nil, dpop.ProofType, rebuiltText, http.MethodGet, testURL)
+	hProof := dpoptest.ForgedProof(t, f.hKey, rebuiltText, http.MethodGet, testURL)
 	r, err = get(dpopHeaders(rebuiltText, hProof))
 	wantRefused(t, r, err, 401, dpop.CheckKey)
 
 	// R itself, with a proof by its key: everything, bound by DPoP.
-	rs := signer(t, f.rKey, parent)
-	proof, err := rs.Proof(http.MethodGet, testURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := dpoptest.Signer(t, f.rKey, parent)
+	proof := dpoptest.Proof(t, rs, http.MethodGet, testURL)
 	r, err = get(dpopHeaders(parent, proof))
 	if err != nil || !r.AllViews() || r.Binding != dpop.MethodDPoP || r.Thumbprint != dpop.Thumbprint(f.rKey.Public().(ed25519.PublicKey)) {
 		t.Fatalf("R with a proof: %+v %v", r, err)
@@ -216,18 +177,17 @@ func TestProofOfPossession(t *testing.T) {
 	}
 
 	// Proofs that do not fit the request.
-	mk := func(s *dpop.Signer, method, url string) string {
-		p, err := s.Proof(method, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	mk := func(s *dpop.Signer, method, url string) string { return dpoptest.Proof(t, s, method, url) }
 	other := f.plain
 	otherText := header(t, other)
-	stale := signer(t, f.rKey, parent, dpop.WithClock(func() time.Time { return time.Now().Add(-2 * dpop.DefaultLifetime) }))
-	future := signer(t, f.rKey, parent, dpop.WithClock(func() time.Time { return time.Now().Add(time.Minute) }))
-	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	stale := dpoptest.Signer(t, f.rKey, parent, dpop.WithClock(func() time.Time { return time.Now().Add(-2 * dpop.DefaultLifetime) }))
+	future := dpoptest.Signer(t, f.rKey, parent, dpop.WithClock(func() time.Time { return time.Now().Add(time.Minute) }))
+	// byR is a proof of parent for this request by R's key, made by hand
+	// under header.
+	byR := func(jti string, header map[string]any) string {
+		return dpoptest.JWS(t, header, dpop.Claims{JTI: jti, HTM: http.MethodGet, HTU: testURL, IAT: time.Now().Unix(), ATH: dpop.TokenHash(parent)},
+			func(b []byte) []byte { return ed25519.Sign(f.rKey, b) })
+	}
 	cases := []struct {
 		name   string
 		method string
@@ -238,23 +198,22 @@ func TestProofOfPossession(t *testing.T) {
 		{"another host", http.MethodGet, dpopHeaders(parent, mk(rs, http.MethodGet, "http://elsewhere.test/v1/receipts/r-1")), dpop.CheckURL},
 		{"another method", http.MethodGet, dpopHeaders(parent, mk(rs, http.MethodPost, testURL)), dpop.CheckMethod},
 		{"HEAD with a GET proof", http.MethodHead, dpopHeaders(parent, mk(rs, http.MethodGet, testURL)), dpop.CheckMethod},
-		{"another token", http.MethodGet, dpopHeaders(parent, mk(signer(t, f.pKey, otherText), http.MethodGet, testURL)), dpop.CheckKey},
-		{"ath of another token", http.MethodGet, dpopHeaders(parent,
-			foreignProof(t, f.rKey, jose.EdDSA, nil, dpop.ProofType, otherText, http.MethodGet, testURL)), dpop.CheckToken},
+		{"another token", http.MethodGet, dpopHeaders(parent, mk(dpoptest.Signer(t, f.pKey, otherText), http.MethodGet, testURL)), dpop.CheckKey},
+		{"ath of another token", http.MethodGet, dpopHeaders(parent, dpoptest.ForgedProof(t, f.rKey, otherText, http.MethodGet, testURL)), dpop.CheckToken},
 		{"stale", http.MethodGet, dpopHeaders(parent, mk(stale, http.MethodGet, testURL)), dpop.CheckStale},
 		{"future", http.MethodGet, dpopHeaders(parent, mk(future, http.MethodGet, testURL)), dpop.CheckFuture},
-		{"alg ES256", http.MethodGet, dpopHeaders(parent, foreignProof(t, ecKey, jose.ES256, nil, dpop.ProofType, parent, http.MethodGet, testURL)), dpop.CheckMalformed},
-		{"jwk with d", http.MethodGet, dpopHeaders(parent, foreignProof(t, f.rKey, jose.EdDSA, &jose.JSONWebKey{Key: f.rKey},
-			dpop.ProofType, parent, http.MethodGet, testURL)), dpop.CheckMalformed},
-		{"typ jwt", http.MethodGet, dpopHeaders(parent, foreignProof(t, f.rKey, jose.EdDSA, nil, "JWT", parent, http.MethodGet, testURL)), dpop.CheckMalformed},
+		{"alg ES256", http.MethodGet, dpopHeaders(parent, dpoptest.ES256Proof(t, parent, http.MethodGet, testURL)), dpop.CheckMalformed},
+		{"jwk with d", http.MethodGet, dpopHeaders(parent, byR("jti-jwk-d",
+			map[string]any{"typ": dpop.ProofType, "alg": "EdDSA", "jwk": &jose.JSONWebKey{Key: f.rKey}})), dpop.CheckMalformed},
+		{"typ jwt", http.MethodGet, dpopHeaders(parent, byR("jti-typ-jwt",
+			map[string]any{"typ": "JWT", "alg": "EdDSA", "jwk": &jose.JSONWebKey{Key: f.rKey.Public()}})), dpop.CheckMalformed},
 		{"garbage", http.MethodGet, dpopHeaders(parent, "a.b.c"), dpop.CheckMalformed},
 		{"DPoP scheme without a proof", http.MethodGet, http.Header{"Authorization": {"DPoP " + parent}}, dpop.CheckMissing},
 		{"proof with Bearer", http.MethodGet, http.Header{"Authorization": {"Bearer " + parent}, "Dpop": {mk(rs, http.MethodGet, testURL)}}, dpop.CheckMalformed},
 		{"two proofs", http.MethodGet, http.Header{"Authorization": {"DPoP " + parent},
 			"Dpop": {mk(rs, http.MethodGet, testURL), mk(rs, http.MethodGet, testURL)}}, dpop.CheckMalformed},
 		// A proof presented with a leaf token must be valid too.
-		{"leaf token, proof by another key", http.MethodGet, dpopHeaders(otherText,
-			foreignProof(t, f.hKey, jose.EdDSA, nil, dpop.ProofType, otherText, http.MethodGet, testURL)), dpop.CheckKey},
+		{"leaf token, proof by another key", http.MethodGet, dpopHeaders(otherText, dpoptest.ForgedProof(t, f.hKey, otherText, http.MethodGet, testURL)), dpop.CheckKey},
 		// The service token has no key: a proof with it is refused.
 		{"service token with a proof", http.MethodGet, dpopHeaders("op", mk(rs, http.MethodGet, testURL)), dpop.CheckMalformed},
 	}
@@ -270,7 +229,7 @@ func TestProofOfPossession(t *testing.T) {
 	if err != nil || !r.AllViews() || r.Binding != dpop.MethodBearer {
 		t.Fatalf("plain token as bearer: %+v %v", r, err)
 	}
-	r, err = get(dpopHeaders(otherText, mk(signer(t, f.pKey, otherText), http.MethodGet, testURL)))
+	r, err = get(dpopHeaders(otherText, mk(dpoptest.Signer(t, f.pKey, otherText), http.MethodGet, testURL)))
 	if err != nil || !r.AllViews() || r.Binding != dpop.MethodDPoP {
 		t.Fatalf("plain token with a proof: %+v %v", r, err)
 	}
@@ -283,7 +242,7 @@ func TestProofOfPossession(t *testing.T) {
 	dText := header(t, f.dpopRequired)
 	r, err = get(http.Header{"Authorization": {"Bearer " + dText}})
 	wantRefused(t, r, err, 401, dpop.CheckMissing)
-	r, err = get(dpopHeaders(dText, mk(signer(t, f.dKey, dText), http.MethodGet, testURL)))
+	r, err = get(dpopHeaders(dText, mk(dpoptest.Signer(t, f.dKey, dText), http.MethodGet, testURL)))
 	if err != nil || !r.AllViews() || r.Binding != dpop.MethodDPoP {
 		t.Fatalf("dpop_required grant with a proof: %+v %v", r, err)
 	}
@@ -296,10 +255,7 @@ func TestRequireDPoP(t *testing.T) {
 	plain := header(t, f.plain)
 	r, err := f.auth.Authenticate(request(http.MethodGet, testURL, http.Header{"Authorization": {"Bearer " + plain}}))
 	wantRefused(t, r, err, 401, dpop.CheckMissing)
-	p, err := signer(t, f.pKey, plain).Proof(http.MethodGet, testURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := dpoptest.Proof(t, dpoptest.Signer(t, f.pKey, plain), http.MethodGet, testURL)
 	if r, err := f.auth.Authenticate(request(http.MethodGet, testURL, dpopHeaders(plain, p))); err != nil || !r.AllViews() {
 		t.Fatalf("with a proof: %+v %v", r, err)
 	}
@@ -315,7 +271,7 @@ func TestProofStateFailsClosed(t *testing.T) {
 	f := newProofFixture(t)
 	ns, _, _ := natstest.Start(t)
 	nc, js := natstest.Connect(t, ns)
-	broken, err := dpopreplay.Open(context.Background(), js, 1, dpopreplay.Window(dpop.DefaultLifetime, dpop.DefaultSkew))
+	broken, err := dpopreplay.Open(context.Background(), js, 1, dpop.DefaultLifetime, dpop.DefaultSkew)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,10 +283,7 @@ func TestProofStateFailsClosed(t *testing.T) {
 			WithReplay(broken)),
 	} {
 		t.Run(name, func(t *testing.T) {
-			p, err := signer(t, f.rKey, parent).Proof(http.MethodGet, testURL)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := dpoptest.Proof(t, dpoptest.Signer(t, f.rKey, parent), http.MethodGet, testURL)
 			r, err := a.Authenticate(request(http.MethodGet, testURL, dpopHeaders(parent, p)))
 			wantRefused(t, r, err, 503, dpop.CheckState)
 			if r, err := a.Authenticate(request(http.MethodGet, testURL, http.Header{"Authorization": {"Bearer " + header(t, f.plain)}})); err != nil || r == nil {
@@ -345,7 +298,7 @@ func TestProofStateFailsClosed(t *testing.T) {
 func TestPublicOrigin(t *testing.T) {
 	f := newProofFixture(t, WithPublicOrigin("https://ledger.example/"))
 	parent := header(t, f.parent)
-	rs := signer(t, f.rKey, parent)
+	rs := dpoptest.Signer(t, f.rKey, parent)
 	internal, _ := rs.Proof(http.MethodGet, testURL)
 	r, err := f.auth.Authenticate(request(http.MethodGet, testURL, dpopHeaders(parent, internal)))
 	wantRefused(t, r, err, 401, dpop.CheckURL)
@@ -393,7 +346,7 @@ func TestMiddlewareChallenges(t *testing.T) {
 		t.Errorf("anonymous: %d %v %q", resp.StatusCode, body, resp.Header.Values("WWW-Authenticate"))
 	}
 	// Through a real client transport that proves every request.
-	client := &http.Client{Transport: &dpop.Transport{Signer: signer(t, f.rKey, parent)}}
+	client := &http.Client{Transport: &dpop.Transport{Signer: dpoptest.Signer(t, f.rKey, parent)}}
 	for range 2 {
 		resp, err := client.Get(srv.URL + "/x")
 		if err != nil {

@@ -1,40 +1,14 @@
 package api
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
-	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/internal/dpoptest"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
-
-// hostileProof is an RFC 9449 proof for token signed by key, whatever the
-// token's subject: what a delegate makes for a token it rebuilt (a
-// dpop.Signer refuses a key that is not the subject's).
-func hostileProof(t *testing.T, key ed25519.PrivateKey, token, method, url string) string {
-	t.Helper()
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key},
-		(&jose.SignerOptions{EmbedJWK: true}).WithType(dpop.ProofType))
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, _ := json.Marshal(dpop.Claims{JTI: "hostile-" + url, HTM: method, HTU: url, IAT: time.Now().Unix(), ATH: dpop.TokenHash(token)})
-	jws, err := s.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // TestReadersThatDelegateProvePossession: on the log's read API a read
 // token that can delegate (chio.read/*:read,delegate) reads only with a
@@ -116,14 +90,14 @@ func TestReadersThatDelegateProvePossession(t *testing.T) {
 			if c.child == "A1" {
 				rebuilt = tn.rebuilt
 			} else {
-				rebuilt = rebuild(t, tn.tokens[c.child])
+				rebuilt = dpoptest.Rebuild(t, tn.tokens[c.child])
 			}
 			if rebuilt != tn.tokens[c.parent] {
 				t.Fatalf("the rebuilt token is not %s's", c.parent)
 			}
 			status, hdr, body := f.do(t, path, bearer(rebuilt))
 			check(t, "rebuilt parent as bearer", status, hdr, body, want{401, "missing_proof"})
-			status, hdr, body = f.do(t, path, withProof(rebuilt, hostileProof(t, tn.keys[c.child], rebuilt, http.MethodGet, url)))
+			status, hdr, body = f.do(t, path, withProof(rebuilt, dpoptest.ForgedProof(t, tn.keys[c.child], rebuilt, http.MethodGet, url)))
 			check(t, "rebuilt parent with the delegate's proof", status, hdr, body, want{401, "wrong_key"})
 		})
 	}
@@ -136,25 +110,6 @@ func TestReadersThatDelegateProvePossession(t *testing.T) {
 		}
 	}
 	// The service token has no key to prove.
-	status, hdr, body = f.do(t, path, withProof(operatorToken, hostileProof(t, tn.keys["reader"], operatorToken, http.MethodGet, url)))
+	status, hdr, body = f.do(t, path, withProof(operatorToken, dpoptest.ForgedProof(t, tn.keys["reader"], operatorToken, http.MethodGet, url)))
 	check(t, "service token with a proof", status, hdr, body, want{401, "malformed"})
-}
-
-// rebuild is what a delegate does with its own token (header form): the
-// parent's token, rebuilt from the delegation chain it carries.
-func rebuild(t *testing.T, child string) string {
-	t.Helper()
-	raw, err := schemas.DecodeCapabilityText(child)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := schemas.ParseCapability(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := schemas.EncodeCapabilityHeader(tok.Ancestor(len(tok.DelegationChain) - 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
