@@ -235,7 +235,7 @@ func newScopeFixture(t *testing.T) *scopeFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	replay, err := dpopreplay.Open(h.ctx, h.js, 1, dpopreplay.Window(dpop.DefaultLifetime, dpop.DefaultSkew))
+	replay, err := dpopreplay.Open(h.ctx, h.js, 1, dpop.DefaultLifetime, dpop.DefaultSkew)
 	if err != nil {
 		t.Fatal(err)
 	}

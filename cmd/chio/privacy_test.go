@@ -21,6 +21,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 // privateCall is one governed A2A call made by a tenant's agent.
@@ -291,6 +292,10 @@ func TestReadsArePrivateAndTheLogStaysVerifiable(t *testing.T) {
 	httpRE := regexp.MustCompile(`log API on (http://[0-9.:]+)`)
 	outUp, _ := startCommand(t, httpRE, "up", "--data-dir", up.dir, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--require-capability")
 	up.httpURL = httpRE.FindStringSubmatch(outUp)[1]
+	// The restart lost the in-memory replay state: proofs issued before
+	// it was rebuilt, plus the clock skew, are refused (they might have
+	// been claimed in the lost state), so the agent's next proof waits.
+	time.Sleep(dpop.DefaultSkew + 2*time.Second)
 	call("A-after", a, "secret-after-restart")
 	var after tlog.Checkpoint
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {

@@ -30,6 +30,7 @@ import (
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools/hello"
 	"github.com/chio-ledger/chio/internal/dpoptest"
+	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 	"github.com/chio-ledger/chio/schemas/dpop/dpopa2a"
@@ -1035,9 +1036,7 @@ func TestDPoPStateUnavailable(t *testing.T) {
 	toks := delegationTokens(t)
 	agent := dpoptest.Signer(t, agentKey, toks.Agent)
 	ctx := context.Background()
-	if err := cl.js.DeleteKeyValue(ctx, schemas.ProofsBucket); err != nil {
-		t.Fatal(err)
-	}
+	natstest.BreakProofState(t, cl.js)
 	for _, b := range allBindings {
 		t.Run(string(b), func(t *testing.T) {
 			proof := dpoptest.Proof(t, agent, http.MethodPost, htuOf(cl, grpcAddr, b))

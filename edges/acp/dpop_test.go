@@ -523,9 +523,7 @@ func TestProofStateUnavailable(t *testing.T) {
 	l := delegated(t)
 	agent := dpoptest.Signer(t, agentKey, l.Agent)
 	c := serveStdio(t, f, l.Agent)
-	if err := f.js.DeleteKeyValue(context.Background(), schemas.ProofsBucket); err != nil {
-		t.Fatal(err)
-	}
+	natstest.BreakProofState(t, f.js)
 	stateRefusal := func(t *testing.T, a answer) Refused {
 		t.Helper()
 		var d Refused

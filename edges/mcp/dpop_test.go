@@ -467,9 +467,7 @@ func TestProofStateUnavailable(t *testing.T) {
 	l := delegated(t)
 	agent := dpoptest.Signer(t, agentKey, l.Agent)
 	cs := stdioSession(t, f, l.Agent)
-	if err := f.js.DeleteKeyValue(context.Background(), schemas.ProofsBucket); err != nil {
-		t.Fatal(err)
-	}
+	natstest.BreakProofState(t, f.js)
 	stateError := func(t *testing.T, code int64, data json.RawMessage) Refused {
 		t.Helper()
 		var d Refused

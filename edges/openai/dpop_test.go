@@ -297,9 +297,7 @@ func TestMalformedPresentation(t *testing.T) {
 func TestProofStateUnavailable(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
-	if err := f.js.DeleteKeyValue(context.Background(), schemas.ProofsBucket); err != nil {
-		t.Fatal(err)
-	}
+	natstest.BreakProofState(t, f.js)
 	list, calls := f.url+ToolsPath, f.url+ToolCallsPath
 	for _, c := range []struct {
 		name, method, url string

@@ -2,7 +2,6 @@ package protect
 
 import (
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
@@ -220,9 +219,7 @@ func TestProofStateUnavailable(t *testing.T) {
 	f := start(t)
 	l := delegated(t)
 	u := f.url + "/get"
-	if err := f.js.DeleteKeyValue(context.Background(), schemas.ProofsBucket); err != nil {
-		t.Fatal(err)
-	}
+	natstest.BreakProofState(t, f.js)
 	h := http.Header{}
 	if err := dpoptest.Signer(t, agentKey, l.Agent).Authorize(h, "GET", u); err != nil {
 		t.Fatal(err)

@@ -168,7 +168,8 @@ func (s *Store) Claim(ctx context.Context, key string, iat time.Time) error {
 		s.mu.Unlock()
 		if iat.Unix() < floor {
 			return &dpop.Error{Check: dpop.CheckStale, Msg: fmt.Sprintf(
-				"issued at %d, before the replay state was last rebuilt (%d); make a new proof", iat.Unix(), floor)}
+				"issued at %d: the replay state was rebuilt after a restart, and proofs issued before %d might have been used in the state it lost; make a new proof from then on",
+				iat.Unix(), floor)}
 		}
 		_, err := kv.Create(ctx, key, []byte{1})
 		switch {

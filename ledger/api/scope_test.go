@@ -59,7 +59,7 @@ func newTenants(t *testing.T) *tenants {
 		t.Fatal(err)
 	}
 	t.Cleanup(revs.Stop)
-	replay, err := dpopreplay.Open(ctx, js, 1, dpopreplay.Window(dpop.DefaultLifetime, dpop.DefaultSkew))
+	replay, err := dpopreplay.Open(ctx, js, 1, dpop.DefaultLifetime, dpop.DefaultSkew)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"path/filepath"
@@ -145,9 +144,7 @@ func TestProxyProofStateUnavailable(t *testing.T) {
 	}
 	f := e.fixture(t, p)
 	s := f.connect(t, &acptest.Editor{})
-	if err := e.js.DeleteKeyValue(context.Background(), schemas.ProofsBucket); err != nil {
-		t.Fatal(err)
-	}
+	natstest.BreakProofState(t, e.js)
 	got := s.run(t, "read "+filepath.Join(f.root, "a.txt"))
 	if !strings.Contains(got["read"][0], `"code":-32603`) || !strings.Contains(got["read"][0], string(dpop.CheckState)) {
 		t.Fatalf("session: %q", got)
