@@ -602,6 +602,12 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 		}
 		onKilled++
 		task, err := reader.GetTask(ctx, &a2apb.GetTaskRequest{ID: a2apb.TaskID(cl.taskID)})
+		if err != nil {
+			// One more try: a read may time out while the cluster settles
+			// from the faults; a task that is not readable fails twice.
+			time.Sleep(time.Second)
+			task, err = reader.GetTask(ctx, &a2apb.GetTaskRequest{ID: a2apb.TaskID(cl.taskID)})
+		}
 		if err != nil || task.Status.State != a2apb.TaskStateCompleted {
 			t.Errorf("task %s from the killed edge: %v", cl.taskID, err)
 			continue
