@@ -309,6 +309,9 @@ func TestRequestArguments(t *testing.T) {
 	if _, err := RequestArguments(json.RawMessage(`[1]`)); err == nil {
 		t.Fatal("an array accepted as params")
 	}
+	if _, err := RequestArguments(json.RawMessage(`{"taskId":"a","taskId":"b"}`)); err == nil {
+		t.Fatal("a repeated member accepted: which copy is hashed would decide which request the proof covers")
+	}
 	// The hash, by hand: SHA-256 hex of the JCS form.
 	s := dpoptest.Signer(t, agentKey, wildcard(t))
 	p, err := RequestProof(s, "_chio/tool/cancel", json.RawMessage(`{"taskId":"t1","_meta":{"chioCapability":"x"}}`))

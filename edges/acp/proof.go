@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 
+	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
@@ -24,6 +26,11 @@ func RequestArguments(params json.RawMessage) (json.RawMessage, error) {
 	t := bytes.TrimSpace(params)
 	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
 		return json.RawMessage("{}"), nil
+	}
+	// Refused first: decoding into a map keeps the last of two equal
+	// members, so two different requests could otherwise hash alike.
+	if _, err := schemas.CanonicalizeJSON(t); err != nil {
+		return nil, fmt.Errorf("params have no RFC 8785 form: %w", err)
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(t, &m); err != nil || m == nil {
