@@ -268,10 +268,10 @@ func (d *Dispatcher) decide(ctx context.Context, c Call, dec *kernel.Decision) (
 		}
 	}
 	settled := make(chan error, 1)
-	if dec.Allow {
+	if dec.Allow && dec.HasProof() {
 		go func() { settled <- dec.SettleProof(ctx) }()
 	} else {
-		settled <- nil
+		settled <- nil // a bearer call, or a deny: nothing to settle beside the write
 	}
 	werr := d.w.Write(ctx, ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw})
 	serr := <-settled
