@@ -481,37 +481,19 @@ func TestMalformedPresentation(t *testing.T) {
 		}
 		return resp.StatusCode, resp.Header, a
 	}
-	for _, c := range []struct {
-		name  string
-		h     func() http.Header
-		check dpop.Check
-	}{
-		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + l.Agent}} }, dpop.CheckMissing},
-		{"two proofs", func() http.Header {
-			return http.Header{"Authorization": {"DPoP " + l.Agent}, "Dpop": {proof(), proof()}}
-		}, dpop.CheckMalformed},
-		{"a proof beside Bearer", func() http.Header {
-			return http.Header{"Authorization": {"Bearer " + l.Agent}, "Dpop": {proof()}}
-		}, dpop.CheckMalformed},
-		{"a proof beside X-Chio-Capability", func() http.Header {
-			return http.Header{"X-Chio-Capability": {l.Agent}, "Dpop": {proof()}}
-		}, dpop.CheckMalformed},
-		{"a leaf token's proof beside Bearer", func() http.Header {
-			return http.Header{"Authorization": {"Bearer " + l.Helper}, "Dpop": {proof()}}
-		}, dpop.CheckMalformed},
-	} {
-		t.Run(c.name, func(t *testing.T) {
+	for _, c := range dpoptest.WrongForms(l.Agent, l.Helper, proof) {
+		t.Run(c.Name, func(t *testing.T) {
 			for i, body := range []string{
 				rpcBody(t, 1, MethodInvoke, readParams("/a", nil)),
 				rpcBody(t, 2, MethodStream, readParams("/a", nil)),
 				rpcBody(t, 3, MethodInvoke, readParams("/a", withProof(toolProof(t, agent, "read_file", `{"path":"/a"}`)))),
 			} {
-				status, h, a := send(t, body, c.h())
-				if ch := h.Values("WWW-Authenticate"); status != http.StatusUnauthorized || len(ch) != 1 || ch[0] != dpop.Challenge(c.check) {
+				status, h, a := send(t, body, c.Header())
+				if ch := h.Values("WWW-Authenticate"); status != http.StatusUnauthorized || len(ch) != 1 || ch[0] != dpop.Challenge(c.Check) {
 					t.Fatalf("call %d: %d %q", i, status, ch)
 				}
-				d := refusal(t, a, c.check)
-				denyReceipt(t, f, d.ReceiptID, c.check)
+				d := refusal(t, a, c.Check)
+				denyReceipt(t, f, d.ReceiptID, c.Check)
 			}
 		})
 	}

@@ -408,36 +408,18 @@ func TestMalformedPresentationHTTP(t *testing.T) {
 	l := delegated(t)
 	agent := dpoptest.Signer(t, agentKey, l.Agent)
 	proof := func() string { return dpoptest.Proof(t, agent, http.MethodPost, f.url+Path) }
-	for _, c := range []struct {
-		name  string
-		h     func() http.Header
-		check dpop.Check
-	}{
-		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + l.Agent}} }, dpop.CheckMissing},
-		{"two proofs", func() http.Header {
-			return http.Header{"Authorization": {"DPoP " + l.Agent}, "Dpop": {proof(), proof()}}
-		}, dpop.CheckMalformed},
-		{"a proof beside Bearer", func() http.Header {
-			return http.Header{"Authorization": {"Bearer " + l.Agent}, "Dpop": {proof()}}
-		}, dpop.CheckMalformed},
-		{"a proof beside X-Chio-Capability", func() http.Header {
-			return http.Header{"X-Chio-Capability": {l.Agent}, "Dpop": {proof()}}
-		}, dpop.CheckMalformed},
-		{"a leaf token's proof beside Bearer", func() http.Header {
-			return http.Header{"Authorization": {"Bearer " + l.Helper}, "Dpop": {proof()}}
-		}, dpop.CheckMalformed},
-	} {
-		t.Run(c.name, func(t *testing.T) {
+	for _, c := range dpoptest.WrongForms(l.Agent, l.Helper, proof) {
+		t.Run(c.Name, func(t *testing.T) {
 			for i, body := range []string{
 				callBody(1, "read", readArgs),
 				proofCallBody(1, "read", readArgs, toolProofOf(t, agent, "read", readArgs)),
 			} {
-				status, h, a := sendHeaders(t, f.url, body, c.h())
-				d := refused401(t, status, h, a, c.check)
+				status, h, a := sendHeaders(t, f.url, body, c.Header())
+				d := refused401(t, status, h, a, c.Check)
 				if len(d.Receipts) != 1 {
 					t.Fatalf("call %d: receipts %+v", i, d)
 				}
-				denyReceipt(t, f, d.Receipts[0].ReceiptRef, c.check)
+				denyReceipt(t, f, d.Receipts[0].ReceiptRef, c.Check)
 			}
 		})
 	}

@@ -260,32 +260,14 @@ func TestMalformedPresentation(t *testing.T) {
 	calls := f.url + ToolCallsPath
 	agent := dpoptest.Signer(t, agentKey, l.Agent)
 	proof := func() string { return dpoptest.Proof(t, agent, http.MethodPost, calls) }
-	for _, c := range []struct {
-		name  string
-		h     func() http.Header
-		check dpop.Check
-	}{
-		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + l.Agent}} }, dpop.CheckMissing},
-		{"two proofs", func() http.Header {
-			return http.Header{"Authorization": {"DPoP " + l.Agent}, "Dpop": {proof(), proof()}}
-		}, dpop.CheckMalformed},
-		{"a proof beside Bearer", func() http.Header {
-			return http.Header{"Authorization": {"Bearer " + l.Agent}, "Dpop": {proof()}}
-		}, dpop.CheckMalformed},
-		{"a proof beside X-Chio-Capability", func() http.Header {
-			return http.Header{"X-Chio-Capability": {l.Agent}, "Dpop": {proof()}}
-		}, dpop.CheckMalformed},
-		{"a leaf token's proof beside Bearer", func() http.Header {
-			return http.Header{"Authorization": {"Bearer " + l.Helper}, "Dpop": {proof()}}
-		}, dpop.CheckMalformed},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			code, h, raw := sendHeaders(t, http.MethodPost, calls, c.h(), []byte(helloCall))
-			e := refusedProof(t, code, h, raw, c.check)
+	for _, c := range dpoptest.WrongForms(l.Agent, l.Helper, proof) {
+		t.Run(c.Name, func(t *testing.T) {
+			code, h, raw := sendHeaders(t, http.MethodPost, calls, c.Header(), []byte(helloCall))
+			e := refusedProof(t, code, h, raw, c.Check)
 			if len(e.Error.Chio.Receipts) != 1 {
 				t.Fatalf("receipts %s", raw)
 			}
-			denyReceipt(t, f, e.Error.Chio.Receipts[0].ReceiptRef, c.check)
+			denyReceipt(t, f, e.Error.Chio.Receipts[0].ReceiptRef, c.Check)
 		})
 	}
 }

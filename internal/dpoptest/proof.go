@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
@@ -111,4 +112,33 @@ func JWS(t testing.TB, header map[string]any, claims any, sign func([]byte) []by
 	b64 := base64.RawURLEncoding.EncodeToString
 	in := b64(hb) + "." + b64(cb)
 	return in + "." + b64(sign([]byte(in)))
+}
+
+// WrongForm is one presentation wrong in form: the request names its
+// token but no usable proof, so the kernel refuses it with Check.
+type WrongForm struct {
+	Name   string
+	Header func() http.Header
+	Check  dpop.Check
+}
+
+// WrongForms are the presentations every HTTP surface must refuse, with a
+// deny receipt, for the delegating token agent (and the leaf token
+// helper); proof makes a fresh, valid proof for the request.
+func WrongForms(agent, helper string, proof func() string) []WrongForm {
+	return []WrongForm{
+		{"DPoP scheme without a proof", func() http.Header { return http.Header{"Authorization": {"DPoP " + agent}} }, dpop.CheckMissing},
+		{"two proofs", func() http.Header {
+			return http.Header{"Authorization": {"DPoP " + agent}, "Dpop": {proof(), proof()}}
+		}, dpop.CheckMalformed},
+		{"a proof beside Bearer", func() http.Header {
+			return http.Header{"Authorization": {"Bearer " + agent}, "Dpop": {proof()}}
+		}, dpop.CheckMalformed},
+		{"a proof beside X-Chio-Capability", func() http.Header {
+			return http.Header{"X-Chio-Capability": {agent}, "Dpop": {proof()}}
+		}, dpop.CheckMalformed},
+		{"a leaf token's proof beside Bearer", func() http.Header {
+			return http.Header{"Authorization": {"Bearer " + helper}, "Dpop": {proof()}}
+		}, dpop.CheckMalformed},
+	}
 }
