@@ -31,6 +31,7 @@ import (
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // ErrNotDurable means an event could not be made durable. For a decision,
@@ -458,11 +459,15 @@ func canonicalArguments(args json.RawMessage) (json.RawMessage, error) {
 	if t := bytes.TrimLeft(args, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, ErrBadArguments
 	}
-	// Canonical before the kernel decides: arguments JCS refuses (a
-	// duplicate member, a number out of range, a lone surrogate) must be
-	// turned away before any guard runs or budget is charged, or the call
-	// would have a decision and no receipt. The canonical bytes are what
-	// the decision event records and the tool gets.
+	// Strict and canonical before the kernel decides: arguments the strict
+	// reader or JCS refuses (a repeated or case-variant member, nesting
+	// past strictjson.MaxDepth, a lone surrogate, a number out of range)
+	// must be turned away before any guard runs or budget is charged, or
+	// the call would have a decision and no readable receipt. The canonical
+	// bytes are what the decision event records and the tool gets.
+	if err := strictjson.Valid(args); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
+	}
 	canon, err := schemas.CanonicalizeJSON(args)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadArguments, err)

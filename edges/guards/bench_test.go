@@ -1,6 +1,8 @@
 package guards
 
 import (
+	"github.com/chio-ledger/chio/schemas/strictjson"
+
 	"context"
 	"encoding/json"
 	"testing"
@@ -67,17 +69,7 @@ func BenchmarkDefaultGuards(b *testing.B) {
 	b.Run("decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := decodeJSON(args); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("reference_json_decoder", func(b *testing.B) {
-		// encoding/json on the same document, to scale the figures above
-		// to the machine they ran on.
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := referenceDecode(args); err != nil {
+			if _, err := strictjson.Parse(args); err != nil {
 				b.Fatal(err)
 			}
 		}

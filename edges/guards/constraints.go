@@ -1,6 +1,8 @@
 package guards
 
 import (
+	"github.com/chio-ledger/chio/schemas/strictjson"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -123,7 +125,7 @@ func compileConstraint(c schemas.Constraint) (compiledConstraint, error) {
 		return compiledConstraint{}, ErrUnsupportedConstraint
 	}
 	cc := compiledConstraint{typ: c.Type, kind: kind}
-	v, err := decodeJSON(c.Value)
+	v, err := strictjson.Parse(c.Value)
 	if err != nil {
 		return cc, fmt.Errorf("value: %w", err)
 	}

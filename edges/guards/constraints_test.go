@@ -1,6 +1,8 @@
 package guards
 
 import (
+	"github.com/chio-ledger/chio/schemas/strictjson"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +18,7 @@ func constraint(typ, value string) schemas.Constraint {
 
 func mustDecode(t testing.TB, doc string) any {
 	t.Helper()
-	v, err := decodeJSON([]byte(doc))
+	v, err := strictjson.Parse([]byte(doc))
 	if err != nil {
 		t.Fatalf("decode %q: %v", doc, err)
 	}

@@ -189,3 +189,5 @@ func jsonEqual(a, b any) bool {
 	}
 	return false
 }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }

@@ -1,6 +1,8 @@
 package guards
 
 import (
+	"github.com/chio-ledger/chio/schemas/strictjson"
+
 	"context"
 	"encoding/json"
 	"testing"
@@ -29,7 +31,7 @@ func FuzzConstraints(f *testing.F) {
 		if err != nil {
 			return
 		}
-		v, err := decodeJSON(args)
+		v, err := strictjson.Parse(args)
 		if err == nil {
 			r := set.Check(v)
 			checkResult(t, r)
@@ -84,7 +86,7 @@ func FuzzGuards(f *testing.F) {
 	ctx := context.Background()
 
 	f.Fuzz(func(t *testing.T, args []byte) {
-		_, decodeErr := decodeJSON(args)
+		_, decodeErr := strictjson.Parse(args)
 		for _, g := range guards {
 			r, err := g.Check(ctx, &Call{Arguments: args, Constraints: cs})
 			if (err != nil) != (decodeErr != nil) {

@@ -10,6 +10,8 @@
 package guards
 
 import (
+	"github.com/chio-ledger/chio/schemas/strictjson"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,7 +61,7 @@ func (c *Call) Args() (any, error) {
 		return nil, errors.New("decode arguments: no call")
 	}
 	if !c.decoded {
-		c.args, c.argsErr = decodeJSON(c.Arguments)
+		c.args, c.argsErr = strictjson.Parse(c.Arguments)
 		if c.argsErr != nil {
 			c.args, c.argsErr = nil, fmt.Errorf("decode arguments: %w", c.argsErr)
 		}
