@@ -11,6 +11,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // CapabilitySchema is the value of a capability token's "schema" field.
@@ -366,6 +368,12 @@ func (g *ToolGrant) validate() error {
 func ParseCapability(raw []byte) (*CapabilityToken, error) {
 	if len(raw) > MaxCapabilityBytes {
 		return nil, fmt.Errorf("capability: larger than %d bytes", MaxCapabilityBytes)
+	}
+	// The strict reader first: what it refuses (a lone surrogate, nesting
+	// past its limit) could otherwise verify and still not read back the
+	// same in every reader of the receipts that quote this token.
+	if err := strictjson.Valid(raw); err != nil {
+		return nil, fmt.Errorf("capability: %w", err)
 	}
 	var t CapabilityToken
 	if err := DecodeStrict(raw, &t); err != nil {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // GovernedIntent is what a caller declares it is doing with a call (wire
@@ -77,9 +79,12 @@ const MaxIntentBytes = 4 << 10
 // fields: bad input, refused before the kernel.
 var ErrIntentShape = errors.New("governed_intent is malformed")
 
-// DecodeGovernedIntent decodes an intent strictly (unknown fields,
-// duplicate keys and trailing data refused) and bounds its size.
+// DecodeGovernedIntent decodes an intent strictly (the strict reader,
+// then unknown fields refused) and bounds its size.
 func DecodeGovernedIntent(raw []byte) (*GovernedIntent, error) {
+	if err := strictjson.Valid(raw); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrIntentShape, err)
+	}
 	canon, err := CanonicalizeJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrIntentShape, err)

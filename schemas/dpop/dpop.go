@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chio-ledger/chio/schemas/strictjson"
 	"github.com/go-jose/go-jose/v4"
 )
 
@@ -175,18 +176,16 @@ func Parse(s string) (*Proof, error) {
 	return &Proof{Claims: c, Key: pub, Thumbprint: Thumbprint(pub)}, nil
 }
 
-// strictJSON decodes one JSON object into v. encoding/json matches member
-// names case-insensitively, so a member that differs from one of v's
-// only in case ("JTI" beside, or instead of, "jti") is refused, as is a
-// repeated member: which copy counts would depend on the reader. Unknown
-// members are allowed unless closed (RFC 9449 lets a proof carry more
-// claims; a tool proof is closed, its signature covering only its own).
+// strictJSON decodes one JSON object into v with the strict reader
+// (no repeated or case-variant member anywhere: which copy counts would
+// depend on the reader). encoding/json also matches a member that differs
+// from one of v's only in case ("JTI" instead of "jti"), so that is
+// refused too. Unknown members are allowed unless closed (RFC 9449 lets a
+// proof carry more claims; a tool proof is closed, its signature covering
+// only its own).
 func strictJSON(b []byte, v any, known []string, closed bool) error {
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	if err := noDuplicateMembers(b); err != nil {
+	if err := strictjson.Unmarshal(b, &m); err != nil {
 		return err
 	}
 	for k := range m {
@@ -209,32 +208,6 @@ func strictJSON(b []byte, v any, known []string, closed bool) error {
 
 // claimNames are the claims Claims reads.
 var claimNames = []string{"jti", "htm", "htu", "iat", "ath", "nonce"}
-
-// noDuplicateMembers refuses an object with a repeated member name: which
-// copy counts would depend on the reader.
-func noDuplicateMembers(b []byte) error {
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	if _, err := dec.Token(); err != nil {
-		return err
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		k, _ := t.(string)
-		if seen[k] {
-			return fmt.Errorf("member %q repeated", k)
-		}
-		seen[k] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // Expect is what a proof must match.
 type Expect struct {
