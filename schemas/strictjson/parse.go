@@ -37,10 +37,11 @@ const (
 	// reader (encoding/json stops at 10,000; browsers sooner).
 	MaxDepth = 64
 
-	// MaxBytes is the largest document any surface reads. Surfaces bound
-	// their own inputs lower where they record them (arguments are at most
-	// schemas.MaxParametersBytes).
-	MaxBytes = 16 << 20
+	// MaxBytes is the largest document any surface reads: a model request
+	// relayed by the OpenAI proxy, images included. Surfaces bound their
+	// inputs lower where they can, and what is recorded lower still
+	// (arguments are at most schemas.MaxParametersBytes).
+	MaxBytes = 32 << 20
 )
 
 var (
