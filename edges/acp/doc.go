@@ -12,6 +12,17 @@
 // CHIO_ACP_TASKS key-value bucket, so any replica can resume or cancel
 // them, and compare-and-set makes a resume run the tool at most once.
 //
+// Every message is read with strictjson before anything of it is: a
+// member name repeated in one object, exactly or but for case, nesting
+// past strictjson.MaxDepth, invalid UTF-8 or a lone surrogate, or data
+// after the value make it a parse error (-32700), and nothing of it runs
+// or is recorded. Names are matched exactly: a member that is a name the
+// edge reads but for case ("Method", "_META") is refused (-32600 in the
+// envelope, -32602 in params). A batch holds at most MaxBatch requests
+// (a larger one is refused whole, -32600, before any of it runs), and
+// once its client goes away no further request of it starts; one that
+// has started finishes and is recorded.
+//
 // Holder binding. A capability that can delegate (or whose grant sets
 // dpop_required, or any under --require-dpop) is honoured only with a
 // proof of possession of its subject key: over HTTP an RFC 9449 proof

@@ -45,6 +45,9 @@ const (
 type testServer struct {
 	tools.Running
 	defs []schemas.ToolDefinition
+	// hold, when set before the fixture starts, is called first by every
+	// Invoke: a test holds a call there while the client goes away.
+	hold func(inv tools.Invocation)
 }
 
 func (s *testServer) Manifest() *schemas.ToolManifest {
@@ -59,6 +62,9 @@ func (s *testServer) ToolNames() []string {
 	return n
 }
 func (s *testServer) Invoke(_ context.Context, inv tools.Invocation) (json.RawMessage, error) {
+	if s.hold != nil {
+		s.hold(inv)
+	}
 	if inv.ToolName == "explode" {
 		return nil, errors.New("boom: the disk is on fire")
 	}
@@ -102,9 +108,15 @@ type fixture struct {
 
 func start(t testing.TB, opts ...Option) *fixture {
 	t.Helper()
+	return startWith(t, testServer1(), opts...)
+}
+
+// startWith is start over srv.
+func startWith(t testing.TB, srv *testServer, opts ...Option) *fixture {
+	t.Helper()
 	_, _, js := natstest.Start(t)
 	reg := tools.NewRegistry()
-	if err := reg.Register(testServer1()); err != nil {
+	if err := reg.Register(srv); err != nil {
 		t.Fatal(err)
 	}
 	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{pub(issuerKey)}})
@@ -128,9 +140,9 @@ func start(t testing.TB, opts ...Option) *fixture {
 	}
 	ec := echo.New()
 	e.Register(ec)
-	srv := httptest.NewServer(ec)
-	t.Cleanup(srv.Close)
-	return &fixture{url: srv.URL, js: js, edge: e}
+	hs := httptest.NewServer(ec)
+	t.Cleanup(hs.Close)
+	return &fixture{url: hs.URL, js: js, edge: e}
 }
 
 // token issues a capability for subject with grants, valid for an hour.

@@ -1,12 +1,14 @@
 package acp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
 
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/schemas/dpop"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // The seed profile's methods and ACP's handshake.
@@ -42,11 +44,34 @@ func canonical(method string) string {
 // capability riding in _meta overrides the connection's for that call,
 // and a proof of possession riding there is the call's own.
 type meta struct {
-	Meta struct {
-		ChioCapability string `json:"chioCapability"`
-		// ChioDPoPProof is a chio.dpop_proof.v1 (MetaDPoPProof).
-		ChioDPoPProof json.RawMessage `json:"chioDpopProof"`
-	} `json:"_meta"`
+	Meta json.RawMessage `json:"_meta"`
+}
+
+// metaMembers are the members of _meta the edge reads.
+type metaMembers struct {
+	ChioCapability string `json:"chioCapability"`
+	// ChioDPoPProof is a chio.dpop_proof.v1 (MetaDPoPProof).
+	ChioDPoPProof json.RawMessage `json:"chioDpopProof"`
+}
+
+// readMeta reads params._meta, strictly and by exact names (object).
+func readMeta(p json.RawMessage) (metaMembers, *Error) {
+	var m meta
+	var mm metaMembers
+	if perr := params(p, &m); perr != nil {
+		return mm, perr
+	}
+	t := bytes.TrimSpace(m.Meta)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return mm, nil
+	}
+	if t[0] != '{' {
+		return mm, rpcErr(CodeInvalidParams, nil, "invalid params: _meta must be a JSON object")
+	}
+	if err := object(t, &mm); err != nil {
+		return mm, rpcErr(CodeInvalidParams, nil, "invalid params: _meta: %v", err)
+	}
+	return mm, nil
 }
 
 // MetaDPoPProof is the params._meta member that carries a call's proof
@@ -99,25 +124,25 @@ func (e *Edge) route(ctx context.Context, conn credential, r *request) (any, *Er
 	case MethodInitialize:
 		return e.initialize(), nil
 	}
-	var m meta
-	if perr := params(r.Params, &m); perr != nil {
+	m, perr := readMeta(r.Params)
+	if perr != nil {
 		return nil, perr
 	}
 	c := &call{token: conn.token, proof: conn.proof, held: conn.held, method: method, params: r.Params, requestID: decodeID(r.ID)}
-	tok := m.Meta.ChioCapability
+	tok := m.ChioCapability
 	own := tok == "" || tok == conn.token
 	if !own {
 		// The connection's proof and hold are its own token's.
 		c.token, c.proof, c.held = tok, nil, false
 	}
-	if len(m.Meta.ChioDPoPProof) > 0 && !(own && conn.invalid) {
+	if len(m.ChioDPoPProof) > 0 && !(own && conn.invalid) {
 		// A presentation refused in form stays refused for its token: a
 		// call's own proof does not mend it.
 		bound, rerr := e.boundCall(method, r)
 		if rerr != nil {
 			return nil, rerr
 		}
-		c.proof = &kernel.Proof{Tool: m.Meta.ChioDPoPProof, Request: bound}
+		c.proof = &kernel.Proof{Tool: m.ChioDPoPProof, Request: bound}
 	}
 	if rerr := e.identify(ctx, c); rerr != nil {
 		return nil, rerr
@@ -169,9 +194,15 @@ func (e *Edge) boundCall(method string, r *request) (*dpop.Call, *Error) {
 
 // decodeID is a request id as recorded in a decision's metadata.
 func decodeID(raw json.RawMessage) any {
-	var v any
-	if raw == nil || json.Unmarshal(raw, &v) != nil {
+	v, err := strictjson.Parse(raw)
+	if err != nil {
 		return nil
+	}
+	if n, ok := v.(json.Number); ok {
+		// As before strictjson: a number id is recorded as a double
+		// (validID admitted only those a double holds).
+		f, _ := n.Float64()
+		return f
 	}
 	return v
 }

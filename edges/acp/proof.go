@@ -9,6 +9,7 @@ import (
 
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // RequestServer is the tool_server a chio.dpop_proof.v1 names when it is
@@ -27,14 +28,17 @@ func RequestArguments(params json.RawMessage) (json.RawMessage, error) {
 	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
 		return json.RawMessage("{}"), nil
 	}
-	// Refused first: decoding into a map keeps the last of two equal
+	// Read strictly first: decoding into a map keeps the last of two equal
 	// members, so two different requests could otherwise hash alike.
+	var m map[string]json.RawMessage
+	if err := strictjson.Unmarshal(t, &m); err != nil {
+		return nil, fmt.Errorf("read params: %w", err)
+	}
+	if m == nil {
+		return nil, errors.New("params must be a JSON object")
+	}
 	if _, err := schemas.CanonicalizeJSON(t); err != nil {
 		return nil, fmt.Errorf("params have no RFC 8785 form: %w", err)
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(t, &m); err != nil || m == nil {
-		return nil, errors.New("params must be a JSON object")
 	}
 	delete(m, "_meta")
 	return json.Marshal(m)

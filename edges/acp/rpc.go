@@ -3,9 +3,13 @@ package acp
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 
 	"github.com/chio-ledger/chio/schemas/dpop"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // Standard JSON-RPC 2.0 codes.
@@ -77,12 +81,12 @@ func errorResponse(id json.RawMessage, e *Error) *response {
 	return &response{JSONRPC: "2.0", ID: id, Error: e}
 }
 
-// decodeRequest reads one message; an answer that is not nil is the error
-// to send instead of handling it.
+// decodeRequest reads one message, strictly (see object); an answer that
+// is not nil is the error to send instead of handling it.
 func decodeRequest(raw json.RawMessage) (*request, *response) {
 	var r request
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, errorResponse(nil, rpcErr(CodeInvalidRequest, nil, "invalid request: not a JSON-RPC request object"))
+	if err := object(raw, &r); err != nil {
+		return nil, errorResponse(nil, rpcErr(CodeInvalidRequest, nil, "invalid request: not a JSON-RPC request object: %v", err))
 	}
 	if r.JSONRPC != "2.0" || r.Method == "" {
 		return nil, errorResponse(validID(r.ID), rpcErr(CodeInvalidRequest, nil, `invalid request: jsonrpc must be "2.0" and method is required`))
@@ -93,30 +97,80 @@ func decodeRequest(raw json.RawMessage) (*request, *response) {
 	return &r, nil
 }
 
-// validID is id when it may be echoed (a string, number or null).
+// validID is id when it may be echoed (a string, a number a double holds,
+// or null).
 func validID(id json.RawMessage) json.RawMessage {
-	var v any
-	if json.Unmarshal(id, &v) != nil {
+	v, err := strictjson.Parse(id)
+	if err != nil || len(id) == 0 {
 		return nil
 	}
-	switch v.(type) {
-	case string, float64, nil:
+	switch x := v.(type) {
+	case string, nil:
 		return id
+	case json.Number:
+		if _, err := x.Float64(); err == nil {
+			return id
+		}
 	}
 	return nil
 }
 
-// params decodes p into v; absent params decode as {}.
+// params decodes p into v (see object); absent or null params are {}.
 func params(p json.RawMessage, v any) *Error {
 	t := bytes.TrimSpace(p)
 	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
-		t = []byte("{}")
+		return nil
 	}
 	if t[0] != '{' {
 		return rpcErr(CodeInvalidParams, nil, "invalid params: params must be a JSON object")
 	}
-	if err := json.Unmarshal(t, v); err != nil {
+	if err := object(t, v); err != nil {
 		return rpcErr(CodeInvalidParams, nil, "invalid params: %v", err)
 	}
 	return nil
+}
+
+// object decodes raw, a JSON object read with strictjson, into v, a
+// pointer to a struct whose fields are named by json tags. Members are
+// matched to fields by exact name: JSON-RPC names are case-sensitive, and
+// encoding/json would read "Method" or "_META" as method or _meta, which
+// a client hashing or reading its own request does not. A member that is
+// a field's name but for case is refused; other members are ignored.
+func object(raw []byte, v any) error {
+	var members map[string]json.RawMessage
+	if err := strictjson.Unmarshal(raw, &members); err != nil {
+		return err
+	}
+	if members == nil {
+		return errors.New("not a JSON object")
+	}
+	rv := reflect.ValueOf(v).Elem()
+	fields := fieldsOf(rv.Type())
+	for name, val := range members {
+		i, ok := fields[name]
+		if !ok {
+			for f := range fields {
+				if strings.EqualFold(name, f) {
+					return fmt.Errorf("member %q is not %q: names are matched exactly", name, f)
+				}
+			}
+			continue
+		}
+		if err := json.Unmarshal(val, rv.Field(i).Addr().Interface()); err != nil {
+			return fmt.Errorf("member %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// fieldsOf maps the json names of t's fields to their indexes.
+func fieldsOf(t reflect.Type) map[string]int {
+	out := make(map[string]int, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out[name] = i
+		}
+	}
+	return out
 }
