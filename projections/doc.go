@@ -18,7 +18,15 @@
 //     leaf index. Each is checked (structure, signature, the trusted kernel
 //     key) and kept with the result, never dropped: a report that reaches
 //     an unverified one fails closed. Receipts are deduplicated by id,
-//     because the ledger republishes a tail after a crash.
+//     because the ledger republishes a tail after a crash. A receipt no
+//     reader can decode whole (nested deeper than schemas.MaxReceiptDepth,
+//     or not JSON) is kept too, named, indexed and selected by what its top
+//     level says (schemas.ReadReceiptHead): a report whose selection holds
+//     it, within the reader's scope, fails closed naming it (below); no
+//     other report sees it, and a kernel denial is never in a selection.
+//     Bytes whose top level does not read either are nobody's but an
+//     operator's, and fail every operator report: no filter can leave
+//     out what cannot be told apart.
 //
 // # Durability
 //
@@ -79,7 +87,13 @@
 // (404 task_not_found or lineage_not_found, an empty list or report).
 // Errors are JSON {"error", "code"}, with "param" naming the parameter of
 // a 400, "receiptId" the receipt that made a report unprojectable (422)
-// and "check" the failed check of a refused proof of possession.
+// and "check" the failed check of a refused proof of possession. The
+// report's schema has no place for a receipt it cannot show, so one that
+// is unreadable fails the report rather than go missing from it: 422
+// authorization_context_unprojectable, "receiptId" naming it and "error"
+// saying "the stored receipt is unreadable: …". Narrowing the selection
+// (capabilityId, toolServer, toolName, since, until) leaves it out; the
+// ledger serves its signed bytes by id.
 //
 // The report's sender constraints come from each receipt's
 // metadata.attribution.binding (projections/authz): the proof a call was

@@ -349,18 +349,36 @@ func (f receiptFold) prepare(m *streamMsg) any {
 		flags  byte
 		reason string
 		rec    *schemas.Receipt
+		r      *schemas.Receipt
+		head   *schemas.ReceiptHead // of a receipt no reader can decode whole
 	)
-	r, err := schemas.ParseReceipt(m.data)
+	// A receipt nested too deep for readers is not decoded at all: how far
+	// encoding/json would get is no rule for what a report may rely on.
+	unreadable := schemas.CheckReceiptReadable(m.data)
+	err := unreadable
 	if err == nil {
+		r, err = schemas.ParseReceipt(m.data)
+	}
+	switch {
+	case err == nil:
 		flags |= receiptParsed
 		rec = r
-	} else {
+	case unreadable == nil:
 		reason = err.Error()
 		// Read what it says anyway, to index it where a report would look
 		// for it: the report fails closed on it instead of missing it.
 		var loose schemas.Receipt
 		if json.Unmarshal(m.data, &loose) == nil {
 			rec = &loose
+		}
+	default:
+		reason = err.Error()
+		// Its top level still names it, its capability, tool, time and
+		// decision: enough to index it and to keep it out of the reports
+		// that do not select it (authz.Unreadable).
+		if h, herr := schemas.ReadReceiptHead(m.data); herr == nil {
+			head = h
+			rec = &schemas.Receipt{ReceiptBody: schemas.ReceiptBody{ID: h.ID, CapabilityID: h.CapabilityID}}
 		}
 	}
 	msgID := m.header.Get(jetstream.MsgIDHeader)
@@ -394,7 +412,9 @@ func (f receiptFold) prepare(m *streamMsg) any {
 			flags |= receiptVerified
 		}
 	}
-	if flags&receiptVerified == 0 {
+	if unreadable != nil {
+		f.log.Warn("receipt unreadable; kept, marked so, and failing only the reports that select it", "receipt", p.id, "stream_seq", m.seq, "reason", reason)
+	} else if flags&receiptVerified == 0 {
 		f.log.Warn("receipt failed verification; kept as unverified", "receipt", p.id, "stream_seq", m.seq, "reason", reason)
 	}
 	if msgID != "" && msgID != p.id {
@@ -404,9 +424,12 @@ func (f receiptFold) prepare(m *streamMsg) any {
 	// Decided here, once, so a report reads a small record per governed
 	// receipt instead of parsing every receipt again.
 	var g *authz.Governed
-	if rec != nil {
+	switch {
+	case unreadable != nil:
+		g = authz.Unreadable(p.id, head, reason)
+	case rec != nil:
 		g, _ = authz.Examine(authz.Input{Receipt: rec, Verified: flags&receiptVerified != 0}) // rec is not nil
-	} else {
+	default:
 		g = &authz.Governed{ReceiptID: p.id, Authorized: true, Unprojectable: "the published receipt is not readable: " + reason}
 	}
 	if g != nil {

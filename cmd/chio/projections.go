@@ -42,7 +42,9 @@ func newProjectionsCmd() *cobra.Command {
 			"from a --reader-issuer reads what was done under its own authority path and what its read grants\n" +
 			"(chio.read/…) name; the service token reads everything.\n" +
 			"Receipts are verified against --kernel-key, the ledger's kernel public key; a report that reaches one\n" +
-			"that does not verify fails closed. The token may come from $" + serviceTokenEnv + " instead of the flag.",
+			"that does not verify fails closed, as does one whose selection holds a receipt nested too deep for any\n" +
+			"reader (422 naming it; narrow the selection to leave it out). The token may come from $" + serviceTokenEnv + "\n" +
+			"instead of the flag.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !rf.any() {

@@ -35,7 +35,10 @@ func newVerifyCmd() *cobra.Command {
 			"metadata.attribution.binding records it: \"binding: dpop (jkt …)\" (an RFC 9449 proof by the\n" +
 			"capability's subject key, with that key's RFC 7638 thumbprint), \"binding: chio_dpop_v1 (jkt …)\" (a\n" +
 			"chio.dpop_proof.v1), \"binding: bearer\" (the token alone), or \"binding: none recorded\" (a receipt\n" +
-			"signed before bindings were recorded, or refused before the caller was bound).",
+			"signed before bindings were recorded, or refused before the caller was bound).\n\n" +
+			"A receipt nested deeper than readers allow (the ledger serves it by id as {\"unreadable\": why,\n" +
+			"\"raw\": its bytes}; that body or the bare bytes are accepted) is checked over its signed bytes\n" +
+			"without decoding what is deep; a pass then prints \"unreadable: …\" and reads no binding.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if agentCard != "" {
@@ -80,6 +83,13 @@ func newVerifyCmd() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "verify: OK receipt %s (%s) is leaf %d of %s at tree size %d\n",
 				res.ReceiptID, res.Verdict, res.LeafIndex, res.Origin, res.TreeSize)
+			if res.Unreadable != "" {
+				// Genuine and in the log, but no reader can show it: say so
+				// rather than describe what could not be read.
+				fmt.Fprintf(cmd.OutOrStdout(), "unreadable: %s (checked over its signed bytes; readers list it only as unreadable)\n", res.Unreadable)
+				fmt.Fprintln(cmd.OutOrStdout(), "binding: not read (the receipt is unreadable)")
+				return nil
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "binding: %s\n", receiptBinding(in.Receipt))
 			return nil
 		},

@@ -225,8 +225,13 @@ func (h *Handler) leafOf(c echo.Context) (string, uint64, error) {
 	return id, idx, nil
 }
 
+// receipt serves GET /v1/receipts/{id}: {"receipt": …, "leaf_index": N},
+// or, for a stored receipt no reader can decode whole
+// (schemas.CheckReceiptReadable), an UnreadableReceipt: 200 as well,
+// since the log does hold it and its signed bytes are what an auditor
+// investigates (they hash to the leaf its proofs are about).
 func (h *Handler) receipt(c echo.Context) error {
-	_, idx, err := h.leafOf(c)
+	id, idx, err := h.leafOf(c)
 	if err != nil {
 		return err
 	}
@@ -234,10 +239,25 @@ func (h *Handler) receipt(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := schemas.CheckReceiptReadable(leaf); err != nil {
+		return c.JSON(http.StatusOK, UnreadableReceipt{ReceiptID: id, LeafIndex: idx, Unreadable: err.Error(), Raw: leaf})
+	}
 	return c.JSON(http.StatusOK, struct {
 		Receipt   rawJSON `json:"receipt"`
 		LeafIndex uint64  `json:"leaf_index"`
 	}{rawJSON(leaf), idx})
+}
+
+// UnreadableReceipt is the body of GET /v1/receipts/{id} for a stored
+// receipt that cannot be embedded as JSON (nested deeper than
+// schemas.MaxReceiptDepth, or not JSON): there is no "receipt" member;
+// "unreadable" says why, and "raw" holds the stored bytes (base64), the
+// leaf its inclusion proof is about (chio verify accepts this body).
+type UnreadableReceipt struct {
+	ReceiptID  string `json:"receipt_id"`
+	LeafIndex  uint64 `json:"leaf_index"`
+	Unreadable string `json:"unreadable"`
+	Raw        []byte `json:"raw"`
 }
 
 // rawJSON embeds stored canonical bytes as they are.

@@ -29,16 +29,23 @@ type fixture struct {
 	srv      *httptest.Server
 	store    *logstore.Store
 	verifier note.Verifier
+	vkey     string
+	kernel   ed25519.PrivateKey
 	ids      []string
 	tenants  *tenants
 }
+
+// leafFunc makes the leaf of receipt i from the body the fixture would
+// sign; nil leaves it to the fixture.
+type leafFunc func(i int, kernel ed25519.PrivateKey, body schemas.ReceiptBody) []byte
 
 // operatorToken is the fixture's bootstrap service token.
 const operatorToken = "operator-token"
 
 // newFixture fills a real store with n signed receipts in batches of 7,
-// checkpointing each batch as the ledger does.
-func newFixture(t *testing.T, n int) *fixture {
+// checkpointing each batch as the ledger does. leafOf, if given, makes
+// the leaves it returns a leaf for.
+func newFixture(t *testing.T, n int, leafOf ...leafFunc) *fixture {
 	t.Helper()
 	skey, vkey, _ := note.GenerateKey(rand.Reader, origin)
 	signer, _ := note.NewSigner(skey)
@@ -63,7 +70,7 @@ func newFixture(t *testing.T, n int) *fixture {
 		raw, err := json.Marshal(st)
 		return signed, raw, err
 	}
-	f := &fixture{store: store, verifier: verifier, tenants: newTenants(t)}
+	f := &fixture{store: store, verifier: verifier, vkey: vkey, kernel: kernel, tenants: newTenants(t)}
 	if err := store.Begin().Commit(sign); err != nil { // size-0 checkpoint
 		t.Fatal(err)
 	}
@@ -77,13 +84,21 @@ func newFixture(t *testing.T, n int) *fixture {
 				verdict = schemas.Decision{Verdict: schemas.VerdictDeny, Reason: "no", Guard: "g"}
 			}
 			id := fmt.Sprintf("r-%03d", i)
-			r, err := schemas.SignReceipt(kernel, schemas.ReceiptBody{ID: id, Timestamp: uint64(1000 + i),
+			body := schemas.ReceiptBody{ID: id, Timestamp: uint64(1000 + i),
 				CapabilityID: fmt.Sprintf("cap-%d", i%3), ToolServer: "fs", ToolName: "read", Action: schemas.ToolCallAction{Parameters: params, ParameterHash: ph},
-				Decision: verdict, ContentHash: schemas.EmptyContentHash, PolicyHash: "p", TrustLevel: schemas.TrustMediated})
-			if err != nil {
-				t.Fatal(err)
+				Decision: verdict, ContentHash: schemas.EmptyContentHash, PolicyHash: "p", TrustLevel: schemas.TrustMediated}
+			var leaf []byte
+			if len(leafOf) > 0 {
+				leaf = leafOf[0](i, kernel, body)
 			}
-			leaf, _ := schemas.CanonicalReceipt(r)
+			if leaf == nil {
+				r, err := schemas.SignReceipt(kernel, body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				leaf, _ = schemas.CanonicalReceipt(r)
+			}
+			r := &body
 			if _, err := tx.Append(leaf, logstore.Summary{ReceiptID: id, Timestamp: r.Timestamp, CapabilityID: r.CapabilityID,
 				ToolServer: r.ToolServer, ToolName: r.ToolName, Verdict: string(r.Decision.Verdict),
 				Principals: f.tenants.paths[i%3]}); err != nil {

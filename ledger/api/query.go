@@ -1,6 +1,8 @@
 package api
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -20,6 +22,11 @@ const (
 // sequence numbers (leaf index + 1): a page holds receipts with seq > cursor
 // and nextCursor is the seq of its last receipt, present whenever the page
 // is full.
+//
+// A stored receipt that cannot be embedded as JSON
+// (schemas.CheckReceiptReadable) is listed in its place as an
+// UnreadableItem, never failing the page: {"id", "leaf_index",
+// "unreadable"}. Its bytes are served by GET /v1/receipts/{id}.
 type QueryResponse struct {
 	TotalCount uint64    `json:"totalCount"`
 	NextCursor *uint64   `json:"nextCursor"`
@@ -82,6 +89,11 @@ func (h *Handler) query(c echo.Context) error {
 		if err != nil {
 			return err
 		}
+		if rerr := schemas.CheckReceiptReadable(leaf); rerr != nil {
+			if leaf, err = h.unreadableItem(idx, rerr); err != nil {
+				return err
+			}
+		}
 		resp.Receipts = append(resp.Receipts, leaf)
 	}
 	if page.More {
@@ -89,4 +101,27 @@ func (h *Handler) query(c echo.Context) error {
 		resp.NextCursor = &next
 	}
 	return c.JSON(http.StatusOK, resp)
+}
+
+// UnreadableItem stands in a query page for a stored receipt that cannot
+// be embedded as JSON: "id" is the receipt id (a receipt's own id
+// member), "unreadable" why it cannot be embedded.
+type UnreadableItem struct {
+	ID         string `json:"id"`
+	LeafIndex  uint64 `json:"leaf_index"`
+	Unreadable string `json:"unreadable"`
+}
+
+// unreadableItem is the UnreadableItem of leaf idx, named by the log's own
+// index of it (what the query matched), not by the bytes no reader takes.
+func (h *Handler) unreadableItem(idx uint64, why error) (rawJSON, error) {
+	sum, err := h.store.Summary(idx)
+	if err != nil {
+		return nil, fmt.Errorf("query: summary of leaf %d: %w", idx, err)
+	}
+	b, err := json.Marshal(UnreadableItem{ID: sum.ReceiptID, LeafIndex: idx, Unreadable: why.Error()})
+	if err != nil {
+		return nil, fmt.Errorf("query: encode unreadable leaf %d: %w", idx, err)
+	}
+	return b, nil
 }

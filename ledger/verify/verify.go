@@ -47,6 +47,11 @@ type Result struct {
 	TreeSize  uint64
 	Origin    string
 	Verdict   schemas.Verdict
+	// Unreadable is set for a receipt no reader can decode whole (nested
+	// deeper than schemas.MaxReceiptDepth): why. Its checks then ran over
+	// the signed bytes member by member (verifyUnreadable), and it is as
+	// verified as any other; but it is not one a reader can show.
+	Unreadable string
 }
 
 // proofBody is the inclusion proof as served.
@@ -63,25 +68,37 @@ type proofBody struct {
 // parameter-hash, checkpoint (signature by the pinned log key and origin),
 // proof (it is about this receipt and this checkpoint's size), leaf-hash,
 // inclusion (audit path to the checkpoint root).
+//
+// A receipt no reader can decode whole (nested deeper than
+// schemas.MaxReceiptDepth), given bare or as the ledger serves it
+// (api.UnreadableReceipt, its bytes in "raw"), goes through the same
+// checks over its signed bytes (verifyUnreadable), and the Result says it
+// is unreadable.
 func Verify(in Inputs) (*Result, error) {
-	r, leaf, wrappedIndex, err := parseReceipt(in.Receipt)
+	raw, wrappedIndex, err := unwrapReceipt(in.Receipt)
 	if err != nil {
 		return nil, &Failure{Check: "receipt", Err: err}
 	}
-	if r.KernelKey != in.KernelKey {
-		return nil, failf("kernel-key", "receipt is signed by %s, not the pinned kernel key", r.KernelKey)
-	}
-	if err := r.ReceiptBody.Validate(); err != nil {
-		return nil, &Failure{Check: "receipt", Err: err}
-	}
-	if err := schemas.VerifyCanonical(r.KernelKey, r.Signature, &r.ReceiptBody); err != nil {
-		return nil, &Failure{Check: "receipt-signature", Err: err}
-	}
-	if r.Algorithm != "" && r.Algorithm != "ed25519" {
-		return nil, failf("receipt-signature", "algorithm hint %q disagrees with an ed25519 signature", r.Algorithm)
-	}
-	if ph, err := schemas.ParameterHash(r.Action.Parameters); err != nil || ph != r.Action.ParameterHash {
-		return nil, failf("parameter-hash", "action.parameter_hash does not match the parameters")
+	var (
+		r          *schemas.Receipt
+		leaf       []byte
+		unreadable string
+	)
+	// Bytes that are not JSON go through the ordinary parse, which names
+	// their error; only a receipt too deep to decode needs the other way.
+	if uerr := schemas.CheckReceiptReadable(raw); errors.Is(uerr, schemas.ErrReceiptTooDeep) {
+		unreadable = uerr.Error()
+		if r, err = verifyUnreadable(raw, in.KernelKey); err != nil {
+			return nil, err
+		}
+		leaf = raw
+	} else {
+		if r, leaf, err = parseReceipt(raw); err != nil {
+			return nil, &Failure{Check: "receipt", Err: err}
+		}
+		if err := checkReceipt(r, in.KernelKey); err != nil {
+			return nil, err
+		}
 	}
 
 	p, checkpoint, err := parseProof(in.Proof, in.Checkpoint, r.ID, leaf)
@@ -124,7 +141,29 @@ func Verify(in Inputs) (*Result, error) {
 	if err := proof.VerifyInclusion(rfc6962.DefaultHasher, p.LeafIndex, cp.Size, leafHash, path, cp.Hash); err != nil {
 		return nil, &Failure{Check: "inclusion", Err: err}
 	}
-	return &Result{ReceiptID: r.ID, LeafIndex: p.LeafIndex, TreeSize: cp.Size, Origin: cp.Origin, Verdict: r.Decision.Verdict}, nil
+	return &Result{ReceiptID: r.ID, LeafIndex: p.LeafIndex, TreeSize: cp.Size, Origin: cp.Origin, Verdict: r.Decision.Verdict,
+		Unreadable: unreadable}, nil
+}
+
+// checkReceipt runs the receipt checks after parsing: kernel-key, receipt
+// (structure), receipt-signature, parameter-hash.
+func checkReceipt(r *schemas.Receipt, kernelKey string) error {
+	if r.KernelKey != kernelKey {
+		return failf("kernel-key", "receipt is signed by %s, not the pinned kernel key", r.KernelKey)
+	}
+	if err := r.ReceiptBody.Validate(); err != nil {
+		return &Failure{Check: "receipt", Err: err}
+	}
+	if err := schemas.VerifyCanonical(r.KernelKey, r.Signature, &r.ReceiptBody); err != nil {
+		return &Failure{Check: "receipt-signature", Err: err}
+	}
+	if r.Algorithm != "" && r.Algorithm != "ed25519" {
+		return failf("receipt-signature", "algorithm hint %q disagrees with an ed25519 signature", r.Algorithm)
+	}
+	if ph, err := schemas.ParameterHash(r.Action.Parameters); err != nil || ph != r.Action.ParameterHash {
+		return failf("parameter-hash", "action.parameter_hash does not match the parameters")
+	}
+	return nil
 }
 
 // parseProof reads the served JSON proof or a C2SP tlog-proof, and returns
@@ -169,34 +208,52 @@ func parseProof(raw, checkpoint []byte, receiptID string, leaf []byte) (proofBod
 	return p, checkpoint, nil
 }
 
-// parseReceipt accepts a bare receipt or the /v1/receipts/{id} wrapper and
-// returns it with its leaf bytes: the JCS of exactly the JSON given. The
-// parsed receipt must re-encode to those same bytes, so no reader can see
-// a field the checks did not (duplicate keys are refused by JCS, and a key
-// that differs only in case from a receipt field makes the two differ).
-func parseReceipt(raw []byte) (*schemas.Receipt, []byte, *uint64, error) {
+// unwrapReceipt returns the receipt of a /v1/receipts/{id} body (the
+// receipt, or the bytes of an unreadable one) with the leaf index it was
+// served as, or raw itself when it is a bare receipt (a body too deep to
+// decode is one).
+func unwrapReceipt(raw []byte) ([]byte, *uint64, error) {
 	var wrapper struct {
-		Receipt   json.RawMessage `json:"receipt"`
-		LeafIndex *uint64         `json:"leaf_index"`
+		Receipt    json.RawMessage `json:"receipt"`
+		LeafIndex  *uint64         `json:"leaf_index"`
+		Unreadable *string         `json:"unreadable"`
+		Raw        []byte          `json:"raw"`
 	}
-	var index *uint64
-	if err := json.Unmarshal(raw, &wrapper); err == nil && len(wrapper.Receipt) > 0 {
-		raw, index = wrapper.Receipt, wrapper.LeafIndex
+	if err := json.Unmarshal(raw, &wrapper); err != nil {
+		return raw, nil, nil
 	}
+	switch {
+	case len(wrapper.Receipt) > 0:
+		return wrapper.Receipt, wrapper.LeafIndex, nil
+	case wrapper.Unreadable != nil:
+		if len(wrapper.Raw) == 0 {
+			return nil, nil, errors.New("a body marked unreadable without the receipt's raw bytes")
+		}
+		return wrapper.Raw, wrapper.LeafIndex, nil
+	}
+	return raw, nil, nil
+}
+
+// parseReceipt parses a bare receipt and returns it with its leaf bytes:
+// the JCS of exactly the JSON given. The parsed receipt must re-encode to
+// those same bytes, so no reader can see a field the checks did not
+// (duplicate keys are refused by JCS, and a key that differs only in case
+// from a receipt field makes the two differ).
+func parseReceipt(raw []byte) (*schemas.Receipt, []byte, error) {
 	leaf, err := schemas.CanonicalizeJSON(raw)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	r, err := schemas.ParseReceipt(leaf)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	again, err := schemas.CanonicalReceipt(r)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if !bytes.Equal(again, leaf) {
-		return nil, nil, nil, errors.New("the receipt JSON holds fields that do not round-trip (a key in another case, or a field the schema does not define)")
+		return nil, nil, errors.New("the receipt JSON holds fields that do not round-trip (a key in another case, or a field the schema does not define)")
 	}
-	return r, leaf, index, nil
+	return r, leaf, nil
 }

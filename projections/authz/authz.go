@@ -225,6 +225,31 @@ func Examine(in Input) (*Governed, error) {
 	return g, nil
 }
 
+// Unreadable is what a report takes from a stored receipt that cannot be
+// decoded whole (schemas.CheckReceiptReadable, or not a receipt at all),
+// given its top-level members (schemas.ReadReceiptHead; nil when not even
+// those read): never a row, since nothing under its metadata can be
+// trusted. It is selected like any receipt, by its capability, tool and
+// time, so it fails only the reports whose selection holds it, naming its
+// id; a kernel denial is skipped like every denial (it authorized
+// nothing, whatever else it records). Without a head, or with a decision
+// that does not validate, it is taken as authorized for any capability,
+// so every report that might hold it fails closed rather than miss it.
+func Unreadable(id string, head *schemas.ReceiptHead, why string) *Governed {
+	g := &Governed{ReceiptID: id, Authorized: true, Unprojectable: "the stored receipt is unreadable: " + why}
+	if head == nil {
+		return g
+	}
+	g.Timestamp, g.ToolServer, g.ToolName = head.Timestamp, head.ToolServer, head.ToolName
+	if schemas.ValidName(head.CapabilityID) {
+		g.CapabilityID = head.CapabilityID
+	}
+	if head.Decision.Validate() == nil {
+		g.Authorized = authorized(head.Decision)
+	}
+	return g
+}
+
 // checkBinding refuses a binding the report cannot represent truthfully:
 // an unknown method, a proof whose jkt is not the thumbprint of the
 // attributed subject key (the key every proof is verified against), a
