@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -118,11 +117,10 @@ func (l *Ledger) readLeaves(from, to uint64) ([]pubLeaf, error) {
 	}
 	var out []pubLeaf
 	err := l.store.Entries(from, to, func(idx uint64, leaf []byte) error {
-		var head struct {
-			ID         string `json:"id"`
-			ToolServer string `json:"tool_server"`
-		}
-		if err := json.Unmarshal(leaf, &head); err != nil {
+		// The head only: a leaf nested too deep for encoding/json (signed
+		// before edges read input strictly) must not stop republishing.
+		head, err := schemas.ReadReceiptHead(leaf)
+		if err != nil {
 			return fmt.Errorf("leaf %d: %w", idx, err)
 		}
 		out = append(out, pubLeaf{index: idx, id: head.ID, toolServer: head.ToolServer, leaf: bytes.Clone(leaf)})
