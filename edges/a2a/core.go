@@ -24,6 +24,9 @@ type rpcCall struct {
 	dialect wire.Dialect
 	stdio   bool
 	origin  string // the HTTP origin the request came to, for cards ("" off HTTP)
+	// remote is the host the request came from ("" on stdio): whom an
+	// unauthenticated caller's streams count against (streamKey).
+	remote string
 }
 
 // do runs one non-streaming operation with decoded params; both bindings

@@ -97,6 +97,10 @@ type Config struct {
 	// 0.3-compatible card, for deployments whose 0.3 clients cannot send
 	// A2A-Version: 0.3 (that card fails the 1.0 schema check).
 	CardDialect wire.Version
+	// MaxStreamsPerCaller bounds the streams one caller holds open at once
+	// on this replica (0: DefaultMaxStreamsPerCaller); one more is refused
+	// with ResourceExhausted (HTTP 429, gRPC RESOURCE_EXHAUSTED).
+	MaxStreamsPerCaller int
 }
 
 // Edge serves A2A. It is safe for concurrent use.
@@ -115,6 +119,8 @@ type Edge struct {
 	metrics   *edgeMetrics
 	// cards caches the signed card bytes served per origin (card.go).
 	cards cardCache
+	// streams counts the streams each caller holds open (streamcap.go).
+	streams *streamSlots
 
 	// Shutdown (Drain): the calls running here, a channel closed when the
 	// drain begins, and a context cancelled when it runs out of time.
@@ -152,7 +158,7 @@ func New(cfg Config, k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatch
 		cfg.KeepAlive = 15 * time.Second
 	}
 	e := &Edge{cfg: cfg, kernel: k, registry: reg, dispatch: d, tasks: tasks, hub: newHub(tasks), log: cfg.Logger,
-		metrics: newEdgeMetrics(cfg.Metrics), draining: make(chan struct{})}
+		metrics: newEdgeMetrics(cfg.Metrics), draining: make(chan struct{}), streams: newStreamSlots(cfg.MaxStreamsPerCaller)}
 	e.aborted, e.abort = context.WithCancel(context.Background())
 	e.published = e.publishable()
 	return e

@@ -367,8 +367,9 @@ func TestBadInputs(t *testing.T) {
 		{"wrong param types", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":"hi"}}`, -32602},
 		{"oversize body", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"x":"` + strings.Repeat("a", 1<<20) + `"}}`, -32600},
 		{"unknown skill", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text","text":"x"}]},"metadata":{"chio":{"targetSkillId":"nope"}}}}`, -32602},
-		// Arguments with no canonical form never reach the kernel.
-		{"duplicate argument member", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"data","data":{"skill":"hello_task","arguments":{"text":"a","text":"b"}}}]}}}`, -32602},
+		// Arguments with no canonical form never reach the kernel: a
+		// repeated member anywhere in the body is refused with the body.
+		{"duplicate argument member", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"data","data":{"skill":"hello_task","arguments":{"text":"a","text":"b"}}}]}}}`, -32600},
 		{"hard-floor skill", tok, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text","text":"x"}]},"metadata":{"chio":{"targetSkillId":"chio.admin"}}}}`, -32602},
 		{"unsupported version", tok, "99.0", send, -32009},
 		{"no token", "", "", send, -31401},

@@ -28,13 +28,22 @@ import (
 )
 
 // GRPCServerOptions are the options a grpc.Server serving the binding
-// needs: the request size limit of the other bindings, and deterministic
-// encoding, so that two subscribers of one task get the same bytes for the
-// same event (Go's map order would otherwise vary the metadata Struct's
-// encoding between them).
+// needs: the request size limit of the other bindings, a bound on the
+// streams one connection runs at once (MaxGRPCConnStreams), and
+// deterministic encoding, so that two subscribers of one task get the
+// same bytes for the same event (Go's map order would otherwise vary the
+// metadata Struct's encoding between them).
 func GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(wire.MaxRequestBytes), grpc.ForceServerCodec(deterministicCodec{})}
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(wire.MaxRequestBytes), grpc.MaxConcurrentStreams(MaxGRPCConnStreams),
+		grpc.ForceServerCodec(deterministicCodec{})}
 }
+
+// MaxGRPCConnStreams is the HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS of the
+// gRPC server (grpc-go's default is unbounded): a connection's calls past
+// it wait in the client for one to end. It bounds one connection; the
+// streams a caller holds across connections are bounded by
+// Config.MaxStreamsPerCaller.
+const MaxGRPCConnStreams = 100
 
 // deterministicCodec is the proto codec with deterministic marshalling.
 type deterministicCodec struct{}
@@ -243,6 +252,13 @@ func (g *grpcService) prepare(ctx context.Context, op wire.Operation, req proto.
 	if len(raw) > wire.MaxRequestBytes {
 		return rpcCall{}, nil, wire.InvalidRequest(fmt.Sprintf("request larger than %d bytes", wire.MaxRequestBytes))
 	}
+	// Protobuf has no repeated names, but its Struct and Value fields
+	// (metadata, data parts) nest as deep as the caller likes, and a
+	// Struct's keys may differ only in case: the same refusals as the
+	// JSON bindings, so no binding accepts what another refuses.
+	if werr := wire.CheckJSON(raw, "request"); werr != nil {
+		return rpcCall{}, nil, werr
+	}
 	params, werr := wire.Method{Op: op, Dialect: wire.V10, Version: wire.V10}.DecodeParams(raw)
 	if werr != nil {
 		return rpcCall{}, nil, werr
@@ -251,7 +267,7 @@ func (g *grpcService) prepare(ctx context.Context, op wire.Operation, req proto.
 	if werr != nil {
 		return rpcCall{}, nil, werr
 	}
-	return rpcCall{caller: cl, dialect: grpcDialect}, params, nil
+	return rpcCall{caller: cl, dialect: grpcDialect, remote: grpcRemote(ctx)}, params, nil
 }
 
 // grpcDialect encodes every gRPC result: the binding is 1.0's.
@@ -505,6 +521,8 @@ func grpcCode(code int) codes.Code {
 		return codes.PermissionDenied
 	case wire.CodeGenerationMismatch:
 		return codes.Aborted
+	case wire.CodeResourceExhausted:
+		return codes.ResourceExhausted
 	}
 	return codes.Internal // Internal, InvalidAgentResponse and unknown codes
 }

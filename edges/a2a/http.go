@@ -163,6 +163,8 @@ func challenge(c echo.Context, werr *wire.Error) int {
 	case wire.CodePermissionDenied:
 		h.Set("WWW-Authenticate", `Bearer realm="chio", error="insufficient_scope"`)
 		return http.StatusForbidden
+	case wire.CodeResourceExhausted:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusOK
 }

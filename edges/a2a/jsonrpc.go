@@ -104,7 +104,7 @@ func (e *Edge) serveJSONRPC(c echo.Context, hc HTTPConfig) error {
 		return refuse(req.ResponseID(), verr)
 	}
 	cl, cerr := e.httpCaller(r, hc, "")
-	rc := rpcCall{caller: cl, negotiated: version, origin: publicURL(r, hc)}
+	rc := rpcCall{caller: cl, negotiated: version, origin: publicURL(r, hc), remote: remoteHost(r.RemoteAddr)}
 	if req, werr := wire.DecodeRequest(body); werr == nil {
 		if m, ok := wire.LookupMethod(req.Method, version); ok && m.Op.Streaming() && !req.IsNotification {
 			return e.serveRPCStream(c, rc, req, m, cerr)

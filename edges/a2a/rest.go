@@ -61,7 +61,7 @@ func (e *Edge) serveREST(c echo.Context, hc HTTPConfig, sentPath string) error {
 	if cerr != nil {
 		return fail(cerr)
 	}
-	rc := rpcCall{caller: cl, dialect: dialect, origin: publicURL(r, hc)}
+	rc := rpcCall{caller: cl, dialect: dialect, origin: publicURL(r, hc), remote: remoteHost(r.RemoteAddr)}
 	if route.Op.Streaming() {
 		st, werr := e.openStream(withLastEventID(r.Context(), r.Header), rc, route.Op, params)
 		if werr != nil {

@@ -42,6 +42,8 @@ type stream struct {
 	// subscribe again at another replica. A send's stream (nil here)
 	// follows a run of this replica, which the drain waits for.
 	draining <-chan struct{}
+	// release gives back the caller's stream slot when the stream ends.
+	release func()
 }
 
 // sink writes one binding's frames: an encoded StreamResponse with its
@@ -54,19 +56,35 @@ type sink interface {
 
 // openStream validates a streaming call and returns its stream, or the
 // error to answer with before any stream opens.
+//
+// The caller's stream slot is taken first, so that a stream refused for
+// it has had no effect (no task, no decision event); run gives it back.
 func (e *Edge) openStream(ctx context.Context, rc rpcCall, op wire.Operation, params any) (*stream, *wire.Error) {
 	callFrom(ctx).setTask(taskIDOf(params))
+	release, werr := e.takeStream(rc)
+	if werr != nil {
+		return nil, werr
+	}
+	var st *stream
 	switch p := params.(type) {
 	case *wire.SendParams:
 		if op == wire.OpSendStreamingMessage {
-			return e.sendStream(ctx, rc, p)
+			st, werr = e.sendStream(ctx, rc, p)
 		}
 	case *wire.CancelTaskParams: // SubscribeToTask's params are {id, tenant}
 		if op == wire.OpSubscribeToTask {
-			return e.subscribe(ctx, rc, p)
+			st, werr = e.subscribe(ctx, rc, p)
 		}
 	}
-	return nil, wire.InternalError(fmt.Sprintf("%s is not a streaming operation", op))
+	if st == nil && werr == nil {
+		werr = wire.InternalError(fmt.Sprintf("%s is not a streaming operation", op))
+	}
+	if werr != nil {
+		release()
+		return nil, werr
+	}
+	st.release = release
+	return st, nil
 }
 
 // sendStream creates the task, starts watching it and runs the tool in the
@@ -140,6 +158,9 @@ func (e *Edge) subscribe(ctx context.Context, rc rpcCall, p *wire.CancelTaskPara
 // the client goes away (ctx) or the event source fails.
 func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 	defer st.cancel()
+	if st.release != nil {
+		defer st.release()
+	}
 	w := &streamWriter{st: st, s: s, tr: newTracker(st.taskID), sentTask: st.task == nil} // a resumed stream has no snapshot
 	if !w.sentTask && !st.holdTask {
 		if !w.sendTask() {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -113,7 +115,8 @@ func BenchmarkStreamFanout(b *testing.B) {
 	}{{1, 100, 0}, {100, 100, 0}, {100, 100, 5 * time.Millisecond}, {1, 1000, 0}} {
 		subs := c.subs
 		b.Run(fmt.Sprintf("subscribers=%d/chunks=%d/pace=%s", subs, c.chunks, c.pace), func(b *testing.B) {
-			cl := startCluster(b, 2, "")
+			// One caller holds every subscription: let it hold them all.
+			cl := startCluster(b, 2, "", func(c *Config, _ jetstream.JetStream) { c.MaxStreamsPerCaller = subs })
 			cl.tick.chunks, cl.tick.pace = c.chunks, c.pace
 			tok := token(b, agentKey, "cap-bench")
 			var delays []time.Duration

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strings"
 
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // modeSend is the mode of arguments without a follow-up mode.
@@ -93,22 +93,21 @@ func parseArgs(raw json.RawMessage, f features) (*args, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage("{}")
 	}
-	// encoding/json matches member names without regard to case and lets
-	// a later member win, while the kernel's guards read members by exact
-	// name: {"message":"short","MESSAGE":"long"} would pass a length
-	// constraint on /message and send "long". Every member the contract
-	// names must be spelled as it is.
+	// strictjson refuses repeated members (exact, case variants, escaped),
+	// deep nests, bad UTF-8 and trailing data anywhere in the arguments.
+	if err := strictjson.Valid(raw); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
+	}
+	// encoding/json matches member names without regard to case, while
+	// the kernel's guards read members by exact name: {"MESSAGE":"long"}
+	// would reach message past a constraint on /message. Every member the
+	// contract names must be spelled as it is.
 	if err := exactMembers(raw, reflect.TypeFor[args](), ""); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	dec.UseNumber() // large integers in data and metadata stay exact
-	if err := dec.Decode(a); err != nil {
+	// Numbers stay json.Number: large integers in data and metadata exact.
+	if err := strictjson.UnmarshalKnown(raw, a); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: trailing data after the arguments", ErrInvalidArguments)
 	}
 	if err := a.decodeData(); err != nil {
 		return nil, err
@@ -174,9 +173,7 @@ func (a *args) decodeData() error {
 	if len(a.Data) == 0 || string(bytes.TrimSpace(a.Data)) == "null" {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(a.Data))
-	dec.UseNumber()
-	if err := dec.Decode(&a.data); err != nil {
+	if err := strictjson.Unmarshal(a.Data, &a.data); err != nil {
 		return fmt.Errorf("%w: data: %w", ErrInvalidArguments, err)
 	}
 	a.hasData = true

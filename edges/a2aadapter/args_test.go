@@ -43,7 +43,9 @@ func TestParseArgs(t *testing.T) {
 		{"a nested member in another case", `{"get_task":{"id":"A","Id":"B"}}`, all, "", ErrInvalidArguments},
 		{"a push url in another case", `{"create_push_config":{"task_id":"t","url":"https://ok.example/h","URL":"https://evil.example/x"}}`, all, "", ErrInvalidArguments},
 		{"cancel metadata cannot carry chio", `{"cancel_task":{"id":"t","metadata":{"chio":{"x":1}}}}`, all, "", ErrInvalidArguments},
-		{"free-form metadata keeps any key", `{"message":"hi","metadata":{"Anything":1,"anything":2}}`, all, modeSend, nil},
+		{"free-form metadata keeps any key", `{"message":"hi","metadata":{"Anything":1,"other":2}}`, all, modeSend, nil},
+		// Every reader of untrusted JSON refuses names that differ only in case.
+		{"free-form metadata with a case-variant key", `{"message":"hi","metadata":{"Anything":1,"anything":2}}`, all, "", ErrInvalidArguments},
 		{"trailing data", `{"message":"hi"} {}`, all, "", ErrInvalidArguments},
 		{"not an object", `["hi"]`, all, "", ErrInvalidArguments},
 		{"reserved metadata", `{"message":"hi","metadata":{"chio":{"targetSkillId":"other"}}}`, all, "", ErrInvalidArguments},

@@ -10,6 +10,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // maxCardBytes bounds a fetched card: a card is metadata, and an endless
@@ -74,8 +76,10 @@ func fetchCard(ctx context.Context, client *http.Client, u *url.URL) ([]byte, er
 
 // parseCard reads a 1.0, 0.3 or dual-format card into the 1.0 type.
 func parseCard(raw []byte) (*parsedCard, error) {
+	// The card is the partner's JSON: strictjson first, so that no member
+	// is read twice, differently, by the probe and by a2a-go's parser.
 	var probe cardProbe
-	if err := json.Unmarshal(raw, &probe); err != nil {
+	if err := strictjson.Unmarshal(raw, &probe); err != nil {
 		return nil, fmt.Errorf("parse card: %w: %w", ErrInvalidCard, err)
 	}
 	// a2a-go's compat parser reads all three formats; it prefers the 1.0

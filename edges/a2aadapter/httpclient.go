@@ -88,10 +88,11 @@ func discoveryClient(base *http.Client) *http.Client {
 }
 
 // callClient is base behind the guard, held to the interface's origin and
-// following no redirect.
+// following no redirect, its answers read through the answerGate (bounded,
+// strict JSON).
 func callClient(base *http.Client, ifaceOrigin string) *http.Client {
 	c := *base
-	c.Transport = guard{next: base.Transport, origin: ifaceOrigin}
+	c.Transport = guard{next: answerGate{next: base.Transport}, origin: ifaceOrigin}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return errRedirect }
 	return &c
 }

@@ -1,6 +1,7 @@
 package a2aadapter
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,7 +31,13 @@ func (a *Adapter) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMes
 		return a.unary(runCtx, inv, sk, ar)
 	}
 	events := []json.RawMessage{}
+	size := 0
 	err = a.stream(runCtx, inv, sk, ar, func(ev json.RawMessage, _ bool) error {
+		// The events become one result: it is held to a result's bound,
+		// not only each event to an event's.
+		if size += len(ev) + 1; size > MaxAnswerBytes {
+			return fmt.Errorf("a2a %s/%s: %w: the events are over %d bytes; stream them (InvokeStream) instead", a.serverID, sk.tool, ErrAnswerTooLarge, MaxAnswerBytes)
+		}
 		events = append(events, ev)
 		return nil
 	})
@@ -152,10 +159,22 @@ func receiptOf(meta map[string]any) string {
 	return id
 }
 
+// marshalResult encodes a result, without HTML escaping (which makes six
+// bytes of each "<", ">" and "&" of a partner's text), within
+// MaxAnswerBytes and a little room for the wrapping.
 func marshalResult(v map[string]any) (json.RawMessage, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
-	return raw, nil
+	if b.Len() > MaxAnswerBytes+resultSlack {
+		return nil, fmt.Errorf("encode result: %w: the result is over %d bytes", ErrAnswerTooLarge, MaxAnswerBytes+resultSlack)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
+
+// resultSlack is the room a result has past MaxAnswerBytes for what the
+// adapter wraps an answer in ({"task":…,"receiptId":…}).
+const resultSlack = 4 << 10

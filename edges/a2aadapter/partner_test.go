@@ -150,6 +150,12 @@ type partnerOpts struct {
 	// serverTLS, when set, serves TLS with this configuration (its own
 	// certificate, client certificate checks) instead of httptest's.
 	serverTLS *tls.Config
+	// answer, when set, answers every A2A call instead of the agent (a
+	// partner that misbehaves on the wire).
+	answer http.HandlerFunc
+	// rewrite, when set, rewrites the agent's whole answer to each A2A
+	// call (a JSON body, or an SSE stream) before it is sent.
+	rewrite func([]byte) []byte
 }
 
 // partner is a running test partner.
@@ -215,6 +221,22 @@ func startPartner(t *testing.T, o partnerOpts) *partner {
 					return
 				}
 			}
+		}
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/.well-known/"):
+		case o.answer != nil:
+			o.answer(w, r)
+			return
+		case o.rewrite != nil:
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, r)
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.Header().Del("Content-Length")
+			w.WriteHeader(rec.Code)
+			w.Write(o.rewrite(rec.Body.Bytes()))
+			return
 		}
 		mux.ServeHTTP(w, r)
 	})

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // obj is a JSON object with its members kept raw. Members are matched by
@@ -28,7 +30,39 @@ func object(raw json.RawMessage, path string) (obj, *Error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return obj{}, fieldError(pathOr(path), "must be a JSON object")
 	}
-	return obj{m: m, path: path}, nil
+	o := obj{m: m, path: path}
+	// get reads a member by its JSON name or its proto name: both at once
+	// is one field given twice, which of the two wins must not matter.
+	for k := range m {
+		if c := jsonName(k); c != k {
+			if _, twice := m[c]; twice {
+				return obj{}, fieldError(o.field(c), "is given twice (as %s too)", k)
+			}
+		}
+	}
+	return o, nil
+}
+
+// jsonName is the lowerCamelCase JSON name of a proto field name
+// (task_id → taskId); other names come back as they are.
+func jsonName(name string) string {
+	if !strings.Contains(name, "_") {
+		return name
+	}
+	var b strings.Builder
+	up := false
+	for _, r := range name {
+		switch {
+		case r == '_':
+			up = true
+		case up:
+			b.WriteRune(unicode.ToUpper(r))
+			up = false
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func pathOr(p string) string {
@@ -161,13 +195,27 @@ func (o obj) metadata(name string) (map[string]any, *Error) {
 	if jsonKind(raw) != 'o' {
 		return nil, fieldError(o.field(name), "must be a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	// strictjson, not encoding/json: metadata is free-form and recorded,
+	// so a repeated name or a deep nest is refused here as in the body.
+	v, err := strictjson.Parse(raw)
+	if err != nil {
+		return nil, fieldError(o.field(name), "must be a JSON object: %v", err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
 		return nil, fieldError(o.field(name), "must be a JSON object")
 	}
 	return m, nil
+}
+
+// data reads a data part's value: any JSON value, kept raw, checked with
+// strictjson as the metadata is.
+func (o obj) data(raw json.RawMessage) (json.RawMessage, *Error) {
+	raw = bytes.TrimSpace(raw)
+	if err := strictjson.Valid(raw); err != nil {
+		return nil, fieldError(o.field("data"), "must be JSON: %v", err)
+	}
+	return append(json.RawMessage(nil), raw...), nil
 }
 
 func (o obj) timestamp(name string) (*time.Time, *Error) {
@@ -343,7 +391,9 @@ func decodePart(raw json.RawMessage, path string) (Part, *Error) {
 	}
 	if raw, ok := o.get("data"); ok {
 		n++
-		p.Data = append(json.RawMessage(nil), bytes.TrimSpace(raw)...)
+		if p.Data, e = o.data(raw); e != nil {
+			return Part{}, e
+		}
 	}
 	if _, ok := o.get("raw"); ok {
 		n++
@@ -392,7 +442,10 @@ func discriminatedPart(o obj, p Part, disc, discField string) (Part, *Error) {
 		if !ok {
 			return Part{}, fieldError(o.field("data"), "is required")
 		}
-		p.Data = append(json.RawMessage(nil), bytes.TrimSpace(raw)...)
+		var e *Error
+		if p.Data, e = o.data(raw); e != nil {
+			return Part{}, e
+		}
 		if compat, _ := p.Metadata[dataPartCompatKey].(bool); compat {
 			if inner, e := object(p.Data, ""); e == nil {
 				if v, ok := inner.m["value"]; ok {

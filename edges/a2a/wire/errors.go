@@ -31,6 +31,9 @@ const (
 	// ErrUnauthorized and to HTTP 401/403.
 	CodeUnauthenticated  = -31401
 	CodePermissionDenied = -31403
+	// CodeResourceExhausted is not in the spec either: a caller holds as
+	// many streams as it may (HTTP 429, gRPC RESOURCE_EXHAUSTED).
+	CodeResourceExhausted = -31429
 )
 
 // ErrorDomain is the ErrorInfo domain of every error this package builds.
@@ -128,6 +131,7 @@ var errorTable = map[int]errorMeta{
 	CodeGenerationMismatch:        {"TASK_GENERATION_MISMATCH", "task generation mismatch", 409, 409},
 	CodeUnauthenticated:           {"UNAUTHENTICATED", "unauthenticated", 401, 401},
 	CodePermissionDenied:          {"PERMISSION_DENIED", "permission denied", 403, 403},
+	CodeResourceExhausted:         {"RESOURCE_EXHAUSTED", "too many concurrent requests", 429, 429},
 }
 
 // HTTPStatus is the REST status for e per the v1.0.1 table, which a2a-go
@@ -300,6 +304,13 @@ func Unauthenticated(msg string, meta ...string) *Error {
 // needed authority.
 func PermissionDenied(msg string, meta ...string) *Error {
 	return newError(CodePermissionDenied, msg, meta...)
+}
+
+// ResourceExhausted (-31429; HTTP 429, gRPC RESOURCE_EXHAUSTED): the
+// caller already holds as many of something (streams) as it may; it may
+// retry once one of them ends.
+func ResourceExhausted(msg string, meta ...string) *Error {
+	return newError(CodeResourceExhausted, msg, meta...)
 }
 
 // marshal is json.Marshal without HTML escaping, so text reaches clients as written.

@@ -1,14 +1,27 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/url"
 	"testing"
+
+	"github.com/chio-ledger/chio/internal/hostilejson"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
+// addHostile seeds f with the hostile variants of doc.
+func addHostile(f *testing.F, doc string) {
+	for _, c := range hostilejson.Variants([]byte(doc)) {
+		f.Add(c.Doc)
+	}
+}
+
 // FuzzDecodeRequest feeds arbitrary bodies through the envelope decoder, the
-// method's param decoder and the response encoders: none may panic, and
-// every response must be valid JSON.
+// method's param decoder and the response encoders: none may panic, every
+// response must be valid JSON, and every body accepted strict JSON.
 func FuzzDecodeRequest(f *testing.F) {
+	addHostile(f, `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"},{"data":{"a":1}}],"metadata":{"k":"v"}}}}`)
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]},"configuration":{"returnImmediately":true,"historyLength":2}}}`,
 		`{"jsonrpc":"2.0","id":"x","method":"message/send","params":{"message":{"kind":"message","role":"user","parts":[{"kind":"file","file":{"bytes":"eHl6"}},{"kind":"data","data":{"value":1},"metadata":{"data_part_compat":true}}]},"configuration":{"blocking":false}}}`,
@@ -28,6 +41,9 @@ func FuzzDecodeRequest(f *testing.F) {
 		if e != nil {
 			mustJSON(t, EncodeError(req.ResponseID(), e))
 			return
+		}
+		if err := strictjson.Valid(body); err != nil {
+			t.Fatalf("accepted a body strictjson refuses: %v", err)
 		}
 		for _, v := range []Version{V03, V10, VHelloStdio} {
 			m, ok := LookupMethod(req.Method, v)
@@ -90,6 +106,42 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 		}
 		ResultToParts(raw)
+	})
+}
+
+// FuzzDecodeRESTSend feeds arbitrary bodies to the REST send routes (1.0
+// and 0.3): none may panic, every error must encode, and every body
+// accepted (but the empty one, which reads as {}) must be strict JSON.
+func FuzzDecodeRESTSend(f *testing.F) {
+	valid := `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"},{"data":{"a":1}}],"metadata":{"k":"v"}},"metadata":{"chio":{"targetSkillId":"x"}}}`
+	addHostile(f, valid)
+	f.Add([]byte(valid))
+	f.Add([]byte(`{"request":{"messageId":"m","role":"ROLE_USER","content":[{"text":"hi"}]}}`))
+	f.Add([]byte(`null`))
+	routes := []RESTRoute{}
+	for _, p := range []string{"/message:send", "/v1/message:send", "/message:stream"} {
+		r, ok := MatchREST("POST", p)
+		if !ok {
+			f.Fatalf("no route %s", p)
+		}
+		routes = append(routes, r)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, r := range routes {
+			params, e := DecodeRESTRequest(r, url.Values{}, body)
+			if e != nil {
+				_, b := EncodeRESTError(e)
+				mustJSON(t, b)
+				continue
+			}
+			if tr := bytes.TrimSpace(body); len(tr) == 0 || string(tr) == "null" {
+				continue
+			}
+			if err := strictjson.Valid(body); err != nil {
+				t.Fatalf("accepted a body strictjson refuses: %v", err)
+			}
+			mustJSON(t, EncodeResult(nil, params))
+		}
 	})
 }
 

@@ -37,8 +37,10 @@ func (r *Request) ResponseID() json.RawMessage {
 
 // DecodeRequest decodes one JSON-RPC 2.0 request. Errors:
 //   - -32700 when body is not a single valid JSON value (including trailing
-//     garbage after the object);
-//   - -32600 when body exceeds MaxRequestBytes, is a batch (a JSON array:
+//     garbage after the object, invalid UTF-8 and lone surrogates);
+//   - -32600 when body exceeds MaxRequestBytes, repeats a member name in
+//     some object (exactly, as a case variant or through an escape), nests
+//     deeper than strictjson.MaxDepth, is a batch (a JSON array:
 //     batch requests are not supported), is not an object, lacks
 //     "jsonrpc":"2.0", lacks a non-empty string method, has an id that is not
 //     a string, number or null, or has params that are not an object or an
@@ -55,8 +57,8 @@ func DecodeRequest(body []byte) (*Request, *Error) {
 	if len(trimmed) == 0 {
 		return nil, ParseError("empty request body")
 	}
-	if !json.Valid(trimmed) {
-		return nil, ParseError("request body is not valid JSON")
+	if e := strictDocument(trimmed, "request body"); e != nil {
+		return nil, e
 	}
 	switch trimmed[0] {
 	case '[':

@@ -419,8 +419,8 @@ func restBody(body []byte) (restObject, *Error) {
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		return restObject{}, nil
 	}
-	if !json.Valid(trimmed) {
-		return nil, ParseError("request body is not valid JSON")
+	if e := strictDocument(trimmed, "request body"); e != nil {
+		return nil, e
 	}
 	if jsonKind(trimmed) != 'o' {
 		return nil, InvalidRequest("request body must be a JSON object")
