@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -186,5 +187,31 @@ func TestEventGate(t *testing.T) {
 				t.Fatalf("handed on %q, %v; want %q, %v", got.String(), err, tc.want, tc.err)
 			}
 		})
+	}
+}
+
+// A stream of events each within the event bound but together past a
+// result's: InvokeStream hands each on, Invoke (which makes them one
+// result) fails with ErrAnswerTooLarge.
+func TestCollectedEventsBounded(t *testing.T) {
+	const events, text = 5, 1 << 20
+	answer := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"jsonrpc":"2.0","id":"1","result":{"task":{"id":"t-big","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}}`+"\n\n")
+		for i := range events {
+			last := i == events-1
+			io.WriteString(w, `data: {"jsonrpc":"2.0","id":"1","result":{"artifactUpdate":{"taskId":"t-big","contextId":"c","append":`+
+				strconv.FormatBool(i > 0)+`,"lastChunk":`+strconv.FormatBool(last)+`,"artifact":{"artifactId":"a","parts":[{"text":"`+strings.Repeat("x", text)+`"}]}}}}`+"\n\n")
+		}
+		io.WriteString(w, `data: {"jsonrpc":"2.0","id":"1","result":{"statusUpdate":{"taskId":"t-big","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}}}`+"\n\n")
+	}
+	p := startPartner(t, partnerOpts{answer: answer})
+	a := discover(t, p, Config{})
+	chunks, err := streamChunks(t, a, "stream", `{"message":"go","stream":true}`)
+	if err != nil || len(chunks) != events+2 {
+		t.Fatalf("InvokeStream: %d chunks, %v", len(chunks), err)
+	}
+	if _, err := a.Invoke(t.Context(), call(a, "stream", `{"message":"go","stream":true}`)); !errors.Is(err, ErrAnswerTooLarge) {
+		t.Fatalf("Invoke: %v, want ErrAnswerTooLarge", err)
 	}
 }
