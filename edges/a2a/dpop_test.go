@@ -1153,3 +1153,26 @@ func TestGRPCAuthority(t *testing.T) {
 		}
 	}
 }
+
+// A refused credential with arguments the strict reader refuses (here a
+// skill's JSON object in a text part, nested past the limit) is answered
+// invalid params: the call never reached the kernel, so it has no deny
+// receipt to write, and no event is.
+func TestRefusedCredentialWithBadArguments(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	toks := delegationTokens(t)
+	deep := `hello_task {"text":"world","x":` + strings.Repeat("[", 80) + strings.Repeat("]", 80) + `}`
+	text, _ := json.Marshal(deep)
+	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-` + randomSuffix() +
+		`","role":"ROLE_USER","parts":[{"text":` + string(text) + `}]}}}`
+	before := len(natstest.Decisions(t, cl.js))
+	for name, auth := range map[string]string{"garbage": "Bearer garbage", "rebuilt without its proof": "Bearer " + toks.Rebuilt} {
+		status, h, raw := httpSendWith(t, cl.edges[0].URL+"/a2a", "", http.Header{"Authorization": {auth}}, body)
+		if _, r := rpcResult(t, status, h, raw); r == nil || r.code != -32602 || !strings.Contains(string(raw), "nesting deeper than") {
+			t.Errorf("%s: %d %s", name, status, raw)
+		}
+	}
+	if n := len(natstest.Decisions(t, cl.js)); n != before {
+		t.Errorf("%d decision events written for calls that never reached the kernel", n-before)
+	}
+}

@@ -280,7 +280,12 @@ func (e *Edge) refuse(ctx context.Context, c caller, req execRequest, d *kernel.
 	res, err := e.dispatch.Refuse(background(ctx), dispatch.Call{Token: c.token, Proof: c.proof, ServerID: req.ServerID, ToolName: req.ToolName,
 		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, RequestID: req.RequestID, GovernedIntent: req.Intent,
 		Metadata: map[string]any{"protocol": "a2a"}}, d)
-	if err != nil {
+	switch {
+	case errors.Is(err, dispatch.ErrBadArguments):
+		// Arguments the strict reader refuses never reach the kernel, so
+		// there is no refusal to record: the request itself is invalid.
+		return wire.InvalidParams(err.Error())
+	case err != nil:
 		return wire.InternalError(fmt.Sprintf("record the refusal: %v", err))
 	}
 	callFrom(ctx).executed("", req.RequestID, res, nil)
