@@ -25,11 +25,18 @@
 //     without a receipt. session/update notifications and answers to the
 //     editor's requests pass through.
 //
+// Every line, from either side, is read with strictjson: one with a
+// member name repeated (exactly or but for case, at any depth), nesting
+// past strictjson.MaxDepth, invalid UTF-8, a lone surrogate or data after
+// the value is dropped and answered -32700, and one with members other
+// than JSON-RPC's (spelt exactly) -32600, since a peer reading JSON
+// differently could see another method or path. The answer goes under the
+// line's id when its first members tell it unambiguously (a request is
+// refused; an answer to a forwarded request fails that call, an answer to
+// the editor's request is replaced by the error), else without an id.
 // Every message is rebuilt from its parsed envelope, and a governed
 // request's params are re-encoded from the decoded request its arguments
-// came from, so the editor acts on what the proxy judged. A line with
-// members other than JSON-RPC's, or repeated but for case, is dropped,
-// since a peer reading JSON differently could see another method or path.
+// came from, so the editor acts on what the proxy judged.
 // The editor sees forwarded requests under ids of the proxy's own. What
 // passes ungoverned (session/update params, answers to the editor) keeps
 // the agent's content.

@@ -15,6 +15,7 @@ import (
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // call is one governed request as the kernel sees it.
@@ -33,9 +34,6 @@ type call struct {
 func (s *session) arguments(method string, params json.RawMessage) (*call, error) {
 	var sid struct {
 		SessionID string `json:"sessionId"`
-	}
-	if _, err := members(params); err != nil {
-		return nil, fmt.Errorf("params: %w", err)
 	}
 	if err := strictObject(params, &sid); err != nil {
 		return nil, err
@@ -135,12 +133,12 @@ func (s *session) arguments(method string, params json.RawMessage) (*call, error
 	return c, nil
 }
 
-// decode reads params as the SDK's request type T and sets c.params to
-// T encoded again: what the editor is sent is what the arguments are
-// built from.
+// decode reads params (strictjson) as the SDK's request type T and sets
+// c.params to T encoded again: what the editor is sent is what the
+// arguments are built from.
 func decode[T any](params json.RawMessage, c *call) (T, error) {
 	var p T
-	if err := json.Unmarshal(params, &p); err != nil {
+	if err := strictjson.Unmarshal(params, &p); err != nil {
 		return p, err
 	}
 	raw, err := json.Marshal(p)
@@ -151,12 +149,14 @@ func decode[T any](params json.RawMessage, c *call) (T, error) {
 	return p, nil
 }
 
-// strictObject requires params to be a JSON object and decodes it into v.
+// strictObject requires params to be a JSON object strictjson accepts (no
+// member repeated, exactly or but for case, at any depth) and decodes it
+// into v.
 func strictObject(params json.RawMessage, v any) error {
 	if len(params) == 0 || params[0] != '{' {
 		return errors.New("params must be a JSON object")
 	}
-	return json.Unmarshal(params, v)
+	return strictjson.Unmarshal(params, v)
 }
 
 // govern runs one governed request of the agent and returns its answer.
@@ -208,7 +208,7 @@ func (s *session) track(method string, c *call, output json.RawMessage) {
 	switch method {
 	case MethodTerminal:
 		var t acp.CreateTerminalResponse
-		if json.Unmarshal(output, &t) == nil && t.TerminalId != "" {
+		if strictjson.Unmarshal(output, &t) == nil && t.TerminalId != "" {
 			s.terminals[t.TerminalId] = c.args["command"].(string)
 		}
 	case MethodRelease:
@@ -324,11 +324,11 @@ func withReceipt(result json.RawMessage, rid string) json.RawMessage {
 	var obj map[string]json.RawMessage
 	if len(result) == 0 || string(result) == "null" {
 		obj = map[string]json.RawMessage{}
-	} else if json.Unmarshal(result, &obj) != nil {
+	} else if strictjson.Unmarshal(result, &obj) != nil {
 		return result
 	}
 	meta := map[string]json.RawMessage{}
-	if raw, ok := obj["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
+	if raw, ok := obj["_meta"]; ok && strictjson.Unmarshal(raw, &meta) != nil {
 		return result
 	}
 	meta["chioReceiptId"] = mustJSON(rid)
@@ -362,7 +362,7 @@ func (s *session) permission(m *message, c *call, dc dispatch.Call) message {
 		}
 		a, out, err := s.forward(ctx, m.ID, m.Method, c.params)
 		answer = a
-		if err == nil && json.Unmarshal(out, &resp) != nil {
+		if err == nil && strictjson.Unmarshal(out, &resp) != nil {
 			return out, fmt.Errorf("the editor's permission answer is not one: %s", schemas.TruncateText(string(out)))
 		}
 		return out, err
@@ -438,12 +438,9 @@ func withMeta(r acp.RequestPermissionResponse, rid, reason string) acp.RequestPe
 // field is kept as the editor sent it.
 func (p *Proxy) narrowInitialize(params json.RawMessage) (json.RawMessage, error) {
 	// Names are matched as encoding/json (and so a Go agent) would:
-	// without case, refusing a name repeated but for case.
+	// without case; strictjson has refused a name repeated but for case.
 	object := func(raw json.RawMessage, what string) (map[string]json.RawMessage, error) {
 		m := map[string]json.RawMessage{}
-		if _, err := members(raw); err != nil {
-			return nil, fmt.Errorf("invalid %s: %w", what, err)
-		}
 		if err := strictObject(raw, &m); err != nil {
 			return nil, fmt.Errorf("invalid %s: %w", what, err)
 		}

@@ -17,7 +17,9 @@ import (
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // MaxLineBytes bounds one message from either side (a file's content
@@ -203,17 +205,28 @@ func readLines(r io.Reader, limit int, f func([]byte), tooLong func(prefix []byt
 }
 
 // leading reads the id and method of a message from its first bytes, as
-// far as they go (JSON-RPC peers write them before params or result).
+// far as they go (JSON-RPC peers write them before params or result), to
+// answer a message that cannot be read whole. It finds none in a message
+// that repeats a member name, exactly or but for case: which copy a peer
+// meant is unknown.
 func leading(prefix []byte) (id json.RawMessage, method string) {
 	dec := json.NewDecoder(bytes.NewReader(prefix))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, ""
 	}
+	var names []string
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
 			return id, method
 		}
+		name, _ := t.(string)
+		for _, n := range names {
+			if strings.EqualFold(n, name) {
+				return nil, ""
+			}
+		}
+		names = append(names, name)
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return id, method
@@ -286,11 +299,13 @@ func (m *message) isResponse() bool     { return m.Method == "" && m.ID != nil }
 // envelopeMembers are the members a JSON-RPC message may have.
 var envelopeMembers = map[string]bool{"jsonrpc": true, "id": true, "method": true, "params": true, "result": true, "error": true}
 
-// parse reads one message strictly: a JSON object with only the JSON-RPC
-// members, each once and spelt exactly (encoding/json would match
-// "Method" to method and keep the last of repeated names, while a peer
-// may read the other one), jsonrpc "2.0", and an id that is a string, an
-// integer or null.
+// parse reads one message strictly: a JSON object strictjson accepts (no
+// member repeated, exactly or but for case, at any depth; no nesting past
+// strictjson.MaxDepth; valid UTF-8; nothing after it) with only the
+// JSON-RPC members, each spelt exactly (encoding/json would match
+// "Method" to method, while a peer may read it as another member),
+// jsonrpc "2.0", and an id that is a string, an integer or null. Its error
+// is a *strictjson.Error when the line is not JSON strictjson accepts.
 func parse(line []byte) (*message, error) {
 	keys, err := members(line)
 	if err != nil {
@@ -298,10 +313,11 @@ func parse(line []byte) (*message, error) {
 	}
 	for _, k := range keys {
 		if !envelopeMembers[k] {
-			return nil, fmt.Errorf("unexpected member %q", k)
+			return nil, fmt.Errorf("unexpected member %q", schemas.TruncateText(k))
 		}
 	}
 	var m message
+	// Read strictly by members: this only decodes it.
 	if err := json.Unmarshal(line, &m); err != nil {
 		return nil, err
 	}
@@ -317,46 +333,45 @@ func parse(line []byte) (*message, error) {
 	return &m, nil
 }
 
-// members lists the member names of the JSON object raw, refusing a name
-// that repeats, exactly or but for case.
+// members lists the member names of the JSON object raw, read with
+// strictjson (so no name repeats, exactly or but for case).
 func members(raw []byte) ([]string, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	var obj map[string]json.RawMessage
+	if err := strictjson.Unmarshal(raw, &obj); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) {
+			return nil, err
+		}
 		return nil, errors.New("not a JSON object")
 	}
-	seen := map[string]bool{}
-	var keys []string
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, _ := t.(string)
-		if seen[strings.ToLower(k)] {
-			return nil, fmt.Errorf("member %q is repeated", k)
-		}
-		seen[strings.ToLower(k)] = true
+	if obj == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
 		keys = append(keys, k)
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("data after the object")
 	}
 	return keys, nil
 }
 
+// parseError is the JSON-RPC error of a line parse refused: -32700 for
+// one that is not JSON strictjson accepts, -32600 for JSON that is not a
+// JSON-RPC message.
+func parseError(err error) func(what string) *acp.RequestError {
+	code := -32600
+	var se *strictjson.Error
+	if errors.As(err, &se) {
+		code = -32700
+	}
+	return func(what string) *acp.RequestError {
+		return &acp.RequestError{Code: code, Message: fmt.Sprintf("chio: %s is not a JSON-RPC message: %v", what, err)}
+	}
+}
+
 // validID: a string, an integer JavaScript holds exactly, or null.
 func validID(id json.RawMessage) bool {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(id))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
+	v, err := strictjson.Parse(id)
+	if err != nil || len(id) == 0 {
 		return false
 	}
 	switch x := v.(type) {
@@ -398,6 +413,7 @@ func (s *session) fromAgent(line []byte) {
 	m, err := parse(line)
 	if err != nil {
 		s.p.log.Warn("acp proxy: the agent wrote a line that is not a JSON-RPC message; dropped", "err", err)
+		s.agentUnreadable(line[:min(len(line), prefixBytes)], parseError(err))
 		return
 	}
 	switch {
@@ -458,7 +474,7 @@ func (s *session) fromAgent(line []byte) {
 // forwarded requests to the editor, under the id the editor knows.
 func (s *session) cancelForAgent(params json.RawMessage) {
 	var p cancelParams
-	if json.Unmarshal(params, &p) != nil || p.RequestID == nil {
+	if strictjson.Unmarshal(params, &p) != nil || p.RequestID == nil {
 		return
 	}
 	want := idKey(p.RequestID)
@@ -479,8 +495,7 @@ func (s *session) cancelForAgent(params json.RawMessage) {
 func (s *session) fromEditor(line []byte) {
 	m, err := parse(line)
 	if err != nil {
-		s.write(s.editor, message{ID: json.RawMessage("null"),
-			Error: &acp.RequestError{Code: -32700, Message: "chio: not a JSON-RPC message: " + err.Error()}})
+		s.editorUnreadable(line[:min(len(line), prefixBytes)], parseError(err))
 		return
 	}
 	switch {
@@ -517,10 +532,18 @@ func tooLongError(what string) *acp.RequestError {
 	return &acp.RequestError{Code: -32600, Message: fmt.Sprintf("chio: %s longer than %d bytes was dropped", what, MaxLineBytes)}
 }
 
-// editorLineTooLong: a request of the editor is refused under its id; an
-// answer to a forwarded request fails that call (the agent is told); else
-// the editor gets an error without an id.
-func (s *session) editorLineTooLong(prefix []byte) {
+func (s *session) editorLineTooLong(prefix []byte) { s.editorUnreadable(prefix, tooLongError) }
+func (s *session) agentLineTooLong(prefix []byte) {
+	s.p.log.Warn("acp proxy: the agent wrote a message longer than the limit; dropped", "limit", MaxLineBytes)
+	s.agentUnreadable(prefix, tooLongError)
+}
+
+// editorUnreadable answers a line of the editor that was dropped unread
+// (prefix is its first bytes; why(what) the error): a request of the
+// editor is refused under its id; an answer to a forwarded request fails
+// that call (the agent is told); else the editor gets an error without an
+// id.
+func (s *session) editorUnreadable(prefix []byte, why func(what string) *acp.RequestError) {
 	id, method := leading(prefix)
 	if id != nil && method == "" {
 		s.mu.Lock()
@@ -528,23 +551,25 @@ func (s *session) editorLineTooLong(prefix []byte) {
 		delete(s.outbound, idKey(id))
 		s.mu.Unlock()
 		if o != nil {
-			o.answer <- &message{ID: id, Error: tooLongError("the editor's answer")}
+			o.answer <- &message{ID: id, Error: why("the editor's answer")}
 			return
 		}
 	}
 	if id == nil || method == "" {
 		id = json.RawMessage("null")
 	}
-	s.write(s.editor, message{ID: id, Error: tooLongError("a message")})
+	s.write(s.editor, message{ID: id, Error: why("a message")})
 }
 
-// agentLineTooLong: a request of the agent is refused under its id; an
-// answer to an editor request is replaced by an error; else it is logged.
-func (s *session) agentLineTooLong(prefix []byte) {
+// agentUnreadable answers a line of the agent that was dropped unread:
+// a request of the agent is refused under its id; an answer to an editor
+// request is replaced by an error to the editor; else the agent gets an
+// error without an id.
+func (s *session) agentUnreadable(prefix []byte, why func(what string) *acp.RequestError) {
 	id, method := leading(prefix)
 	switch {
 	case id != nil && method != "":
-		s.answerAgent(id, nil, tooLongError("the request"))
+		s.answerAgent(id, nil, why("the request"))
 		return
 	case id != nil:
 		s.mu.Lock()
@@ -552,11 +577,11 @@ func (s *session) agentLineTooLong(prefix []byte) {
 		delete(s.editorCalls, idKey(id))
 		s.mu.Unlock()
 		if asked {
-			s.write(s.editor, message{ID: id, Error: tooLongError("the agent's answer")})
+			s.write(s.editor, message{ID: id, Error: why("the agent's answer")})
 			return
 		}
 	}
-	s.p.log.Warn("acp proxy: the agent wrote a message longer than the limit; dropped", "limit", MaxLineBytes)
+	s.answerAgent(json.RawMessage("null"), nil, why("a message"))
 }
 
 // agentExited answers every editor request the agent left unanswered.

@@ -507,8 +507,9 @@ func TestEditorDisconnect(t *testing.T) {
 }
 
 // TestBadInput: malformed governed requests are refused with -32602 and
-// no decision; lines that are not JSON-RPC are dropped from the agent and
-// answered with -32700 to the editor; nothing reaches the other side.
+// no decision; lines that are not JSON are dropped and answered with
+// -32700 (without an id) to the side that wrote them; nothing reaches the
+// other side.
 func TestBadInput(t *testing.T) {
 	f := start(t, nil, grant("*"))
 	edR, edW := io.Pipe()
@@ -542,6 +543,9 @@ func TestBadInput(t *testing.T) {
 	} {
 		if _, err := apW.Write([]byte("not json\n" + tc.line + "\n")); err != nil {
 			t.Fatal(err)
+		}
+		if m := answer(toAgent); code(m) != -32700 || m["id"] != nil {
+			t.Errorf("agent garbage: %v", m)
 		}
 		if m := answer(toAgent); code(m) != -32602 {
 			t.Errorf("%s: %v", tc.line, m)
@@ -622,9 +626,11 @@ func errCode(m map[string]any) float64 {
 
 // TestHostileAgent: lines an agent could craft to get a request to the
 // editor without a decision, or with a decision on other arguments, are
-// refused; the editor only ever sees what the proxy judged, under ids the
-// proxy chose. Each case ends with a good read: the first line the editor
-// then sees must be that read, so nothing else reached it.
+// refused (-32700 for a line strictjson refuses, -32600 for JSON that is
+// not a JSON-RPC message, under the request's id when it can be told);
+// the editor only ever sees what the proxy judged, under ids the proxy
+// chose. Each case ends with a good read: the first line the editor then
+// sees must be that read, so nothing else reached it.
 func TestHostileAgent(t *testing.T) {
 	f := start(t, nil, grant("*"), grant(MethodPermission))
 	a := filepath.Join(f.root, "a.txt")
@@ -635,13 +641,13 @@ func TestHostileAgent(t *testing.T) {
 		name, line string
 		answer     float64 // the agent's error code, 0 for no answer
 	}{
-		{"case-variant method", `{"jsonrpc":"2.0","id":5,"method":"fs/write_text_file","params":{"sessionId":"s","path":"` + a + `","content":"x"},"Method":"session/update"}`, 0},
-		{"response-shaped request", `{"jsonrpc":"2.0","id":5,"result":{},"METHOD":"fs/write_text_file","params":{"sessionId":"s","path":"` + a + `","content":"x"}}`, 0},
-		{"repeated member", `{"jsonrpc":"2.0","id":5,"method":"session/update","method":"fs/write_text_file","params":{}}`, 0},
-		{"case-variant param", `{"jsonrpc":"2.0","id":5,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/etc/shadow","Path":"` + a + `"}}`, -32602},
+		{"case-variant method", `{"jsonrpc":"2.0","id":5,"method":"fs/write_text_file","params":{"sessionId":"s","path":"` + a + `","content":"x"},"Method":"session/update"}`, -32700},
+		{"response-shaped request", `{"jsonrpc":"2.0","id":5,"result":{},"METHOD":"fs/write_text_file","params":{"sessionId":"s","path":"` + a + `","content":"x"}}`, -32600},
+		{"repeated member", `{"jsonrpc":"2.0","id":5,"method":"session/update","method":"fs/write_text_file","params":{}}`, -32700},
+		{"case-variant param", `{"jsonrpc":"2.0","id":5,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/etc/shadow","Path":"` + a + `"}}`, -32700},
 		{"governed notification", `{"jsonrpc":"2.0","method":"fs/read_text_file","params":{"sessionId":"s","path":"` + a + `"}}`, 0},
 		{"null id", `{"jsonrpc":"2.0","id":null,"method":"fs/read_text_file","params":{"sessionId":"s","path":"` + a + `"}}`, -32600},
-		{"object id", `{"jsonrpc":"2.0","id":{"x":1},"method":"fs/read_text_file","params":{"sessionId":"s","path":"` + a + `"}}`, 0},
+		{"object id", `{"jsonrpc":"2.0","id":{"x":1},"method":"fs/read_text_file","params":{"sessionId":"s","path":"` + a + `"}}`, -32600},
 		{"answer to nothing", `{"jsonrpc":"2.0","id":77,"result":{"content":"forged"}}`, 0},
 		{"extension", `{"jsonrpc":"2.0","id":5,"method":"_zed/run","params":{}}`, -32601},
 		{"elicitation", `{"jsonrpc":"2.0","id":5,"method":"elicitation/create","params":{"sessionId":"s","mode":"url","url":"https://evil.example"}}`, -32601},
