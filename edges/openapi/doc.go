@@ -16,5 +16,10 @@
 // (upstream credentials) are added last, are never echoed in simulations or
 // errors, and are redacted from upstream responses; redirects are not
 // followed, so credentials never reach another host; every read (spec,
-// request body, upstream response) is bounded.
+// request body, upstream response) is bounded. JSON from callers and
+// upstreams (request bodies, JSON parameters, arguments, JSON answers) is
+// read with strictjson: a member repeated, exactly or but for case, at any
+// depth, nesting past strictjson.MaxDepth, invalid UTF-8 or a lone
+// surrogate is refused (ErrBadArguments; ErrUnreadableResponse for an
+// answer), so the guards, the upstream and the receipt read one value.
 package openapi

@@ -33,6 +33,10 @@ var (
 	ErrUnsupportedMediaType = errors.New("unsupported request media type")
 	// ErrResponseTooLarge: the upstream response body exceeds the bound.
 	ErrResponseTooLarge = errors.New("upstream response is too large")
+	// ErrUnreadableResponse: the upstream answered JSON that strictjson
+	// refuses (a member repeated, exactly or but for case; nesting too
+	// deep; invalid UTF-8 or a lone surrogate), so the call fails.
+	ErrUnreadableResponse = errors.New("upstream response is JSON the strict reader refuses")
 	// ErrNoUpstream: no BaseURL was given and the spec has no usable server.
 	ErrNoUpstream = errors.New("no usable upstream base URL")
 	// ErrNoStreaming: the bridge does not stream (InvokeStream).

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/routers"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // MaxBodyBytes bounds the request body Arguments reads.
@@ -57,7 +59,11 @@ func (b *Bridge) Match(r *http.Request) (*Route, map[string]string, error) {
 //
 // Refusals wrap ErrBadArguments: a path value that could change the path, a
 // scalar parameter given twice, a malformed query, a body on an operation
-// that takes none, a body that is not valid JSON (or, for text, UTF-8).
+// that takes none, a body that is not JSON strictjson accepts (a member
+// repeated, exactly or but for case, nesting past its depth, invalid UTF-8
+// or a lone surrogate: an upstream matching names without case, or keeping
+// the first of two, would act on other values than the guards saw) or,
+// for text, not UTF-8.
 // A body whose Content-Type is not the operation's kind (JSON or text)
 // wraps ErrUnsupportedMediaType. Arguments reads r.Body.
 func (b *Bridge) Arguments(rt *Route, r *http.Request, pathParams map[string]string) (json.RawMessage, error) {
@@ -155,8 +161,8 @@ func bodyArgument(b *Body, contentType string, body []byte) (any, error) {
 		}
 	}
 	if b.JSON {
-		if !json.Valid(body) {
-			return nil, fmt.Errorf("%w: the body is not valid JSON", ErrBadArguments)
+		if err := strictjson.Valid(body); err != nil {
+			return nil, fmt.Errorf("%w: the JSON body: %w", ErrBadArguments, err)
 		}
 		return json.RawMessage(body), nil
 	}

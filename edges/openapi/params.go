@@ -3,6 +3,7 @@ package openapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // Parameter locations.
@@ -173,8 +176,8 @@ func (p *Param) encode(raw json.RawMessage) (vals []string, present bool, err er
 // by the schema (a query "5" of an integer parameter becomes 5).
 func (p *Param) decode(vals []string) (any, error) {
 	if p.JSON {
-		if len(vals) != 1 || !json.Valid([]byte(vals[0])) {
-			return nil, fmt.Errorf("%s %s: want one JSON value", p.In, p.Name)
+		if len(vals) != 1 || strictjson.Valid([]byte(vals[0])) != nil {
+			return nil, fmt.Errorf("%s %s: want one JSON value strictjson accepts", p.In, p.Name)
 		}
 		return json.RawMessage(vals[0]), nil
 	}
@@ -244,15 +247,13 @@ func scalarText(v any) (string, error) {
 	return "", fmt.Errorf("want a string, number or boolean, got %T", v)
 }
 
-// decodeJSON decodes one JSON value, numbers as json.Number.
+// decodeJSON decodes one JSON value with strictjson, numbers as
+// json.Number.
 func decodeJSON(raw json.RawMessage) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, errors.New("no JSON value")
 	}
-	return v, nil
+	return strictjson.Parse(raw)
 }
 
 // checkPathValue refuses a path parameter value that could change the

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // outbound is an upstream request built from a tool's arguments, before the
@@ -166,7 +168,7 @@ func encodeBody(b *Body, raw json.RawMessage) (body []byte, shown json.RawMessag
 		return buf.Bytes(), buf.Bytes(), nil
 	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	if err := strictjson.Unmarshal(raw, &s); err != nil {
 		return nil, nil, fmt.Errorf("%s: a %s body must be a string", b.Key, b.MediaType)
 	}
 	return []byte(s), raw, nil

@@ -7,12 +7,15 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // RawResponse receives the upstream response in raw mode.
@@ -69,6 +72,13 @@ func rawOutput(sink *RawResponse, rt *Route, resp *http.Response, body []byte, r
 }
 
 // parsedOutput is {"httpStatus", "method", "path", "body"[, "bodyEncoding"]}.
+// A JSON body is read with strictjson: one it refuses for anything but
+// its syntax (a member repeated, exactly or but for case; nesting past
+// strictjson.MaxDepth; invalid UTF-8 or a lone surrogate; too large) is an
+// error wrapping ErrUnreadableResponse, so the call fails with that reason
+// rather than record what readers of the receipt would read differently,
+// or could not read. A body of a JSON type that is not JSON at all is
+// text, as any other.
 func parsedOutput(rt *Route, resp *http.Response, body []byte) (json.RawMessage, error) {
 	out := struct {
 		HTTPStatus   int             `json:"httpStatus"`
@@ -77,12 +87,20 @@ func parsedOutput(rt *Route, resp *http.Response, body []byte) (json.RawMessage,
 		Body         json.RawMessage `json:"body"`
 		BodyEncoding string          `json:"bodyEncoding,omitempty"`
 	}{HTTPStatus: resp.StatusCode, Method: rt.Method, Path: rt.Path}
+	isJSON := false
+	if len(body) > 0 && jsonMediaType(resp.Header.Get("Content-Type")) {
+		err := strictjson.Valid(body)
+		if err != nil && !errors.Is(err, strictjson.ErrSyntax) {
+			return nil, fmt.Errorf("%w: %s %s answered JSON strictjson refuses: %w", ErrUnreadableResponse, rt.Method, rt.Path, err)
+		}
+		isJSON = err == nil
+	}
 	var buf bytes.Buffer
 	var err error
 	switch {
 	case len(body) == 0:
 		out.Body = json.RawMessage(`null`)
-	case jsonMediaType(resp.Header.Get("Content-Type")) && json.Compact(&buf, body) == nil:
+	case isJSON && json.Compact(&buf, body) == nil:
 		out.Body = buf.Bytes()
 	case utf8.Valid(body):
 		out.Body, err = marshal(string(body))

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -112,25 +113,43 @@ func mergedParams(item *openapi3.PathItem, op *openapi3.Operation) ([]*openapi3.
 // by its name unless that is taken (by the body, or by a parameter of an
 // earlier location: path, query, header, cookie), in which case it is keyed
 // "<location>.<name>" (e.g. "query.id"). If that is taken too, the operation
-// cannot be bound.
+// cannot be bound. A key is taken by another that it equals but for case:
+// strictjson refuses arguments with two such member names, so query "id"
+// and query "ID" are keyed "ID" and "query.id".
 func assignKeys(rt *Route) error {
-	taken := make(map[string]bool)
+	taken := make(map[string]bool)  // exact keys
+	folded := make(map[string]bool) // keys as EqualFold matches them
+	take := func(k string) { taken[k], folded[foldKey(k)] = true, true }
 	if rt.Body != nil {
-		taken[rt.Body.Key] = true
+		take(rt.Body.Key)
 	}
 	for i := range rt.Params {
 		p := &rt.Params[i]
 		p.Key = p.Name
-		if taken[p.Key] {
+		if folded[foldKey(p.Key)] {
 			p.Key = p.In + "." + p.Name
 		}
-		if taken[p.Key] {
+		if folded[foldKey(p.Key)] {
 			return fmt.Errorf("parameter %s in %s: argument name %q is taken", p.Name, p.In, p.Key)
 		}
-		taken[p.Key] = true
+		take(p.Key)
 	}
 	rt.keys = taken
 	return nil
+}
+
+// foldKey is s as bytes.EqualFold (and encoding/json's field matching)
+// compares it: each rune the least of its case-folding orbit.
+func foldKey(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }
 
 // bindBody picks the request body's media type: application/json first,

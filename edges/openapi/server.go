@@ -181,7 +181,9 @@ func (s *Server) route(inv tools.Invocation) (*Route, error) {
 // is an output; transport failures are errors. In raw mode (WithRawResponse)
 // the response goes to the sink and the output is {"httpStatus", "method",
 // "path", "bodySha256", "bodyBytes"}. Operator header values are redacted
-// from the response (see redact).
+// from the response (see redact). A body over MaxResponseBytes fails the
+// call (ErrResponseTooLarge) without being read further; in parsed mode, a
+// JSON answer strictjson refuses fails it too (ErrUnreadableResponse).
 func (s *Server) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMessage, error) {
 	rt, err := s.route(inv)
 	if err != nil {

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"regexp"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // newCompiler is a draft 2020-12 compiler with no URL loader, so a schema
@@ -59,7 +60,7 @@ func compileAll(kept []*candidate) error {
 	if err != nil {
 		return fmt.Errorf("input schemas: %w", err)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	doc, err := strictjson.Parse(raw) // the values jsonschema.UnmarshalJSON makes
 	if err != nil {
 		return fmt.Errorf("input schemas: %w", err)
 	}
@@ -148,7 +149,7 @@ func (rt *Route) arguments(raw json.RawMessage) (map[string]json.RawMessage, err
 			return nil, fmt.Errorf("arguments of %s: %w: unknown argument %q", rt.Tool, ErrBadArguments, abbreviate(k))
 		}
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	doc, err := strictjson.Parse(raw) // the values jsonschema.UnmarshalJSON makes
 	if err != nil {
 		return nil, fmt.Errorf("arguments of %s: %w: %w", rt.Tool, ErrBadArguments, err)
 	}
@@ -158,42 +159,22 @@ func (rt *Route) arguments(raw json.RawMessage) (map[string]json.RawMessage, err
 	return args, nil
 }
 
-// objectMembers splits a JSON object into its members, refusing a repeated
-// key: parsers disagree on which copy wins, and the guards must see the
-// value that is sent.
+// objectMembers splits a JSON object into its members, read with
+// strictjson: a member repeated, exactly or but for case, at any depth, is
+// refused (parsers disagree on which copy wins, an upstream may match
+// names without case, and the guards must see the value that is sent), as
+// are nesting past strictjson.MaxDepth, invalid UTF-8 and trailing data.
 func objectMembers(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("not a JSON object: %w", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	var out map[string]json.RawMessage
+	if err := strictjson.Unmarshal(raw, &out); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("malformed JSON: %w", err)
+		}
 		return nil, errors.New("not a JSON object")
 	}
-	out := make(map[string]json.RawMessage)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("malformed JSON: %w", err)
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, errors.New("malformed JSON: object key is not a string")
-		}
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, fmt.Errorf("malformed JSON: %w", err)
-		}
-		if _, dup := out[key]; dup {
-			return nil, fmt.Errorf("argument %q given twice", abbreviate(key))
-		}
-		out[key] = val
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("malformed JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the JSON object")
+	if out == nil {
+		return nil, errors.New("not a JSON object")
 	}
 	return out, nil
 }
