@@ -5,7 +5,10 @@
 // on the parameters and body, a durable decision), forwarded when allowed,
 // and recorded with the response status and a hash of the response body
 // as its outcome. Side-effecting operations are deny-by-default: only a
-// grant naming the operation's tool reaches them.
+// grant naming the operation's tool reaches them. A JSON body (or JSON
+// parameter) strictjson refuses, such as one repeating a member name
+// exactly or but for case, is answered 400 before the kernel: the API
+// could read another value than the guards did.
 //
 // The proxy keeps no state; receipts come from the ledger like every
 // other call's.

@@ -42,7 +42,14 @@ type fixture struct {
 
 // start runs the proxy for testdata/httpbin.yaml (the bridge's) in front
 // of a real go-httpbin, with a real kernel, dispatcher and JetStream.
-func start(t *testing.T) *fixture {
+func start(t testing.TB) *fixture {
+	t.Helper()
+	return startBounded(t, 0)
+}
+
+// startBounded is start with the upstream answer bounded to maxResp bytes
+// (0: openapi.MaxResponseBytes).
+func startBounded(t testing.TB, maxResp int64) *fixture {
 	t.Helper()
 	var hits atomic.Int64
 	hb := httpbin.New()
@@ -61,7 +68,7 @@ func start(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	base, _ := url.Parse(api.URL)
-	srv, err := openapi.NewServer(b, openapi.Upstream{BaseURL: base, Headers: http.Header{"X-Api-Key": {operatorSecret}}})
+	srv, err := openapi.NewServer(b, openapi.Upstream{BaseURL: base, Headers: http.Header{"X-Api-Key": {operatorSecret}}, MaxResponseBytes: maxResp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +96,7 @@ func start(t *testing.T) *fixture {
 }
 
 // capability grants tools of httpbin ("*" for all), valid from..until.
-func capability(t *testing.T, from, until time.Time, toolNames ...string) string {
+func capability(t testing.TB, from, until time.Time, toolNames ...string) string {
 	t.Helper()
 	var grants []schemas.ToolGrant
 	for _, n := range toolNames {
@@ -108,7 +115,7 @@ func capability(t *testing.T, from, until time.Time, toolNames ...string) string
 	return h
 }
 
-func valid(t *testing.T, toolNames ...string) string {
+func valid(t testing.TB, toolNames ...string) string {
 	return capability(t, time.Now().Add(-time.Minute), time.Now().Add(time.Hour), toolNames...)
 }
 
