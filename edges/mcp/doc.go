@@ -43,6 +43,20 @@
 // Edge.Name). Names depend only on the exposed tools, so every replica
 // agrees; adding a server whose tool shares a name renames both.
 //
+// Reading. Every HTTP body and stdio line is read with strictjson before
+// the SDK sees it, so that the edge, the SDK and the record cannot read one
+// request two ways (the SDK keeps the last of repeated members and matches
+// member names exactly; encoding/json folds case). A body it refuses (a
+// repeated or case-variant member, invalid UTF-8, a lone surrogate,
+// nesting past strictjson.MaxDepth, data after the value) is answered
+// -32602 when the fault lies in a message's params, -32600 for a repeated
+// member or too deep a nesting elsewhere, -32700 otherwise, over HTTP
+// with status 400; nothing of it runs or is recorded. So is a numeric
+// request id the SDK would not keep exact (an integer past 2^53-1 in
+// magnitude, or one with a fraction or exponent): ids are answered and
+// recorded exactly as sent, or refused. A batch holds at most
+// MaxBatchMessages messages, and a stdio line at most MaxBodyBytes.
+//
 // Results. An allowed call whose tool succeeded has structuredContent =
 // the tool's JSON output when that is an object, else {"result": output},
 // and one text content holding that JSON. An output object with a numeric

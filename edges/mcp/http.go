@@ -22,7 +22,8 @@ import (
 // capability (403) and a capability or proof the kernel refuses (401,
 // after the deny receipts of the request's tool calls), stamps each
 // tools/call with its JSON-RPC id and hands the caller on in the
-// request's context.
+// request's context. A body readMessages refuses gets its JSON-RPC error
+// (400) once the caller is authenticated, and none of it is recorded.
 //
 // One request is one proof. A request made of one tools/call is admitted
 // (its decision write settles the proof's one-time claim), any other is
@@ -37,7 +38,11 @@ func (e *Edge) authenticate(next http.Handler) http.Handler {
 			unreadable(w, err)
 			return
 		}
-		msgs, _, parsed := parseBody(body)
+		var in incoming
+		if r.Method == http.MethodPost {
+			in = readMessages(body)
+		}
+		msgs := in.msgs // nil for a refused body: none of it is recorded
 		presented, err := dpop.FromRequest(r, e.opts.origin)
 		token, dev := presented.Token, false
 		if err != nil {
@@ -74,17 +79,14 @@ func (e *Edge) authenticate(next http.Handler) http.Handler {
 			e.refuseHTTP(w, r, c, msgs, dec)
 			return
 		}
-		if r.Method == http.MethodPost && !parsed {
-			// The SDK would answer in plain text; MCP clients read JSON-RPC.
-			code, what := int64(codeParseError), "the body is not JSON"
-			if json.Valid(body) {
-				code, what = codeInvalidRequest, "the body is neither a JSON-RPC message nor a batch of them"
-			}
-			writeError(w, http.StatusBadRequest, nil, rpcError(code, what, nil))
+		if in.refusal != nil {
+			// Whatever the SDK would make of it, the record could read it
+			// otherwise: answered here, in JSON-RPC, and nothing runs.
+			writeErrorID(w, http.StatusBadRequest, in.id, in.refusal)
 			return
 		}
 		if body != nil {
-			body = stampIDs(body)
+			body = stampMessages(in, body)
 			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		}
 		jw := &jsonErrors{ResponseWriter: w, msgs: msgs, refused: c.refused}
@@ -186,6 +188,11 @@ func writeError(w http.ResponseWriter, status int, msgs []message, werr *jsonrpc
 			id = raw
 		}
 	}
+	writeErrorID(w, status, id, werr)
+}
+
+// errorBody is a JSON-RPC error response answering id (raw, as sent).
+func errorBody(id json.RawMessage, werr *jsonrpc.Error) []byte {
 	body, err := marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
@@ -194,6 +201,12 @@ func writeError(w http.ResponseWriter, status int, msgs []message, werr *jsonrpc
 	if err != nil {
 		body = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"chio: encode the error"}}`)
 	}
+	return body
+}
+
+// writeErrorID is writeError answering id.
+func writeErrorID(w http.ResponseWriter, status int, id json.RawMessage, werr *jsonrpc.Error) {
+	body := errorBody(id, werr)
 	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
 		dpop.SetChallenge(w.Header(), "", bearerChallenge)
 	}

@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -49,22 +52,27 @@ func (m message) stamp() bool {
 }
 
 // stampIDs is body with every tools/call request's id stamped, or body
-// itself when there is none or body is not JSON-RPC.
+// itself when there is none or readMessages refuses it.
 func stampIDs(body []byte) []byte {
-	msgs, batch, ok := parseBody(body)
-	if !ok {
+	return stampMessages(readMessages(body), body)
+}
+
+// stampMessages is body, read as in, with every tools/call request's id
+// stamped; body itself when there is none or in is refused.
+func stampMessages(in incoming, body []byte) []byte {
+	if in.refusal != nil {
 		return body
 	}
 	stamped := false
-	for _, m := range msgs {
+	for _, m := range in.msgs {
 		stamped = m.stamp() || stamped
 	}
 	if !stamped {
 		return body
 	}
-	var v any = msgs[0]
-	if batch {
-		v = msgs
+	var v any = in.msgs[0]
+	if in.batch {
+		v = in.msgs
 	}
 	out, err := marshal(v)
 	if err != nil {
@@ -73,22 +81,34 @@ func stampIDs(body []byte) []byte {
 	return out
 }
 
-// stampedID is the JSON-RPC id a transport stamped into a call's _meta.
+// stampedID is the JSON-RPC id a transport stamped into a call's _meta:
+// a string, or an integer (the SDK decodes it as float64, exact since
+// readMessages admits no integer past maxSafeID).
 func stampedID(meta sdk.Meta) any {
 	switch v := meta[metaRequestID].(type) {
-	case string, float64, int64, json.Number:
+	case string, int64:
 		return v
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) <= maxSafeID {
+			return int64(v)
+		}
+	case json.Number:
+		if n, ok := safeInteger(v.String()); ok {
+			return n
+		}
 	}
 	return nil
 }
 
-// maxStampedLine bounds the stdio lines that get their ids stamped; a
-// longer line passes as is (its call, over MaxParametersBytes, is refused
-// anyway, or it merely goes without its request id).
+// maxStampedLine bounds a stdio line, as MaxBodyBytes bounds an HTTP
+// request: a longer one is refused unread, since every message must be
+// read whole to be checked before the SDK reads it.
 const maxStampedLine = MaxBodyBytes
 
-// stampingReader is newline-delimited JSON-RPC with the ids of its
-// tools/call requests stamped, line by line.
+// stampingReader is newline-delimited JSON-RPC, each line read with
+// readMessages before the SDK reads it: a refused line never reaches the
+// SDK, its answer goes to refuse; the others pass with the ids of their
+// tools/call requests stamped. Blank lines pass as they are.
 type stampingReader struct {
 	src     *bufio.Reader
 	closer  io.Closer // the source's, if it has one
@@ -98,10 +118,12 @@ type stampingReader struct {
 	// flight, when set, counts the requests read; the end of the input
 	// is reported only once they are answered.
 	flight *inflight
+	// refuse answers a refused line; nil drops it silently.
+	refuse func(id json.RawMessage, werr *jsonrpc.Error)
 }
 
-func newStampingReader(in io.Reader) *stampingReader {
-	r := &stampingReader{src: bufio.NewReaderSize(in, maxStampedLine)}
+func newStampingReader(in io.Reader, refuse func(json.RawMessage, *jsonrpc.Error)) *stampingReader {
+	r := &stampingReader{src: bufio.NewReaderSize(in, maxStampedLine), refuse: refuse}
 	r.closer, _ = in.(io.Closer)
 	return r
 }
@@ -121,14 +143,24 @@ func (r *stampingReader) Read(p []byte) (int, error) {
 		}
 		switch {
 		case len(line) == 0:
-		case full || r.long:
+		case r.long:
+			// The rest of a line refused when it filled the buffer.
+		case full:
+			r.refuseLine(json.RawMessage("null"), rpcError(codeInvalidRequest,
+				fmt.Sprintf("chio: a message over %d bytes", maxStampedLine), nil))
+		case len(bytes.TrimSpace(line)) == 0:
 			r.pending = append(r.pending[:0], line...)
 		default:
 			body, nl := bytes.CutSuffix(line, []byte("\n"))
+			in := readMessages(body)
+			if in.refusal != nil {
+				r.refuseLine(in.id, in.refusal)
+				break
+			}
 			if r.flight != nil {
 				r.flight.add(countMessages(body, false))
 			}
-			r.pending = append(r.pending[:0], stampIDs(body)...)
+			r.pending = append(r.pending[:0], stampMessages(in, body)...)
 			if nl {
 				r.pending = append(r.pending, '\n')
 			}
@@ -138,6 +170,12 @@ func (r *stampingReader) Read(p []byte) (int, error) {
 	n := copy(p, r.pending)
 	r.pending = r.pending[n:]
 	return n, nil
+}
+
+func (r *stampingReader) refuseLine(id json.RawMessage, werr *jsonrpc.Error) {
+	if r.refuse != nil {
+		r.refuse(id, werr)
+	}
 }
 
 // Close closes the source, if it can be, so that the SDK's blocked read

@@ -2,9 +2,13 @@ package mcp
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 func TestStampIDs(t *testing.T) {
@@ -37,21 +41,29 @@ func TestStampIDs(t *testing.T) {
 	}
 }
 
-// Over stdio the ids are stamped line by line; a line too long to stamp
-// passes as is.
+// Over stdio the ids are stamped line by line; a line too long to read
+// whole, or one readMessages refuses, never reaches the SDK: its answer
+// is the refusal's.
 func TestStampingReader(t *testing.T) {
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`
 	long := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"` + strings.Repeat("y", maxStampedLine) + `"}}`
 	list := `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
-	in := call + "\n" + long + "\n" + list + "\n" + call // the last line has no newline
-	out, err := io.ReadAll(newStampingReader(strings.NewReader(in)))
+	dup := `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"x","Name":"y"}}`
+	in := call + "\n" + long + "\n" + list + "\n" + dup + "\n\n" + call // the last line has no newline
+	var refused []string
+	out, err := io.ReadAll(newStampingReader(strings.NewReader(in), func(id json.RawMessage, werr *jsonrpc.Error) {
+		refused = append(refused, fmt.Sprintf("%s %d", id, werr.Code))
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(out), "\n")
 	stamped := string(stampIDs([]byte(call)))
-	if len(lines) != 4 || lines[0] != stamped || lines[1] != long || lines[2] != list || lines[3] != stamped {
+	if len(lines) != 4 || lines[0] != stamped || lines[1] != list || lines[2] != "" || lines[3] != stamped {
 		t.Fatalf("%d lines; first %q", len(lines), lines[0])
+	}
+	if want := []string{"null -32600", "4 -32602"}; !slices.Equal(refused, want) {
+		t.Fatalf("refused %v, want %v", refused, want)
 	}
 	var m struct {
 		Params struct {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -16,8 +17,10 @@ import (
 // and out, every call under token (the dev capability when token is
 // empty), until in ends or ctx is done. A capability the kernel refuses at
 // the start is an error; one refused later (expired, revoked) gets
-// JSON-RPC errors, with deny receipts for its tool calls. in is closed at
-// the end when it is an io.Closer; out is not.
+// JSON-RPC errors, with deny receipts for its tool calls. A line that
+// readMessages refuses, or longer than MaxBodyBytes, is answered with its
+// JSON-RPC error and never reaches the SDK. in is closed at the end when
+// it is an io.Closer; out is not.
 func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out io.Writer) error {
 	if token == "" {
 		token = e.opts.devToken
@@ -29,9 +32,10 @@ func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out i
 		return fmt.Errorf("serve mcp over stdio: %s", refusedMessage(dec))
 	}
 	fl := newInflight(ctx)
-	r := newStampingReader(in)
+	aw := &answerWriter{w: out, flight: fl}
+	r := newStampingReader(in, aw.refuse)
 	r.flight = fl
-	t := &sdk.IOTransport{Reader: r, Writer: &answerWriter{w: out, flight: fl}}
+	t := &sdk.IOTransport{Reader: r, Writer: aw}
 	if err := e.server.Run(withCaller(ctx, &caller{token: token, held: true}), t); err != nil {
 		return fmt.Errorf("serve mcp over stdio: %w", err)
 	}
@@ -114,14 +118,26 @@ func countMessages(line []byte, answers bool) int {
 }
 
 // answerWriter passes the server's messages to w and counts the answers
-// among them. It leaves closing w to its owner.
+// among them; it also writes the answers to lines refused before the
+// SDK read them. It leaves closing w to its owner.
 type answerWriter struct {
+	mu      sync.Mutex // the SDK writes whole lines; so does refuse
 	w       io.Writer
 	flight  *inflight
 	partial []byte
 }
 
+// refuse answers a line the SDK never read: one JSON-RPC error line. It
+// is no answer to a counted request.
+func (a *answerWriter) refuse(id json.RawMessage, werr *jsonrpc.Error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, _ = a.w.Write(append(errorBody(id, werr), '\n'))
+}
+
 func (a *answerWriter) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	n, err := a.w.Write(p)
 	a.partial = append(a.partial, p[:n]...)
 	for {

@@ -12,6 +12,7 @@ import (
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/internal/receiptwait"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // The decisions a result's chio.decision takes.
@@ -114,8 +115,9 @@ func callMetadata(d Dialect, it Item, bd *Binding) map[string]any {
 }
 
 // parseArguments reads a call's arguments, a JSON string holding an
-// object. An empty string means no arguments ({}), as models send for a
-// function without parameters.
+// object, with strictjson (the dispatcher checks them again). An empty
+// string means no arguments ({}), as models send for a function without
+// parameters.
 func parseArguments(s string) (json.RawMessage, error) {
 	raw := bytes.TrimSpace([]byte(s))
 	if len(raw) == 0 {
@@ -124,8 +126,10 @@ func parseArguments(s string) (json.RawMessage, error) {
 	if len(raw) > schemas.MaxParametersBytes {
 		return nil, fmt.Errorf("arguments are %d bytes, over %d", len(raw), schemas.MaxParametersBytes)
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+	if err := strictjson.Valid(raw); err != nil {
+		return nil, fmt.Errorf("arguments must be a JSON object (a JSON string holding {…}): %w", err)
+	}
+	if raw[0] != '{' {
 		return nil, errors.New("arguments must be a JSON object (a JSON string holding {…})")
 	}
 	return raw, nil
@@ -183,7 +187,10 @@ func (a *Adapter) Refuse(ctx context.Context, token string, proof *kernel.Proof,
 		}
 		call.Token, call.Proof = token, proof
 		r, err := a.dispatch.Refuse(ctx, call, dec)
-		if err != nil {
+		switch {
+		case errors.Is(err, dispatch.ErrBadArguments):
+			continue // arguments the dispatcher refuses never reach the record
+		case err != nil:
 			return out, fmt.Errorf("record the refusal of call %s: %w", it.CallID, err)
 		}
 		out = append(out, Refusal{CallID: it.CallID, ReceiptRef: r.ReceiptID})

@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // The proxy's paths: the two model APIs, as an OpenAI base URL of
@@ -31,8 +32,14 @@ const (
 const (
 	// MaxProxyBodyBytes bounds a client request and each upstream answer
 	// (a whole round's stream included): conversations carry history and
-	// images.
+	// images. An upstream answer past it fails the request with a 502,
+	// code upstream_too_large.
 	MaxProxyBodyBytes = 32 << 20
+	// MaxUpstreamErrorBytes bounds an upstream's error answer, which is
+	// relayed to the client: past it the client gets a 502 naming the
+	// status instead (a cut body could end inside a credential, which
+	// then would not be recognised and scrubbed).
+	MaxUpstreamErrorBytes = 1 << 20
 	// DefaultMaxRounds bounds the upstream requests of one client request.
 	DefaultMaxRounds = 8
 	// ReceiptsHeader lists, comma-separated, the receipt ids of the
@@ -58,6 +65,9 @@ type Upstream struct {
 	// overall timeout (a model may think for minutes; the caller's going
 	// away cancels the request).
 	Client *http.Client
+
+	// secrets are scrubbed from every upstream answer (see scrub).
+	secrets [][]byte
 }
 
 // LogValue leaves the key out of logs.
@@ -78,6 +88,7 @@ func WithUpstream(u Upstream) Option {
 			u.Client = &http.Client{}
 		}
 		u.BaseURL = u.BaseURL.JoinPath() // a copy; a trailing slash is harmless
+		u.secrets = upstreamSecrets(&u)
 		a.upstream = &u
 	}
 }
@@ -202,9 +213,9 @@ func (a *Adapter) handleProxy(api proxyAPI) echo.HandlerFunc {
 		if werr != nil {
 			return writeError(c, werr)
 		}
-		var req map[string]json.RawMessage
-		if err := json.Unmarshal(body, &req); err != nil || req == nil {
-			return writeError(c, invalid("invalid_json", "", "the body must be a JSON object: %v", errOrNull(err)))
+		req, werr := proxyRequest(body)
+		if werr != nil {
+			return writeError(c, werr)
 		}
 		token, proof, dev, werr := a.credential(r)
 		if werr != nil {
@@ -232,6 +243,21 @@ func (a *Adapter) handleProxy(api proxyAPI) echo.HandlerFunc {
 		p := &proxyRun{a: a, api: api, token: token, proof: proof, req: req, stream: stream, client: clientNames, rep: &proxyReport{Calls: []proxyCall{}}}
 		return p.run(c)
 	}
+}
+
+// proxyRequest reads a client request body, a JSON object, with
+// strictjson: what the proxy checks (tools, stream, tool_choice…) is then
+// what it sends upstream, where a repeated or case-variant member could
+// otherwise be read as another. Its members are matched exactly.
+func proxyRequest(body []byte) (map[string]json.RawMessage, *Error) {
+	if err := strictjson.Valid(body); err != nil {
+		return nil, invalid("invalid_json", "", "the body is not JSON this proxy accepts: %v", err)
+	}
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil || req == nil {
+		return nil, invalid("invalid_json", "", "the body must be a JSON object")
+	}
+	return req, nil
 }
 
 func errOrNull(err error) any {
@@ -410,6 +436,10 @@ func (p *proxyRun) roundTrip(ctx context.Context) (*turn, error) {
 	}
 	defer resp.Body.Close()
 	resp.Body = http.MaxBytesReader(nil, resp.Body, MaxProxyBodyBytes)
+	tooLarge := func(what string, max int) error {
+		return &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_too_large",
+			Message: fmt.Sprintf("round %d: the upstream %s is over %d bytes, the proxy's bound: nothing of it is relayed", p.rep.Rounds, what, max)}
+	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		// The upstream refused the operator's key: not the client's
 		// fault, and its message may quote part of the key.
@@ -417,7 +447,16 @@ func (p *proxyRun) roundTrip(ctx context.Context) (*turn, error) {
 			Message: fmt.Sprintf("round %d: the upstream model API refused the proxy's own credentials (%d): the operator's key (--openai-key-file or $%s) is wrong or lacks access", p.rep.Rounds, resp.StatusCode, "OPENAI_API_KEY")}
 	}
 	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		b, err := io.ReadAll(io.LimitReader(resp.Body, MaxUpstreamErrorBytes+1))
+		switch {
+		case len(b) > MaxUpstreamErrorBytes:
+			return nil, tooLarge(fmt.Sprintf("error answer (status %d)", resp.StatusCode), MaxUpstreamErrorBytes)
+		case err != nil && ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			return nil, &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_unavailable",
+				Message: fmt.Sprintf("round %d: the upstream answered %d and its body could not be read: %v", p.rep.Rounds, resp.StatusCode, err)}
+		}
 		return nil, &upstreamError{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), body: b}
 	}
 	var t *turn
@@ -432,7 +471,13 @@ func (p *proxyRun) roundTrip(ctx context.Context) (*turn, error) {
 			err = errors.New("asked for a stream, the upstream answered " + resp.Header.Get("Content-Type"))
 		}
 	}
-	if err != nil {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, tooLarge("answer", MaxProxyBodyBytes)
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
 		return nil, &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_invalid",
 			Message: fmt.Sprintf("round %d: the upstream answer is unusable: %v", p.rep.Rounds, err)}
 	}
@@ -474,8 +519,10 @@ func (p *proxyRun) readStream(resp *http.Response) (*turn, error) {
 	return p.api.parseStream(events)
 }
 
-// fail answers an error: an upstream's own error relayed as is, or an
-// OpenAI-style error carrying the calls run so far.
+// fail answers an error: an upstream's own error relayed as is but for
+// the operator's credentials, which are scrubbed from it, or an
+// OpenAI-style error carrying the calls run so far (its message, which
+// may quote the upstream, scrubbed too).
 func (p *proxyRun) fail(c echo.Context, err error) error {
 	p.rep.setHeaders(c.Response().Header())
 	if len(p.rep.Calls) > 0 {
@@ -489,7 +536,7 @@ func (p *proxyRun) fail(c echo.Context, err error) error {
 		if ct == "" {
 			ct = echo.MIMEApplicationJSON
 		}
-		return c.Blob(ue.status, ct, ue.body)
+		return c.Blob(ue.status, ct, p.a.upstream.scrub(ue.body))
 	}
 	var werr *Error
 	if !errors.As(err, &werr) {
@@ -501,11 +548,13 @@ func (p *proxyRun) fail(c echo.Context, err error) error {
 	if len(p.rep.Calls) > 0 {
 		werr.Extra = p.rep
 	}
+	werr.Message = p.a.upstream.scrubString(werr.Message)
 	p.a.log.Warn("openai proxy: request failed", "code", werr.Code, "rounds", p.rep.Rounds, "calls", len(p.rep.Calls), "err", werr.Message)
 	return writeError(c, werr)
 }
 
-// answer sends the final turn to the client.
+// answer sends the final turn to the client, the operator's credentials
+// scrubbed from it.
 func (p *proxyRun) answer(c echo.Context, t *turn, deferred map[int]bool) error {
 	body, events, err := p.api.final(t, deferred, p.rep)
 	if err != nil {
@@ -515,7 +564,7 @@ func (p *proxyRun) answer(c echo.Context, t *turn, deferred map[int]bool) error 
 	h := c.Response().Header()
 	p.rep.setHeaders(h)
 	if !p.stream {
-		return c.JSONBlob(http.StatusOK, body)
+		return c.JSONBlob(http.StatusOK, p.a.upstream.scrub(body))
 	}
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
@@ -529,7 +578,7 @@ func (p *proxyRun) answer(c echo.Context, t *turn, deferred map[int]bool) error 
 		}
 		// An event's data may span lines (SSE joins data: lines with
 		// \n); each line goes back as its own data: line.
-		for _, line := range bytes.Split(ev.Data, []byte("\n")) {
+		for _, line := range bytes.Split(p.a.upstream.scrub(ev.Data), []byte("\n")) {
 			fmt.Fprintf(&buf, "data: %s\n", line)
 		}
 		buf.WriteByte('\n')
@@ -634,13 +683,13 @@ func heldPositions(t *turn, deferred map[int]bool) map[int]bool {
 	return held
 }
 
-// editJSON decodes an object, lets edit change it and encodes it again
-// (numbers kept exact, no HTML escaping).
+// editJSON decodes an object (an upstream's, read with strictjson),
+// lets edit change it and encodes it again (numbers kept exact, no HTML
+// escaping).
 func editJSON(raw []byte, edit func(map[string]any)) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil || obj == nil {
+	v, err := strictjson.Parse(raw)
+	obj, ok := v.(map[string]any)
+	if err != nil || !ok {
 		return nil, fmt.Errorf("not a JSON object: %v", errOrNull(err))
 	}
 	edit(obj)

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // chatAPI is Chat Completions through the proxy.
@@ -49,7 +51,7 @@ func (chatAPI) parse(body []byte) (*turn, error) {
 	var resp struct {
 		Choices []chatChoice `json:"choices"`
 	}
-	if err := json.Unmarshal(body, &resp); err != nil {
+	if err := strictjson.Unmarshal(body, &resp); err != nil {
 		return nil, fmt.Errorf("not a chat completion: %w", err)
 	}
 	if len(resp.Choices) == 0 {
@@ -116,7 +118,7 @@ func (chatAPI) parseStream(events []ssestream.Event) (*turn, error) {
 			continue
 		}
 		var ch chatChunk
-		if err := json.Unmarshal(ev.Data, &ch); err != nil {
+		if err := strictjson.Unmarshal(ev.Data, &ch); err != nil {
 			return nil, fmt.Errorf("not a chat completion chunk: %w", err)
 		}
 		if len(ch.Choices) == 0 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // responsesAPI is the Responses API through the proxy.
@@ -71,7 +73,7 @@ func (responsesAPI) parse(body []byte) (*turn, error) {
 		Status string            `json:"status"`
 		Output []json.RawMessage `json:"output"`
 	}
-	if err := json.Unmarshal(body, &resp); err != nil {
+	if err := strictjson.Unmarshal(body, &resp); err != nil {
 		return nil, fmt.Errorf("not a response: %w", err)
 	}
 	t := &turn{body: body, output: resp.Output, cut: resp.Status != "" && resp.Status != "completed"}
@@ -108,7 +110,7 @@ func (api responsesAPI) parseStream(events []ssestream.Event) (*turn, error) {
 			Type     string          `json:"type"`
 			Response json.RawMessage `json:"response"`
 		}
-		if err := json.Unmarshal(events[i].Data, &ev); err != nil {
+		if err := strictjson.Unmarshal(events[i].Data, &ev); err != nil {
 			return nil, fmt.Errorf("not a response stream event: %w", err)
 		}
 		if terminalEvents[ev.Type] {

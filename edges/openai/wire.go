@@ -18,6 +18,7 @@ import (
 
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/schemas/dpop"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // Dialect is the OpenAI API a batch came from; its value is the protocol
@@ -125,14 +126,19 @@ func invalid(code, param, format string, args ...any) *Error {
 // when it is a function_call and refused otherwise. A body that is no
 // such shape or more than one of them, holds no call, more than MaxItems
 // items, or a call without a usable id or type is an error, and nothing
-// runs.
+// runs. The body is read with strictjson: one with a repeated or
+// case-variant member, invalid UTF-8, a lone surrogate or nesting past
+// strictjson.MaxDepth is refused (invalid_json) as a whole.
 func DecodeBatch(body []byte) (*Batch, *Error) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 {
 		return nil, invalid("invalid_json", "", "the body is empty: send an assistant message with tool_calls, or Responses output items")
 	}
-	if !json.Valid(trimmed) {
-		return nil, invalid("invalid_json", "", "the body is not valid JSON")
+	if err := strictjson.Valid(trimmed); err != nil {
+		// A repeated or case-variant member ("Tool_Calls" beside
+		// "tool_calls"), invalid UTF-8 or too deep a nesting is refused
+		// whole: no two readers may see two different batches in it.
+		return nil, invalid("invalid_json", "", "the body is not JSON this surface accepts: %v", err)
 	}
 	if trimmed[0] == '[' {
 		return decodeResponses(trimmed, "")

@@ -30,7 +30,7 @@ type Model struct {
 	key    string
 
 	mu       sync.Mutex
-	fail     int
+	fail     Failure
 	failFrom int
 	quirks   Quirks
 	requests []map[string]any
@@ -47,6 +47,25 @@ type Quirks struct {
 	ObjectArguments bool
 	// SplitData writes each SSE event's JSON over two data: lines.
 	SplitData bool
+	// Pad adds about that many bytes to an answer: a "padding" member
+	// of a whole answer, chunks without choices in a Chat stream.
+	Pad int
+}
+
+// Failure is how a failing request is answered.
+type Failure struct {
+	// Status is the answer's status (0: no failure).
+	Status int
+	// EchoAuth quotes the request's Authorization header in the error's
+	// message, as some servers' errors do.
+	EchoAuth bool
+	// Text answers in text/plain instead of OpenAI's JSON error.
+	Text bool
+	// InStream answers a streamed request with a 200 stream whose one
+	// event is the error, as OpenAI does for a failure mid-stream.
+	InStream bool
+	// Pad adds that many bytes to the error's message.
+	Pad int
 }
 
 // SetQuirks sets the quirks of later answers.
@@ -61,7 +80,15 @@ func (m *Model) SetQuirks(q Quirks) {
 func (m *Model) FailFrom(n, status int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.failFrom, m.fail = n, status
+	m.failFrom, m.fail = n, Failure{Status: status}
+}
+
+// FailWith makes every later request fail as f says (a zero f: succeed
+// again).
+func (m *Model) FailWith(f Failure) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failFrom, m.fail = 0, f
 }
 
 // Start serves a model that expects key as Authorization: Bearer; it
@@ -115,13 +142,11 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request, api func(http.Resp
 	m.auth = append(m.auth, r.Header.Get("Authorization"))
 	round, fail, q := len(m.requests), m.fail, m.quirks
 	if round < m.failFrom {
-		fail = 0
+		fail = Failure{}
 	}
 	m.mu.Unlock()
-	if fail != 0 {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(fail)
-		fmt.Fprintf(w, `{"error":{"message":"rate limited by the model","type":"requests","code":"rate_limit_exceeded","param":null}}`)
+	if fail.Status != 0 {
+		failed(w, r, req, fail)
 		return
 	}
 	if r.Header.Get("Authorization") != "Bearer "+m.key {
@@ -131,6 +156,30 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request, api func(http.Resp
 		return
 	}
 	api(w, req, round, q)
+}
+
+// failed answers a request as f says.
+func failed(w http.ResponseWriter, r *http.Request, req map[string]any, f Failure) {
+	msg := "rate limited by the model"
+	if f.EchoAuth {
+		msg = "request refused; it had Authorization: " + r.Header.Get("Authorization")
+	}
+	msg += strings.Repeat(" ", f.Pad)
+	if f.Text {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(f.Status)
+		fmt.Fprintln(w, msg)
+		return
+	}
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "requests",
+		"code": "rate_limit_exceeded", "param": nil}})
+	if f.InStream && req["stream"] == true {
+		newSSE(w, false).raw("error", string(body))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(f.Status)
+	_, _ = w.Write(body)
 }
 
 // modelCall is a call the script makes.
@@ -199,12 +248,15 @@ func (m *Model) chat(w http.ResponseWriter, req map[string]any, round int, q Qui
 		} else {
 			msg["content"] = text
 		}
-		writeJSON(w, map[string]any{"id": id, "object": "chat.completion", "created": 1700000000, "model": req["model"],
+		writeJSON(w, padded(map[string]any{"id": id, "object": "chat.completion", "created": 1700000000, "model": req["model"],
 			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
-			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}, q.Pad))
 		return
 	}
 	sse := newSSE(w, q.SplitData)
+	for left := q.Pad; left > 0; left -= 1 << 20 {
+		sse.data(map[string]any{"id": id, "object": "chat.completion.chunk", "choices": []any{}, "padding": strings.Repeat("x", min(left, 1<<20))})
+	}
 	chunk := func(delta map[string]any, finish any) {
 		sse.data(map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1700000000, "model": req["model"],
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
@@ -283,7 +335,7 @@ func (m *Model) responses(w http.ResponseWriter, req map[string]any, round int, 
 				"input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens_details": map[string]any{"reasoning_tokens": 0}}}
 	}
 	if req["stream"] != true {
-		writeJSON(w, resp("completed", output))
+		writeJSON(w, padded(resp("completed", output), q.Pad))
 		return
 	}
 	sse := newSSE(w, q.SplitData)
@@ -313,6 +365,14 @@ func (m *Model) responses(w http.ResponseWriter, req map[string]any, round int, 
 		sse.event("response.output_item.done", map[string]any{"output_index": i, "item": item})
 	}
 	sse.event("response.completed", map[string]any{"response": resp("completed", output)})
+}
+
+// padded is v with n bytes of padding, if n > 0.
+func padded(v map[string]any, n int) map[string]any {
+	if n > 0 {
+		v["padding"] = strings.Repeat("x", n)
+	}
+	return v
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
