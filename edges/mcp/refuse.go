@@ -87,7 +87,7 @@ func setProofStatus(h http.Header, check dpop.Check, bearer string) int {
 // refuse records a deny receipt for each call that names a listed tool
 // with object arguments, on dec, the kernel's refusal of token with proof
 // (kernel.Identify or Admit): a call turned away for its credential is
-// still on the record (DESIGN §5). Nothing runs. The other calls never
+// still on the record. Nothing runs. The other calls never
 // reached the kernel and get none; in simulation mode nothing is recorded
 // at all.
 func (e *Edge) refuse(ctx context.Context, token string, proof *kernel.Proof, calls []toolCall, dec *kernel.Decision) (*Refused, error) {

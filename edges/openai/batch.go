@@ -175,7 +175,7 @@ type Refusal struct {
 // Refuse records a deny receipt for each function call of a batch that
 // names an exposed tool with well-formed arguments, on dec, the kernel's
 // refusal of token with proof (kernel.Identify or Admit): a call turned
-// away for its credential is still recorded (DESIGN §5). Nothing runs.
+// away for its credential is still recorded. Nothing runs.
 // The other calls never reached the kernel and have none.
 func (a *Adapter) Refuse(ctx context.Context, token string, proof *kernel.Proof, b *Batch, dec *kernel.Decision) ([]Refusal, error) {
 	ctx = context.WithoutCancel(ctx) // the receipts must be written
