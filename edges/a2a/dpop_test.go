@@ -1176,3 +1176,44 @@ func TestRefusedCredentialWithBadArguments(t *testing.T) {
 		t.Errorf("%d decision events written for calls that never reached the kernel", n-before)
 	}
 }
+
+// Arguments written in a text part are inside a string, so the strict
+// reading of the body never saw them: the skill's own check refuses them
+// before a task is stored, for a streaming send as for a blocking one.
+func TestTextPartArgumentsReadStrictly(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	toks := delegationTokens(t)
+	ctx := context.Background()
+	tasks, err := cl.js.Stream(ctx, schemas.TasksStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() uint64 {
+		info, err := tasks.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	before, decisions := count(), len(natstest.Decisions(t, cl.js))
+	for _, method := range []string{"SendMessage", "SendStreamingMessage"} {
+		for name, args := range map[string]string{
+			"case variant": `{"text":"a","Text":"b"}`,
+			"too deep":     `{"text":"a","x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`,
+		} {
+			text, _ := json.Marshal("hello_task " + args)
+			body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"message":{"messageId":"m-` + randomSuffix() +
+				`","role":"ROLE_USER","parts":[{"text":` + string(text) + `}]}}}`
+			status, _, raw := httpSendWith(t, cl.edges[0].URL+"/a2a", "", http.Header{"Authorization": {"Bearer " + toks.Helper}}, body)
+			if !strings.Contains(string(raw), `"code":-32602`) {
+				t.Errorf("%s, %s: %d %s", method, name, status, raw)
+			}
+		}
+	}
+	if n := count(); n != before {
+		t.Errorf("%d task commits stored for refused requests", n-before)
+	}
+	if n := len(natstest.Decisions(t, cl.js)); n != decisions {
+		t.Errorf("%d decision events written for refused requests", n-decisions)
+	}
+}

@@ -38,7 +38,6 @@ import (
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
-	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
@@ -430,19 +429,13 @@ func (e *Edge) resolveSkill(p *wire.SendParams, forced string) (*tools.Entry, js
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	var obj map[string]json.RawMessage
-	if len(args) > schemas.MaxParametersBytes || json.Unmarshal(args, &obj) != nil || obj == nil || !canonicalizable(args) {
-		return nil, nil, wire.InvalidParams(fmt.Sprintf("the arguments of skill %q must be a JSON object of at most %d bytes", target, schemas.MaxParametersBytes))
+	// The dispatcher's own check, here: arguments written in a text part
+	// were never seen by the strict reading of the body, and a refusal
+	// must come before the task is stored.
+	if err := dispatch.CheckArguments(args); err != nil {
+		return nil, nil, wire.InvalidParams(fmt.Sprintf("the arguments of skill %q: %v", target, err))
 	}
 	return en, args, nil
-}
-
-// canonicalizable reports whether args have an RFC 8785 form, as the
-// dispatcher demands before the kernel decides (no duplicate member, no
-// number out of range, no lone surrogate): refused here, nothing is stored.
-func canonicalizable(args json.RawMessage) bool {
-	_, err := schemas.CanonicalizeJSON(args)
-	return err == nil
 }
 
 func targetSkill(meta map[string]any) string {

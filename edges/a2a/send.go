@@ -275,7 +275,7 @@ func acceptError(err error) *wire.Error {
 
 // refuse answers a send whose capability the kernel refused (d, from
 // Identify) with Unauthenticated, after recording the call's deny receipt:
-// every call that reached the kernel has one (DESIGN §5).
+// every call that reached the kernel has one.
 func (e *Edge) refuse(ctx context.Context, c caller, req execRequest, d *kernel.Decision) *wire.Error {
 	res, err := e.dispatch.Refuse(background(ctx), dispatch.Call{Token: c.token, Proof: c.proof, ServerID: req.ServerID, ToolName: req.ToolName,
 		Arguments: req.Arguments, Exposure: &e.cfg.Exposure, RequestID: req.RequestID, GovernedIntent: req.Intent,

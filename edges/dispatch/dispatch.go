@@ -1,5 +1,5 @@
 // Package dispatch runs one governed tool call, the part every protocol
-// edge shares (DESIGN §4, steps 2–4): ask the kernel, make the decision
+// edge shares: ask the kernel, make the decision
 // durable on JetStream, and only then run the tool and make its outcome
 // durable. An edge translates its protocol to a Call and the Result back.
 //
@@ -218,7 +218,7 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 // Refuse records a call its edge refuses on a deny decision the kernel
 // has already made (kernel.Identify: the caller's capability does not
 // verify), so that a call turned away for its credentials still has its
-// deny receipt (DESIGN §5: fail closed, never unrecorded). Nothing runs.
+// deny receipt (fail closed, never unrecorded). Nothing runs.
 func (d *Dispatcher) Refuse(ctx context.Context, c Call, dec *kernel.Decision) (*Result, error) {
 	if dec == nil || dec.Allow {
 		return nil, errors.New("refuse: the decision is not a deny")
@@ -354,7 +354,7 @@ func (d *Dispatcher) run(ctx context.Context, c Call, inv tools.Invocation, serv
 			return nil
 		})
 		if len(res.Chunks) > 0 {
-			// §1.5: a streamed output hashes the concatenated chunk digests.
+			// A streamed output hashes the concatenated chunk digests.
 			contentHash = hex.EncodeToString(hashes.Sum(nil))
 		}
 	default:
@@ -450,6 +450,14 @@ func fitEvent(ev *schemas.DecisionEvent) ([]byte, error) {
 	}
 }
 
+// CheckArguments reports whether args are arguments the dispatcher takes
+// (see canonicalArguments), so that an edge can refuse a call before it
+// stores anything for it. The error wraps ErrBadArguments.
+func CheckArguments(args json.RawMessage) error {
+	_, err := canonicalArguments(args)
+	return err
+}
+
 // canonicalArguments checks a call's arguments (a JSON object of at most
 // MaxParametersBytes) and returns their RFC 8785 form, or ErrBadArguments.
 func canonicalArguments(args json.RawMessage) (json.RawMessage, error) {
@@ -466,7 +474,7 @@ func canonicalArguments(args json.RawMessage) (json.RawMessage, error) {
 	// the call would have a decision and no readable receipt. The canonical
 	// bytes are what the decision event records and the tool gets.
 	if err := strictjson.Valid(args); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadArguments, err)
 	}
 	canon, err := schemas.CanonicalizeJSON(args)
 	if err != nil {
