@@ -80,21 +80,20 @@ const MaxIntentBytes = 4 << 10
 var ErrIntentShape = errors.New("governed_intent is malformed")
 
 // DecodeGovernedIntent decodes an intent strictly (the strict reader,
-// then unknown fields refused) and bounds its size.
+// names matched exactly, unknown fields refused) and bounds its size.
 func DecodeGovernedIntent(raw []byte) (*GovernedIntent, error) {
-	if err := strictjson.Valid(raw); err != nil {
+	// Exact names: {"PURPOSE":…} would fill Purpose for the kernel while
+	// the receipt's copy of the caller's metadata says otherwise.
+	var g GovernedIntent
+	if err := strictjson.UnmarshalExactKnown(raw, &g); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrIntentShape, err)
 	}
 	canon, err := CanonicalizeJSON(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrIntentShape, err)
+		return nil, fmt.Errorf("%w: %w", ErrIntentShape, err)
 	}
 	if len(canon) > MaxIntentBytes {
 		return nil, fmt.Errorf("%w: %d bytes in canonical form, at most %d", ErrIntentShape, len(canon), MaxIntentBytes)
-	}
-	var g GovernedIntent
-	if err := DecodeStrict(raw, &g); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrIntentShape, err)
 	}
 	return &g, nil
 }

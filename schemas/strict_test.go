@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/chio-ledger/chio/internal/hostilejson"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // TestCallerDocumentsReadStrictly: what callers present (capability tokens,
@@ -28,6 +29,9 @@ func TestCallerDocumentsReadStrictly(t *testing.T) {
 		if _, err := ParseCapability(c.Doc); !errors.Is(err, c.Err) {
 			t.Errorf("capability, %s: %v, want %v", c.Name, err, c.Err)
 		}
+	}
+	if _, err := DecodeGovernedIntent([]byte(`{"id":"intent-1","server_id":"fs","tool_name":"read","PURPOSE":"x"}`)); !errors.Is(err, strictjson.ErrInexactName) {
+		t.Errorf("intent with a member matching only in case: %v", err)
 	}
 	for _, c := range hostilejson.Variants(intent) {
 		_, err := DecodeGovernedIntent(c.Doc)

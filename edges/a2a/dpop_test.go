@@ -616,13 +616,21 @@ func TestDPoPStdio(t *testing.T) {
 		}
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"message/send","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]},"metadata":%s}}`, id, meta)
 	}
-	in := strings.Join([]string{send(1, nil), send(2, rawTP), send(3, rawTP), send(4, rawWrong)}, "\n") + "\n"
+	// A fresh proof under "Metadata": in no metadata the call is read
+	// with, so it is no proof at all.
+	fresh, err := agent.ToolProof(hello.ServerID, hello.ToolName, json.RawMessage(`{"text":"world"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawFresh, _ := json.Marshal(fresh)
+	inexact := strings.Replace(send(5, rawFresh), `"metadata":{"chio"`, `"Metadata":{"chio"`, 1)
+	in := strings.Join([]string{send(1, nil), send(2, rawTP), send(3, rawTP), send(4, rawWrong), inexact}, "\n") + "\n"
 	var out bytes.Buffer
 	if err := cl.raw[0].ServeStdio(context.Background(), strings.NewReader(in), &out); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 4 {
+	if len(lines) != 5 {
 		t.Fatalf("responses: %q", out.String())
 	}
 	refused := func(line string, check dpop.Check) {
@@ -650,6 +658,7 @@ func TestDPoPStdio(t *testing.T) {
 	wantBinding(t, cl.js, c["receiptId"].(string), dpop.MethodToolProof, dpoptest.JKT(agentKey))
 	refused(lines[2], dpop.CheckReplayed)
 	refused(lines[3], dpop.CheckCall)
+	refused(lines[4], dpop.CheckMissing)
 	if n := cl.tool.runs.Load(); n != 1 {
 		t.Fatalf("tool runs %d, want 1", n)
 	}
@@ -1155,9 +1164,9 @@ func TestGRPCAuthority(t *testing.T) {
 }
 
 // A refused credential with arguments the strict reader refuses (here a
-// skill's JSON object in a text part, nested past the limit) is answered
-// invalid params: the call never reached the kernel, so it has no deny
-// receipt to write, and no event is.
+// skill's JSON object in a text part, nested past the limit) still has its
+// deny receipt, for the A2A operation itself: the arguments no reader
+// could read back are never recorded.
 func TestRefusedCredentialWithBadArguments(t *testing.T) {
 	cl := startCluster(t, 1, "")
 	toks := delegationTokens(t)
@@ -1165,15 +1174,16 @@ func TestRefusedCredentialWithBadArguments(t *testing.T) {
 	text, _ := json.Marshal(deep)
 	body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-` + randomSuffix() +
 		`","role":"ROLE_USER","parts":[{"text":` + string(text) + `}]}}}`
-	before := len(natstest.Decisions(t, cl.js))
 	for name, auth := range map[string]string{"garbage": "Bearer garbage", "rebuilt without its proof": "Bearer " + toks.Rebuilt} {
 		status, h, raw := httpSendWith(t, cl.edges[0].URL+"/a2a", "", http.Header{"Authorization": {auth}}, body)
-		if _, r := rpcResult(t, status, h, raw); r == nil || r.code != -32602 || !strings.Contains(string(raw), "nesting deeper than") {
-			t.Errorf("%s: %d %s", name, status, raw)
+		_, r := rpcResult(t, status, h, raw)
+		if r == nil || r.code != wire.CodeUnauthenticated || r.receiptID == "" {
+			t.Fatalf("%s: %d %s", name, status, raw)
 		}
-	}
-	if n := len(natstest.Decisions(t, cl.js)); n != before {
-		t.Errorf("%d decision events written for calls that never reached the kernel", n-before)
+		d, ok := natstest.Decisions(t, cl.js)[r.receiptID]
+		if !ok || d.ToolName != wire.OpSendMessage.String() || string(d.Parameters) != "{}" {
+			t.Errorf("%s: deny recorded for %s with %.80s", name, d.ToolName, d.Parameters)
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // The stdio binding: the hello-a2a profile, JSON-RPC one request per line.
@@ -256,7 +257,10 @@ func stdioProof(method string, op wire.Operation, params json.RawMessage) *kerne
 			Metadata json.RawMessage `json:"metadata"`
 		} `json:"message"`
 	}
-	_ = json.Unmarshal(params, &p) // what does not decode has no proof: the params' decoding refuses it
+	// Names matched exactly, as the wire decoder matches them: a proof
+	// under "Metadata" is in no metadata the call is read with. What does
+	// not decode has no proof: the params' decoding refuses it.
+	_ = strictjson.UnmarshalExact(params, &p)
 	var found []json.RawMessage
 	for _, meta := range []json.RawMessage{p.Metadata, p.Message.Metadata} {
 		if raw := member(member(meta, "chio"), metaDPoPProof); len(raw) > 0 && string(raw) != "null" {

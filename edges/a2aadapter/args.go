@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 
 	"github.com/chio-ledger/chio/schemas"
@@ -93,20 +92,13 @@ func parseArgs(raw json.RawMessage, f features) (*args, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage("{}")
 	}
-	// strictjson refuses repeated members (exact, case variants, escaped),
-	// deep nests, bad UTF-8 and trailing data anywhere in the arguments.
-	if err := strictjson.Valid(raw); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
-	}
-	// encoding/json matches member names without regard to case, while
-	// the kernel's guards read members by exact name: {"MESSAGE":"long"}
-	// would reach message past a constraint on /message. Every member the
-	// contract names must be spelled as it is.
-	if err := exactMembers(raw, reflect.TypeFor[args](), ""); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
-	}
-	// Numbers stay json.Number: large integers in data and metadata exact.
-	if err := strictjson.UnmarshalKnown(raw, a); err != nil {
+	// The strict reader refuses repeated members (exact, case variants,
+	// escaped), deep nests, bad UTF-8 and trailing data anywhere in the
+	// arguments. Names are matched exactly and unknown ones refused: the
+	// kernel's guards read members by exact name, so {"MESSAGE":"long"}
+	// must not reach message past a constraint on /message. Numbers stay
+	// json.Number: large integers in data and metadata exact.
+	if err := strictjson.UnmarshalExactKnown(raw, a); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
 	}
 	if err := a.decodeData(); err != nil {
@@ -119,54 +111,6 @@ func parseArgs(raw json.RawMessage, f features) (*args, error) {
 		return a, a.checkSend(f)
 	}
 	return a, a.checkFollowUp(f)
-}
-
-// exactMembers checks that every member of the JSON object raw (and of
-// the objects it nests where typ is a struct) names a field of typ by its
-// exact JSON name. Free-form members (maps, raw JSON) are not looked into.
-func exactMembers(raw json.RawMessage, typ reflect.Type, at string) error {
-	for typ.Kind() == reflect.Pointer {
-		typ = typ.Elem()
-	}
-	switch typ.Kind() {
-	case reflect.Struct:
-	case reflect.Slice:
-		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) != nil {
-			return nil // the decoder reports the type error
-		}
-		for i, it := range items {
-			if err := exactMembers(it, typ.Elem(), fmt.Sprintf("%s/%d", at, i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	default:
-		return nil
-	}
-	var members map[string]json.RawMessage
-	if json.Unmarshal(raw, &members) != nil || members == nil {
-		return nil // not an object: the decoder reports it
-	}
-	fields := map[string]reflect.Type{}
-	for f := range typ.Fields() {
-		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" && f.IsExported() {
-			fields[name] = f.Type
-		}
-	}
-	for name, v := range members {
-		ft, ok := fields[name]
-		if !ok {
-			return fmt.Errorf("unknown argument %s/%s (names are case-sensitive)", at, name)
-		}
-		if ft == reflect.TypeFor[json.RawMessage]() {
-			continue
-		}
-		if err := exactMembers(v, ft, at+"/"+name); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func (a *args) decodeData() error {

@@ -40,6 +40,8 @@ func TestParseArgs(t *testing.T) {
 		// read members by their exact names.
 		{"a member in another case", `{"message":"short","MESSAGE":"long"}`, all, "", ErrInvalidArguments},
 		{"a mode in another case", `{"Get_Task":{"id":"B"}}`, all, "", ErrInvalidArguments},
+		{"a lone member in another case", `{"MESSAGE":"long"}`, all, "", ErrInvalidArguments},
+		{"a lone nested member in another case", `{"get_task":{"ID":"B"}}`, all, "", ErrInvalidArguments},
 		{"a nested member in another case", `{"get_task":{"id":"A","Id":"B"}}`, all, "", ErrInvalidArguments},
 		{"a push url in another case", `{"create_push_config":{"task_id":"t","url":"https://ok.example/h","URL":"https://evil.example/x"}}`, all, "", ErrInvalidArguments},
 		{"cancel metadata cannot carry chio", `{"cancel_task":{"id":"t","metadata":{"chio":{"x":1}}}}`, all, "", ErrInvalidArguments},

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
-	"strings"
 
 	"github.com/chio-ledger/chio/schemas/dpop"
 	"github.com/chio-ledger/chio/schemas/strictjson"
@@ -137,40 +135,8 @@ func params(p json.RawMessage, v any) *Error {
 // a client hashing or reading its own request does not. A member that is
 // a field's name but for case is refused; other members are ignored.
 func object(raw []byte, v any) error {
-	var members map[string]json.RawMessage
-	if err := strictjson.Unmarshal(raw, &members); err != nil {
-		return err
-	}
-	if members == nil {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		return errors.New("not a JSON object")
 	}
-	rv := reflect.ValueOf(v).Elem()
-	fields := fieldsOf(rv.Type())
-	for name, val := range members {
-		i, ok := fields[name]
-		if !ok {
-			for f := range fields {
-				if strings.EqualFold(name, f) {
-					return fmt.Errorf("member %q is not %q: names are matched exactly", name, f)
-				}
-			}
-			continue
-		}
-		if err := json.Unmarshal(val, rv.Field(i).Addr().Interface()); err != nil {
-			return fmt.Errorf("member %q: %w", name, err)
-		}
-	}
-	return nil
-}
-
-// fieldsOf maps the json names of t's fields to their indexes.
-func fieldsOf(t reflect.Type) map[string]int {
-	out := make(map[string]int, t.NumField())
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			out[name] = i
-		}
-	}
-	return out
+	return strictjson.UnmarshalExact(raw, v)
 }

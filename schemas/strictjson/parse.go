@@ -326,8 +326,11 @@ func needsFold(k string) bool {
 
 // appendFolded appends the name under which encoding/json would match k
 // to a struct field: two names fold alike exactly when bytes.EqualFold
-// holds between them (ASCII lowered, every other rune as
-// unicode.ToUpper(unicode.ToLower(r)), so the Kelvin sign folds to k).
+// holds between them. Each rune becomes the smallest rune of its
+// unicode.SimpleFold orbit, as encoding/json folds, except that an ASCII
+// letter is written in lower case (no other orbit's smallest rune is a
+// lower-case ASCII letter), so the common all-lower-case name needs no
+// copy (needsFold).
 func appendFolded(b []byte, k string) []byte {
 	for i := 0; i < len(k); {
 		c := k[i]
@@ -340,7 +343,7 @@ func appendFolded(b []byte, k string) []byte {
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(k[i:])
-		r = unicode.ToUpper(unicode.ToLower(r))
+		r = foldRune(r)
 		if 'A' <= r && r <= 'Z' {
 			r += 'a' - 'A'
 		}
@@ -348,6 +351,17 @@ func appendFolded(b []byte, k string) []byte {
 		i += n
 	}
 	return b
+}
+
+// foldRune is the smallest rune of r's case-folding orbit.
+func foldRune(r rune) rune {
+	for {
+		next := unicode.SimpleFold(r)
+		if next <= r {
+			return next
+		}
+		r = next
+	}
 }
 
 func (d *decoder) array() (any, error) {

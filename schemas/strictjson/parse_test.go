@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // referenceDecode is what Parse promises to match: json.Decoder with
@@ -181,8 +182,58 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse calls %q a syntax error (%v), encoding/json accepts it", raw, err)
 		case err == nil && !reflect.DeepEqual(got, want):
 			t.Fatalf("Parse(%q) = %#v, encoding/json %#v", raw, got, want)
+		case err == nil:
+			if a, b, ok := foldEqualNames(got); ok {
+				t.Fatalf("Parse accepts %q with members %q and %q, alike without case", raw, a, b)
+			}
 		}
 	})
+}
+
+// foldEqualNames finds two member names of one object in v that
+// bytes.EqualFold (encoding/json's matching) holds alike.
+func foldEqualNames(v any) (string, string, bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		for a, av := range v {
+			for b := range v {
+				if a < b && bytes.EqualFold([]byte(a), []byte(b)) {
+					return a, b, true
+				}
+			}
+			if x, y, ok := foldEqualNames(av); ok {
+				return x, y, true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if x, y, ok := foldEqualNames(e); ok {
+				return x, y, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// TestFoldingMatchesEqualFold checks appendFolded against bytes.EqualFold
+// over every rune paired with its orbit and its ASCII neighbours.
+func TestFoldingMatchesEqualFold(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue
+		}
+		others := []rune{'i', 'I', 'k', 'K', 's', 'S'}
+		for o := unicode.SimpleFold(r); o != r; o = unicode.SimpleFold(o) {
+			others = append(others, o)
+		}
+		for _, o := range others {
+			a, b := string(r), string(o)
+			same := string(appendFolded(nil, a)) == string(appendFolded(nil, b))
+			if same != bytes.EqualFold([]byte(a), []byte(b)) {
+				t.Fatalf("%U and %U: folded alike %v, bytes.EqualFold %v", r, o, same, !same)
+			}
+		}
+	}
 }
 
 // BenchmarkParse compares Parse and Valid with encoding/json on a typical
