@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/chio-ledger/chio/internal/redact"
 	"io"
 	"log/slog"
 	"mime"
@@ -66,8 +67,9 @@ type Upstream struct {
 	// away cancels the request).
 	Client *http.Client
 
-	// secrets are scrubbed from every upstream answer (see scrub).
-	secrets [][]byte
+	// redactor scrubs the operator's credentials from every upstream
+	// answer (see scrub).
+	redactor *redact.Redactor
 }
 
 // LogValue leaves the key out of logs.
@@ -88,7 +90,7 @@ func WithUpstream(u Upstream) Option {
 			u.Client = &http.Client{}
 		}
 		u.BaseURL = u.BaseURL.JoinPath() // a copy; a trailing slash is harmless
-		u.secrets = upstreamSecrets(&u)
+		u.redactor = upstreamRedactor(&u)
 		a.upstream = &u
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/chio-ledger/chio/internal/redact"
 	"net/http"
 	"strings"
 	"testing"
@@ -176,7 +177,7 @@ func TestProxyScrubsUpstreamCredentials(t *testing.T) {
 				body = strings.Replace(body, `"model":"m"`, `"model":"m","stream":true`, 1)
 			}
 			code, _, raw := do(t, http.MethodPost, f.url+path, tok, []byte(body))
-			if code != c.status || bytes.Contains(raw, []byte(upstreamKey)) || !bytes.Contains(raw, []byte("Authorization: "+redaction)) {
+			if code != c.status || bytes.Contains(raw, []byte(upstreamKey)) || !bytes.Contains(raw, []byte("Authorization: "+redact.Mark)) {
 				t.Errorf("%s %s: %d %s", c.name, path, code, raw)
 			}
 		}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -127,61 +126,4 @@ func removeHopByHop(h http.Header) {
 	for _, name := range []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
 		h.Del(name)
 	}
-}
-
-// minSecret is the shortest operator header value redacted: shorter ones
-// would match ordinary text far more often than they protect a credential.
-const minSecret = 8
-
-// redaction replaces an operator header value found in a response.
-const redaction = "[REDACTED]"
-
-// secretsOf lists what redact looks for: each operator header value, the
-// credential of an "<scheme> <credential>" value (the token of a Bearer
-// header, which an upstream may echo alone), and their JSON-escaped forms.
-func secretsOf(h http.Header) [][]byte {
-	var out [][]byte
-	add := func(s string) {
-		if len(s) < minSecret {
-			return
-		}
-		out = append(out, []byte(s))
-		if esc, err := marshal(s); err == nil {
-			if e := esc[1 : len(esc)-1]; string(e) != s {
-				out = append(out, e)
-			}
-		}
-	}
-	for _, vs := range h {
-		for _, v := range vs {
-			add(v)
-			if _, cred, ok := strings.Cut(strings.TrimSpace(v), " "); ok {
-				add(strings.TrimSpace(cred))
-			}
-		}
-	}
-	// Longest first, so a whole value goes before the credential inside
-	// it, and the result does not depend on map order.
-	slices.SortFunc(out, func(a, b []byte) int {
-		if d := len(b) - len(a); d != 0 {
-			return d
-		}
-		return bytes.Compare(a, b)
-	})
-	return slices.CompactFunc(out, bytes.Equal)
-}
-
-// redact replaces the operator's header values in an upstream response
-// (an API that echoes request headers, like httpbin's /headers, or an error
-// page quoting them), so credentials never reach the tool's caller nor its
-// receipt. It reports whether anything was replaced.
-func (s *Server) redact(b []byte) ([]byte, bool) {
-	changed := false
-	for _, sec := range s.secrets {
-		if bytes.Contains(b, sec) {
-			b = bytes.ReplaceAll(b, sec, []byte(redaction))
-			changed = true
-		}
-	}
-	return b, changed
 }

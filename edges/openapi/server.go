@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/chio-ledger/chio/internal/redact"
 	"net/http"
 	"net/url"
 	"slices"
@@ -50,7 +51,8 @@ type Server struct {
 	headers http.Header
 	client  *http.Client
 	maxResp int64
-	secrets [][]byte
+	// redactor removes the operator headers' values from answers.
+	redactor *redact.Redactor
 }
 
 var _ tools.Server = (*Server)(nil)
@@ -94,7 +96,7 @@ func NewServer(b *Bridge, up Upstream) (*Server, error) {
 		maxResp = MaxResponseBytes
 	}
 	b2 := *base
-	return &Server{bridge: b, base: &b2, headers: headers, client: client, maxResp: maxResp, secrets: secretsOf(headers)}, nil
+	return &Server{bridge: b, base: &b2, headers: headers, client: client, maxResp: maxResp, redactor: redact.FromHeader(headers)}, nil
 }
 
 // specBaseURL is the spec's first usable server URL. With no servers the
@@ -226,9 +228,9 @@ func (s *Server) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMess
 		}
 		return nil, fmt.Errorf("invoke %s: read response: %w", rt.Tool, err)
 	}
-	body, redacted := s.redact(body)
+	body, redacted := s.redactor.Bytes(body)
 	if sink := rawSink(ctx); sink != nil {
-		return rawOutput(sink, rt, resp, body, redacted, s.redact)
+		return rawOutput(sink, rt, resp, body, redacted, s.redactor.Bytes)
 	}
 	out, err := parsedOutput(rt, resp, body)
 	if err != nil {
