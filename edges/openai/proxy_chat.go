@@ -178,9 +178,14 @@ func (chatAPI) parseStream(events []ssestream.Event) (*turn, error) {
 // message per result. Chio's verdicts stay out: the model sees only what
 // a tool message holds.
 func (chatAPI) extend(req map[string]json.RawMessage, t *turn, results []Result) error {
+	// Raw: the client's messages go on as they came, numbers unrounded.
 	var msgs []any
-	if err := json.Unmarshal(req["messages"], &msgs); err != nil {
+	var prior []json.RawMessage
+	if err := json.Unmarshal(req["messages"], &prior); err != nil {
 		return fmt.Errorf("read messages: %w", err)
+	}
+	for _, m := range prior {
+		msgs = append(msgs, m)
 	}
 	calls := make([]any, len(t.calls))
 	for i, c := range t.calls {

@@ -326,7 +326,10 @@ func BuildGoverned(f Filter, receipts iter.Seq2[*Governed, error], lineage Linea
 
 func (f *Filter) matches(g *Governed) bool {
 	if g.Unprojectable != "" && g.CapabilityID == "" {
-		return true // unreadable: it might match any filter, so it fails them all
+		// Unreadable past its head: it might match any capability, so it
+		// fails every report whose time window holds it (a head without a
+		// timestamp, every report).
+		return g.Timestamp == 0 || (f.Since == 0 || g.Timestamp >= f.Since) && (f.Until == 0 || g.Timestamp <= f.Until)
 	}
 	return (f.CapabilityID == "" || g.CapabilityID == f.CapabilityID) &&
 		(f.ToolServer == "" || g.ToolServer == f.ToolServer) &&
