@@ -11,9 +11,11 @@ import (
 	"github.com/chio-ledger/chio/schemas"
 )
 
-// receiptFields are the members a chio.receipt.v1 may have, in JCS order.
-var receiptFields = []string{"action", "algorithm", "capability_id", "content_hash", "decision", "evidence", "id",
-	"kernel_key", "metadata", "policy_hash", "signature", "tenant_id", "timestamp", "tool_name", "tool_server", "trust_level"}
+// receiptField reports whether name is a member a chio.receipt.v1 may have.
+func receiptField(name string) bool {
+	return slices.Contains([]string{"action", "algorithm", "capability_id", "content_hash", "decision", "evidence", "id",
+	"kernel_key", "metadata", "policy_hash", "signature", "tenant_id", "timestamp", "tool_name", "tool_server", "trust_level"}, name)
+}
 
 // verifyUnreadable runs the receipt checks of Verify (receipt, kernel-key,
 // receipt-signature, parameter-hash) over a receipt nested too deep for any
@@ -124,7 +126,7 @@ func checkCanonicalObject(leaf []byte, members []schemas.TopMember) error {
 		return errors.New("not a JSON object")
 	}
 	for i, m := range members {
-		if !slices.Contains(receiptFields, m.Name) {
+		if !receiptField(m.Name) {
 			return fmt.Errorf("%q is not a field of %s", clip(m.Name), "chio.receipt.v1")
 		}
 		if i > 0 && members[i-1].Name >= m.Name {
