@@ -14,7 +14,7 @@ import (
 // receiptField reports whether name is a member a chio.receipt.v1 may have.
 func receiptField(name string) bool {
 	return slices.Contains([]string{"action", "algorithm", "capability_id", "content_hash", "decision", "evidence", "id",
-	"kernel_key", "metadata", "policy_hash", "signature", "tenant_id", "timestamp", "tool_name", "tool_server", "trust_level"}, name)
+		"kernel_key", "metadata", "policy_hash", "signature", "tenant_id", "timestamp", "tool_name", "tool_server", "trust_level"}, name)
 }
 
 // verifyUnreadable runs the receipt checks of Verify (receipt, kernel-key,
