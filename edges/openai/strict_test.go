@@ -59,6 +59,18 @@ func TestBatchRefusesHostileJSON(t *testing.T) {
 			t.Errorf("%s: %d %s", c.Name, code, raw)
 		}
 	}
+	// A lone member named as a read one but for case is no such member:
+	// encoding/json alone would read it as one.
+	for name, body := range map[string]string{
+		"Tool_Calls in a message": `{"message":{"role":"assistant","Tool_Calls":[{"id":"c1","type":"function","function":{"name":"hello_task","arguments":"{}"}}]}}`,
+		"Function in a call":      `{"tool_calls":[{"id":"c1","type":"function","Function":{"name":"hello_task","arguments":"{}"}}]}`,
+		"Name in an output item":  `{"output":[{"type":"function_call","call_id":"c1","Name":"hello_task","arguments":"{}"}]}`,
+	} {
+		code, _, raw := do(t, http.MethodPost, f.url+ToolCallsPath, tok, []byte(body))
+		if code != http.StatusBadRequest || !strings.Contains(string(raw), "only in case") {
+			t.Errorf("%s: %d %s", name, code, raw)
+		}
+	}
 	for _, v := range hostilejson.Variants([]byte(helloArgs)) {
 		body := chatCallWith(string(v.Doc))
 		code, _, raw := do(t, http.MethodPost, f.url+ToolCallsPath, tok, []byte(body))

@@ -188,7 +188,7 @@ type chatCall struct {
 
 func decodeChat(raw json.RawMessage, prefix string) (*Batch, *Error) {
 	var m chatMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := strictjson.UnmarshalExact(raw, &m); err != nil {
 		return nil, invalid("invalid_request", strings.TrimSuffix(prefix, "."), "not a Chat Completions assistant message: %v", err)
 	}
 	if m.Role != nil && *m.Role != "assistant" {
@@ -252,7 +252,7 @@ func SkipsItem(typ, execution string) bool {
 
 func decodeResponses(raw json.RawMessage, param string) (*Batch, *Error) {
 	var items []responsesItem
-	if err := json.Unmarshal(raw, &items); err != nil {
+	if err := strictjson.UnmarshalExact(raw, &items); err != nil {
 		return nil, invalid("invalid_request", param, "not a list of Responses output items: %v", err)
 	}
 	if len(items) > MaxItems {
