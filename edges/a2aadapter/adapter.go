@@ -213,7 +213,7 @@ func newClient(ctx context.Context, iface *a2a.AgentInterface, d dialect, hc *ht
 	}
 	client, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{iface}, opts...)
 	if err != nil {
-		return nil, redact(err)
+		return nil, redactErr(err)
 	}
 	return client, nil
 }

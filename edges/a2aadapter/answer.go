@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/chio-ledger/chio/internal/redact"
 	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
@@ -45,13 +46,20 @@ func (g answerGate) RoundTrip(r *http.Request) (*http.Response, error) {
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	resp, err := next.RoundTrip(r)
+	// The credentials the transports below attach are collected, to be
+	// redacted from the answer: whatever its status, it reaches the caller
+	// and the receipt's content hash.
+	ctx, collected := redact.WithCollector(r.Context())
+	resp, err := next.RoundTrip(r.WithContext(ctx))
 	if err != nil || resp.Body == nil || r.Method == http.MethodHead {
 		return resp, err
 	}
+	red := collected.Redactor()
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
-		resp.Body = newEventGate(resp.Body, MaxAnswerBytes, MaxStreamBytes)
+		g := newEventGate(resp.Body, MaxAnswerBytes, MaxStreamBytes)
+		g.redactor = red
+		resp.Body = g
 		resp.ContentLength = -1
 		return resp, nil
 	}
@@ -63,6 +71,7 @@ func (g answerGate) RoundTrip(r *http.Request) (*http.Response, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read answer: %w", err)
 	}
+	body, _ = red.Bytes(body)
 	// An error page (text/plain, text/html) is left to the client, which
 	// reports the status; JSON is checked whatever the status.
 	if isJSON(mt) && len(bytes.TrimSpace(body)) > 0 {
@@ -97,6 +106,8 @@ type eventGate struct {
 	event     []byte // the raw event being read
 	data      []byte // its data
 	err       error  // the error to return once out is drained
+	// redactor removes the attached credentials from each event.
+	redactor *redact.Redactor
 }
 
 func newEventGate(body io.ReadCloser, maxEvent int, maxStream int64) *eventGate {
@@ -142,7 +153,8 @@ func (g *eventGate) next() {
 					return
 				}
 			}
-			g.out = append(g.out[:0], g.event...)
+			out, _ := g.redactor.Bytes(g.event)
+			g.out = append(g.out[:0], out...)
 			if err == io.EOF {
 				g.err = io.EOF
 			}

@@ -42,7 +42,7 @@ type authResult struct {
 func planAuth(ctx context.Context, cfg *Config, card *a2a.AgentCard) authResult {
 	r := authResult{plan: AuthPlan{Required: requirementSets(card.SecurityRequirements)}, skillDenied: map[string]error{}}
 	deny := func(err error) authResult {
-		r.client, r.denied = nil, fmt.Errorf("%w: %w", ErrDeniedLocally, redact(err))
+		r.client, r.denied = nil, fmt.Errorf("%w: %w", ErrDeniedLocally, redactErr(err))
 		r.plan.Unsatisfiable = r.denied.Error()
 		return r
 	}

@@ -96,15 +96,15 @@ func TestRedact(t *testing.T) {
 		{"basic ZGVtbzpwdw== refused", "basic [redacted] refused"},
 		{"no URL here", "no URL here"},
 	} {
-		err := redact(errors.New(tc.in))
+		err := redactErr(errors.New(tc.in))
 		if err.Error() != tc.want {
-			t.Errorf("redact(%q) = %q, want %q", tc.in, err.Error(), tc.want)
+			t.Errorf("redactErr(%q) = %q, want %q", tc.in, err.Error(), tc.want)
 		}
 	}
-	if redact(nil) != nil {
-		t.Error("redact(nil) is not nil")
+	if redactErr(nil) != nil {
+		t.Error("redactErr(nil) is not nil")
 	}
-	if !errors.Is(redact(a2a.ErrTaskNotFound), a2a.ErrTaskNotFound) {
+	if !errors.Is(redactErr(a2a.ErrTaskNotFound), a2a.ErrTaskNotFound) {
 		t.Error("redact hides the error chain")
 	}
 }

@@ -58,7 +58,7 @@ func fetchCard(ctx context.Context, client *http.Client, u *url.URL) ([]byte, er
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch card %s: %w", safeURL(u), redact(err))
+		return nil, fmt.Errorf("fetch card %s: %w", safeURL(u), redactErr(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -66,7 +66,7 @@ func fetchCard(ctx context.Context, client *http.Client, u *url.URL) ([]byte, er
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCardBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("fetch card %s: read body: %w", safeURL(u), redact(err))
+		return nil, fmt.Errorf("fetch card %s: read body: %w", safeURL(u), redactErr(err))
 	}
 	if len(body) > maxCardBytes {
 		return nil, fmt.Errorf("fetch card %s: %w: larger than %d bytes", safeURL(u), ErrInvalidCard, maxCardBytes)

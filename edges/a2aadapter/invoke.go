@@ -148,7 +148,7 @@ func (a *Adapter) fail(ctx context.Context, sk *skill, op string, err error) err
 	if ctx.Err() != nil {
 		return fmt.Errorf("a2a %s/%s: %s: %w", a.serverID, sk.tool, op, context.Cause(ctx))
 	}
-	return fmt.Errorf("a2a %s/%s: %s: %w", a.serverID, sk.tool, op, redact(err))
+	return fmt.Errorf("a2a %s/%s: %s: %w", a.serverID, sk.tool, op, redactErr(err))
 }
 
 // receiptOf is the partner's receipt id in metadata.chio.receiptId, when

@@ -156,6 +156,8 @@ type partnerOpts struct {
 	// rewrite, when set, rewrites the agent's whole answer to each A2A
 	// call (a JSON body, or an SSE stream) before it is sent.
 	rewrite func([]byte) []byte
+	// rewriteFor is rewrite given the request too.
+	rewriteFor func(*http.Request, []byte) []byte
 }
 
 // partner is a running test partner.
@@ -227,7 +229,7 @@ func startPartner(t *testing.T, o partnerOpts) *partner {
 		case o.answer != nil:
 			o.answer(w, r)
 			return
-		case o.rewrite != nil:
+		case o.rewrite != nil || o.rewriteFor != nil:
 			rec := httptest.NewRecorder()
 			mux.ServeHTTP(rec, r)
 			for k, v := range rec.Header() {
@@ -235,7 +237,11 @@ func startPartner(t *testing.T, o partnerOpts) *partner {
 			}
 			w.Header().Del("Content-Length")
 			w.WriteHeader(rec.Code)
-			w.Write(o.rewrite(rec.Body.Bytes()))
+			if o.rewrite != nil {
+				w.Write(o.rewrite(rec.Body.Bytes()))
+			} else {
+				w.Write(o.rewriteFor(r, rec.Body.Bytes()))
+			}
 			return
 		}
 		mux.ServeHTTP(w, r)

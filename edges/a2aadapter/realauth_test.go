@@ -1,6 +1,7 @@
 package a2aadapter
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -292,6 +293,7 @@ func TestRealAuthSchemes(t *testing.T) {
 						requirements: a2a.SecurityRequirementsOptions{{schemeName: tc.scopes}},
 						enforce:      rec.enforce,
 						serverTLS:    partnerTLS(pk, tc.mtls),
+						rewriteFor:   echoCredentials,
 					})
 					// The card fetch is not under test; it needs the client
 					// certificate only where every connection does.
@@ -336,6 +338,15 @@ func TestRealAuthSchemes(t *testing.T) {
 					var res struct{ Task *a2a.Task }
 					if err := json.Unmarshal(out, &res); err != nil || res.Task == nil || res.Task.Status.State != a2a.TaskStateCompleted {
 						t.Fatalf("send answered %s (%v), want a completed task", out, err)
+					}
+					// The partner echoed the request's credentials into its
+					// answer: the result holds none of them.
+					noE2ESecretIn(t, "the result", string(out))
+					if len(tc.slots) > 0 && tc.slots[0] != slotCert && !strings.Contains(string(out), "[REDACTED]") {
+						t.Errorf("the echoed credential is not marked redacted: %s", out)
+					}
+					if access := strings.TrimPrefix(seen[0].slots[slotAuthorization], "Bearer "); tc.tokens > 0 && strings.Contains(string(out), access) {
+						t.Errorf("the result holds the access token: %s", out)
 					}
 					if calls := p.agent.calls(); len(calls) != 1 || calls[0].parts[0].Text() != "hi" {
 						t.Fatalf("partner agent saw %+v, want one message \"hi\"", calls)
@@ -453,4 +464,23 @@ func noE2ESecretIn(t *testing.T, what, s string) {
 			t.Errorf("%s leaks a secret: %s", what, s)
 		}
 	}
+}
+
+// echoCredentials is a partner that quotes every credential a request
+// carried in its answer's text, as an error page quoting headers would.
+func echoCredentials(r *http.Request, body []byte) []byte {
+	var carried []string
+	for _, name := range []string{"Authorization", keyHeader} {
+		if v := r.Header.Get(name); v != "" {
+			carried = append(carried, name+": "+v)
+		}
+	}
+	if v := r.URL.Query().Get(keyQuery); v != "" {
+		carried = append(carried, keyQuery+"="+v)
+	}
+	if ck, err := r.Cookie(keyCookie); err == nil {
+		carried = append(carried, keyCookie+"="+ck.Value)
+	}
+	echo, _ := json.Marshal("hi, you sent " + strings.Join(carried, "; "))
+	return bytes.ReplaceAll(body, []byte(`"hi"`), echo)
 }

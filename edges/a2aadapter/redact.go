@@ -21,8 +21,8 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// redact wraps err so that its text carries no credentials; nil stays nil.
-func redact(err error) error {
+// redactErr wraps err so that its text carries no credentials; nil stays nil.
+func redactErr(err error) error {
 	if err == nil {
 		return nil
 	}

@@ -6,10 +6,12 @@ package redact
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // MinSecret is the shortest credential redacted: a shorter one would
@@ -94,4 +96,39 @@ func (r *Redactor) String(s string) string {
 		s = strings.ReplaceAll(s, string(sec), Mark)
 	}
 	return s
+}
+
+// Collector gathers, during one request, the credentials the transports
+// below a reader attach, so that the reader can redact them from the
+// answer: a transport that adds a credential calls Collect with its
+// request's context.
+type Collector struct {
+	mu     sync.Mutex
+	values []string
+}
+
+type collectorKey struct{}
+
+// WithCollector returns ctx carrying a new Collector.
+func WithCollector(ctx context.Context) (context.Context, *Collector) {
+	c := &Collector{}
+	return context.WithValue(ctx, collectorKey{}, c), c
+}
+
+// Collect records values with ctx's Collector; without one it does nothing.
+func Collect(ctx context.Context, values ...string) {
+	c, _ := ctx.Value(collectorKey{}).(*Collector)
+	if c == nil || len(values) == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.values = append(c.values, values...)
+	c.mu.Unlock()
+}
+
+// Redactor is New of the values collected so far.
+func (c *Collector) Redactor() *Redactor {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return New(c.values...)
 }

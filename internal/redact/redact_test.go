@@ -32,3 +32,12 @@ func TestRedactor(t *testing.T) {
 		t.Error("a nil Redactor changed its input")
 	}
 }
+
+func TestCollector(t *testing.T) {
+	Collect(t.Context(), "ignored-without-a-collector")
+	ctx, c := WithCollector(t.Context())
+	Collect(ctx, "Bearer token-attached-below")
+	if got, _ := c.Redactor().Bytes([]byte(`{"echo":"token-attached-below"}`)); string(got) != `{"echo":"[REDACTED]"}` {
+		t.Errorf("collected: %s", got)
+	}
+}

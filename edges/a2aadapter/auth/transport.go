@@ -4,9 +4,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/chio-ledger/chio/internal/redact"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 )
 
@@ -58,7 +60,30 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+	// Whoever reads the answer redacts what was attached here from it: a
+	// partner may echo a request's credentials back.
+	redact.Collect(req.Context(), attached(req, out)...)
 	return t.base.RoundTrip(out)
+}
+
+// attached lists the header, query and cookie values out carries that
+// req did not: the extras and the credentials.
+func attached(req, out *http.Request) []string {
+	var values []string
+	for name, vs := range out.Header {
+		if !slices.Equal(req.Header[name], vs) {
+			values = append(values, vs...)
+		}
+	}
+	if out.URL.RawQuery != req.URL.RawQuery {
+		q := req.URL.Query()
+		for name, vs := range out.URL.Query() {
+			if !slices.Equal(q[name], vs) {
+				values = append(values, vs...)
+			}
+		}
+	}
+	return values
 }
 
 func closeBody(req *http.Request) {
