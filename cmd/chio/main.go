@@ -71,6 +71,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newProjectionsCmd())
 	root.AddCommand(newTrustCmd())
 	root.AddCommand(newOpenAPICmd(), newBridgeCmd(), newAPICmd(), newA2ACmd(), newToolsCmd())
+	root.AddCommand(newEvidenceCmd())
 	return root
 }
 
