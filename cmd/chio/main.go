@@ -72,6 +72,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newTrustCmd())
 	root.AddCommand(newOpenAPICmd(), newBridgeCmd(), newAPICmd(), newA2ACmd(), newToolsCmd())
 	root.AddCommand(newEvidenceCmd())
+	root.AddCommand(newMonitorCmd())
 	return root
 }
 
