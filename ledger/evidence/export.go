@@ -142,11 +142,12 @@ type exporter struct {
 	q        Query
 
 	lineageReadable bool
-	// chains caches, per capability id, the principals of its authority
-	// path (nil: lineage not served); written records the lineage records
-	// already in the file. Both grow with the capabilities named, not
-	// with the receipts.
-	chains  map[string][]string
+	// chains caches each capability's lineage chain; named holds the
+	// capabilities whose lineage is written (or counted missing), written
+	// the records in the file. They grow with the capabilities the
+	// receipts name, not with the receipts.
+	chains  map[string]*chainInfo
+	named   map[string]bool
 	written map[string]bool
 }
 
@@ -162,7 +163,7 @@ func export(ctx context.Context, c *Client, dir string, o Options) (*Query, erro
 	if o.PageSize <= 0 || o.PageSize > 200 {
 		o.PageSize = 200
 	}
-	e := &exporter{c: c, o: o, log: logger, lineageReadable: true, chains: map[string][]string{}, written: map[string]bool{},
+	e := &exporter{c: c, o: o, log: logger, lineageReadable: true, chains: map[string]*chainInfo{}, named: map[string]bool{}, written: map[string]bool{},
 		q: Query{Format: Format, Server: c.Base, ExportedAt: now().UTC().Format(time.RFC3339), Filter: o.Filter}}
 
 	// The log's key as it publishes it: the export checks what it fetches
@@ -244,9 +245,15 @@ func export(ctx context.Context, c *Client, dir string, o Options) (*Query, erro
 	if err := e.pages(ctx); err != nil {
 		return nil, err
 	}
-	if !e.lineageReadable {
-		e.q.Lineage.Note = "the credential cannot read capability lineage from the projections: " + LineageFile + " is empty"
-	} else if e.q.Lineage.Missing > 0 {
+	switch {
+	case e.lineageReadable && e.q.Lineage.Records == 0 && e.q.Lineage.Missing > 0:
+		// The projections answer lineage outside a reader's scope as not
+		// found: an auditor of receipts alone reads none.
+		e.lineageReadable = false
+		fallthrough
+	case !e.lineageReadable:
+		e.q.Lineage.Note = "the credential read no capability lineage from the projections: " + LineageFile + " is empty"
+	case e.q.Lineage.Missing > 0:
 		e.q.Lineage.Note = "some receipts name a capability whose lineage the projections did not serve (none recorded, or outside the credential's scope)"
 	}
 	e.q.Lineage.Readable = e.lineageReadable
@@ -433,14 +440,14 @@ func (e *exporter) item(ctx context.Context, raw json.RawMessage) (done bool, er
 			// whose it is, so a principal's selection leaves it out.
 			return false, nil
 		}
-		principals, err := e.chain(ctx, it.CapabilityID)
+		c, err := e.chain(ctx, it.CapabilityID)
 		if err != nil {
 			return false, err
 		}
 		if !e.lineageReadable {
 			return false, errors.New("export: --principal needs the capability lineage, which this credential cannot read")
 		}
-		if !slices.Contains(principals, e.o.Filter.Principal) {
+		if !slices.Contains(c.principals, e.o.Filter.Principal) {
 			return false, nil
 		}
 	}
@@ -465,7 +472,7 @@ func (e *exporter) item(ctx context.Context, raw json.RawMessage) (done bool, er
 	e.q.Receipts++
 	if it.Unreadable != nil {
 		e.q.Unreadable++
-	} else if _, err := e.chain(ctx, it.CapabilityID); err != nil {
+	} else if err := e.writeLineage(ctx, it.CapabilityID); err != nil {
 		return false, err
 	}
 	return false, nil
@@ -498,15 +505,20 @@ func (e *exporter) proof(ctx context.Context, id string) (*ProofLine, error) {
 	return &p.ProofLine, nil
 }
 
-// chain returns the principals of capability id's authority path, and
-// writes its lineage records not yet in the package. Principals are nil
-// when the projections serve no lineage for it.
-func (e *exporter) chain(ctx context.Context, id string) ([]string, error) {
+// chainInfo is a capability's lineage chain as the projections serve it.
+type chainInfo struct {
+	principals []string // of its authority path; nil when none is served
+	ids        []string // capability ids, root first
+	records    [][]byte // compact JSON, root first
+}
+
+// chain returns capability id's lineage, fetched once per capability.
+func (e *exporter) chain(ctx context.Context, id string) (*chainInfo, error) {
 	if id == "" || !e.lineageReadable {
-		return nil, nil
+		return &chainInfo{}, nil
 	}
-	if p, ok := e.chains[id]; ok {
-		return p, nil
+	if c, ok := e.chains[id]; ok {
+		return c, nil
 	}
 	body, err := e.c.get(ctx, "/v1/lineage/"+url.PathEscape(id)+"/chain", nil)
 	var ae *apiError
@@ -514,11 +526,11 @@ func (e *exporter) chain(ctx context.Context, id string) ([]string, error) {
 	case errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden):
 		e.lineageReadable = false
 		e.log.Warn("evidence export: the credential cannot read capability lineage", "err", err)
-		return nil, nil
+		return &chainInfo{}, nil
 	case errors.As(err, &ae) && ae.Status == http.StatusNotFound && ae.Code == "lineage_not_found":
-		e.chains[id] = nil
-		e.q.Lineage.Missing++
-		return nil, nil
+		c := &chainInfo{}
+		e.chains[id] = c
+		return c, nil
 	case err != nil:
 		return nil, fmt.Errorf("export: lineage of %s: %w", id, err)
 	}
@@ -528,6 +540,7 @@ func (e *exporter) chain(ctx context.Context, id string) ([]string, error) {
 	if err := json.Unmarshal(body, &ch); err != nil {
 		return nil, fmt.Errorf("export: lineage of %s: %w", id, err)
 	}
+	c := &chainInfo{}
 	recs := make([]schemas.CapabilityLineage, len(ch.Chain))
 	for i, raw := range ch.Chain {
 		if err := json.Unmarshal(raw, &recs[i]); err != nil {
@@ -536,24 +549,45 @@ func (e *exporter) chain(ctx context.Context, id string) ([]string, error) {
 		if recs[i].CapabilityID == "" {
 			return nil, fmt.Errorf("export: lineage of %s: record %d has no capability id", id, i)
 		}
-	}
-	for i, raw := range ch.Chain {
-		if e.written[recs[i].CapabilityID] {
-			continue
-		}
 		var b bytes.Buffer
 		if err := json.Compact(&b, raw); err != nil {
 			return nil, fmt.Errorf("export: lineage of %s: %w", id, err)
 		}
-		if err := e.lineage.line(b.Bytes()); err != nil {
-			return nil, fmt.Errorf("export: %w", err)
+		c.ids, c.records = append(c.ids, recs[i].CapabilityID), append(c.records, b.Bytes())
+	}
+	c.principals = schemas.LineagePrincipals(recs)
+	e.chains[id] = c
+	return c, nil
+}
+
+// writeLineage writes the lineage of capability id, a record once, and
+// counts a capability whose lineage was not served.
+func (e *exporter) writeLineage(ctx context.Context, id string) error {
+	if id == "" || e.named[id] {
+		return nil
+	}
+	c, err := e.chain(ctx, id)
+	if err != nil {
+		return err
+	}
+	e.named[id] = true
+	if len(c.records) == 0 {
+		if e.lineageReadable {
+			e.q.Lineage.Missing++
 		}
-		e.written[recs[i].CapabilityID] = true
+		return nil
+	}
+	for i, rec := range c.records {
+		if e.written[c.ids[i]] {
+			continue
+		}
+		if err := e.lineage.line(rec); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		e.written[c.ids[i]] = true
 		e.q.Lineage.Records++
 	}
-	p := schemas.LineagePrincipals(recs)
-	e.chains[id] = p
-	return p, nil
+	return nil
 }
 
 // writeManifest writes ManifestFile for entries.

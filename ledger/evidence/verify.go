@@ -36,7 +36,7 @@ type Report struct {
 	Receipts   int
 	Unreadable int
 	Lineage    int
-	Files      int // files the manifest covers, all verified
+	Files      int // the manifest and every file it covers, all verified
 	// Cosigners are what VerifyOptions.Checkpoint returned.
 	Cosigners []string
 	// ConsistencyFrom is the size of the earlier checkpoint proven to be
@@ -58,7 +58,7 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Files: len(files)}
+	rep := &Report{Files: len(files) + 1} // and the manifest itself
 
 	cpNote, err := os.ReadFile(filepath.Join(dir, CheckpointFile))
 	if err != nil {
