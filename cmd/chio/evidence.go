@@ -14,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/chio-ledger/chio/ledger/evidence"
+	"github.com/chio-ledger/chio/ledger/witness"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
@@ -169,9 +170,9 @@ func parseEvidenceTime(flag, s string) (uint64, error) {
 }
 
 func newEvidenceVerifyCmd() *cobra.Command {
-	var input, vkey, kernelKey string
+	var input, vkey, kernelKey, policyFile string
 	cmd := &cobra.Command{
-		Use:   "verify --input DIR --vkey FILE --kernel-key HEX",
+		Use:   "verify --input DIR --vkey FILE --kernel-key HEX [--witness-policy FILE]",
 		Short: "Verify an evidence package offline against pinned keys",
 		Long: "Checks, in order: manifest.json (every file listed and no other, each of its size and SHA-256);\n" +
 			"the checkpoint's signature by the pinned log key (--vkey: a note verifier key or a file holding\n" +
@@ -179,7 +180,8 @@ func newEvidenceVerifyCmd() *cobra.Command {
 			"`chio verify` checks one (pinned kernel key, receipt signature, parameter hash, proof for this\n" +
 			"receipt at the checkpoint's size, leaf hash, audit path), every line in the form the package\n" +
 			"writes and the receipts in strictly increasing log order; the lineage records; query.json against\n" +
-			"what the files hold; and consistency-proof.json when present. Exit status 0 prints \"evidence package verified\" with\n" +
+			"what the files hold; with --witness-policy, the witness quorum of the checkpoint's cosignatures;\n" +
+			"and consistency-proof.json when present. Exit status 0 prints \"evidence package verified\" with\n" +
 			"the counts; 1 names the first failed check with its file (and line); 2 is bad usage.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -197,6 +199,21 @@ func newEvidenceVerifyCmd() *cobra.Command {
 				return usageError(fmt.Errorf("--vkey: %w", err))
 			}
 			opts := evidence.VerifyOptions{VKey: vkey, KernelKey: strings.TrimSpace(kernelKey)}
+			if policyFile != "" {
+				f, err := os.Open(policyFile)
+				if err != nil {
+					return usageError(fmt.Errorf("--witness-policy: %w", err))
+				}
+				p, err := witness.ParsePolicy(f)
+				f.Close()
+				if err != nil {
+					return usageError(fmt.Errorf("--witness-policy: %w", err))
+				}
+				opts.Checkpoint = func(signed []byte, log note.Verifier) ([]string, error) {
+					_, names, err := witness.VerifyCheckpoint(signed, log, p)
+					return names, err
+				}
+			}
 			rep, err := evidence.Verify(input, opts)
 			if err != nil {
 				return &exitError{code: 1, err: fmt.Errorf("evidence verify: FAILED %w", err)}
@@ -204,6 +221,9 @@ func newEvidenceVerifyCmd() *cobra.Command {
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "evidence package verified: %d tool receipts (%d unreadable), %d lineage records, %d verified files; tree size %d of %s\n",
 				rep.Receipts, rep.Unreadable, rep.Lineage, rep.Files, rep.TreeSize, rep.Origin)
+			if policyFile != "" {
+				fmt.Fprintf(w, "witnesses: quorum met, cosigned by %s\n", strings.Join(rep.Cosigners, ", "))
+			}
 			if rep.ConsistencyFrom != nil {
 				fmt.Fprintf(w, "consistency: tree size %d extends to %d\n", *rep.ConsistencyFrom, rep.TreeSize)
 			}
@@ -213,5 +233,6 @@ func newEvidenceVerifyCmd() *cobra.Command {
 	cmd.Flags().StringVar(&input, "input", "", "the evidence package directory")
 	cmd.Flags().StringVar(&vkey, "vkey", "", "the log's note verifier key, or a file holding it")
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the pinned kernel public key (64 hex)")
+	cmd.Flags().StringVar(&policyFile, "witness-policy", "", "a witness policy file: the checkpoint must carry a quorum of its witnesses' cosignatures")
 	return cmd
 }

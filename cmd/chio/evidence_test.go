@@ -6,6 +6,8 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -330,6 +332,30 @@ func TestEvidenceExportAndVerify(t *testing.T) {
 			t.Log(err)
 		})
 	}
+	// With a witness policy the checkpoint needs its quorum of cosignatures.
+	t.Run("witness quorum", func(t *testing.T) {
+		w := newEvidenceCosigner(t, "w1.example")
+		policy := filepath.Join(t.TempDir(), "policy")
+		_ = os.WriteFile(policy, []byte("witness w1 "+w.vkey+" http://w1.example\nquorum w1\n"), 0o600)
+		if _, err := chio(ctx, append(verifyArgs(base), "--witness-policy", policy)...); err == nil || err.(*exitError).code != 1 ||
+			!strings.Contains(err.Error(), "FAILED checkpoints: witness-quorum:") {
+			t.Fatalf("uncosigned checkpoint: %v", err)
+		}
+		dir := copyPackage(t, base)
+		n, err := note.Open([]byte(readFile(t, filepath.Join(dir, evidence.CheckpointFile))), note.VerifierList(mustVerifier(t, strings.TrimSpace(readFile(t, vkeyFile)))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cosigned, err := note.Sign(n, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = os.WriteFile(filepath.Join(dir, evidence.CheckpointFile), cosigned, 0o644)
+		remanifest(t, dir)
+		if out, err := chio(ctx, append(verifyArgs(dir), "--witness-policy", policy)...); err != nil || !strings.Contains(out, "cosigned by w1") {
+			t.Fatalf("cosigned checkpoint: %v\n%s", err, out)
+		}
+	})
 	for _, args := range [][]string{
 		{"evidence", "verify", "--input", base},
 		{"evidence", "verify", "--input", filepath.Join(base, "nope"), "--vkey", vkeyFile, "--kernel-key", kernel},
@@ -449,4 +475,33 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// evidenceCosigner signs cosignature/v1 lines (c2sp.org/tlog-cosignature)
+// as a witness does.
+type evidenceCosigner struct {
+	name, vkey string
+	hash       uint32
+	key        ed25519.PrivateKey
+}
+
+func newEvidenceCosigner(t *testing.T, name string) *evidenceCosigner {
+	t.Helper()
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed := append([]byte{0x04}, pub...)
+	h := sha256.Sum256(append([]byte(name+"\n"), typed...))
+	hash := binary.BigEndian.Uint32(h[:4])
+	return &evidenceCosigner{name: name, hash: hash, key: key,
+		vkey: fmt.Sprintf("%s+%08x+%s", name, hash, base64.StdEncoding.EncodeToString(typed))}
+}
+
+func (c *evidenceCosigner) Name() string    { return c.name }
+func (c *evidenceCosigner) KeyHash() uint32 { return c.hash }
+func (c *evidenceCosigner) Sign(msg []byte) ([]byte, error) {
+	ts := uint64(time.Now().Unix())
+	sig := binary.BigEndian.AppendUint64(nil, ts)
+	return append(sig, ed25519.Sign(c.key, fmt.Appendf(nil, "cosignature/v1\ntime %d\n%s", ts, msg))...), nil
 }
