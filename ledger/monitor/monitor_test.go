@@ -305,6 +305,62 @@ func TestFindings(t *testing.T) {
 	}
 }
 
+// Watching, a finding is logged as an error naming its kind and counted,
+// and the watch goes on checking against the last good state.
+func TestRunAlertsAndGoesOn(t *testing.T) {
+	signer, verifier := logKey(t)
+	good := newTestLog(t, "a", signer)
+	good.grow(4)
+	statePath := filepath.Join(t.TempDir(), "state.json")
+	if _, err := newMonitor(t, good.srv.URL, verifier, statePath, nil, nil).Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fork := newTestLog(t, "b", signer)
+	fork.grow(4)
+	var logs lockedBuffer
+	reg := prometheus.NewRegistry()
+	m, err := New(Config{URL: fork.srv.URL, Verifier: verifier, StatePath: statePath, Registerer: reg,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx, time.Millisecond) }()
+	for deadline := time.Now().Add(10 * time.Second); gauge(t, reg, "chio_monitor_findings_total", string(Fork)) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no second fork finding:\n%s", logs.String())
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if out := logs.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "finding=fork") {
+		t.Fatalf("no error log naming the finding:\n%s", out)
+	}
+	if m.State().Size != 4 || m.State().Root != schemas.EncodeHash(good.store.State().Root) {
+		t.Fatalf("the state moved to %+v", m.State())
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // A log that cannot be read is no finding: nothing is concluded.
 func TestUnreachableIsNoFinding(t *testing.T) {
 	_, verifier := logKey(t)
