@@ -252,7 +252,7 @@ func export(ctx context.Context, c *Client, dir string, o Options) (*Query, erro
 		e.lineageReadable = false
 		fallthrough
 	case !e.lineageReadable:
-		e.q.Lineage.Note = "the credential read no capability lineage from the projections: " + LineageFile + " is empty"
+		e.q.Lineage.Note = "no capability lineage was readable with this credential at this URL: " + LineageFile + " is empty"
 	case e.q.Lineage.Missing > 0:
 		e.q.Lineage.Note = "some receipts name a capability whose lineage the projections did not serve (none recorded, or outside the credential's scope)"
 	}
@@ -523,14 +523,15 @@ func (e *exporter) chain(ctx context.Context, id string) (*chainInfo, error) {
 	body, err := e.c.get(ctx, "/v1/lineage/"+url.PathEscape(id)+"/chain", nil)
 	var ae *apiError
 	switch {
-	case errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden):
-		e.lineageReadable = false
-		e.log.Warn("evidence export: the credential cannot read capability lineage", "err", err)
-		return &chainInfo{}, nil
 	case errors.As(err, &ae) && ae.Status == http.StatusNotFound && ae.Code == "lineage_not_found":
 		c := &chainInfo{}
 		e.chains[id] = c
 		return c, nil
+	case errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden || ae.Status == http.StatusNotFound):
+		// Refused, or no projections at this URL (a ledger alone).
+		e.lineageReadable = false
+		e.log.Warn("evidence export: no capability lineage readable here", "err", err)
+		return &chainInfo{}, nil
 	case err != nil:
 		return nil, fmt.Errorf("export: lineage of %s: %w", id, err)
 	}
