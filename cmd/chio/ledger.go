@@ -23,6 +23,7 @@ import (
 	"github.com/chio-ledger/chio/ledger"
 	"github.com/chio-ledger/chio/ledger/api"
 	"github.com/chio-ledger/chio/ledger/logstore"
+	"github.com/chio-ledger/chio/ledger/witness"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -34,6 +35,8 @@ type ledgerFlags struct {
 	batchSize       int
 	batchWait       time.Duration
 	replicas        int
+	witnessPolicy   string
+	witnessInterval time.Duration
 }
 
 func (f *ledgerFlags) register(cmd *cobra.Command, keysHelp string) {
@@ -43,6 +46,25 @@ func (f *ledgerFlags) register(cmd *cobra.Command, keysHelp string) {
 	cmd.Flags().IntVar(&f.batchSize, "batch-size", 1024, "most events folded into one synced batch")
 	cmd.Flags().DurationVar(&f.batchWait, "batch-wait", 2*time.Millisecond, "longest wait for a batch to fill once its first event arrived")
 	cmd.Flags().IntVar(&f.replicas, "replicas", 1, "replicas of the streams the ledger creates (3 on a cluster)")
+	cmd.Flags().StringVar(&f.witnessPolicy, "witness-policy", "", "witness policy file (witness NAME VKEY URL, group NAME K|all|any MEMBER..., quorum NAME): submit checkpoints to the witnesses and serve the latest one the quorum cosigned")
+	cmd.Flags().DurationVar(&f.witnessInterval, "witness-interval", witness.DefaultInterval, "how often the latest checkpoint is submitted to the witnesses")
+}
+
+// witnessPolicy reads the --witness-policy file, nil without one.
+func (f *ledgerFlags) policy() (*witness.Policy, error) {
+	if f.witnessPolicy == "" {
+		return nil, nil
+	}
+	file, err := os.Open(f.witnessPolicy)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("--witness-policy: %w", err))
+	}
+	defer file.Close()
+	p, err := witness.ParsePolicy(file)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("--witness-policy %s: %w", f.witnessPolicy, err))
+	}
+	return p, nil
 }
 
 func (f *ledgerFlags) options(logger *slog.Logger) []ledger.Option {
@@ -252,6 +274,26 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 	if rc.auth != nil {
 		apiOpts = append(apiOpts, api.WithAuthenticator(rc.auth))
 	}
+	policy, err := lf.policy()
+	if err != nil {
+		return err
+	}
+	var cosigner *witness.Cosigner
+	if policy != nil {
+		// Every replica submits (a standby's checkpoints are the same
+		// tree's, so a witness takes either) and serves what is in the
+		// bucket: the cosigned checkpoint outlives a failover.
+		kv, err := witness.OpenKV(ctx, js, lf.replicas)
+		if err != nil {
+			return err
+		}
+		cosigner, err = witness.NewCosigner(store, kv, policy, keys.CheckpointVerifier,
+			witness.WithInterval(lf.witnessInterval), witness.WithRegistry(rc.reg), witness.WithCosignerLogger(slog.Default()))
+		if err != nil {
+			return err
+		}
+		apiOpts = append(apiOpts, api.WithCosigned(kv.Get))
+	}
 	h := api.New(store, api.Keys{Origin: keys.Origin(), CheckpointVKey: keys.VKey, KernelKey: keys.KernelPub}, slog.Default(), apiOpts...)
 	e := api.NewServer(h)
 	serveMetrics(e, rc.reg)
@@ -273,6 +315,9 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 	defer stopServer()
 	ledgerDone, serverDone := make(chan error, 1), make(chan error, 1)
 	go func() { ledgerDone <- run(lctx) }()
+	if cosigner != nil {
+		go cosigner.Run(lctx)
+	}
 	go func() { serverDone <- serve(sctx, e, ln, rc.drainTimeout, rc.drains...) }()
 	select {
 	case err = <-ledgerDone: // failed (or ctx ended): stop serving

@@ -5,6 +5,8 @@
 package api
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +36,9 @@ type Handler struct {
 	keys  Keys
 	log   *slog.Logger
 	auth  *readauth.Authenticator
+	// cosigned, when set, gives the latest checkpoint its witnesses
+	// cosigned (nil when there is none yet).
+	cosigned func(context.Context) ([]byte, error)
 }
 
 // Option configures New.
@@ -42,6 +47,14 @@ type Option func(*Handler)
 // WithAuthenticator sets who may read receipts. Without one, every
 // private path answers 401: only the public half of the log is served.
 func WithAuthenticator(a *readauth.Authenticator) Option { return func(h *Handler) { h.auth = a } }
+
+// WithCosigned serves, at /log/checkpoint, the checkpoint get returns
+// (the log's latest one cosigned by its witness quorum) instead of the
+// latest one, as long as this instance holds that very checkpoint, so
+// that the proofs it serves are at a size the witnesses saw.
+func WithCosigned(get func(context.Context) ([]byte, error)) Option {
+	return func(h *Handler) { h.cosigned = get }
+}
 
 // New returns a handler.
 func New(store *logstore.Store, keys Keys, logger *slog.Logger, opts ...Option) *Handler {
@@ -147,6 +160,9 @@ func (h *Handler) checkpoint(c echo.Context) error {
 	_, note := h.store.Head()
 	if note == nil {
 		return fail(http.StatusNotFound, "no_checkpoint", "the log has not signed a checkpoint yet")
+	}
+	if cn := h.cosignedCheckpoint(c.Request().Context()); cn != nil {
+		note = cn
 	}
 	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=1")
 	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", note)
@@ -371,6 +387,33 @@ func storeError(err error) error {
 }
 
 // signedAt returns the checkpoint signed for exactly size.
+// cosignedCheckpoint is the cosigned checkpoint to serve, or nil: none
+// configured or held yet, or one this instance did not sign (a replica
+// behind the one that submitted it).
+func (h *Handler) cosignedCheckpoint(ctx context.Context) []byte {
+	if h.cosigned == nil {
+		return nil
+	}
+	cn, err := h.cosigned(ctx)
+	if err != nil {
+		h.log.Warn("read the cosigned checkpoint; serving the latest one", "err", err)
+		return nil
+	}
+	lines := strings.SplitN(string(cn), "\n", 3)
+	if len(lines) < 3 {
+		return nil
+	}
+	size, err := strconv.ParseUint(lines[1], 10, 64)
+	if err != nil {
+		return nil
+	}
+	own, err := h.store.Checkpoint(size)
+	if err != nil || !bytes.HasPrefix(cn, own) {
+		return nil
+	}
+	return cn
+}
+
 func (h *Handler) signedAt(size uint64) ([]byte, error) {
 	note, err := h.store.Checkpoint(size)
 	if errors.Is(err, logstore.ErrNotFound) {

@@ -18,26 +18,18 @@ package witness
 // checkpoint vkey.
 
 import (
-	"bufio"
 	"bytes"
-	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"html"
-	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chio-ledger/chio/internal/litewitnesstest"
 
 	"github.com/transparency-dev/formats/log"
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -51,17 +43,9 @@ const (
 )
 
 func TestLitewitness(t *testing.T) {
-	bin := os.Getenv("CHIO_LITEWITNESS")
-	if bin == "" {
-		t.Skip("set CHIO_LITEWITNESS to a litewitness binary to run against a real witness; setup steps are at the top of litewitness_test.go")
-	}
-	for _, tool := range []string{bin, "ssh-agent", "ssh-keygen", "ssh-add", "sqlite3"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("CHIO_LITEWITNESS is set but %s is missing: %v", tool, err)
-		}
-	}
+	bin := litewitnesstest.Bin(t)
 	ctx := t.Context()
-	lw := startLitewitness(t, bin)
+	lw := litewitnesstest.Start(t, bin, lwWitnessName)
 
 	// The log: a checkpoint key whose name is the origin, as chio's are.
 	skey, logVKey, err := note.GenerateKey(rand.Reader, lwOrigin)
@@ -70,9 +54,9 @@ func TestLitewitness(t *testing.T) {
 	}
 	logSigner, _ := note.NewSigner(skey)
 	logVerifier, _ := note.NewVerifier(logVKey)
-	lw.addLog(t, lwOrigin, logVKey)
+	lw.AddLog(t, lwOrigin, logVKey)
 
-	policy, err := ParsePolicy(strings.NewReader(fmt.Sprintf("witness lw %s http://%s\nquorum lw\n", lw.vkey, lw.addr)))
+	policy, err := ParsePolicy(strings.NewReader(fmt.Sprintf("witness lw %s http://%s\nquorum lw\n", lw.VKey, lw.Addr)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +180,7 @@ func TestLitewitness(t *testing.T) {
 	absentKey, _ := testVKey("witness.chio.test/absent", 42)
 	strict, err := ParsePolicy(strings.NewReader(fmt.Sprintf(
 		"witness lw %s http://%s\nwitness absent %s https://absent.invalid\ngroup both all lw absent\nquorum both\n",
-		lw.vkey, lw.addr, absentKey)))
+		lw.VKey, lw.Addr, absentKey)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,147 +197,6 @@ func TestLitewitness(t *testing.T) {
 	t.Logf("strict policy: %v", err)
 }
 
-type litewitness struct {
-	addr string // host:port on loopback
-	db   string
-	vkey string
-}
-
-// startLitewitness runs litewitness with a fresh key in a private
-// ssh-agent and returns once it serves its index page.
-func startLitewitness(t *testing.T, bin string) *litewitness {
-	t.Helper()
-	dir := t.TempDir()
-	// A unix socket path must stay short (about 100 bytes), which a
-	// nested test temp dir may not.
-	sockDir, err := os.MkdirTemp("", "chio-lw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "agent.sock")
-
-	agent := exec.Command("ssh-agent", "-D", "-a", sock)
-	agent.Stdout, agent.Stderr = io.Discard, io.Discard
-	if err := agent.Start(); err != nil {
-		t.Fatalf("start ssh-agent: %v", err)
-	}
-	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
-	waitFor(t, "ssh-agent socket", func() bool { _, err := os.Stat(sock); return err == nil })
-
-	key := filepath.Join(dir, "witness_key")
-	run(t, nil, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "chio-witness-test", "-f", key)
-	run(t, []string{"SSH_AUTH_SOCK=" + sock}, "ssh-add", "-q", key)
-	pub, blob := readSSHEd25519(t, key+".pub")
-	fp := sha256.Sum256(blob)
-	fingerprint := "SHA256:" + base64.RawStdEncoding.EncodeToString(fp[:])
-
-	lw := &litewitness{addr: "127.0.0.1:" + strconv.Itoa(freePort(t)), db: filepath.Join(dir, "litewitness.db")}
-	logFile := filepath.Join(dir, "litewitness.log")
-	out, err := os.Create(logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-name", lwWitnessName, "-db", lw.db, "-ssh-agent", sock, "-key", fingerprint, "-listen", lw.addr)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start litewitness: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); out.Close(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			logs, _ := os.ReadFile(logFile)
-			t.Logf("litewitness output:\n%s", logs)
-		}
-	})
-
-	var index string
-	waitFor(t, "litewitness index page", func() bool {
-		select {
-		case <-exited:
-			logs, _ := os.ReadFile(logFile)
-			t.Fatalf("litewitness exited:\n%s", logs)
-		default:
-		}
-		resp, err := http.Get("http://" + lw.addr + "/")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-		index = string(b)
-		return resp.StatusCode == http.StatusOK
-	})
-
-	// The index page shows the witness's vkey on a line of its own; it
-	// must be the cosignature/v1 vkey of the key we put in the agent.
-	sc := bufio.NewScanner(strings.NewReader(index))
-	for sc.Scan() {
-		if line := html.UnescapeString(strings.TrimSpace(sc.Text())); strings.HasPrefix(line, lwWitnessName+"+") {
-			lw.vkey = line
-		}
-	}
-	typed := append([]byte{0x04}, pub...)
-	sum := sha256.Sum256(append([]byte(lwWitnessName+"\n"), typed...))
-	want := fmt.Sprintf("%s+%08x+%s", lwWitnessName, binary.BigEndian.Uint32(sum[:4]), base64.StdEncoding.EncodeToString(typed))
-	if lw.vkey != want {
-		t.Fatalf("litewitness index shows vkey %q, want %q; page:\n%s", lw.vkey, want, index)
-	}
-	t.Logf("litewitness at %s with vkey %s", lw.addr, lw.vkey)
-	return lw
-}
-
-// addLog registers a log at size 0 and its checkpoint key, as witnessctl
-// add-log and add-key do, in the tables litewitness created at start.
-func (lw *litewitness) addLog(t *testing.T, origin, vkey string) {
-	t.Helper()
-	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-	empty := rfc6962.DefaultHasher.EmptyRoot()
-	run(t, nil, "sqlite3", lw.db, fmt.Sprintf(
-		"INSERT INTO log (origin, tree_size, tree_hash) VALUES (%s, 0, %s); INSERT INTO key (origin, key) VALUES (%s, %s);",
-		q(origin), q(base64.StdEncoding.EncodeToString(empty)), q(origin), q(vkey)))
-}
-
-// readSSHEd25519 reads an OpenSSH public key file and returns the Ed25519
-// key and the wire-format blob its fingerprint hashes.
-func readSSHEd25519(t *testing.T, path string) (ed25519.PublicKey, []byte) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 || f[0] != "ssh-ed25519" {
-		t.Fatalf("%s: not an ssh-ed25519 public key: %q", path, b)
-	}
-	blob, err := base64.StdEncoding.DecodeString(f[1])
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	// string "ssh-ed25519", then string key: each a uint32 length and bytes.
-	rest := blob
-	var fields [][]byte
-	for len(rest) >= 4 {
-		n := binary.BigEndian.Uint32(rest)
-		if uint64(len(rest)-4) < uint64(n) {
-			break
-		}
-		fields, rest = append(fields, rest[4:4+n]), rest[4+n:]
-	}
-	if len(fields) != 2 || string(fields[0]) != "ssh-ed25519" || len(fields[1]) != ed25519.PublicKeySize || len(rest) != 0 {
-		t.Fatalf("%s: malformed ssh-ed25519 key blob", path)
-	}
-	return ed25519.PublicKey(fields[1]), blob
-}
-
 // cosignatureTime reads the timestamp of a single cosignature line.
 func cosignatureTime(t *testing.T, line []byte) time.Time {
 	t.Helper()
@@ -363,34 +206,4 @@ func cosignatureTime(t *testing.T, line []byte) time.Time {
 		t.Fatalf("cosignature line %q: %v", line, err)
 	}
 	return time.Unix(int64(binary.BigEndian.Uint64(raw[4:])), 0)
-}
-
-func run(t *testing.T, env []string, name string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/chio-ledger/chio/internal/litewitnesstest"
+	"github.com/chio-ledger/chio/ledger/witness"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+const witnessedOrigin = "witnessed.chio.test/log"
+
+// chio up with --witness-policy, against litewitness (a tlog-witness this
+// project did not write): the checkpoint it serves is cosigned and meets
+// the quorum (sumdb/note and the tlog-cosignature rules); with the witness
+// down the log goes on, serving the last cosigned checkpoint and saying so
+// in its metrics, and catches up when the witness is back; a forked ledger
+// (the same key, another tree) is refused by the witness.
+func TestUpCosignedByLitewitness(t *testing.T) {
+	bin := litewitnesstest.Bin(t)
+	lw := litewitnesstest.Start(t, bin, "witness.chio.test/lw")
+	ctx := context.Background()
+
+	keysDir := t.TempDir()
+	if _, err := chio(ctx, "keygen", "--out", keysDir, "--origin", witnessedOrigin); err != nil {
+		t.Fatal(err)
+	}
+	vkey, err := os.ReadFile(filepath.Join(keysDir, checkpointVKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw.AddLog(t, witnessedOrigin, strings.TrimSpace(string(vkey)))
+	policyText := fmt.Sprintf("# the test's one witness\nwitness lw %s http://%s\nquorum lw\n", lw.VKey, lw.Addr)
+	policyFile := filepath.Join(t.TempDir(), "witnesses.policy")
+	if err := os.WriteFile(policyFile, []byte(policyText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policy, err := witness.ParsePolicy(strings.NewReader(policyText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logKey, err := note.NewVerifier(strings.TrimSpace(string(vkey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lwKey := policy.Witnesses()[0].Verifier()
+
+	up := startUp(t, "--keys", keysDir, "--origin", witnessedOrigin, "--witness-policy", policyFile, "--witness-interval", "100ms")
+	js := upJetStream(t, up)
+	calls := func(n int) {
+		for range n {
+			publishCall(t, js, schemas.VerdictAllow)
+		}
+	}
+	// cosignedAt waits for /log/checkpoint to be cosigned at size ≥ min,
+	// and checks it both ways: sumdb/note with the log's and the witness's
+	// keys, and the policy's quorum.
+	cosignedAt := func(base string, min uint64) uint64 {
+		t.Helper()
+		var size uint64
+		waitUntil(t, fmt.Sprintf("a checkpoint of size ≥ %d cosigned", min), func() bool {
+			_, cp := httpGet(t, base+"/log/checkpoint")
+			n, err := note.Open(cp, note.VerifierList(logKey, lwKey))
+			if err != nil || len(n.Sigs) != 2 {
+				return false
+			}
+			if _, names, err := witness.VerifyCheckpoint(cp, logKey, policy); err != nil || fmt.Sprint(names) != "[lw]" {
+				t.Fatalf("cosigned checkpoint fails the policy: %v %v\n%s", names, err, cp)
+			}
+			size, _ = strconv.ParseUint(strings.Split(n.Text, "\n")[1], 10, 64)
+			return size >= min
+		})
+		return size
+	}
+	calls(3)
+	first := cosignedAt(up.httpURL, 3)
+
+	// The witness down: the log goes on; the checkpoint served stays the
+	// one cosigned last, and the metrics say the quorum is not met.
+	lw.Stop()
+	calls(4)
+	waitUntil(t, "the quorum reported unmet", func() bool {
+		return metricOf(t, up.httpURL, `chio_ledger_witness_quorum_met`) == "0" &&
+			metricOf(t, up.httpURL, `chio_ledger_tree_size`) == strconv.Itoa(int(first)+4)
+	})
+	if got := cosignedAt(up.httpURL, first); got != first {
+		t.Fatalf("with the witness down, the served checkpoint moved to %d", got)
+	}
+	// Back: the log catches up.
+	lw.Restart(t)
+	cosignedAt(up.httpURL, first+4)
+	if metricOf(t, up.httpURL, `chio_ledger_witness_quorum_met`) != "1" {
+		t.Error("quorum not reported met once the witness is back")
+	}
+
+	// A fork: another chio up with the same keys and another tree. The
+	// witness refuses every checkpoint of it, so it serves its own alone.
+	fork := startUp(t, "--keys", keysDir, "--origin", witnessedOrigin, "--witness-policy", policyFile, "--witness-interval", "100ms")
+	forkJS := upJetStream(t, fork)
+	for range 12 {
+		publishCall(t, forkJS, schemas.VerdictDeny)
+	}
+	waitUntil(t, "the fork's submissions refused", func() bool {
+		return metricOf(t, fork.httpURL, `chio_ledger_witness_submissions_total{result="ahead",witness="lw"}`) != "" ||
+			metricOf(t, fork.httpURL, `chio_ledger_witness_submissions_total{result="refused",witness="lw"}`) != ""
+	})
+	if _, cp := httpGet(t, fork.httpURL+"/log/checkpoint"); strings.Contains(string(cp), "— witness.chio.test/lw ") {
+		t.Fatalf("the fork's checkpoint was cosigned:\n%s", cp)
+	}
+	if metricOf(t, fork.httpURL, `chio_ledger_witnessed_size`) != "0" {
+		t.Error("the fork reports a cosigned size")
+	}
+	// The honest log is still cosigned as it grows.
+	calls(2)
+	cosignedAt(up.httpURL, first+6)
+}
+
+// upJetStream connects to chio up's NATS.
+func upJetStream(t *testing.T, up *upProcess) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(up.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// metricOf is the value of one series on base's /metrics ("" if absent).
+func metricOf(t *testing.T, base, series string) string {
+	t.Helper()
+	_, body := httpGet(t, base+"/metrics")
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(body)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
+}
+
+// waitUntil polls cond for up to 30 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
