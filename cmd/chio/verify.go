@@ -12,14 +12,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/ledger/verify"
+	"github.com/chio-ledger/chio/ledger/witness"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
 func newVerifyCmd() *cobra.Command {
-	var receiptF, proofF, checkpointF, vkey, kernelKey, agentCard, jwks string
+	var receiptF, proofF, checkpointF, vkey, kernelKey, agentCard, jwks, policyF string
 	cmd := &cobra.Command{
-		Use:   "verify --receipt F --proof F [--checkpoint F] --vkey K --kernel-key HEX | --agent-card F|URL [--jwks F|URL]",
+		Use:   "verify --receipt F --proof F [--checkpoint F] --vkey K --kernel-key HEX [--witness-policy F] | --agent-card F|URL [--jwks F|URL]",
 		Short: "Verify a receipt, its inclusion proof and a signed checkpoint offline, or a signed agent card",
 		Long: "Checks, in order: the receipt parses; it is signed by the pinned kernel key; its signature and\n" +
 			"parameter hash; the checkpoint's signature by the pinned log key (--vkey, a note verifier key or a\n" +
@@ -73,6 +74,17 @@ func newVerifyCmd() *cobra.Command {
 			if b, err := os.ReadFile(in.VKey); err == nil { // a file holding the key
 				in.VKey = strings.TrimSpace(string(b))
 			}
+			if policyF != "" {
+				f, err := os.Open(policyF)
+				if err != nil {
+					return usageError(fmt.Errorf("--witness-policy: %w", err))
+				}
+				in.Witnesses, err = witness.ParsePolicy(f)
+				f.Close()
+				if err != nil {
+					return usageError(fmt.Errorf("--witness-policy %s: %w", policyF, err))
+				}
+			}
 			res, err := verify.Verify(in)
 			if err != nil {
 				var f *verify.Failure
@@ -83,6 +95,9 @@ func newVerifyCmd() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "verify: OK receipt %s (%s) is leaf %d of %s at tree size %d\n",
 				res.ReceiptID, res.Verdict, res.LeafIndex, res.Origin, res.TreeSize)
+			if in.Witnesses != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "witnesses: quorum %s met, cosigned by %s\n", in.Witnesses.Quorum(), strings.Join(res.Witnesses, ", "))
+			}
 			if res.Unreadable != "" {
 				// Genuine and in the log, but no reader can show it: say so
 				// rather than describe what could not be read.
@@ -100,6 +115,7 @@ func newVerifyCmd() *cobra.Command {
 	cmd.Flags().StringVar(&vkey, "vkey", "", "the log's note verifier key, or a file holding it")
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the pinned kernel public key (64 hex)")
 	cmd.Flags().StringVar(&agentCard, "agent-card", "", "verify a signed A2A agent card instead: a file, a URL, or an agent's origin")
+	cmd.Flags().StringVar(&policyF, "witness-policy", "", "witness policy file: the checkpoint must be cosigned by its quorum")
 	cmd.Flags().StringVar(&jwks, "jwks", "", "with --agent-card: the JWKS (file or URL) holding the keys to trust (default, for a card URL: its jku on the same origin)")
 	return cmd
 }

@@ -2,6 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +26,20 @@ import (
 )
 
 const witnessedOrigin = "witnessed.chio.test/log"
+
+// absentWitnessVKey is the cosignature/v1 verifier key of a witness that
+// never cosigns: name+hash+base64(0x04 || Ed25519 public key).
+func absentWitnessVKey(t *testing.T) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "witness.chio.test/absent"
+	typed := append([]byte{0x04}, pub...)
+	sum := sha256.Sum256(append([]byte(name+"\n"), typed...))
+	return fmt.Sprintf("%s+%08x+%s", name, binary.BigEndian.Uint32(sum[:4]), base64.StdEncoding.EncodeToString(typed))
+}
 
 // chio up with --witness-policy, against litewitness (a tlog-witness this
 // project did not write): the checkpoint it serves is cosigned and meets
@@ -84,8 +103,31 @@ func TestUpCosignedByLitewitness(t *testing.T) {
 		})
 		return size
 	}
-	calls(3)
+	ids := []string{publishCall(t, js, schemas.VerdictAllow)}
+	calls(2)
 	first := cosignedAt(up.httpURL, 3)
+
+	// chio verify --witness-policy: the receipt's tlog-proof carries the
+	// cosigned checkpoint, which meets the quorum.
+	_, tp := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+ids[0]+"/tlog-proof")
+	_, receipt := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+ids[0])
+	dir := t.TempDir()
+	rf, pf := filepath.Join(dir, "r.json"), filepath.Join(dir, "p.tlog-proof")
+	_ = os.WriteFile(rf, receipt, 0o600)
+	_ = os.WriteFile(pf, tp, 0o600)
+	kernel, _ := os.ReadFile(filepath.Join(keysDir, kernelPubFile))
+	out, err := chio(ctx, "verify", "--receipt", rf, "--proof", pf, "--vkey", filepath.Join(keysDir, checkpointVKeyFile),
+		"--kernel-key", strings.TrimSpace(string(kernel)), "--witness-policy", policyFile)
+	if err != nil || !strings.Contains(out, "witnesses: quorum lw met, cosigned by lw") {
+		t.Fatalf("verify --witness-policy: %v\n%s", err, out)
+	}
+	strict := filepath.Join(dir, "strict.policy")
+	other, _ := os.ReadFile(policyFile)
+	_ = os.WriteFile(strict, []byte(strings.Replace(string(other), "quorum lw", "witness absent "+absentWitnessVKey(t)+" https://absent.invalid\ngroup both all lw absent\nquorum both", 1)), 0o600)
+	if out, err := chio(ctx, "verify", "--receipt", rf, "--proof", pf, "--vkey", filepath.Join(keysDir, checkpointVKeyFile),
+		"--kernel-key", strings.TrimSpace(string(kernel)), "--witness-policy", strict); err == nil || !strings.Contains(err.Error(), "FAILED witnesses") {
+		t.Fatalf("verify against a quorum not met: %v\n%s", err, out)
+	}
 
 	// The witness down: the log goes on; the checkpoint served stays the
 	// one cosigned last, and the metrics say the quorum is not met.

@@ -161,7 +161,7 @@ func (h *Handler) checkpoint(c echo.Context) error {
 	if note == nil {
 		return fail(http.StatusNotFound, "no_checkpoint", "the log has not signed a checkpoint yet")
 	}
-	if cn := h.cosignedCheckpoint(c.Request().Context()); cn != nil {
+	if _, cn := h.cosignedCheckpoint(c.Request().Context()); cn != nil {
 		note = cn
 	}
 	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=1")
@@ -326,6 +326,11 @@ func (h *Handler) proveInclusion(c echo.Context) (*inclusion, error) {
 		return nil, err
 	}
 	size, note := h.store.Head()
+	// Against the cosigned checkpoint when it holds the leaf, so that the
+	// proof carries the witnesses' cosignatures too.
+	if cs, cn := h.cosignedCheckpoint(c.Request().Context()); cn != nil && idx < cs {
+		size, note = cs, cn
+	}
 	if ts := c.QueryParam("tree_size"); ts != "" {
 		if size, err = parseSize("tree_size", ts); err != nil {
 			return nil, err
@@ -390,28 +395,28 @@ func storeError(err error) error {
 // cosignedCheckpoint is the cosigned checkpoint to serve, or nil: none
 // configured or held yet, or one this instance did not sign (a replica
 // behind the one that submitted it).
-func (h *Handler) cosignedCheckpoint(ctx context.Context) []byte {
+func (h *Handler) cosignedCheckpoint(ctx context.Context) (uint64, []byte) {
 	if h.cosigned == nil {
-		return nil
+		return 0, nil
 	}
 	cn, err := h.cosigned(ctx)
 	if err != nil {
 		h.log.Warn("read the cosigned checkpoint; serving the latest one", "err", err)
-		return nil
+		return 0, nil
 	}
 	lines := strings.SplitN(string(cn), "\n", 3)
 	if len(lines) < 3 {
-		return nil
+		return 0, nil
 	}
 	size, err := strconv.ParseUint(lines[1], 10, 64)
 	if err != nil {
-		return nil
+		return 0, nil
 	}
 	own, err := h.store.Checkpoint(size)
 	if err != nil || !bytes.HasPrefix(cn, own) {
-		return nil
+		return 0, nil
 	}
-	return cn
+	return size, cn
 }
 
 func (h *Handler) signedAt(size uint64) ([]byte, error) {

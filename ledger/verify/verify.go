@@ -15,6 +15,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/chio-ledger/chio/ledger/tlogproof"
+	"github.com/chio-ledger/chio/ledger/witness"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -25,6 +26,9 @@ type Inputs struct {
 	Checkpoint []byte // a C2SP signed checkpoint note; optional with a tlog-proof, which carries one
 	VKey       string // the log's note verifier key; its name is the origin
 	KernelKey  string // the pinned kernel key (64 lowercase hex)
+	// Witnesses, when set, is the witness policy whose quorum must have
+	// cosigned the checkpoint.
+	Witnesses *witness.Policy
 }
 
 // Failure names the first check that failed.
@@ -52,6 +56,9 @@ type Result struct {
 	// the signed bytes member by member (verifyUnreadable), and it is as
 	// verified as any other; but it is not one a reader can show.
 	Unreadable string
+	// Witnesses are the policy's witnesses that cosigned the checkpoint
+	// (with Inputs.Witnesses).
+	Witnesses []string
 }
 
 // proofBody is the inclusion proof as served.
@@ -113,6 +120,12 @@ func Verify(in Inputs) (*Result, error) {
 	if err != nil {
 		return nil, &Failure{Check: "checkpoint", Err: err}
 	}
+	var cosigners []string
+	if in.Witnesses != nil {
+		if _, cosigners, err = witness.VerifyCheckpoint(checkpoint, v, in.Witnesses); err != nil {
+			return nil, &Failure{Check: "witnesses", Err: err}
+		}
+	}
 	if p.TreeSize == 0 { // a tlog-proof's size is the checkpoint's
 		p.TreeSize = cp.Size
 	}
@@ -142,7 +155,7 @@ func Verify(in Inputs) (*Result, error) {
 		return nil, &Failure{Check: "inclusion", Err: err}
 	}
 	return &Result{ReceiptID: r.ID, LeafIndex: p.LeafIndex, TreeSize: cp.Size, Origin: cp.Origin, Verdict: r.Decision.Verdict,
-		Unreadable: unreadable}, nil
+		Unreadable: unreadable, Witnesses: cosigners}, nil
 }
 
 // checkReceipt runs the receipt checks after parsing: kernel-key, receipt
