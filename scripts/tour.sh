@@ -44,6 +44,13 @@ curl -sf -H "$OP" "http://$http/v1/receipts/query?toolServer=hello&outcome=deny&
 bin/chio ledger rebuild --nats "nats://$natsaddr" --data-dir "$work/rebuilt" --keys .chio/keys | tee rebuild.txt
 grep -q '^size 2$' rebuild.txt
 
+bin/chio evidence export --url "http://$http" --token @.chio/operator.token --out evidence
+bin/chio evidence verify --input evidence --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)" | grep -q '^evidence package verified'
+cp -r evidence tampered && sed '1s/hello/hellp/' evidence/receipts.ndjson > tampered/receipts.ndjson
+if bin/chio evidence verify --input tampered --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)" 2> tampered.txt; then exit 1; fi
+grep -q 'receipts.ndjson' tampered.txt
+bin/chio monitor --url "http://$http" --vkey .chio/keys/checkpoint.vkey --state monitor.json | grep -q '^monitor: OK'
+
 bin/chio capability keygen --out agent.key > agent.pub
 bin/chio capability keygen --out helper.key > helper.pub
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" \
