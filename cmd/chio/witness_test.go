@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -143,6 +144,19 @@ func TestUpCosignedByLitewitness(t *testing.T) {
 	// Back: the log catches up.
 	lw.Restart(t)
 	cosignedAt(up.httpURL, first+4)
+	// The kernel's statement of the latest tree head carries the cosigned
+	// checkpoint beside it.
+	var latest struct {
+		Body                schemas.CheckpointBody `json:"body"`
+		WitnessedCheckpoint string                 `json:"witnessed_checkpoint"`
+	}
+	waitUntil(t, "the witnessed checkpoint beside the statement", func() bool {
+		_, raw := httpGet(t, up.httpURL+"/v1/checkpoints/latest")
+		return json.Unmarshal(raw, &latest) == nil && latest.WitnessedCheckpoint != ""
+	})
+	if _, _, err := witness.VerifyCheckpoint([]byte(latest.WitnessedCheckpoint), logKey, policy); err != nil {
+		t.Fatalf("witnessed_checkpoint: %v", err)
+	}
 	if metricOf(t, up.httpURL, `chio_ledger_witness_quorum_met`) != "1" {
 		t.Error("quorum not reported met once the witness is back")
 	}

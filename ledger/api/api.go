@@ -7,6 +7,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -435,6 +436,17 @@ func (h *Handler) latestStatement(c echo.Context) error {
 	raw, err := h.store.Statement(st.CheckpointSeq)
 	if err != nil {
 		return err
+	}
+	// Beside the kernel's statement of the latest tree head (its signature
+	// covers body alone), the C2SP checkpoint the witnesses cosigned.
+	if _, cn := h.cosignedCheckpoint(c.Request().Context()); cn != nil {
+		var st map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &st); err == nil {
+			st["witnessed_checkpoint"], _ = json.Marshal(string(cn))
+			if b, err := json.Marshal(st); err == nil {
+				raw = b
+			}
+		}
 	}
 	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=1")
 	return c.JSONBlob(http.StatusOK, raw)
