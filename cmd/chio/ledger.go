@@ -50,19 +50,14 @@ func (f *ledgerFlags) register(cmd *cobra.Command, keysHelp string) {
 	cmd.Flags().DurationVar(&f.witnessInterval, "witness-interval", witness.DefaultInterval, "how often the latest checkpoint is submitted to the witnesses")
 }
 
-// witnessPolicy reads the --witness-policy file, nil without one.
+// policy reads the --witness-policy file, nil without one.
 func (f *ledgerFlags) policy() (*witness.Policy, error) {
 	if f.witnessPolicy == "" {
 		return nil, nil
 	}
-	file, err := os.Open(f.witnessPolicy)
+	p, err := witness.LoadPolicy(f.witnessPolicy)
 	if err != nil {
 		return nil, usageError(fmt.Errorf("--witness-policy: %w", err))
-	}
-	defer file.Close()
-	p, err := witness.ParsePolicy(file)
-	if err != nil {
-		return nil, usageError(fmt.Errorf("--witness-policy %s: %w", f.witnessPolicy, err))
 	}
 	return p, nil
 }

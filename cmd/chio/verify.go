@@ -75,15 +75,11 @@ func newVerifyCmd() *cobra.Command {
 				in.VKey = strings.TrimSpace(string(b))
 			}
 			if policyF != "" {
-				f, err := os.Open(policyF)
+				p, err := witness.LoadPolicy(policyF)
 				if err != nil {
 					return usageError(fmt.Errorf("--witness-policy: %w", err))
 				}
-				in.Witnesses, err = witness.ParsePolicy(f)
-				f.Close()
-				if err != nil {
-					return usageError(fmt.Errorf("--witness-policy %s: %w", policyF, err))
-				}
+				in.Witnesses = p
 			}
 			res, err := verify.Verify(in)
 			if err != nil {

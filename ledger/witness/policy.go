@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
@@ -240,4 +241,18 @@ func (p *Policy) Satisfied(verified map[string]bool) bool {
 		ok[i] = c >= n.threshold
 	}
 	return ok[p.quorum]
+}
+
+// LoadPolicy reads the policy file at path.
+func LoadPolicy(path string) (*Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("witness policy: %w", err)
+	}
+	defer f.Close()
+	p, err := ParsePolicy(f)
+	if err != nil {
+		return nil, fmt.Errorf("witness policy %s: %w", path, err)
+	}
+	return p, nil
 }
