@@ -26,6 +26,7 @@ func sections() []section {
 		{"edge", "3. A2A edge vs the a2a-go v2 server", runEdgeVsA2AGo},
 		{"proofs", "4. Proof serving as the log grows", runProofs},
 		{"scaleout", "5. Scale-out: one edge replica vs two", runScaleOut},
+		{"evidence", "6. Evidence packages: export and verify as N grows", runEvidence},
 	}
 }
 
