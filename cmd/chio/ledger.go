@@ -275,15 +275,19 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 	}
 	var cosigner *witness.Cosigner
 	if policy != nil {
-		// Every replica submits (a standby's checkpoints are the same
-		// tree's, so a witness takes either) and serves what is in the
-		// bucket: the cosigned checkpoint outlives a failover.
+		// The writer submits; every replica serves what is in the bucket
+		// (checked against its own tree): the cosigned checkpoint
+		// outlives a failover.
 		kv, err := witness.OpenKV(ctx, js, lf.replicas)
 		if err != nil {
 			return err
 		}
-		cosigner, err = witness.NewCosigner(store, kv, policy, keys.CheckpointVerifier,
-			witness.WithInterval(lf.witnessInterval), witness.WithRegistry(rc.reg), witness.WithCosignerLogger(slog.Default()))
+		copts := []witness.CosignerOption{witness.WithInterval(lf.witnessInterval), witness.WithRegistry(rc.reg),
+			witness.WithCosignerLogger(slog.Default())}
+		if writerFence != nil {
+			copts = append(copts, witness.WithGate(func() bool { return writerFence.check() == nil }))
+		}
+		cosigner, err = witness.NewCosigner(store, kv, policy, keys.CheckpointVerifier, copts...)
 		if err != nil {
 			return err
 		}
@@ -311,7 +315,10 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 	ledgerDone, serverDone := make(chan error, 1), make(chan error, 1)
 	go func() { ledgerDone <- run(lctx) }()
 	if cosigner != nil {
-		go cosigner.Run(lctx)
+		// Waited for before returning: the caller closes the store.
+		cosignerDone := make(chan struct{})
+		go func() { defer close(cosignerDone); cosigner.Run(lctx) }()
+		defer func() { stopLedger(); <-cosignerDone }()
 	}
 	go func() { serverDone <- serve(sctx, e, ln, rc.drainTimeout, rc.drains...) }()
 	select {

@@ -14,9 +14,15 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"github.com/transparency-dev/formats/log"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/ledger/logstore"
@@ -40,6 +46,20 @@ type Handler struct {
 	// cosigned, when set, gives the latest checkpoint its witnesses
 	// cosigned (nil when there is none yet).
 	cosigned func(context.Context) ([]byte, error)
+	logKey   note.Verifier
+
+	wmu    sync.Mutex
+	wcache witnessedCache
+}
+
+// witnessedCache is the last checked witnessed checkpoint, reused for a
+// moment so that a burst of proof requests reads the bucket once.
+type witnessedCache struct {
+	raw  []byte // as the bucket held it
+	head uint64 // the local size it was checked against
+	at   time.Time
+	w    *witnessed
+	err  error
 }
 
 // Option configures New.
@@ -51,8 +71,10 @@ func WithAuthenticator(a *readauth.Authenticator) Option { return func(h *Handle
 
 // WithCosigned serves, at /log/checkpoint, the checkpoint get returns
 // (the log's latest one cosigned by its witness quorum) instead of the
-// latest one, as long as this instance holds that very checkpoint, so
-// that the proofs it serves are at a size the witnesses saw.
+// latest one, once one exists: the checkpoint served never goes back to
+// one the witnesses did not see. Proofs are made at its size when it holds
+// the leaf. It is checked before it is served: signed by this log's key,
+// and consistent with this instance's own tree.
 func WithCosigned(get func(context.Context) ([]byte, error)) Option {
 	return func(h *Handler) { h.cosigned = get }
 }
@@ -63,6 +85,9 @@ func New(store *logstore.Store, keys Keys, logger *slog.Logger, opts ...Option) 
 		logger = slog.Default()
 	}
 	h := &Handler{store: store, keys: keys, log: logger, auth: readauth.New()}
+	if v, err := note.NewVerifier(keys.CheckpointVKey); err == nil {
+		h.logKey = v
+	}
 	for _, o := range opts {
 		o(h)
 	}
@@ -162,8 +187,12 @@ func (h *Handler) checkpoint(c echo.Context) error {
 	if note == nil {
 		return fail(http.StatusNotFound, "no_checkpoint", "the log has not signed a checkpoint yet")
 	}
-	if _, cn := h.cosignedCheckpoint(c.Request().Context()); cn != nil {
-		note = cn
+	w, err := h.witnessedCheckpoint(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	if w != nil {
+		note = w.note
 	}
 	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=1")
 	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", note)
@@ -329,14 +358,14 @@ func (h *Handler) proveInclusion(c echo.Context) (*inclusion, error) {
 	size, note := h.store.Head()
 	// Against the cosigned checkpoint when it holds the leaf, so that the
 	// proof carries the witnesses' cosignatures too.
-	if cs, cn := h.cosignedCheckpoint(c.Request().Context()); cn != nil && idx < cs {
-		size, note = cs, cn
+	if w, _ := h.witnessedCheckpoint(c.Request().Context()); w != nil && idx < w.size {
+		size, note = w.size, w.note
 	}
 	if ts := c.QueryParam("tree_size"); ts != "" {
 		if size, err = parseSize("tree_size", ts); err != nil {
 			return nil, err
 		}
-		if note, err = h.signedAt(size); err != nil {
+		if note, err = h.signedAt(c.Request().Context(), size); err != nil {
 			return nil, err
 		}
 	}
@@ -373,7 +402,7 @@ func (h *Handler) consistency(c echo.Context) error {
 	// size: an auditor's checkpoint may come from another ledger instance
 	// of the same log (active/standby), which signs at other batch
 	// boundaries but over the same leaves, so the same roots.
-	if _, err := h.signedAt(to); err != nil {
+	if _, err := h.signedAt(c.Request().Context(), to); err != nil {
 		return err
 	}
 	p, err := h.store.ConsistencyProof(from, to)
@@ -393,34 +422,80 @@ func storeError(err error) error {
 }
 
 // signedAt returns the checkpoint signed for exactly size.
-// cosignedCheckpoint is the cosigned checkpoint to serve, or nil: none
-// configured or held yet, or one this instance did not sign (a replica
-// behind the one that submitted it).
-func (h *Handler) cosignedCheckpoint(ctx context.Context) (uint64, []byte) {
-	if h.cosigned == nil {
-		return 0, nil
-	}
-	cn, err := h.cosigned(ctx)
-	if err != nil {
-		h.log.Warn("read the cosigned checkpoint; serving the latest one", "err", err)
-		return 0, nil
-	}
-	lines := strings.SplitN(string(cn), "\n", 3)
-	if len(lines) < 3 {
-		return 0, nil
-	}
-	size, err := strconv.ParseUint(lines[1], 10, 64)
-	if err != nil {
-		return 0, nil
-	}
-	own, err := h.store.Checkpoint(size)
-	if err != nil || !bytes.HasPrefix(cn, own) {
-		return 0, nil
-	}
-	return size, cn
+// witnessed is a cosigned checkpoint this instance serves.
+type witnessed struct {
+	size uint64
+	note []byte
 }
 
-func (h *Handler) signedAt(size uint64) ([]byte, error) {
+// errBehind: this instance's tree is smaller than the witnessed
+// checkpoint; another replica serves it until this one catches up.
+var errBehind = fail(http.StatusServiceUnavailable, "not_yet_visible", "this replica is behind the witnessed checkpoint; retry")
+
+// witnessedCheckpoint is the cosigned checkpoint to serve: nil when none
+// is configured or held yet; errBehind when this instance cannot prove
+// against it yet. One the log key does not sign, or that this instance's
+// tree contradicts, is never served (and the second is logged: it is a
+// fork of this log).
+func (h *Handler) witnessedCheckpoint(ctx context.Context) (*witnessed, error) {
+	if h.cosigned == nil || h.logKey == nil {
+		return nil, nil
+	}
+	headSize, headNote := h.store.Head()
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	if c := h.wcache; c.at.Add(250*time.Millisecond).After(time.Now()) && c.head == headSize {
+		return c.w, c.err
+	}
+	raw, err := h.cosigned(ctx)
+	if err != nil {
+		h.log.Warn("read the witnessed checkpoint", "err", err)
+		return h.wcache.w, nil // the last one checked, if any
+	}
+	if c := h.wcache; c.raw != nil && bytes.Equal(c.raw, raw) && c.head == headSize {
+		h.wcache.at = time.Now()
+		return c.w, c.err
+	}
+	w, werr := h.checkWitnessed(raw, headSize, headNote)
+	h.wcache = witnessedCache{raw: raw, head: headSize, at: time.Now(), w: w, err: werr}
+	return w, werr
+}
+
+func (h *Handler) checkWitnessed(raw []byte, headSize uint64, headNote []byte) (*witnessed, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	cp, _, _, err := log.ParseCheckpoint(raw, h.logKey.Name(), h.logKey)
+	if err != nil {
+		h.log.Error("the witnessed checkpoint does not verify with this log's key; not served", "err", err)
+		return nil, nil
+	}
+	if cp.Size > headSize {
+		return nil, errBehind
+	}
+	head, _, _, err := log.ParseCheckpoint(headNote, h.logKey.Name(), h.logKey)
+	if err != nil {
+		return nil, fmt.Errorf("parse this log's checkpoint: %w", err)
+	}
+	var consistent bool
+	if cp.Size == headSize {
+		consistent = bytes.Equal(cp.Hash, head.Hash)
+	} else if p, err := h.store.ConsistencyProof(cp.Size, headSize); err == nil {
+		consistent = proof.VerifyConsistency(rfc6962.DefaultHasher, cp.Size, headSize, p, cp.Hash, head.Hash) == nil
+	}
+	if !consistent {
+		h.log.Error("the witnessed checkpoint is not consistent with this log's tree; not served", "size", cp.Size, "tree_size", headSize)
+		return nil, nil
+	}
+	return &witnessed{size: cp.Size, note: raw}, nil
+}
+
+// signedAt is the checkpoint of this log at size: one this instance
+// signed, or the witnessed one.
+func (h *Handler) signedAt(ctx context.Context, size uint64) ([]byte, error) {
+	if w, _ := h.witnessedCheckpoint(ctx); w != nil && w.size == size {
+		return w.note, nil
+	}
 	note, err := h.store.Checkpoint(size)
 	if errors.Is(err, logstore.ErrNotFound) {
 		return nil, fail(http.StatusNotFound, "no_checkpoint_at_size", "no signed checkpoint for tree size %d", size)
@@ -439,14 +514,14 @@ func (h *Handler) latestStatement(c echo.Context) error {
 	}
 	// Beside the kernel's statement of the latest tree head (its signature
 	// covers body alone), the C2SP checkpoint the witnesses cosigned.
-	if _, cn := h.cosignedCheckpoint(c.Request().Context()); cn != nil {
-		var st map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &st); err == nil {
-			st["witnessed_checkpoint"], _ = json.Marshal(string(cn))
-			if b, err := json.Marshal(st); err == nil {
-				raw = b
-			}
+	if w, _ := h.witnessedCheckpoint(c.Request().Context()); w != nil {
+		// The stored statement is one canonical object: the member goes
+		// in before its closing brace, the rest left byte for byte.
+		q, err := json.Marshal(string(w.note))
+		if err != nil {
+			return fmt.Errorf("encode the witnessed checkpoint: %w", err)
 		}
+		raw = append(append(append(bytes.TrimSuffix(bytes.TrimSpace(raw), []byte("}")), `,"witnessed_checkpoint":`...), q...), '}')
 	}
 	c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=1")
 	return c.JSONBlob(http.StatusOK, raw)

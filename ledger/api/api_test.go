@@ -29,6 +29,7 @@ type fixture struct {
 	srv      *httptest.Server
 	store    *logstore.Store
 	verifier note.Verifier
+	signer   note.Signer
 	vkey     string
 	kernel   ed25519.PrivateKey
 	ids      []string
@@ -70,7 +71,7 @@ func newFixture(t *testing.T, n int, leafOf ...leafFunc) *fixture {
 		raw, err := json.Marshal(st)
 		return signed, raw, err
 	}
-	f := &fixture{store: store, verifier: verifier, vkey: vkey, kernel: kernel, tenants: newTenants(t)}
+	f := &fixture{store: store, verifier: verifier, signer: signer, vkey: vkey, kernel: kernel, tenants: newTenants(t)}
 	if err := store.Begin().Commit(sign); err != nil { // size-0 checkpoint
 		t.Fatal(err)
 	}

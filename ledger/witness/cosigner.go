@@ -50,6 +50,7 @@ type Cosigner struct {
 	interval time.Duration
 	logger   *slog.Logger
 	metrics  *cosignerMetrics
+	gate     func() bool
 
 	mu    sync.Mutex
 	known map[string]uint64 // each witness's size, as it last told us
@@ -67,6 +68,11 @@ func WithInterval(d time.Duration) CosignerOption {
 		}
 	}
 }
+
+// WithGate makes the Cosigner submit only while gate reports true: in a
+// set of replicas, only the one that writes the log submits its
+// checkpoints, one submission per interval for the log.
+func WithGate(gate func() bool) CosignerOption { return func(c *Cosigner) { c.gate = gate } }
 
 // WithCosignerLogger sets the logger.
 func WithCosignerLogger(l *slog.Logger) CosignerOption { return func(c *Cosigner) { c.logger = l } }
@@ -124,6 +130,9 @@ func (c *Cosigner) Run(ctx context.Context) {
 // returns the size cosigned (0 when there was nothing new), or an error
 // wrapping ErrQuorum when too few witnesses cosigned.
 func (c *Cosigner) Round(ctx context.Context) (uint64, error) {
+	if c.gate != nil && !c.gate() {
+		return 0, nil
+	}
 	size, signed := c.log.Head()
 	c.mu.Lock()
 	done := c.done
