@@ -7,6 +7,8 @@ work=$(mktemp -d)
 http=${TOUR_HTTP:-127.0.0.1:18080}
 natsaddr=${TOUR_NATS:-127.0.0.1:14222}
 cleanup() {
+  status=$?
+  if [ "$status" -ne 0 ] && [ -f "$work/up.log" ]; then echo "tour: FAILED ($status); chio up's log:"; tail -40 "$work/up.log"; fi
   for pid in ${bridge_pid:-} ${protect_pid:-} ${adapter_pid:-}; do kill -INT "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; done
   [ -n "${edge_pid:-}" ] && kill -INT "$edge_pid" 2>/dev/null && wait "$edge_pid" 2>/dev/null || true
   [ -n "${up_pid:-}" ] && kill -INT "$up_pid" 2>/dev/null && wait "$up_pid" 2>/dev/null || true
@@ -20,7 +22,8 @@ cp -r examples "$work/examples"
 cd "$work"
 bin/chio up --listen "$http" --nats-listen "$natsaddr" > up.log 2>&1 &
 up_pid=$!
-for _ in $(seq 100); do curl -sf "http://$http/log/checkpoint" >/dev/null && break; sleep 0.1; done
+# A loaded machine may take a while to start it: up to a minute.
+for _ in $(seq 600); do curl -sf "http://$http/log/checkpoint" >/dev/null && [ -f .chio/operator.token ] && break; sleep 0.1; done
 
 OP="Authorization: Bearer $(cat .chio/operator.token)"
 bin/chio emit --nats "nats://$natsaddr" --count 2 | tee ids.txt
