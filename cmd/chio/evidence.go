@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -154,6 +155,15 @@ func evidenceFilter(principal, tool, since, until, outcome string) (evidence.Fil
 	return f, nil
 }
 
+// describeFilter prints a filter as query.json's fields, "{}" for none.
+func describeFilter(f evidence.Filter) string {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Sprintf("%+v", f)
+	}
+	return string(b)
+}
+
 // parseEvidenceTime reads RFC 3339 or Unix seconds ("" is 0: no bound).
 func parseEvidenceTime(flag, s string) (uint64, error) {
 	if s == "" {
@@ -176,13 +186,27 @@ func newEvidenceVerifyCmd() *cobra.Command {
 		Short: "Verify an evidence package offline against pinned keys",
 		Long: "Checks, in order: manifest.json (every file listed and no other, each of its size and SHA-256);\n" +
 			"the checkpoint's signature by the pinned log key (--vkey: a note verifier key or a file holding\n" +
-			"one) and its origin; each receipt of receipts.ndjson with line N of inclusion-proofs.ndjson, as\n" +
-			"`chio verify` checks one (pinned kernel key, receipt signature, parameter hash, proof for this\n" +
-			"receipt at the checkpoint's size, leaf hash, audit path), every line in the form the package\n" +
-			"writes and the receipts in strictly increasing log order; the lineage records; query.json against\n" +
-			"what the files hold; with --witness-policy, the witness quorum of the checkpoint's cosignatures;\n" +
-			"and consistency-proof.json when present. Exit status 0 prints \"evidence package verified\" with\n" +
-			"the counts; 1 names the first failed check with its file (and line); 2 is bad usage.",
+			"one) and its origin; query.json names that checkpoint; the lineage records (each once, parents\n" +
+			"first, delegation depths in order); each receipt of receipts.ndjson with line N of\n" +
+			"inclusion-proofs.ndjson, as `chio verify` checks one (pinned kernel key, receipt signature,\n" +
+			"parameter hash, proof for this receipt at the checkpoint's size, leaf hash, audit path), every line\n" +
+			"in the form the package writes, the receipts in strictly increasing log order, each inside\n" +
+			"query.json's filter (tool server and name, outcome, since/until; a principal through the lineage\n" +
+			"chain of its capability), each capability's lineage chain in the package unless query.json says\n" +
+			"lineage was not readable or lists the capability as missing; every lineage record on a receipt's\n" +
+			"chain; query.json's counts; with --witness-policy, the witness quorum of the checkpoint's\n" +
+			"cosignatures; and consistency-proof.json when present. Exit status 0 prints \"evidence package\n" +
+			"verified\" with the counts; 1 names the first failed check with its file (and line); 2 is bad usage.\n\n" +
+			"What a package that verifies proves: each receipt in it was signed by the kernel and is in the log\n" +
+			"under the signed checkpoint, and is inside the filter query.json records. What it cannot prove:\n" +
+			"that it holds every receipt the filter selects. Only the checkpoint and the receipts are signed;\n" +
+			"manifest.json, query.json and the lineage records are not, so an exporter who leaves receipts out,\n" +
+			"or anyone who removes some and rewrites query.json's counts and the manifest, makes a package that\n" +
+			"verifies, and no offline check can tell without the log. The count printed is the count verified.\n" +
+			"An auditor who needs completeness re-queries the log with the same filter and compares the receipts\n" +
+			"at leaves below the package's tree size (a new `chio evidence export` does this), or compares with\n" +
+			"a second, independent export. Likewise the lineage records, which tie a receipt to a principal, are as the exporter wrote\n" +
+			"them: the projections' /v1/lineage/{id}/chain confirms them.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if input == "" || vkey == "" || kernelKey == "" {
@@ -200,12 +224,7 @@ func newEvidenceVerifyCmd() *cobra.Command {
 			}
 			opts := evidence.VerifyOptions{VKey: vkey, KernelKey: strings.TrimSpace(kernelKey)}
 			if policyFile != "" {
-				f, err := os.Open(policyFile)
-				if err != nil {
-					return usageError(fmt.Errorf("--witness-policy: %w", err))
-				}
-				p, err := witness.ParsePolicy(f)
-				f.Close()
+				p, err := witness.LoadPolicy(policyFile)
 				if err != nil {
 					return usageError(fmt.Errorf("--witness-policy: %w", err))
 				}
@@ -221,6 +240,8 @@ func newEvidenceVerifyCmd() *cobra.Command {
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "evidence package verified: %d tool receipts (%d unreadable), %d lineage records, %d verified files; tree size %d of %s\n",
 				rep.Receipts, rep.Unreadable, rep.Lineage, rep.Files, rep.TreeSize, rep.Origin)
+			fmt.Fprintf(w, "each receipt is inside the filter %s; not provable offline: that these are all the receipts it selects (compare with the log or a second export)\n",
+				describeFilter(rep.Filter))
 			if policyFile != "" {
 				fmt.Fprintf(w, "witnesses: quorum met, cosigned by %s\n", strings.Join(rep.Cosigners, ", "))
 			}

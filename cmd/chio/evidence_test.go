@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,32 @@ func editLines(t *testing.T, dir, name string, edit func([][]byte) [][]byte) {
 	}
 }
 
+// editEvidenceQuery rewrites query.json through edit, as a forger would.
+func editEvidenceQuery(t *testing.T, dir string, edit func(*evidence.Query)) {
+	t.Helper()
+	var q evidence.Query
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, evidence.QueryFile))), &q); err != nil {
+		t.Fatal(err)
+	}
+	edit(&q)
+	out, _ := json.MarshalIndent(q, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, evidence.QueryFile), append(out, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lineOf returns the index of the first line holding sub.
+func lineOf(t *testing.T, lines [][]byte, sub string) int {
+	t.Helper()
+	for i, l := range lines {
+		if bytes.Contains(l, []byte(sub)) {
+			return i
+		}
+	}
+	t.Fatalf("no line holds %s", sub)
+	return -1
+}
+
 // TestEvidenceExportAndVerify exports receipts made through the edges of
 // chio up, verifies the package offline against the pinned keys, and
 // checks that every kind of tampering fails naming the file and line.
@@ -248,6 +275,11 @@ func TestEvidenceExportAndVerify(t *testing.T) {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(ep)
 
+	// Tenant B's receipt and the record of its capability, the last of
+	// both in the package.
+	bLine := len(first) + len(tenantA) + 1
+	bLineage := lineOf(t, evidencePackageLines(t, filepath.Join(base, evidence.LineageFile)), `"capability_id":"cap-evidence-b"`)
+
 	_, otherVKey, _ := note.GenerateKey(rand.Reader, strings.Split(string(early), "\n")[0])
 	swap := func(i, j int) func([][]byte) [][]byte {
 		return func(l [][]byte) [][]byte { l[i], l[j] = l[j], l[i]; return l }
@@ -300,6 +332,26 @@ func TestEvidenceExportAndVerify(t *testing.T) {
 		}},
 		{name: "a proof for another size, manifest recomputed", want: "inclusion-proofs.ndjson:1: proof:", edit: func(t *testing.T, dir string) {
 			editLines(t, dir, evidence.ProofsFile, func(l [][]byte) [][]byte { l[0] = epLine.Bytes(); return l })
+			remanifest(t, dir)
+		}},
+		{name: "a receipt outside the filter, query.json and manifest rewritten", want: "receipts.ndjson:1: filter:", edit: func(t *testing.T, dir string) {
+			editEvidenceQuery(t, dir, func(q *evidence.Query) { q.Filter.ToolName = "other_task" })
+			remanifest(t, dir)
+		}},
+		{name: "a principal its receipts are not under, query.json and manifest rewritten", want: "receipts.ndjson:1: filter:", edit: func(t *testing.T, dir string) {
+			editEvidenceQuery(t, dir, func(q *evidence.Query) { q.Filter.Principal = schemas.Principal(issuerPub, b.pub) })
+			remanifest(t, dir)
+		}},
+		{name: "a lineage record removed, counts and manifest rewritten", want: fmt.Sprintf("receipts.ndjson:%d: lineage:", bLine), edit: func(t *testing.T, dir string) {
+			editLines(t, dir, evidence.LineageFile, func(l [][]byte) [][]byte { return slices.Delete(l, bLineage, bLineage+1) })
+			editEvidenceQuery(t, dir, func(q *evidence.Query) { q.Lineage.Records-- })
+			remanifest(t, dir)
+		}},
+		{name: "the only receipt of a capability removed, counts and manifest rewritten", want: fmt.Sprintf("capability-lineage.ndjson:%d: lineage:", bLineage+1), edit: func(t *testing.T, dir string) {
+			for _, f := range []string{evidence.ReceiptsFile, evidence.ProofsFile} {
+				editLines(t, dir, f, func(l [][]byte) [][]byte { return slices.Delete(l, bLine-1, bLine) })
+			}
+			editEvidenceQuery(t, dir, func(q *evidence.Query) { q.Receipts-- })
 			remanifest(t, dir)
 		}},
 		{name: "a file added", want: "notes.txt: manifest:", edit: func(t *testing.T, dir string) {
@@ -356,6 +408,36 @@ func TestEvidenceExportAndVerify(t *testing.T) {
 			t.Fatalf("cosigned checkpoint: %v\n%s", err, out)
 		}
 	})
+	// A tenant's package with tenant B's receipt swapped in for tenant A's
+	// second, in log order, with B's lineage added and the counts and the
+	// manifest rewritten: B's capability is not under A's principal.
+	// Leaving A's second receipt out alone would verify: see the
+	// documented limit, which the output states.
+	t.Run("another tenant's receipt swapped into a principal's package", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "pkg")
+		if out, err := chio(ctx, "evidence", "export", "--url", up.httpURL, "--token", "@"+tokFile, "--out", dir,
+			"--principal", schemas.Principal(issuerPub, a.pub)); err != nil {
+			t.Fatalf("export: %v\n%s", err, out)
+		}
+		out, err := chio(ctx, verifyArgs(dir)...)
+		if err != nil || !strings.Contains(out, "not provable offline: that these are all the receipts it selects") {
+			t.Fatalf("verify: %v\n%s", err, out)
+		}
+		baseReceipts, baseProofs := evidencePackageLines(t, filepath.Join(base, evidence.ReceiptsFile)), evidencePackageLines(t, filepath.Join(base, evidence.ProofsFile))
+		editLines(t, dir, evidence.ReceiptsFile, func(l [][]byte) [][]byte { l[1] = baseReceipts[bLine-1]; return l })
+		editLines(t, dir, evidence.ProofsFile, func(l [][]byte) [][]byte { l[1] = baseProofs[bLine-1]; return l })
+		editLines(t, dir, evidence.LineageFile, func(l [][]byte) [][]byte {
+			return append(l, evidencePackageLines(t, filepath.Join(base, evidence.LineageFile))[bLineage])
+		})
+		editEvidenceQuery(t, dir, func(q *evidence.Query) { q.Lineage.Records++ })
+		remanifest(t, dir)
+		_, err = chio(ctx, verifyArgs(dir)...)
+		if !strings.Contains(fmt.Sprint(err), "FAILED receipts.ndjson:2: filter:") {
+			t.Fatalf("got %v", err)
+		}
+		t.Log(err)
+	})
+
 	for _, args := range [][]string{
 		{"evidence", "verify", "--input", base},
 		{"evidence", "verify", "--input", filepath.Join(base, "nope"), "--vkey", vkeyFile, "--kernel-key", kernel},

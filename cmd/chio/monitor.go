@@ -56,14 +56,8 @@ func newMonitorCmd() *cobra.Command {
 			}
 			var policy *witness.Policy
 			if policyFile != "" {
-				f, err := os.Open(policyFile)
-				if err != nil {
+				if policy, err = witness.LoadPolicy(policyFile); err != nil {
 					return usageError(fmt.Errorf("--witness-policy: %w", err))
-				}
-				policy, err = witness.ParsePolicy(f)
-				f.Close()
-				if err != nil {
-					return usageError(fmt.Errorf("--witness-policy %s: %w", policyFile, err))
 				}
 			}
 			cfg := monitor.Config{URL: url, Verifier: verifier, Policy: policy, StatePath: statePath, Logger: slog.Default()}

@@ -20,6 +20,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/ledger/api"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -142,13 +143,22 @@ type exporter struct {
 	q        Query
 
 	lineageReadable bool
-	// chains caches each capability's lineage chain; named holds the
-	// capabilities whose lineage is written (or counted missing), written
-	// the records in the file. They grow with the capabilities the
-	// receipts name, not with the receipts.
-	chains  map[string]*chainInfo
-	named   map[string]bool
+	// caps holds what is decided of each capability the query named: no
+	// records, which are written to the file as soon as a receipt needs
+	// them and not kept. written holds the capability ids of the records
+	// in the file. Both grow with the distinct capabilities, not with the
+	// receipts or the size of their lineage.
+	caps    map[string]capState
 	written map[string]bool
+}
+
+// capState is what an export remembers of a capability.
+type capState struct {
+	// excluded: its chain does not descend from the filter's principal.
+	excluded bool
+	// named: a receipt in the package names it, so its lineage is written
+	// (or it is listed as missing).
+	named bool
 }
 
 func export(ctx context.Context, c *Client, dir string, o Options) (*Query, error) {
@@ -163,7 +173,7 @@ func export(ctx context.Context, c *Client, dir string, o Options) (*Query, erro
 	if o.PageSize <= 0 || o.PageSize > 200 {
 		o.PageSize = 200
 	}
-	e := &exporter{c: c, o: o, log: logger, lineageReadable: true, chains: map[string]*chainInfo{}, named: map[string]bool{}, written: map[string]bool{},
+	e := &exporter{c: c, o: o, log: logger, lineageReadable: true, caps: map[string]capState{}, written: map[string]bool{},
 		q: Query{Format: Format, Server: c.Base, ExportedAt: now().UTC().Format(time.RFC3339), Filter: o.Filter}}
 
 	// The log's key as it publishes it: the export checks what it fetches
@@ -246,15 +256,17 @@ func export(ctx context.Context, c *Client, dir string, o Options) (*Query, erro
 		return nil, err
 	}
 	switch {
-	case e.lineageReadable && e.q.Lineage.Records == 0 && e.q.Lineage.Missing > 0:
+	case e.lineageReadable && e.q.Lineage.Records == 0 && len(e.q.Lineage.Missing) > 0:
 		// The projections answer lineage outside a reader's scope as not
 		// found: an auditor of receipts alone reads none.
 		e.lineageReadable = false
 		fallthrough
 	case !e.lineageReadable:
+		e.q.Lineage.Missing = nil
 		e.q.Lineage.Note = "no capability lineage was readable with this credential at this URL: " + LineageFile + " is empty"
-	case e.q.Lineage.Missing > 0:
-		e.q.Lineage.Note = "some receipts name a capability whose lineage the projections did not serve (none recorded, or outside the credential's scope)"
+	case len(e.q.Lineage.Missing) > 0:
+		slices.Sort(e.q.Lineage.Missing)
+		e.q.Lineage.Note = "some receipts name a capability whose lineage the projections did not serve (none recorded, or outside the credential's scope): lineage.missing lists them"
 	}
 	e.q.Lineage.Readable = e.lineageReadable
 
@@ -295,12 +307,12 @@ func (e *exporter) consistency(ctx context.Context, v note.Verifier, cp *tlog.Ch
 		if err != nil {
 			return fmt.Errorf("export: consistency: %w", err)
 		}
-		var p struct {
-			From, To uint64
-			Proof    []string
+		var p api.ConsistencyProof
+		if err := json.Unmarshal(body, &p); err != nil {
+			return fmt.Errorf("export: consistency: %w", err)
 		}
-		if err := json.Unmarshal(body, &p); err != nil || p.From != old.Size || p.To != cp.Size {
-			return fmt.Errorf("export: consistency: the log answered a proof for another range (%v)", err)
+		if p.From != old.Size || p.To != cp.Size {
+			return fmt.Errorf("export: consistency: asked for a proof from %d to %d, the log answered one from %d to %d", old.Size, cp.Size, p.From, p.To)
 		}
 		encoded = p.Proof
 		for i, s := range p.Proof {
@@ -414,6 +426,7 @@ func (e *exporter) item(ctx context.Context, raw json.RawMessage) (done bool, er
 		return false, errors.New("export: query: an item without a valid id")
 	}
 	var line []byte
+	capID := it.CapabilityID
 	if it.Unreadable != nil {
 		// The page names it; its bytes come from the receipt path.
 		body, err := e.c.get(ctx, "/v1/receipts/"+url.PathEscape(it.ID), nil)
@@ -427,6 +440,13 @@ func (e *exporter) item(ctx context.Context, raw json.RawMessage) (done bool, er
 		if line, err = encodeLine(u); err != nil {
 			return false, fmt.Errorf("export: unreadable receipt %s: %w", it.ID, err)
 		}
+		// Its top-level members read however deep the rest nests: its
+		// capability is selected and its lineage written as any other's.
+		head, err := schemas.ReadReceiptHead(u.Raw)
+		if err != nil {
+			return false, fmt.Errorf("export: unreadable receipt %s: %w", it.ID, err)
+		}
+		capID = head.CapabilityID
 	} else {
 		// The leaf is the JCS of the receipt; the page's JSON encoder may
 		// have escaped characters in it, which JCS undoes.
@@ -434,21 +454,26 @@ func (e *exporter) item(ctx context.Context, raw json.RawMessage) (done bool, er
 			return false, fmt.Errorf("export: receipt %s: %w", it.ID, err)
 		}
 	}
-	if e.o.Filter.Principal != "" {
-		if it.Unreadable != nil {
-			// Its capability is in bytes no reader decodes: nothing shows
-			// whose it is, so a principal's selection leaves it out.
+	// Decided before the proof is fetched, so an excluded receipt costs no
+	// proof; written after, so no record is written for a capability no
+	// receipt of the package names.
+	var chain []lineageRecord
+	if cs := e.caps[capID]; !cs.named {
+		if cs.excluded {
 			return false, nil
 		}
-		c, err := e.chain(ctx, it.CapabilityID)
-		if err != nil {
+		var principals []string
+		if chain, principals, err = e.chain(ctx, capID); err != nil {
 			return false, err
 		}
-		if !e.lineageReadable {
-			return false, errors.New("export: --principal needs the capability lineage, which this credential cannot read")
-		}
-		if !slices.Contains(c.principals, e.o.Filter.Principal) {
-			return false, nil
+		if p := e.o.Filter.Principal; p != "" {
+			if !e.lineageReadable {
+				return false, errors.New("export: --principal needs the capability lineage, which this credential cannot read")
+			}
+			if !slices.Contains(principals, p) {
+				e.caps[capID] = capState{excluded: true}
+				return false, nil
+			}
 		}
 	}
 	p, err := e.proof(ctx, it.ID)
@@ -472,13 +497,18 @@ func (e *exporter) item(ctx context.Context, raw json.RawMessage) (done bool, er
 	e.q.Receipts++
 	if it.Unreadable != nil {
 		e.q.Unreadable++
-	} else if err := e.writeLineage(ctx, it.CapabilityID); err != nil {
-		return false, err
+	}
+	if !e.caps[capID].named {
+		if err := e.writeLineage(capID, chain); err != nil {
+			return false, err
+		}
 	}
 	return false, nil
 }
 
-// proof fetches receipt id's inclusion proof at the package's size.
+// proof fetches receipt id's inclusion proof at the package's size, which
+// it names explicitly: the log's latest checkpoint may move on while the
+// export runs, and every proof must be at the one in the package.
 func (e *exporter) proof(ctx context.Context, id string) (*ProofLine, error) {
 	body, err := e.c.get(ctx, "/v1/receipts/"+url.PathEscape(id)+"/inclusion-proof", url.Values{"tree_size": {strconv.FormatUint(e.size, 10)}})
 	if err != nil {
@@ -505,87 +535,85 @@ func (e *exporter) proof(ctx context.Context, id string) (*ProofLine, error) {
 	return &p.ProofLine, nil
 }
 
-// chainInfo is a capability's lineage chain as the projections serve it.
-type chainInfo struct {
-	principals []string // of its authority path; nil when none is served
-	ids        []string // capability ids, root first
-	records    [][]byte // compact JSON, root first
+// lineageRecord is one record of a chain as the package writes it.
+type lineageRecord struct {
+	id  string
+	raw []byte // compact JSON
 }
 
-// chain returns capability id's lineage, fetched once per capability.
-func (e *exporter) chain(ctx context.Context, id string) (*chainInfo, error) {
+// chain fetches capability id's lineage chain: its records, root first,
+// and the principals of its authority path. Both are nil when the
+// projections serve none, or lineage is not readable here.
+func (e *exporter) chain(ctx context.Context, id string) (records []lineageRecord, principals []string, err error) {
 	if id == "" || !e.lineageReadable {
-		return &chainInfo{}, nil
-	}
-	if c, ok := e.chains[id]; ok {
-		return c, nil
+		return nil, nil, nil
 	}
 	body, err := e.c.get(ctx, "/v1/lineage/"+url.PathEscape(id)+"/chain", nil)
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae) && ae.Status == http.StatusNotFound && ae.Code == "lineage_not_found":
-		c := &chainInfo{}
-		e.chains[id] = c
-		return c, nil
+		return nil, nil, nil
 	case errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden || ae.Status == http.StatusNotFound):
 		// Refused, or no projections at this URL (a ledger alone).
+		if e.q.Lineage.Records > 0 {
+			// query.json can say lineage is readable or not, not that it
+			// stopped being readable part way through.
+			return nil, nil, fmt.Errorf("export: lineage of %s: refused after %d records were read: %w", id, e.q.Lineage.Records, err)
+		}
 		e.lineageReadable = false
 		e.log.Warn("evidence export: no capability lineage readable here", "err", err)
-		return &chainInfo{}, nil
+		return nil, nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("export: lineage of %s: %w", id, err)
+		return nil, nil, fmt.Errorf("export: lineage of %s: %w", id, err)
 	}
 	var ch struct {
 		Chain []json.RawMessage `json:"chain"`
 	}
 	if err := json.Unmarshal(body, &ch); err != nil {
-		return nil, fmt.Errorf("export: lineage of %s: %w", id, err)
+		return nil, nil, fmt.Errorf("export: lineage of %s: %w", id, err)
 	}
-	c := &chainInfo{}
 	recs := make([]schemas.CapabilityLineage, len(ch.Chain))
 	for i, raw := range ch.Chain {
 		if err := json.Unmarshal(raw, &recs[i]); err != nil {
-			return nil, fmt.Errorf("export: lineage of %s: record %d: %w", id, i, err)
+			return nil, nil, fmt.Errorf("export: lineage of %s: record %d: %w", id, i, err)
 		}
 		if recs[i].CapabilityID == "" {
-			return nil, fmt.Errorf("export: lineage of %s: record %d has no capability id", id, i)
+			return nil, nil, fmt.Errorf("export: lineage of %s: record %d has no capability id", id, i)
 		}
 		var b bytes.Buffer
 		if err := json.Compact(&b, raw); err != nil {
-			return nil, fmt.Errorf("export: lineage of %s: %w", id, err)
+			return nil, nil, fmt.Errorf("export: lineage of %s: %w", id, err)
 		}
-		c.ids, c.records = append(c.ids, recs[i].CapabilityID), append(c.records, b.Bytes())
+		records = append(records, lineageRecord{id: recs[i].CapabilityID, raw: b.Bytes()})
 	}
-	c.principals = schemas.LineagePrincipals(recs)
-	e.chains[id] = c
-	return c, nil
+	if len(recs) > 0 && recs[len(recs)-1].CapabilityID != id {
+		return nil, nil, fmt.Errorf("export: lineage of %s: the chain ends at capability %s", id, recs[len(recs)-1].CapabilityID)
+	}
+	return records, schemas.LineagePrincipals(recs), nil
 }
 
-// writeLineage writes the lineage of capability id, a record once, and
-// counts a capability whose lineage was not served.
-func (e *exporter) writeLineage(ctx context.Context, id string) error {
-	if id == "" || e.named[id] {
+// writeLineage writes the records of capability id's chain not written
+// yet, or lists the capability as missing when the projections served
+// none, and marks it named.
+func (e *exporter) writeLineage(id string, records []lineageRecord) error {
+	if id == "" {
 		return nil
 	}
-	c, err := e.chain(ctx, id)
-	if err != nil {
-		return err
-	}
-	e.named[id] = true
-	if len(c.records) == 0 {
+	e.caps[id] = capState{named: true}
+	if len(records) == 0 {
 		if e.lineageReadable {
-			e.q.Lineage.Missing++
+			e.q.Lineage.Missing = append(e.q.Lineage.Missing, id)
 		}
 		return nil
 	}
-	for i, rec := range c.records {
-		if e.written[c.ids[i]] {
+	for _, rec := range records {
+		if e.written[rec.id] {
 			continue
 		}
-		if err := e.lineage.line(rec); err != nil {
+		if err := e.lineage.line(rec.raw); err != nil {
 			return fmt.Errorf("export: %w", err)
 		}
-		e.written[c.ids[i]] = true
+		e.written[rec.id] = true
 		e.q.Lineage.Records++
 	}
 	return nil

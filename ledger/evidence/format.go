@@ -38,6 +38,41 @@
 // Every line of every .ndjson file ends in "\n" and is the one encoding
 // the writer produces, so an edited, added, removed or reordered byte fails
 // verification even with the manifest recomputed.
+//
+// # What a package proves, and what it cannot
+//
+// Only the checkpoint (by the log key, and by witnesses when it carries
+// their cosignatures) and each receipt (by the kernel key) are signed.
+// manifest.json, query.json and capability-lineage.ndjson are not: anyone
+// holding a package can rewrite them consistently. So a package that
+// verifies proves that:
+//
+//   - every receipt in it was signed by the pinned kernel key and is in the
+//     log, at the leaf it names, under the checkpoint signed by the pinned
+//     log key; the receipts are in log order, none twice;
+//   - every receipt is inside the filter query.json records: its tool
+//     server and name, its outcome and its timestamp are the filter's, and
+//     with a principal, the lineage chain of its capability in the package
+//     descends from that principal;
+//   - every receipt's capability has its lineage chain in the package,
+//     unless query.json says lineage was not readable or lists that
+//     capability as one whose lineage the projections did not serve; every
+//     lineage record is on the chain of a receipt's capability, and the
+//     chains are well formed;
+//   - with consistency-proof.json, the checkpoint extends the earlier one.
+//
+// It cannot prove completeness: that the package holds every receipt of
+// the log (at its checkpoint) that the filter selects. An exporter who
+// leaves out receipts, or anyone who removes receipts from a package and
+// rewrites query.json's counts and the manifest, makes a package that
+// verifies, and without the log no offline check can tell. Verify reports
+// how many receipts it verified; an auditor who needs completeness
+// re-queries the log with the same filter and compares the receipts at
+// leaves below the package's tree size (a new export does this), or
+// compares the package with a second export made independently. Nor can
+// it prove that the lineage records are what the projections served: they
+// bind a receipt to a principal only as far as the exporter is trusted,
+// and a lineage query to the projections confirms them.
 package evidence
 
 import (
@@ -122,10 +157,11 @@ type Lineage struct {
 	// all: the file is then empty.
 	Readable bool   `json:"readable"`
 	Records  uint64 `json:"records"`
-	// Missing counts capabilities named by receipts whose lineage the
-	// projections did not serve (none recorded, or outside the scope).
-	Missing uint64 `json:"missing"`
-	Note    string `json:"note,omitempty"`
+	// Missing lists, sorted, the capabilities named by receipts whose
+	// lineage the projections did not serve (none recorded, or outside the
+	// scope): the only capabilities of receipts with no records here.
+	Missing []string `json:"missing,omitempty"`
+	Note    string   `json:"note,omitempty"`
 }
 
 // ProofLine is one line of inclusion-proofs.ndjson: the body of

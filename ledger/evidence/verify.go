@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,10 +30,14 @@ type VerifyOptions struct {
 	Checkpoint func(signedNote []byte, log note.Verifier) ([]string, error)
 }
 
-// Report is what a package that verified holds.
+// Report is what a package that verified holds. Receipts is how many
+// receipts were verified, each inside Filter: not that they are every
+// receipt of the log the filter selects, which no offline check can tell
+// (see the package documentation).
 type Report struct {
 	Origin     string
 	TreeSize   uint64
+	Filter     Filter
 	Receipts   int
 	Unreadable int
 	Lineage    int
@@ -46,13 +51,19 @@ type Report struct {
 
 // Verify checks the package in dir, in order: the manifest (every file
 // listed, none else, each of its size and SHA-256); the checkpoint's
-// signature by the pinned log key; each receipt (kernel key, signature,
-// parameter hash, as `chio verify` checks one) with its inclusion proof
-// at the checkpoint's size, in strictly increasing log order, every line
-// in the one form the writer produces; the lineage records; query.json
-// against what the files hold; opts.Checkpoint; the consistency proof. The
-// first failure is returned as a *Failure naming the file and, for a line,
-// the line.
+// signature by the pinned log key; query.json's form and checkpoint; the
+// lineage records (each once, a chain's parent before its child, depths
+// in order); each receipt (kernel key, signature, parameter hash, as
+// `chio verify` checks one) with its inclusion proof at the checkpoint's
+// size, in strictly increasing log order, every line in the one form the
+// writer produces, inside query.json's filter, its capability's lineage
+// in the package unless query.json says why not; every lineage record on
+// a receipt's chain; query.json's counts; opts.Checkpoint; the
+// consistency proof. The first failure is returned as a *Failure naming
+// the file and, for a line, the line.
+//
+// A package that verifies does not prove it is complete: see the package
+// documentation.
 func Verify(dir string, opts VerifyOptions) (*Report, error) {
 	files, err := checkManifest(dir)
 	if err != nil {
@@ -74,13 +85,23 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 	}
 	rep.Origin, rep.TreeSize = cp.Origin, cp.Size
 
-	if err := checkReceipts(dir, cpNote, cp.Size, opts, rep); err != nil {
+	q, err := readQuery(dir, rep)
+	if err != nil {
 		return nil, err
 	}
-	if rep.Lineage, err = checkLineage(dir); err != nil {
+	rep.Filter = q.Filter
+	lin, err := readLineage(dir, q)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkQuery(dir, rep); err != nil {
+	if err := checkReceipts(dir, cpNote, cp.Size, opts, q, lin, rep); err != nil {
+		return nil, err
+	}
+	if err := lin.checkNamed(); err != nil {
+		return nil, err
+	}
+	rep.Lineage = len(lin.order)
+	if err := checkCounts(q, rep); err != nil {
 		return nil, err
 	}
 	if opts.Checkpoint != nil {
@@ -188,7 +209,7 @@ func hashFile(path string) (int64, string, error) {
 var receiptChecks = []string{"receipt", "kernel-key", "receipt-signature", "parameter-hash"}
 
 // checkReceipts walks receipts.ndjson and inclusion-proofs.ndjson in step.
-func checkReceipts(dir string, cpNote []byte, size uint64, opts VerifyOptions, rep *Report) error {
+func checkReceipts(dir string, cpNote []byte, size uint64, opts VerifyOptions, q *Query, lin *lineageSet, rep *Report) error {
 	rf, err := os.Open(filepath.Join(dir, ReceiptsFile))
 	if err != nil {
 		return &Failure{File: ReceiptsFile, Check: "read", Err: err}
@@ -273,6 +294,25 @@ func checkReceipts(dir string, cpNote []byte, size uint64, opts VerifyOptions, r
 		}
 		idx := res.LeafIndex
 		last = &idx
+
+		// The signature covers the head: what the filter selected on.
+		leaf := rl
+		if unreadable {
+			leaf = u.Raw
+		}
+		head, err := schemas.ReadReceiptHead(leaf)
+		if err != nil {
+			return atReceipt("receipt", err)
+		}
+		if err := q.Filter.check(head); err != nil {
+			return atReceipt("filter", err)
+		}
+		if err := lin.receipt(head.CapabilityID); err != nil {
+			return atReceipt("lineage", err)
+		}
+		if err := lin.checkPrincipal(head.CapabilityID, q.Filter.Principal); err != nil {
+			return atReceipt("filter", err)
+		}
 		rep.Receipts++
 		if res.Unreadable != "" {
 			rep.Unreadable++
@@ -280,72 +320,220 @@ func checkReceipts(dir string, cpNote []byte, size uint64, opts VerifyOptions, r
 	}
 }
 
-// checkLineage parses each lineage record: one per capability, a chain's
-// parent before its child.
-func checkLineage(dir string) (int, error) {
-	f, err := os.Open(filepath.Join(dir, LineageFile))
-	if err != nil {
-		return 0, &Failure{File: LineageFile, Check: "read", Err: err}
+// check reports why receipt head h is outside the filter, or nil. It
+// selects as the log's query does (logstore.Filter) on what the receipt's
+// signature covers; the principal is checked against lineage apart.
+func (f Filter) check(h *schemas.ReceiptHead) error {
+	switch {
+	case f.ToolServer != "" && h.ToolServer != f.ToolServer:
+		return fmt.Errorf("receipt %s is of tool server %q, the filter in %s selects %q", h.ID, h.ToolServer, QueryFile, f.ToolServer)
+	case f.ToolName != "" && h.ToolName != f.ToolName:
+		return fmt.Errorf("receipt %s is of tool %q, the filter in %s selects %q", h.ID, h.ToolName, QueryFile, f.ToolName)
+	case f.Outcome != "" && string(h.Decision.Verdict) != f.Outcome:
+		return fmt.Errorf("receipt %s has outcome %q, the filter in %s selects %q", h.ID, h.Decision.Verdict, QueryFile, f.Outcome)
+	case f.Since != 0 && h.Timestamp < f.Since:
+		return fmt.Errorf("receipt %s is of time %d, before the filter's since %d in %s", h.ID, h.Timestamp, f.Since, QueryFile)
+	case f.Until != 0 && h.Timestamp > f.Until:
+		return fmt.Errorf("receipt %s is of time %d, after the filter's until %d in %s", h.ID, h.Timestamp, f.Until, QueryFile)
 	}
-	defer f.Close()
-	lr := newLineReader(LineageFile, f)
-	seen := map[string]bool{}
-	for {
-		line, err := lr.next()
-		if err == errEOF {
-			return len(seen), nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		fail := func(format string, args ...any) error {
-			return &Failure{File: LineageFile, Line: lr.n, Check: "lineage", Err: fmt.Errorf(format, args...)}
-		}
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, line); err != nil {
-			return 0, fail("parse: %v", err)
-		}
-		if !bytes.Equal(compact.Bytes(), line) {
-			return 0, fail("not compact JSON, as the package writes it")
-		}
-		var rec schemas.CapabilityLineage
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return 0, fail("parse: %v", err)
-		}
-		switch {
-		case rec.CapabilityID == "":
-			return 0, fail("a record without capability_id")
-		case seen[rec.CapabilityID]:
-			return 0, fail("capability %s recorded twice", rec.CapabilityID)
-		case rec.ParentCapabilityID != "" && !seen[rec.ParentCapabilityID]:
-			return 0, fail("capability %s names parent %s, which no earlier line records", rec.CapabilityID, rec.ParentCapabilityID)
-		}
-		seen[rec.CapabilityID] = true
-	}
+	return nil
 }
 
-// checkQuery checks query.json says what the files hold.
-func checkQuery(dir string, rep *Report) error {
+// readQuery reads query.json and checks its form and that it names the
+// package's checkpoint; its counts are checked once the files are read.
+func readQuery(dir string, rep *Report) (*Query, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, QueryFile))
 	if err != nil {
-		return &Failure{File: QueryFile, Check: "read", Err: err}
+		return nil, &Failure{File: QueryFile, Check: "read", Err: err}
 	}
 	var q Query
 	if err := schemas.DecodeStrict(raw, &q); err != nil {
-		return &Failure{File: QueryFile, Check: "query", Err: fmt.Errorf("parse: %w", err)}
+		return nil, &Failure{File: QueryFile, Check: "query", Err: fmt.Errorf("parse: %w", err)}
 	}
 	fail := func(format string, args ...any) error {
 		return &Failure{File: QueryFile, Check: "query", Err: fmt.Errorf(format, args...)}
 	}
 	switch {
 	case q.Format != Format:
-		return fail("format %q, want %q", q.Format, Format)
+		return nil, fail("format %q, want %q", q.Format, Format)
 	case q.Origin != rep.Origin || q.TreeSize != rep.TreeSize:
-		return fail("says %s at size %d, the checkpoint signs %s at size %d", q.Origin, q.TreeSize, rep.Origin, rep.TreeSize)
+		return nil, fail("says %s at size %d, the checkpoint signs %s at size %d", q.Origin, q.TreeSize, rep.Origin, rep.TreeSize)
+	case q.Filter.Principal != "" && !q.Lineage.Readable:
+		return nil, fail("a filter on principal %s, which needs the lineage, and lineage not readable", q.Filter.Principal)
+	case !q.Lineage.Readable && len(q.Lineage.Missing) > 0:
+		return nil, fail("lineage not readable, and yet capabilities listed as missing lineage")
+	}
+	for i, id := range q.Lineage.Missing {
+		if id == "" || (i > 0 && id <= q.Lineage.Missing[i-1]) {
+			return nil, fail("lineage.missing is not a sorted list of distinct capability ids")
+		}
+	}
+	return &q, nil
+}
+
+// checkCounts checks query.json's counts against what the files hold.
+func checkCounts(q *Query, rep *Report) error {
+	fail := func(format string, args ...any) error {
+		return &Failure{File: QueryFile, Check: "query", Err: fmt.Errorf(format, args...)}
+	}
+	switch {
 	case q.Receipts != uint64(rep.Receipts) || q.Unreadable != uint64(rep.Unreadable):
 		return fail("says %d receipts (%d unreadable), %s holds %d (%d)", q.Receipts, q.Unreadable, ReceiptsFile, rep.Receipts, rep.Unreadable)
 	case q.Lineage.Records != uint64(rep.Lineage):
 		return fail("says %d lineage records, %s holds %d", q.Lineage.Records, LineageFile, rep.Lineage)
+	}
+	return nil
+}
+
+// lineageSet is capability-lineage.ndjson as Verify holds it: a few
+// fields of each record, so its size is the records', not the receipts'.
+type lineageSet struct {
+	readable bool
+	recs     map[string]*lineageNode
+	order    []*lineageNode  // in file order, to name the first stray one
+	missing  map[string]bool // query.json's lineage.missing: true once a receipt names it
+}
+
+// lineageNode is one lineage record.
+type lineageNode struct {
+	id, issuer, subject string
+	line                int
+	depth               int
+	parent              *lineageNode
+	// onChain: a receipt's capability is this one or descends from it.
+	onChain bool
+	// principals of the authority path, computed when first needed.
+	principals []string
+}
+
+// readLineage parses each lineage record: one per capability, a chain's
+// parent before its child, its delegation depth its parent's and one.
+func readLineage(dir string, q *Query) (*lineageSet, error) {
+	f, err := os.Open(filepath.Join(dir, LineageFile))
+	if err != nil {
+		return nil, &Failure{File: LineageFile, Check: "read", Err: err}
+	}
+	defer f.Close()
+	ls := &lineageSet{readable: q.Lineage.Readable, recs: map[string]*lineageNode{}, missing: map[string]bool{}}
+	for _, id := range q.Lineage.Missing {
+		ls.missing[id] = false
+	}
+	lr := newLineReader(LineageFile, f)
+	for {
+		line, err := lr.next()
+		if err == errEOF {
+			return ls, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		fail := func(format string, args ...any) error {
+			return &Failure{File: LineageFile, Line: lr.n, Check: "lineage", Err: fmt.Errorf(format, args...)}
+		}
+		if !ls.readable {
+			return nil, fail("a record, and %s says lineage was not readable", QueryFile)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, line); err != nil {
+			return nil, fail("parse: %v", err)
+		}
+		if !bytes.Equal(compact.Bytes(), line) {
+			return nil, fail("not compact JSON, as the package writes it")
+		}
+		var rec schemas.CapabilityLineage
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return nil, fail("parse: %v", err)
+		}
+		n := &lineageNode{id: rec.CapabilityID, issuer: rec.IssuerKey, subject: rec.SubjectKey, line: lr.n, depth: rec.DelegationDepth}
+		switch {
+		case rec.CapabilityID == "" || rec.IssuerKey == "" || rec.SubjectKey == "":
+			return nil, fail("a record without capability_id, issuer_key or subject_key")
+		case ls.recs[rec.CapabilityID] != nil:
+			return nil, fail("capability %s recorded twice", rec.CapabilityID)
+		case ls.hasMissing(rec.CapabilityID):
+			return nil, fail("capability %s is recorded, and %s lists it as missing lineage", rec.CapabilityID, QueryFile)
+		case rec.ParentCapabilityID == "" && rec.DelegationDepth != 0:
+			return nil, fail("capability %s is a root of delegation depth %d", rec.CapabilityID, rec.DelegationDepth)
+		case rec.ParentCapabilityID != "":
+			parent := ls.recs[rec.ParentCapabilityID]
+			if parent == nil {
+				return nil, fail("capability %s names parent %s, which no earlier line records", rec.CapabilityID, rec.ParentCapabilityID)
+			}
+			if rec.DelegationDepth != parent.depth+1 {
+				return nil, fail("capability %s has delegation depth %d, its parent %s %d", rec.CapabilityID, rec.DelegationDepth, parent.id, parent.depth)
+			}
+			n.parent = parent
+		}
+		ls.recs[n.id] = n
+		ls.order = append(ls.order, n)
+	}
+}
+
+func (ls *lineageSet) hasMissing(id string) bool {
+	_, ok := ls.missing[id]
+	return ok
+}
+
+// receipt checks the lineage of a receipt's capability id: recorded (its
+// chain then counts as named), or listed as missing, or lineage not
+// readable at all.
+func (ls *lineageSet) receipt(id string) error {
+	if !ls.readable || id == "" {
+		return nil
+	}
+	n := ls.recs[id]
+	if n == nil {
+		if !ls.hasMissing(id) {
+			return fmt.Errorf("capability %s has no record in %s, and %s does not list it as missing lineage", id, LineageFile, QueryFile)
+		}
+		ls.missing[id] = true
+		return nil
+	}
+	for c := n; c != nil && !c.onChain; c = c.parent {
+		c.onChain = true
+	}
+	return nil
+}
+
+// checkPrincipal checks that capability id's lineage chain descends from
+// principal, when the filter names one.
+func (ls *lineageSet) checkPrincipal(id, principal string) error {
+	if principal == "" {
+		return nil
+	}
+	n := ls.recs[id]
+	if n == nil {
+		return fmt.Errorf("capability %q has no lineage in %s, so no principal, and the filter in %s selects principal %s", id, LineageFile, QueryFile, principal)
+	}
+	if n.principals == nil {
+		var subjects []string
+		root := n
+		for c := n; c != nil; c = c.parent {
+			subjects, root = append(subjects, c.subject), c
+		}
+		slices.Reverse(subjects)
+		n.principals = schemas.PathPrincipals(root.issuer, subjects)
+	}
+	if !slices.Contains(n.principals, principal) {
+		return fmt.Errorf("capability %s's lineage chain does not descend from principal %s, which the filter in %s selects", id, principal, QueryFile)
+	}
+	return nil
+}
+
+// checkNamed checks, once every receipt is read, that each lineage record
+// is on a receipt's chain and each capability listed missing is named.
+func (ls *lineageSet) checkNamed() error {
+	for _, n := range ls.order {
+		if !n.onChain {
+			return &Failure{File: LineageFile, Line: n.line, Check: "lineage",
+				Err: fmt.Errorf("capability %s is on no receipt's lineage chain", n.id)}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(ls.missing)) {
+		if !ls.missing[id] {
+			return &Failure{File: QueryFile, Check: "lineage",
+				Err: fmt.Errorf("lists capability %s as missing lineage, and no receipt names it", id)}
+		}
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer, age func() float64) *metrics {
 	}
 	// Every series exists from the start, so a rate or an alert on them
 	// needs no first occurrence.
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		m.findings.WithLabelValues(string(k))
 	}
 	for _, r := range []string{"ok", "finding", "error"} {

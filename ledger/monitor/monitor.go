@@ -29,6 +29,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/chio-ledger/chio/ledger/api"
 	"github.com/chio-ledger/chio/ledger/witness"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -52,17 +53,23 @@ const (
 	TileMismatch Kind = "tile_mismatch"
 )
 
-// Kinds lists every kind.
-var Kinds = []Kind{Fork, Rollback, BadSignature, TileMismatch}
+// Kinds returns every kind, in a new slice each call: no caller can change
+// what another sees.
+func Kinds() []Kind { return []Kind{Fork, Rollback, BadSignature, TileMismatch} }
 
 // Finding is a check's verdict that the log misbehaved. A check that could
 // not read the log returns another error, which concludes nothing.
 type Finding struct {
 	Kind   Kind
-	Reason string
+	Reason string // says what was wrong, with Err's text when there is one
+	// Err, when set, is the error the verdict rests on (a failed proof, a
+	// malformed answer), kept so errors.Is and errors.As reach it.
+	Err error
 }
 
 func (f *Finding) Error() string { return string(f.Kind) + ": " + f.Reason }
+
+func (f *Finding) Unwrap() error { return f.Err }
 
 // Config configures a Monitor.
 type Config struct {
@@ -238,14 +245,14 @@ const (
 // quorum if there is a policy.
 func (m *Monitor) open(signed []byte) (*tlogfmt.Checkpoint, []string, error) {
 	bad := func(err error) error {
-		return &Finding{Kind: BadSignature, Reason: fmt.Sprintf("the checkpoint does not verify with the pinned key %s: %v", m.verifier.Name(), err)}
+		return &Finding{Kind: BadSignature, Reason: fmt.Sprintf("the checkpoint does not verify with the pinned key %s: %v", m.verifier.Name(), err), Err: err}
 	}
 	text := ""
 	var cosigners []string
 	if m.policy != nil {
 		n, names, err := witness.VerifyCheckpoint(signed, m.verifier, m.policy)
 		if errors.Is(err, witness.ErrQuorum) {
-			return nil, nil, &Finding{Kind: BadSignature, Reason: fmt.Sprintf("the checkpoint's cosignatures do not meet the witness policy: %v", err)}
+			return nil, nil, &Finding{Kind: BadSignature, Reason: fmt.Sprintf("the checkpoint's cosignatures do not meet the witness policy: %v", err), Err: err}
 		}
 		if err != nil {
 			return nil, nil, bad(err)
@@ -304,14 +311,14 @@ func (m *Monitor) checkConsistency(ctx context.Context, tr *tileReader, cp *tlog
 	}
 	if err := tlog.CheckTree(proof, to, th, int64(from), oh); err != nil {
 		return &Finding{Kind: Fork, Reason: fmt.Sprintf("the tree of size %d (root %s) does not extend the tree of size %d verified before (root %s): the tiles' consistency proof fails: %v",
-			cp.Size, schemas.EncodeHash(cp.Hash), from, schemas.EncodeHash(fromRoot), err)}
+			cp.Size, schemas.EncodeHash(cp.Hash), from, schemas.EncodeHash(fromRoot), err), Err: err}
 	}
 	served, err := m.consistencyProof(ctx, from, cp.Size)
 	if err != nil {
 		return err
 	}
 	if err := tlog.CheckTree(served, to, th, int64(from), oh); err != nil {
-		return &Finding{Kind: Fork, Reason: fmt.Sprintf("the ledger's consistency proof from size %d to %d fails: %v", from, cp.Size, err)}
+		return &Finding{Kind: Fork, Reason: fmt.Sprintf("the ledger's consistency proof from size %d to %d fails: %v", from, cp.Size, err), Err: err}
 	}
 	if !equalProofs(proof, served) {
 		return &Finding{Kind: Fork, Reason: fmt.Sprintf("the ledger's consistency proof from size %d to %d differs from the one the tiles give", from, cp.Size)}
@@ -338,13 +345,9 @@ func (m *Monitor) consistencyProof(ctx context.Context, from, to uint64) (tlog.T
 	if err != nil {
 		return nil, fmt.Errorf("fetch consistency proof: %w", err)
 	}
-	var body struct {
-		From  uint64   `json:"from"`
-		To    uint64   `json:"to"`
-		Proof []string `json:"proof"`
-	}
+	var body api.ConsistencyProof
 	if err := json.Unmarshal(b, &body); err != nil {
-		return nil, &Finding{Kind: Fork, Reason: fmt.Sprintf("the ledger's consistency proof from size %d to %d is not JSON: %v", from, to, err)}
+		return nil, &Finding{Kind: Fork, Reason: fmt.Sprintf("the ledger's consistency proof from size %d to %d is not JSON: %v", from, to, err), Err: err}
 	}
 	if body.From != from || body.To != to {
 		return nil, &Finding{Kind: Fork, Reason: fmt.Sprintf("asked for a consistency proof from size %d to %d, the ledger answered one from %d to %d", from, to, body.From, body.To)}
@@ -353,7 +356,7 @@ func (m *Monitor) consistencyProof(ctx context.Context, from, to uint64) (tlog.T
 	for i, s := range body.Proof {
 		h, err := schemas.ParseHash(s)
 		if err != nil {
-			return nil, &Finding{Kind: Fork, Reason: fmt.Sprintf("the ledger's consistency proof from size %d to %d: %v", from, to, err)}
+			return nil, &Finding{Kind: Fork, Reason: fmt.Sprintf("the ledger's consistency proof from size %d to %d: %v", from, to, err), Err: err}
 		}
 		p[i] = tlog.Hash(h)
 	}
@@ -368,7 +371,7 @@ func tileError(op string, err error) error {
 	if errors.As(err, &f) || errors.As(err, &fe) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	return &Finding{Kind: TileMismatch, Reason: fmt.Sprintf("%s: %v", op, err)}
+	return &Finding{Kind: TileMismatch, Reason: fmt.Sprintf("%s: %v", op, err), Err: err}
 }
 
 // fetchError is a failure to read the log: the network, or an answer
@@ -394,7 +397,7 @@ func (m *Monitor) get(ctx context.Context, path string, limit int64) ([]byte, er
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
-		return nil, &fetchError{path, err}
+		return nil, &fetchError{path, fmt.Errorf("read the answer: %w", err)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, &fetchError{path, fmt.Errorf("status %d: %s", resp.StatusCode, snippet(b))}

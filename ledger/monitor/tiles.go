@@ -55,7 +55,7 @@ func (r *tileReader) tile(t tlog.Tile) ([]byte, error) {
 	want := t.W * tlog.HashSize
 	b, err := r.m.get(r.ctx, "/log/"+tilePath(t), int64(want)+1)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("fetch tile %s: %w", tilePath(t), err)
 	}
 	if len(b) != want {
 		return nil, &Finding{Kind: TileMismatch, Reason: fmt.Sprintf("tile %s holds %d bytes, want %d", tilePath(t), len(b), want)}
