@@ -102,6 +102,63 @@ func (r *Registry) Register(s Server) error {
 	return nil
 }
 
+// Replace swaps the tools of a registered server for what it reports now:
+// a bridge whose upstream changed its tool list calls it. The server must
+// already be registered under its id, with the same Server; its new
+// manifest is checked as Register checks it, except that it may list no
+// tools (an upstream may withdraw all of them). Calls already resolved keep
+// the entry they resolved; later lookups see the new tools only.
+func (r *Registry) Replace(s Server) error {
+	if s == nil {
+		return errors.New("replace server: server is nil")
+	}
+	m := s.Manifest()
+	if m == nil {
+		return fmt.Errorf("replace server %q: manifest is nil", s.ServerID())
+	}
+	if len(m.Tools) > 0 {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("replace server %q: %w", s.ServerID(), err)
+		}
+	} else if m.Schema != schemas.ManifestSchema || !schemas.ValidName(m.ServerID) {
+		return fmt.Errorf("replace server %q: manifest schema or server_id is invalid", s.ServerID())
+	}
+	if id := s.ServerID(); id != m.ServerID {
+		return fmt.Errorf("replace server %q: manifest server_id is %q", id, m.ServerID)
+	}
+	if err := sameTools(s.ToolNames(), m); err != nil {
+		return fmt.Errorf("replace server %q: %w", m.ServerID, err)
+	}
+	c := cloneManifest(m)
+	fresh := make(map[string]*Entry, len(c.Tools))
+	for i := range c.Tools {
+		fresh[c.Tools[i].Name] = &Entry{Manifest: c, Tool: &c.Tools[i], Server: s}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, ok := r.servers[c.ServerID]
+	if !ok {
+		return fmt.Errorf("replace server %q: not registered", c.ServerID)
+	}
+	for _, e := range old {
+		if e.Server != s {
+			return fmt.Errorf("replace server %q: registered with another server", c.ServerID)
+		}
+		break
+	}
+	for name, e := range old {
+		r.byTool[name] = slices.DeleteFunc(r.byTool[name], func(x *Entry) bool { return x == e })
+		if len(r.byTool[name]) == 0 {
+			delete(r.byTool, name)
+		}
+	}
+	r.servers[c.ServerID] = fresh
+	for name, e := range fresh {
+		r.byTool[name] = append(r.byTool[name], e)
+	}
+	return nil
+}
+
 // AddManifest adds a manifest without an in-process server: its tools are
 // discoverable, and dispatching one gives ErrNoServer.
 func (r *Registry) AddManifest(m *schemas.ToolManifest) error {
