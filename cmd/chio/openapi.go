@@ -230,7 +230,7 @@ func newBridgeCmd() *cobra.Command {
 	f.StringVar(&dataDir, "data-dir", ".chio", "with --stdio: keys and the embedded NATS store")
 	f.BoolVar(&simulate, "simulate", false, "answer with the request that would be sent (bridgeMode simulation): no upstream call, no receipt")
 	registerGovernanceFlags(f, &ef)
-	cmd.AddCommand(bridge)
+	cmd.AddCommand(bridge, newBridgeMCPCmd())
 	return cmd
 }
 

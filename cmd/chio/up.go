@@ -38,6 +38,7 @@ func newUpCmd() *cobra.Command {
 	var protectListen string
 	var a2af a2aFlags
 	var a2aTargets []string
+	var mcpf mcpFlags
 	var requireCapability bool
 	var serviceToken string
 	cmd := &cobra.Command{
@@ -58,6 +59,16 @@ func newUpCmd() *cobra.Command {
 					return err
 				}
 				bridge, ef.servers = b, append(ef.servers, srv)
+			}
+			// Wrapped MCP servers are listed before the kernel is built:
+			// one that cannot be started fails the start.
+			mcpServers, stopMCP, err := mcpf.start(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer stopMCP()
+			for _, s := range mcpServers {
+				ef.servers = append(ef.servers, s)
 			}
 			// The log store is opened first: its directory lock is what stops
 			// a second `chio up` on the same data dir, before anything else starts.
@@ -150,6 +161,11 @@ func newUpCmd() *cobra.Command {
 			}
 			defer r.close()
 			edge := r.edge
+			for _, s := range mcpServers {
+				if err := s.Follow(r.registry); err != nil { // its tool list changes reach the edges
+					return err
+				}
+			}
 			// The OpenAI surface shares the A2A edge's kernel and dispatcher;
 			// its exposure reads openai.expose (--tier is A2A's).
 			oaOpts, err := openaiOptions(js, r.policy, &ef, &of, "", edgeToken)
@@ -278,6 +294,7 @@ func newUpCmd() *cobra.Command {
 	cmd.Flags().StringVar(&protectListen, "openapi-protect-listen", "", "serve `chio api protect` for the --openapi API on this address")
 	cmd.Flags().StringArrayVar(&a2aTargets, "a2a-target", nil, "a partner A2A agent (base or card URL) whose skills become tools a2a:<host>/<skill> (repeatable; the --a2a-* flags configure them)")
 	a2af.register(cmd.Flags(), "a2a-")
+	mcpf.register(cmd.Flags(), "mcp-")
 	ef.registerGRPC(cmd, grpcAuto, `gRPC listen address of the A2A 1.0 gRPC binding ("auto": the --listen host, port+1, e.g. 127.0.0.1:8081; "none": off)`)
 	cmd.Flags().StringVar(&serviceToken, "service-token", "", "bootstrap operator credential: a bearer token that reads everything (default $"+serviceTokenEnv+"); the operator token chio up writes does the same")
 	cmd.Flags().BoolVar(&requireCapability, "require-capability", false, "refuse callers without a capability instead of acting under the dev capability")

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	oa "github.com/openai/openai-go/v3"
+
+	"github.com/chio-ledger/chio/edges/mcpbridge/mcpbridgetest"
+	"github.com/chio-ledger/chio/edges/openai"
+)
+
+// This test binary is also the MCP server chio up wraps (its first
+// argument says so); init runs before TestMain.
+func init() { mcpbridgetest.MaybeServeStdio() }
+
+// chio up --mcp-server wraps a real MCP server (this binary over stdio):
+// its tools are listed on the OpenAI edge, a call through the batch
+// endpoint runs governed, and its receipt is in the log and verifies.
+func TestUpWrapsMCPServer(t *testing.T) {
+	up := startUp(t, "--mcp-server", "files="+shellQuote(os.Args[0])+" "+mcpbridgetest.StdioFlag, "--mcp-expose", "files=openai,mcp")
+	code, body := httpGetAs(t, "", up.httpURL+openai.ToolsPath)
+	if code != http.StatusOK || !strings.Contains(string(body), `"name":"echo"`) {
+		t.Fatalf("tools: %d %s", code, body)
+	}
+	msg := oa.ChatCompletionAssistantMessageParam{ToolCalls: []oa.ChatCompletionMessageToolCallUnionParam{{
+		OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{ID: "call_mcp_1",
+			Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "echo", Arguments: `{"text":"through chio"}`}}}}}
+	raw, err := json.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(up.httpURL+openai.ToolCallsPath, "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans struct {
+		Messages []struct {
+			Content string      `json:"content"`
+			Chio    openai.Chio `json:"chio"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &ans); resp.StatusCode != http.StatusOK || err != nil || len(ans.Messages) != 1 ||
+		ans.Messages[0].Chio.Denied || ans.Messages[0].Chio.ReceiptRef == "" || !strings.Contains(ans.Messages[0].Content, "through chio") {
+		t.Fatalf("tool-calls: %d %v %s", resp.StatusCode, err, body)
+	}
+	rid := ans.Messages[0].Chio.ReceiptRef
+	awaitLogReceipt(t, up.httpURL, up.token, rid)
+	code, receipt := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid)
+	var wrapped struct {
+		Receipt struct {
+			ToolServer string `json:"tool_server"`
+			ToolName   string `json:"tool_name"`
+		} `json:"receipt"`
+	}
+	if err := json.Unmarshal(receipt, &wrapped); code != http.StatusOK || err != nil || wrapped.Receipt.ToolServer != "files" || wrapped.Receipt.ToolName != "echo" {
+		t.Fatalf("receipt: %d %v %s", code, err, receipt)
+	}
+	verifyOffline(t, up, rid, receipt)
+}
+
+// shellQuote quotes s for SplitCommand.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// The flags of a wrapped server: its command split as a shell splits it,
+// headers and env per server, exposure narrowed for all or one.
+func TestMCPFlags(t *testing.T) {
+	t.Setenv("CHIO_TEST_MCP_TOKEN", "tok-0123456789")
+	dir := t.TempDir()
+	keyFile := dir + "/key"
+	if err := os.WriteFile(keyFile, []byte("file-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := mcpFlags{
+		expose:  []string{"mcp,openai", "web=a2a"},
+		headers: []string{"web:Authorization=$CHIO_TEST_MCP_TOKEN", "web:X-Key=@" + keyFile},
+		env:     []string{"files:CHIO_TEST_MCP_TOKEN", "files:API_KEY=@" + keyFile, "files:MODE=ro"},
+	}
+	up, opts, err := m.upstream("files", `npx -y "@scope/server files" --root '/tmp/a b'`, nil, true)
+	if err != nil || !slices.Equal(up.Command, []string{"npx", "-y", "@scope/server files", "--root", "/tmp/a b"}) ||
+		!slices.Equal(up.Env, []string{"CHIO_TEST_MCP_TOKEN=tok-0123456789", "API_KEY=file-secret-0123456789", "MODE=ro"}) || len(up.Headers) != 0 || len(opts) != 1 {
+		t.Fatalf("files: %+v %d %v", up, len(opts), err)
+	}
+	up, opts, err = m.upstream("web", "https://mcp.example/mcp", nil, true)
+	if err != nil || up.URL != "https://mcp.example/mcp" || up.Headers.Get("Authorization") != "tok-0123456789" ||
+		up.Headers.Get("X-Key") != "file-secret-0123456789" || len(up.Env) != 0 || len(opts) != 2 {
+		t.Fatalf("web: %+v %d %v", up, len(opts), err)
+	}
+	bad := []struct {
+		name string
+		m    mcpFlags
+		tgt  string
+	}{
+		{"unset env", mcpFlags{env: []string{"files:CHIO_TEST_UNSET_VAR"}}, "cmd"},
+		{"unset header var", mcpFlags{headers: []string{"files:Authorization=$CHIO_TEST_UNSET_VAR"}}, "https://x/mcp"},
+		{"unterminated quote", mcpFlags{}, `cmd "a`},
+		{"no target", mcpFlags{}, ""},
+	}
+	for _, b := range bad {
+		if _, _, err := b.m.upstream("files", b.tgt, nil, true); err == nil {
+			t.Errorf("%s: accepted", b.name)
+		}
+	}
+}
