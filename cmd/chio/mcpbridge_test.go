@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	oa "github.com/openai/openai-go/v3"
 
@@ -24,7 +29,7 @@ func init() { mcpbridgetest.MaybeServeStdio() }
 // its tools are listed on the OpenAI edge, a call through the batch
 // endpoint runs governed, and its receipt is in the log and verifies.
 func TestUpWrapsMCPServer(t *testing.T) {
-	up := startUp(t, "--mcp-server", "files="+shellQuote(os.Args[0])+" "+mcpbridgetest.StdioFlag, "--mcp-expose", "files=openai,mcp")
+	up := startUp(t, "--mcp-server", "files="+shellQuote(os.Args[0])+" "+mcpbridgetest.StdioFlag, "--mcp-expose", "files=openai,mcp,a2a")
 	code, body := httpGetAs(t, "", up.httpURL+openai.ToolsPath)
 	if code != http.StatusOK || !strings.Contains(string(body), `"name":"echo"`) {
 		t.Fatalf("tools: %d %s", code, body)
@@ -66,6 +71,32 @@ func TestUpWrapsMCPServer(t *testing.T) {
 	}
 	if err := json.Unmarshal(receipt, &wrapped); code != http.StatusOK || err != nil || wrapped.Receipt.ToolServer != "files" || wrapped.Receipt.ToolName != "echo" {
 		t.Fatalf("receipt: %d %v %s", code, err, receipt)
+	}
+	verifyOffline(t, up, rid, receipt)
+
+	// The same tool from the a2a-go client, as an A2A skill.
+	ctx := context.Background()
+	client, err := a2aclient.NewFromEndpoints(ctx, []*a2apb.AgentInterface{a2apb.NewAgentInterface(up.httpURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
+		a2aclient.WithJSONRPCTransport(&http.Client{Timeout: 30 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewDataPart(map[string]any{"text": "through a2a"}))
+	m.Metadata = map[string]any{"chio": map[string]any{"targetSkillId": "echo"}}
+	res, err := client.SendMessage(ctx, &a2apb.SendMessageRequest{Message: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2apb.Task)
+	if !ok || task.Status.State != a2apb.TaskStateCompleted {
+		raw, _ := json.Marshal(res)
+		t.Fatalf("A2A call: %s", raw)
+	}
+	rid, _ = task.Metadata["chio"].(map[string]any)["receiptId"].(string)
+	awaitLogReceipt(t, up.httpURL, up.token, rid)
+	_, receipt = httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid)
+	if !strings.Contains(string(receipt), `"tool_server":"files"`) {
+		t.Fatalf("A2A receipt: %s", receipt)
 	}
 	verifyOffline(t, up, rid, receipt)
 }
