@@ -181,4 +181,26 @@ curl -s "http://$edgeaddr/a2a" -H 'Content-Type: application/json' \
   -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"world"}]}}}' | grep -q -- '-31401'
 kill -INT "$edge_pid"; wait "$edge_pid" 2>/dev/null || true
 bin/chio edge a2a agent-card | grep -q '"bridgeFidelity"'
+
+# An MCP server wrapped as governed tools: chio up again, with the server.
+kill -INT "$up_pid"; wait "$up_pid" 2>/dev/null || true
+( cd "$repo" && go build -o "$work/bin/mcp-notes" ./examples/mcp-notes )
+rm -f .chio/operator.token
+bin/chio up --listen "$http" --nats-listen "$natsaddr" --mcp-server 'notes=bin/mcp-notes' > up.log 2>&1 &
+up_pid=$!
+for _ in $(seq 600); do curl -sf "http://$http/log/checkpoint" >/dev/null && [ -f .chio/operator.token ] && break; sleep 0.1; done
+OP="Authorization: Bearer $(cat .chio/operator.token)"
+curl -s "http://$http/openai/v1/tool-calls" -H 'Content-Type: application/json' \
+  -d '{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"count_words","arguments":"{\"text\":\"tools from anywhere\"}"}}]}' | tee notes-openai.json
+grep -q 'words.*3' notes-openai.json
+curl -s "http://$http/a2a" -H 'Content-Type: application/json' \
+  -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"n1","parts":[{"kind":"text","text":"count_words {\"text\":\"one two three\"}"}]}}}' | tee notes-a2a.json
+grep -q '"words":3' notes-a2a.json
+for RID in $(sed -n 's/.*"receipt_ref":"\([^"]*\)".*/\1/p' notes-openai.json) $(sed -n 's/.*"receiptId":"\([^"]*\)".*/\1/p' notes-a2a.json); do
+  for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' -H "$OP" "http://$http/v1/receipts/$RID")" = 200 ] && break; sleep 0.1; done
+  curl -sf -H "$OP" "http://$http/v1/receipts/$RID" > notes-receipt.json
+  grep -q '"tool_server":"notes"' notes-receipt.json
+  curl -sf -H "$OP" "http://$http/v1/receipts/$RID/tlog-proof" > notes-receipt.tlog-proof
+  bin/chio verify --receipt notes-receipt.json --proof notes-receipt.tlog-proof --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)"
+done
 echo "tour: OK"
