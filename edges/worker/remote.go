@@ -1,0 +1,335 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/strictjson"
+)
+
+// Defaults of a Remote and of discovery.
+const (
+	// DefaultCallTimeout bounds a call whose context has no deadline: a
+	// worker that dies mid-call never answers, and the call must end.
+	DefaultCallTimeout = 30 * time.Second
+	// DefaultMaxAnswerBytes bounds a worker's answer.
+	DefaultMaxAnswerBytes = 8 << 20
+	// DefaultDiscoveryWindow is how long Discover gathers $SRV.INFO replies.
+	DefaultDiscoveryWindow = 500 * time.Millisecond
+)
+
+type remoteOptions struct {
+	timeout   time.Duration
+	maxAnswer int
+	window    time.Duration
+	log       *slog.Logger
+}
+
+// Option configures a Remote and Discover.
+type Option func(*remoteOptions)
+
+// WithCallTimeout bounds calls whose context has no earlier deadline
+// (default DefaultCallTimeout).
+func WithCallTimeout(d time.Duration) Option { return func(o *remoteOptions) { o.timeout = d } }
+
+// WithMaxAnswerBytes bounds an answer (default DefaultMaxAnswerBytes).
+func WithMaxAnswerBytes(n int) Option { return func(o *remoteOptions) { o.maxAnswer = n } }
+
+// WithDiscoveryWindow sets how long Discover gathers replies (default
+// DefaultDiscoveryWindow).
+func WithDiscoveryWindow(d time.Duration) Option { return func(o *remoteOptions) { o.window = d } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(o *remoteOptions) { o.log = l } }
+
+func newOptions(opts []Option) remoteOptions {
+	o := remoteOptions{timeout: DefaultCallTimeout, maxAnswer: DefaultMaxAnswerBytes, window: DefaultDiscoveryWindow, log: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// Remote is the tools.Server of a tool server served by workers: its
+// calls go to whichever replica the queue group picks. It is safe for
+// concurrent use.
+type Remote struct {
+	tools.Running
+	nc       *nats.Conn
+	manifest *schemas.ToolManifest
+	hash     string
+	names    []string
+	opts     remoteOptions
+}
+
+var _ tools.Server = (*Remote)(nil)
+
+// NewRemote returns the Remote of the server m describes, served by
+// workers reached on nc.
+func NewRemote(nc *nats.Conn, m *schemas.ToolManifest, opts ...Option) (*Remote, error) {
+	if m == nil {
+		return nil, errors.New("remote tool server: manifest is nil")
+	}
+	hash, err := ManifestHash(m)
+	if err != nil {
+		return nil, fmt.Errorf("remote tool server: %w", err)
+	}
+	r := &Remote{nc: nc, manifest: m, hash: hash, opts: newOptions(opts)}
+	for _, t := range m.Tools {
+		r.names = append(r.names, t.Name)
+	}
+	return r, nil
+}
+
+// Manifest returns a copy of the manifest the workers serve.
+func (r *Remote) Manifest() *schemas.ToolManifest {
+	raw, err := json.Marshal(r.manifest)
+	if err != nil {
+		panic(fmt.Sprintf("manifest of %q does not encode: %v", r.manifest.ServerID, err)) // it was decoded from JSON
+	}
+	var m schemas.ToolManifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		panic(fmt.Sprintf("manifest of %q does not decode: %v", r.manifest.ServerID, err))
+	}
+	return &m
+}
+
+// ServerID is the manifest's server id.
+func (r *Remote) ServerID() string { return r.manifest.ServerID }
+
+// ToolNames lists the manifest's tools.
+func (r *Remote) ToolNames() []string { return slices.Clone(r.names) }
+
+// ManifestSHA256 is the hash every call names (ManifestHash).
+func (r *Remote) ManifestSHA256() string { return r.hash }
+
+// Invoke runs the call on a worker.
+func (r *Remote) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMessage, error) {
+	a, err := r.call(ctx, inv, false)
+	if err != nil {
+		return nil, err
+	}
+	return a.Output, nil
+}
+
+// InvokeStream runs the call on a worker and emits its chunks, in order,
+// once the worker has gathered them all.
+func (r *Remote) InvokeStream(ctx context.Context, inv tools.Invocation, emit func(tools.Chunk) error) error {
+	a, err := r.call(ctx, inv, true)
+	if err != nil {
+		return err
+	}
+	for _, c := range a.Chunks {
+		if err := emit(tools.Chunk{Data: c.Data, Last: c.Last}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Remote) call(ctx context.Context, inv tools.Invocation, stream bool) (*answer, error) {
+	name := r.manifest.ServerID + "/" + inv.ToolName
+	if inv.ServerID != "" && inv.ServerID != r.manifest.ServerID || !slices.Contains(r.names, inv.ToolName) {
+		return nil, fmt.Errorf("invoke %s: %w", name, tools.ErrUnknownTool)
+	}
+	runCtx, finish, err := r.Start(ctx, inv.ID)
+	if err != nil {
+		return nil, fmt.Errorf("invoke %s: %w", name, err)
+	}
+	defer finish()
+	data, err := json.Marshal(request{ID: inv.ID, ServerID: r.manifest.ServerID, Tool: inv.ToolName, Arguments: inv.Arguments,
+		Stream: stream, ManifestSHA256: r.hash, Governance: governanceOf(inv.Governance)})
+	if err != nil {
+		return nil, fmt.Errorf("invoke %s: encode request: %w", name, err)
+	}
+	if err := runCtx.Err(); err != nil {
+		return nil, fmt.Errorf("invoke %s: %w", name, context.Cause(runCtx)) // not sent
+	}
+	if r.nc.IsClosed() {
+		return nil, fmt.Errorf("invoke %s: %w", name, nats.ErrConnectionClosed) // not sent
+	}
+	callCtx, cancel := context.WithTimeout(runCtx, r.opts.timeout)
+	defer cancel()
+	msg, err := r.nc.RequestMsgWithContext(callCtx, &nats.Msg{Subject: subject(r.manifest.ServerID, roleInvoke), Data: data})
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, fmt.Errorf("invoke %s: %w", name, ErrNoWorker)
+	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrInvalidConnection):
+		return nil, fmt.Errorf("invoke %s: request not sent: %w", name, err)
+	case err != nil:
+		// Sent, and no answer will come: the worker may have run it.
+		// Every replica hears the cancel; the one running it stops.
+		r.publishCancel(inv.ID)
+		cause := err
+		if c := context.Cause(runCtx); c != nil {
+			cause = c
+		}
+		return nil, fmt.Errorf("invoke %s: %w: %w", name, tools.ErrOutcomeUnknown, cause)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return nil, remoteError(name, code, msg.Header.Get(micro.ErrorHeader))
+	}
+	if len(msg.Data) > r.opts.maxAnswer {
+		return nil, fmt.Errorf("invoke %s: %w: larger than %d bytes", name, ErrBadAnswer, r.opts.maxAnswer)
+	}
+	var a answer
+	if err := strictjson.Unmarshal(msg.Data, &a); err != nil {
+		return nil, fmt.Errorf("invoke %s: %w: %v", name, ErrBadAnswer, err)
+	}
+	return &a, nil
+}
+
+// remoteError is the error of a worker's error answer.
+func remoteError(name, code, text string) error {
+	switch code {
+	case codeOutcomeUnknown:
+		return fmt.Errorf("invoke %s: %w: %s", name, tools.ErrOutcomeUnknown, text)
+	case codeCancelled:
+		return fmt.Errorf("invoke %s: %w: %s", name, tools.ErrCanceled, text)
+	case codeUnknownTool:
+		return fmt.Errorf("invoke %s: %w: %w: %s", name, ErrRefused, tools.ErrUnknownTool, text)
+	case codeBadRequest, codeManifestMismatch:
+		return fmt.Errorf("invoke %s: %w: %s", name, ErrRefused, text)
+	default:
+		return fmt.Errorf("invoke %s: %w: %s", name, ErrRemoteTool, text)
+	}
+}
+
+// Cancel stops a call in flight from here: its request/reply ends with
+// ErrCanceled (the outcome is then unknown) and every replica is told.
+func (r *Remote) Cancel(ctx context.Context, id string) error {
+	if err := r.Running.Cancel(ctx, id); err != nil {
+		return err
+	}
+	r.publishCancel(id)
+	return nil
+}
+
+func (r *Remote) publishCancel(id string) {
+	raw, err := json.Marshal(cancelRequest{ID: id})
+	if err == nil {
+		err = r.nc.Publish(subject(r.manifest.ServerID, roleCancel), raw)
+	}
+	if err != nil {
+		r.opts.log.Warn("worker: cancel not sent", "server", r.manifest.ServerID, "id", id, "err", err)
+	}
+}
+
+// Discover asks every worker on nc what it serves ($SRV.INFO), gathering
+// replies for the discovery window, and returns a Remote per tool server,
+// by server id, its manifest fetched from one replica. Replicas that
+// serve another manifest of a server are logged: a call they pick is
+// refused unrun (ErrRefused), so they should be replaced.
+func Discover(ctx context.Context, nc *nats.Conn, opts ...Option) ([]*Remote, error) {
+	o := newOptions(opts)
+	infos, err := infos(ctx, nc, o)
+	if err != nil {
+		return nil, err
+	}
+	hashes := map[string][]string{} // server id → the manifest hashes replicas serve
+	var order []string
+	for _, in := range infos {
+		for _, ep := range in.Endpoints {
+			id, h := ep.Metadata[metaServerID], ep.Metadata[metaManifest]
+			if ep.Metadata[metaRole] != roleInvoke || id == "" {
+				continue
+			}
+			if _, ok := hashes[id]; !ok {
+				order = append(order, id)
+			}
+			if !slices.Contains(hashes[id], h) {
+				hashes[id] = append(hashes[id], h)
+			}
+		}
+	}
+	var out []*Remote
+	for _, id := range order {
+		m, err := fetchManifest(ctx, nc, id, o)
+		if err != nil {
+			return nil, err
+		}
+		r, err := NewRemote(nc, m, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("discover %q: %w", id, err)
+		}
+		if len(hashes[id]) > 1 {
+			o.log.Warn("worker: replicas serve different manifests; calls reaching the others are refused",
+				"server", id, "manifest_sha256", r.hash, "served", hashes[id])
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// infos gathers the $SRV.INFO replies of ServiceName for the window.
+func infos(ctx context.Context, nc *nats.Conn, o remoteOptions) ([]micro.Info, error) {
+	subj, err := micro.ControlSubject(micro.InfoVerb, ServiceName, "")
+	if err != nil {
+		return nil, fmt.Errorf("discover workers: %w", err)
+	}
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("discover workers: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest(subj, inbox, nil); err != nil {
+		return nil, fmt.Errorf("discover workers: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, o.window)
+	defer cancel()
+	var out []micro.Info
+	for {
+		msg, err := sub.NextMsgWithContext(wctx)
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, nil // no worker at all: no need to wait the window out
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("discover workers: %w", ctx.Err())
+			}
+			return out, nil // the window ended
+		}
+		if len(msg.Data) > o.maxAnswer {
+			o.log.Warn("worker: discovery reply too large, ignored", "bytes", len(msg.Data))
+			continue
+		}
+		var in micro.Info
+		if err := json.Unmarshal(msg.Data, &in); err != nil || in.Name != ServiceName {
+			o.log.Warn("worker: discovery reply unreadable, ignored", "err", err)
+			continue
+		}
+		out = append(out, in)
+	}
+}
+
+// fetchManifest asks one replica for server id's manifest.
+func fetchManifest(ctx context.Context, nc *nats.Conn, id string, o remoteOptions) (*schemas.ToolManifest, error) {
+	rctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	msg, err := nc.RequestWithContext(rctx, subject(id, roleManifest), nil)
+	if err != nil {
+		return nil, fmt.Errorf("discover %q: manifest: %w", id, err)
+	}
+	if len(msg.Data) > o.maxAnswer {
+		return nil, fmt.Errorf("discover %q: manifest: %w: larger than %d bytes", id, ErrBadAnswer, o.maxAnswer)
+	}
+	m, err := schemas.ParseManifest(msg.Data)
+	if err != nil {
+		return nil, fmt.Errorf("discover %q: %w", id, err)
+	}
+	if m.ServerID != id {
+		return nil, fmt.Errorf("discover %q: %w: the manifest names server %q", id, ErrBadAnswer, m.ServerID)
+	}
+	return m, nil
+}
