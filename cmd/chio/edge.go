@@ -80,6 +80,9 @@ type edgeFlags struct {
 	// servers are in-process tool servers the command built itself (the
 	// OpenAPI bridge), registered beside the demos.
 	servers []tools.Server
+	// workers: tool servers also come from workers on NATS (--workers),
+	// and the demo tool is theirs to serve.
+	workers bool
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
@@ -90,6 +93,7 @@ func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cardKey, "card-key", "", "Ed25519 key (hex seed) that signs the agent card, its public key served at /.well-known/jwks.json; created if missing; replicas share one (default: unsigned; chio up: DATA_DIR/keys/card.key)")
 	cmd.Flags().StringVar(&f.cardVersion, "card-version", "1.0", `agent card served at /.well-known/agent-card.json when a request names no A2A-Version: "1.0", or "0.3" (the 0.3-compatible card, for 0.3 clients that send no version; it fails the 1.0 schema)`)
 	cmd.Flags().StringArrayVar(&f.trustedProxies, "trusted-proxy", nil, "CIDR of a reverse proxy whose X-Forwarded-* headers are honoured (repeatable)")
+	cmd.Flags().BoolVar(&f.workers, "workers", false, "also call tool servers run by chio worker on this NATS (discovered at start and every "+workerFollowEvery.String()+"; the demo tool is then left to them)")
 	cmd.Flags().StringArrayVar(&f.manifests, "manifest", nil, "chio.manifest.v1 file to register (repeatable; manifest-only tools are listed but have no server here)")
 	cmd.Flags().BoolVar(&f.exposeAll, "expose-all", false, "dev only: expose tools without a2a.expose (internal namespaces stay hidden)")
 	cmd.Flags().StringVar(&f.tier, "tier", "", "expose only tools whose a2a.tier equals this")
@@ -125,8 +129,10 @@ func (f *edgeFlags) policy() (*kernel.LoadedPolicy, error) {
 
 func (f *edgeFlags) registry() (*tools.Registry, error) {
 	reg := tools.NewRegistry()
-	if err := reg.Register(hello.New()); err != nil {
-		return nil, err
+	if !f.workers {
+		if err := reg.Register(hello.New()); err != nil {
+			return nil, err
+		}
 	}
 	for _, d := range f.demos {
 		switch d {
@@ -264,6 +270,11 @@ func (f *edgeFlags) governance(ctx context.Context, js jetstream.JetStream, metr
 	reg, err := f.registry()
 	if err != nil {
 		return nil, err
+	}
+	if f.workers {
+		if err := addWorkers(ctx, js.Conn(), reg); err != nil {
+			return nil, err
+		}
 	}
 	id := f.edgeID
 	if id == "" {

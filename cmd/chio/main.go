@@ -73,6 +73,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newOpenAPICmd(), newBridgeCmd(), newAPICmd(), newA2ACmd(), newToolsCmd())
 	root.AddCommand(newEvidenceCmd())
 	root.AddCommand(newMonitorCmd())
+	root.AddCommand(newWorkerCmd())
 	return root
 }
 

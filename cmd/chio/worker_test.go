@@ -1,0 +1,63 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// An edge started with --workers calls the demo tool on a chio worker: the
+// call is governed as any other (its receipt reaches chio up's log), and
+// once the worker stops, calls fail at once saying that no worker serves
+// the tool.
+func TestWorkerBehindEdge(t *testing.T) {
+	up := startUp(t)
+	_, stopWorker := startCommand(t, regexp.MustCompile(`chio worker: serving hello-a2a-srv \(1 tools\)`),
+		"worker", "--demo", "--nats", up.natsURL, "--name", "w1")
+	edge := startEdgeA2A(t, "--nats", up.natsURL, "--workers", "--edge-id", "edge-workers",
+		"--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile))
+	tok, err := os.ReadFile(filepath.Join(up.dir, "dev-capability.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(id string) string {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"` + id + `","parts":[{"text":"world"}]}}}`
+		req, _ := http.NewRequest(http.MethodPost, edge, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("A2A-Version", "1.0")
+		req.Header.Set("X-Chio-Capability", strings.TrimSpace(string(tok)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		if _, err := io.Copy(&b, resp.Body); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	rid := regexp.MustCompile(`"receiptId":"([^"]+)"`)
+
+	out := send("m-worker-1")
+	m := rid.FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "hello from a2a") {
+		t.Fatalf("call through the worker: %s", out)
+	}
+	if r := awaitLogReceipt(t, up.httpURL, up.token, m[1]); r.ToolServer != "hello-a2a-srv" || r.Decision.Verdict != "allow" {
+		t.Fatalf("receipt %+v", r)
+	}
+
+	if err := stopWorker(); err != nil {
+		t.Fatal(err)
+	}
+	out = send("m-worker-2")
+	if m := rid.FindStringSubmatch(out); m == nil || !strings.Contains(out, "no worker serves") {
+		t.Fatalf("call with no worker up: %s", out)
+	}
+}
