@@ -389,10 +389,18 @@ func newA2AServeCmd() *cobra.Command {
 func newToolsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "tools", Short: "Inspect the tools an edge serves"}
 	var base, token, server, keyFile string
+	var all, manifests bool
 	list := &cobra.Command{
-		Use:   "list --url URL [--server ID] [--token TOKEN|@FILE [--key KEY]]",
-		Short: "List the tools a capability may call on a running edge (its MCP tools/list)",
-		Args:  cobra.NoArgs,
+		Use:   "list --url URL [--server ID] [--token TOKEN|@FILE [--key KEY]] [--all | --manifests]",
+		Short: "List the tools a capability may call on a running edge (its MCP tools/list), or, with --all, every server and tool",
+		Long: "By default it lists the tools the capability may call, as the edge's MCP tools/list shows them.\n\n" +
+			"With --all (an operator's credential: chio up writes DATA_DIR/" + operatorTokenFile + ") it lists every server\n" +
+			"and tool of the edge's registry (" + tools.ListingPath + "), exposed or not: its origin (in-process, openapi,\n" +
+			"mcp, a2a-partner, worker, manifest), the audiences it is exposed to (a2a, mcp, openai, acp; \"internal\"\n" +
+			"for the namespaces never exposed), its A2A and ACP fidelity, and the hash of its manifest.\n\n" +
+			"With --manifests it prints each server's current chio.signed_manifest.v1 document, one per line:\n" +
+			"receipts name its manifest_hash as metadata.manifest.hash, and chio verify --manifest checks it.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tok := token
 			if path, ok := strings.CutPrefix(token, "@"); ok {
@@ -406,6 +414,38 @@ func newToolsCmd() *cobra.Command {
 			if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) {
 				// A capability sent in clear over the network is anyone's.
 				return usageError(fmt.Errorf("--url %q: want https, or http to a loopback host", base))
+			}
+			if all || manifests {
+				if all && manifests {
+					return usageError(errors.New("--all and --manifests are two views: give one"))
+				}
+				client := http.DefaultClient
+				if keyFile != "" {
+					s, err := signerFromFiles(keyFile, tok)
+					if err != nil {
+						return usageError(fmt.Errorf("--key: %w", err))
+					}
+					client = &http.Client{Transport: &dpop.Transport{Signer: s}}
+				}
+				l, err := fetchListing(cmd.Context(), client, base, tok)
+				if err != nil {
+					return err
+				}
+				if all {
+					printListing(cmd.OutOrStdout(), l, server)
+					return nil
+				}
+				for _, s := range l.Servers {
+					if server != "" && s.ServerID != server {
+						continue
+					}
+					b, err := json.Marshal(s.SignedManifest)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				}
+				return nil
 			}
 			endpoint := strings.TrimSuffix(base, "/") + mcpedge.Path
 			var listed []mcpedge.ListedTool
@@ -437,6 +477,8 @@ func newToolsCmd() *cobra.Command {
 	list.Flags().StringVar(&token, "token", "", "capability (or @FILE); none: the edge's dev capability, if it has one")
 	list.Flags().StringVar(&server, "server", "", "only this server's tools, e.g. a2a:agent.example.com")
 	list.Flags().StringVar(&keyFile, "key", "", "the capability's subject key: every request carries a DPoP proof (needed when the capability can delegate)")
+	list.Flags().BoolVar(&all, "all", false, "every server and tool with its origin, exposure, fidelity and manifest hash (an operator credential)")
+	list.Flags().BoolVar(&manifests, "manifests", false, "each server's signed manifest (chio.signed_manifest.v1), one JSON document per line (an operator credential)")
 	cmd.AddCommand(list)
 	return cmd
 }

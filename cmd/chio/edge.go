@@ -77,6 +77,8 @@ type edgeFlags struct {
 	cardVersion string
 	// requireDPoP: every token needs a proof (--require-dpop).
 	requireDPoP bool
+	// manifestKey signs the registry's manifests (--manifest-key).
+	manifestKey string
 	// servers are in-process tool servers the command built itself (the
 	// OpenAPI bridge), registered beside the demos.
 	servers []tools.Server
@@ -88,6 +90,7 @@ type edgeFlags struct {
 func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.policyFile, "policy", "", "policy document (chio.policy.v1); default: trust --issuer-pub with the default guards")
 	cmd.Flags().StringVar(&f.issuerPub, "issuer-pub", "", "file with the trusted capability issuer's public key (when no --policy)")
+	registerManifestKeyFlag(cmd.Flags(), f)
 	cmd.Flags().BoolVar(&f.requireDPoP, "require-dpop", false, "honour every capability only with a proof of possession of its subject key (by default only tokens that can delegate, or whose grants ask for it, need one)")
 	cmd.Flags().StringVar(&f.publicURL, "public-url", "", "public origin advertised in the agent card (default: from each request)")
 	cmd.Flags().StringVar(&f.cardKey, "card-key", "", "Ed25519 key (hex seed) that signs the agent card, its public key served at /.well-known/jwks.json; created if missing; replicas share one (default: unsigned; chio up: DATA_DIR/keys/card.key)")
@@ -128,7 +131,11 @@ func (f *edgeFlags) policy() (*kernel.LoadedPolicy, error) {
 }
 
 func (f *edgeFlags) registry() (*tools.Registry, error) {
-	reg := tools.NewRegistry()
+	opts, err := f.registryOptions()
+	if err != nil {
+		return nil, err
+	}
+	reg := tools.NewRegistry(opts...)
 	if !f.workers {
 		if err := reg.Register(hello.New()); err != nil {
 			return nil, err

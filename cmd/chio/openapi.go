@@ -276,6 +276,7 @@ func registerGovernanceFlags(f *pflag.FlagSet, ef *edgeFlags) {
 // registerHolderFlags adds the holder-binding flags of an edge command
 // that does not register edgeFlags whole.
 func registerHolderFlags(f *pflag.FlagSet, ef *edgeFlags) {
+	registerManifestKeyFlag(f, ef)
 	f.BoolVar(&ef.requireDPoP, "require-dpop", false, "honour every capability only with a proof of possession of its subject key (by default only tokens that can delegate, or whose grants ask for it, need one)")
 	f.StringVar(&ef.publicURL, "public-url", "", "the origin clients address this edge by (https://host), which their DPoP proofs name; default: each request's Host")
 }

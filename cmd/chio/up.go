@@ -123,6 +123,9 @@ func newUpCmd() *cobra.Command {
 			if ef.cardKey == "" {
 				ef.cardKey = filepath.Join(keys.Dir, cardKeyFile) // the agent card is signed
 			}
+			if ef.manifestKey == "" {
+				ef.manifestKey = filepath.Join(keys.Dir, manifestKeyFile) // every manifest is signed
+			}
 			if !cmd.Flags().Changed("push-allow-loopback") {
 				ef.pushLoopback = true // one machine: webhooks are local
 			}
@@ -262,6 +265,7 @@ func newUpCmd() *cobra.Command {
 				mcpEdge.Register(e)
 				acpEdge.Register(e)
 				proj.Register(e)
+				mountToolsListing(e, r, &ef, grpcLn != nil, auth) // operators: every tool, its origin and signed manifest
 				base := "http://" + addr.String()
 				fmt.Fprintf(out, "chio up: agent card   %s/.well-known/agent-card.json\n", base)
 				fmt.Fprintf(out, "chio up: JSON-RPC     %s/a2a\n", base)

@@ -18,9 +18,9 @@ import (
 )
 
 func newVerifyCmd() *cobra.Command {
-	var receiptF, proofF, checkpointF, vkey, kernelKey, agentCard, jwks, policyF string
+	var receiptF, proofF, checkpointF, vkey, kernelKey, agentCard, jwks, policyF, manifestF, manifestKey string
 	cmd := &cobra.Command{
-		Use:   "verify --receipt F --proof F [--checkpoint F] --vkey K --kernel-key HEX [--witness-policy F] | --agent-card F|URL [--jwks F|URL]",
+		Use:   "verify --receipt F --proof F [--checkpoint F] --vkey K --kernel-key HEX [--witness-policy F] | --agent-card F|URL [--jwks F|URL] | --manifest F --manifest-key K",
 		Short: "Verify a receipt, its inclusion proof and a signed checkpoint offline, or a signed agent card",
 		Long: "Checks, in order: the receipt parses; it is signed by the pinned kernel key; its signature and\n" +
 			"parameter hash; the checkpoint's signature by the pinned log key (--vkey, a note verifier key or a\n" +
@@ -39,9 +39,20 @@ func newVerifyCmd() *cobra.Command {
 			"signed before bindings were recorded, or refused before the caller was bound).\n\n" +
 			"A receipt nested deeper than readers allow (the ledger serves it by id as {\"unreadable\": why,\n" +
 			"\"raw\": its bytes}; that body or the bare bytes are accepted) is checked over its signed bytes\n" +
-			"without decoding what is deep; a pass then prints \"unreadable: …\" and reads no binding.",
+			"without decoding what is deep; a pass then prints \"unreadable: …\" and reads no binding.\n\n" +
+			"With --manifest (a chio.signed_manifest.v1 document, e.g. from chio tools list --manifests) it\n" +
+			"checks, in order: the schema, that manifest_hash is the SHA-256 of the manifest's RFC 8785 form (the\n" +
+			"hash receipts name as metadata.manifest.hash), that it is signed by --manifest-key (the public key,\n" +
+			"or a file holding it such as chio up's keys/manifest.pub), and the signature. Exit status 1 names\n" +
+			"the first failed check.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if manifestF != "" || manifestKey != "" {
+				if receiptF != "" || proofF != "" || checkpointF != "" || vkey != "" || kernelKey != "" || agentCard != "" || manifestF == "" {
+					return usageError(errors.New("--manifest-key goes with --manifest, which verifies a manifest alone"))
+				}
+				return verifyManifest(cmd, manifestF, manifestKey)
+			}
 			if agentCard != "" {
 				if receiptF != "" || proofF != "" || checkpointF != "" || vkey != "" || kernelKey != "" {
 					return usageError(errors.New("--agent-card verifies a card alone: drop the receipt flags"))
@@ -113,6 +124,8 @@ func newVerifyCmd() *cobra.Command {
 	cmd.Flags().StringVar(&agentCard, "agent-card", "", "verify a signed A2A agent card instead: a file, a URL, or an agent's origin")
 	cmd.Flags().StringVar(&policyF, "witness-policy", "", "witness policy file: the checkpoint must be cosigned by its quorum")
 	cmd.Flags().StringVar(&jwks, "jwks", "", "with --agent-card: the JWKS (file or URL) holding the keys to trust (default, for a card URL: its jku on the same origin)")
+	cmd.Flags().StringVar(&manifestF, "manifest", "", "verify a chio.signed_manifest.v1 document instead (with --manifest-key)")
+	cmd.Flags().StringVar(&manifestKey, "manifest-key", "", "with --manifest: the signer's public key (64 hex), or a file holding it")
 	return cmd
 }
 

@@ -118,6 +118,10 @@ type Call struct {
 	// the tool has run (e.g. the answer a human gave); the ledger adds its
 	// keys to the receipt's metadata, never over the decision's.
 	OutcomeMetadata func(res *Result) map[string]any
+
+	// entry is the registered tool, looked up once so that the manifest
+	// the receipt names is the one the tool ran under.
+	entry *tools.Entry
 }
 
 // Result is what happened.
@@ -152,6 +156,7 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.entry, _ = d.registry.Tool(c.ServerID, c.ToolName)
 	dec := d.kernel.Decide(ctx, &kernel.Request{
 		Token: c.Token, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments, Exposure: c.Exposure,
 		RequestID: c.RequestID, GovernedIntent: c.GovernedIntent, Proof: c.Proof,
@@ -177,8 +182,7 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	res.Ran = true
 	inv := tools.Invocation{ID: c.ReceiptID, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments,
 		Governance: &tools.Governance{RequestID: c.RequestID, ReceiptID: c.ReceiptID, Subject: dec.Subject, Intent: c.GovernedIntent}}
-	server, _ := d.registry.Tool(c.ServerID, c.ToolName)
-	contentHash := d.run(ctx, c, inv, server, res)
+	contentHash := d.run(ctx, c, inv, c.entry, res)
 	if errors.Is(res.ToolErr, tools.ErrOutcomeUnknown) {
 		// No outcome: the ledger's timeout makes the receipt incomplete.
 		if c.Finish != nil {
@@ -386,6 +390,18 @@ func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.Decis
 	}
 	if len(dec.Lineage) > 1 {
 		meta["lineage"] = dec.Lineage
+	}
+	if c.entry == nil {
+		c.entry, _ = d.registry.Tool(c.ServerID, c.ToolName)
+	}
+	if c.entry != nil && c.entry.Signed != nil {
+		// The receipt names the manifest that governed the call; set after
+		// the edge's keys, so an edge cannot name another.
+		m := map[string]string{"hash": c.entry.Signed.ManifestHash}
+		if c.entry.Signed.SignerKey != "" {
+			m["signer_key"] = c.entry.Signed.SignerKey
+		}
+		meta["manifest"] = m
 	}
 	var rawMeta json.RawMessage
 	if len(meta) > 0 {

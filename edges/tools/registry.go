@@ -3,6 +3,7 @@ package tools
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,12 @@ type Entry struct {
 	Manifest *schemas.ToolManifest
 	Tool     *schemas.ToolDefinition
 	Server   Server // nil for a manifest registered without a server
+	// Signed is the server's current manifest with its hash and, when the
+	// registry has a manifest key, its signature: receipts of calls of the
+	// tool name its hash. Shared by the server's entries; read-only.
+	Signed *schemas.SignedManifest
+	// Origin is where the server's tools come from.
+	Origin Origin
 }
 
 // DenyByDefault reports whether the tool runs only under a grant naming
@@ -64,17 +71,58 @@ func (e *Entry) invocation(id string, args json.RawMessage) Invocation {
 // Registry holds the tool servers and manifests an edge serves. It is safe
 // for concurrent use.
 type Registry struct {
+	key     ed25519.PrivateKey // signs manifests; nil: hashed only
 	mu      sync.RWMutex
 	servers map[string]map[string]*Entry // server id → tool name → entry
 	byTool  map[string][]*Entry          // tool name → entries on every server
+	info    map[string]ServerInfo        // server id → its origin and signed manifest
+}
+
+// RegistryOption configures a Registry.
+type RegistryOption func(*Registry)
+
+// WithManifestKey signs every manifest the registry takes (Register,
+// Replace, AddManifest) with key, as a chio.signed_manifest.v1 document.
+// Without it manifests are hashed, not signed.
+func WithManifestKey(key ed25519.PrivateKey) RegistryOption {
+	return func(r *Registry) { r.key = key }
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{
+func NewRegistry(opts ...RegistryOption) *Registry {
+	r := &Registry{
 		servers: make(map[string]map[string]*Entry),
 		byTool:  make(map[string][]*Entry),
+		info:    make(map[string]ServerInfo),
 	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// ManifestSigner returns the public key (wire form) manifests are signed
+// with, or "" when they are only hashed.
+func (r *Registry) ManifestSigner() string {
+	if r.key == nil {
+		return ""
+	}
+	return schemas.EncodePublicKey(r.key.Public().(ed25519.PublicKey))
+}
+
+// entries builds the entries of a private copy of m, signed.
+func (r *Registry) entries(m *schemas.ToolManifest, s Server) (ServerInfo, map[string]*Entry, error) {
+	c := cloneManifest(m)
+	signed, err := schemas.SignManifest(r.key, c)
+	if err != nil {
+		return ServerInfo{}, nil, err
+	}
+	in := ServerInfo{ServerID: c.ServerID, Origin: OriginOf(s), Signed: signed, Manifest: c}
+	tools := make(map[string]*Entry, len(c.Tools))
+	for i := range c.Tools {
+		tools[c.Tools[i].Name] = &Entry{Manifest: c, Tool: &c.Tools[i], Server: s, Signed: signed, Origin: in.Origin}
+	}
+	return in, tools, nil
 }
 
 // Register adds an in-process server. Its manifest must be valid, name the
@@ -129,10 +177,10 @@ func (r *Registry) Replace(s Server) error {
 	if err := sameTools(s.ToolNames(), m); err != nil {
 		return fmt.Errorf("replace server %q: %w", m.ServerID, err)
 	}
-	c := cloneManifest(m)
-	fresh := make(map[string]*Entry, len(c.Tools))
-	for i := range c.Tools {
-		fresh[c.Tools[i].Name] = &Entry{Manifest: c, Tool: &c.Tools[i], Server: s}
+	// A new manifest is signed: calls resolved from now on name its hash.
+	c, fresh, err := r.entries(m, s)
+	if err != nil {
+		return fmt.Errorf("replace server %q: %w", m.ServerID, err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -153,6 +201,7 @@ func (r *Registry) Replace(s Server) error {
 		}
 	}
 	r.servers[c.ServerID] = fresh
+	r.info[c.ServerID] = c
 	for name, e := range fresh {
 		r.byTool[name] = append(r.byTool[name], e)
 	}
@@ -207,10 +256,9 @@ func (r *Registry) Tool(serverID, tool string) (*Entry, bool) {
 // add stores a private copy of m, so that a server changing the manifest it
 // returned cannot change what was validated and exposed.
 func (r *Registry) add(m *schemas.ToolManifest, s Server) error {
-	c := cloneManifest(m)
-	tools := make(map[string]*Entry, len(c.Tools))
-	for i := range c.Tools {
-		tools[c.Tools[i].Name] = &Entry{Manifest: c, Tool: &c.Tools[i], Server: s}
+	c, tools, err := r.entries(m, s)
+	if err != nil {
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -218,6 +266,7 @@ func (r *Registry) add(m *schemas.ToolManifest, s Server) error {
 		return errors.New("server id is already registered")
 	}
 	r.servers[c.ServerID] = tools
+	r.info[c.ServerID] = c
 	for name, e := range tools {
 		r.byTool[name] = append(r.byTool[name], e)
 	}

@@ -1,0 +1,104 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/internal/natstest"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// versionedServer is hello under a manifest version that can change, as
+// an upstream's tool list does.
+type versionedServer struct {
+	*hello.Server
+	version string
+}
+
+func (s *versionedServer) Manifest() *schemas.ToolManifest {
+	m := *s.Server.Manifest()
+	m.Version = s.version
+	return &m
+}
+
+// Each decision event names the signed manifest its tool was resolved
+// under, and after Replace the new one.
+func TestDecisionNamesTheManifest(t *testing.T) {
+	_, _, js := natstest.Start(t)
+	issuer := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32))
+	agent := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{2}, 32))
+	signer := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32))
+	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry(tools.WithManifestKey(signer))
+	srv := &versionedServer{Server: hello.New(), version: "1"}
+	if err := reg.Register(srv); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	d, err := New(ctx, js, k, reg, "edge-test", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
+		ID: "cap-manifest", Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
+		Subject:  schemas.EncodePublicKey(agent.Public().(ed25519.PublicKey)),
+		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := schemas.EncodeCapabilityHeader(tok)
+	f := &fixture{js: js}
+
+	var hashes []string
+	for _, version := range []string{"1", "2"} {
+		if version != srv.version {
+			srv.version = version
+			if err := reg.Replace(srv); err != nil {
+				t.Fatal(err)
+			}
+		}
+		en, _ := reg.Tool(hello.ServerID, "hello_task")
+		res, err := d.Do(ctx, Call{Token: h, ServerID: hello.ServerID, ToolName: "hello_task", Arguments: json.RawMessage(`{"text":"x"}`),
+			Metadata: map[string]any{"manifest": "an edge cannot name one"}})
+		if err != nil || !res.Decision.Allow {
+			t.Fatalf("call: %v %+v", err, res)
+		}
+		var dec schemas.DecisionEvent
+		decs := f.events(t)[schemas.SubjectDecision]
+		if err := json.Unmarshal(decs[len(decs)-1], &dec); err != nil {
+			t.Fatal(err)
+		}
+		var meta struct {
+			Manifest struct {
+				Hash      string `json:"hash"`
+				SignerKey string `json:"signer_key"`
+			} `json:"manifest"`
+		}
+		if err := json.Unmarshal(dec.Metadata, &meta); err != nil || meta.Manifest.Hash != en.Signed.ManifestHash ||
+			meta.Manifest.SignerKey != schemas.EncodePublicKey(signer.Public().(ed25519.PublicKey)) {
+			t.Fatalf("version %s: metadata %s, want hash %s", version, dec.Metadata, en.Signed.ManifestHash)
+		}
+		hashes = append(hashes, meta.Manifest.Hash)
+	}
+	if hashes[0] == hashes[1] {
+		t.Fatal("a replaced manifest kept its hash")
+	}
+}
