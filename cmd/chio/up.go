@@ -97,15 +97,6 @@ func newUpCmd() *cobra.Command {
 			}
 			defer stopNATS()
 			out := cmd.OutOrStdout()
-			if ef.workers {
-				if cfg.DontListen {
-					return usageError(errors.New("--workers needs a NATS address workers can reach (--nats-listen)"))
-				}
-				// Workers found before the dev capability is issued are in it.
-				if ef.servers, err = awaitWorkers(cmd.Context(), js.Conn(), ef.servers, out, ns.ClientURL()); err != nil {
-					return err
-				}
-			}
 			// Partner agents' skills become tools before the kernel is
 			// built: discovery fails closed at start.
 			partners, err := a2af.adapters(cmd.Context(), js, lf.replicas, a2aTargets)
@@ -115,6 +106,15 @@ func newUpCmd() *cobra.Command {
 			ef.servers = append(ef.servers, partners...)
 			if !cfg.DontListen {
 				fmt.Fprintf(out, "chio up: NATS JetStream on %s (data under %s)\n", ns.ClientURL(), dataDir)
+			}
+			if ef.workers {
+				if cfg.DontListen {
+					return usageError(errors.New("--workers needs a NATS address workers can reach (--nats-listen)"))
+				}
+				// Workers found before the dev capability is issued are in it.
+				if ef.servers, err = awaitWorkers(cmd.Context(), js.Conn(), ef.servers, out, ns.ClientURL()); err != nil {
+					return err
+				}
 			}
 			fmt.Fprintf(out, "chio up: keys in %s (log origin %q, kernel key %s)\n", keys.Dir, keys.Origin(), keys.KernelPub)
 			if ef.policyFile == "" && ef.issuerPub == "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -59,5 +60,22 @@ func TestWorkerBehindEdge(t *testing.T) {
 	out = send("m-worker-2")
 	if m := rid.FindStringSubmatch(out); m == nil || !strings.Contains(out, "no worker serves") {
 		t.Fatalf("call with no worker up: %s", out)
+	}
+}
+
+// chio up --workers needs a NATS address workers can reach, and chio worker
+// needs a tool server to serve.
+func TestWorkerUsage(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", "none", "--workers"}, "--workers needs a NATS address"},
+		{[]string{"worker", "--nats", "nats://127.0.0.1:1"}, "no tool server"},
+	}
+	for _, tc := range cases {
+		if _, err := chio(context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("chio %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
+		}
 	}
 }

@@ -27,6 +27,7 @@ func sections() []section {
 		{"proofs", "4. Proof serving as the log grows", runProofs},
 		{"scaleout", "5. Scale-out: one edge replica vs two", runScaleOut},
 		{"evidence", "6. Evidence packages: export and verify as N grows", runEvidence},
+		{"workers", "7. Tools on workers (NATS services) vs in process", runWorkers},
 	}
 }
 

@@ -2,7 +2,7 @@
 // know, in one run on one machine, and writes the figures to RESULTS.md:
 //
 //	go run -C scripts/bench .                 # the full run (tens of minutes)
-//	go run -C scripts/bench . -only ledger    # one section (limits, ledger, edge, proofs, scaleout, evidence)
+//	go run -C scripts/bench . -only ledger    # one section (limits, ledger, edge, proofs, scaleout, evidence, workers)
 //	go run -C scripts/bench . -short          # seconds; what CI runs, through go test -short
 //
 // Sections:
@@ -18,6 +18,8 @@
 //  6. evidence: an evidence package of every receipt exported from the
 //     ledger's HTTP API and verified offline (ledger/evidence) at two log
 //     sizes: rate, time, peak memory (flat in N) and bytes per receipt.
+//  7. workers: the demo tool in process against the same tool on chio
+//     worker processes (chio up --workers), one worker and two.
 //
 // It is its own module so that the peers (Tessera and its dependencies)
 // never enter the main module's go.mod.
