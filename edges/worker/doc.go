@@ -28,4 +28,9 @@
 // tools.ErrOutcomeUnknown, because the tool may have acted: the ledger
 // closes the call incomplete. An answer is bounded (WithMaxAnswerBytes)
 // and read with strictjson.
+//
+// A call whose answer does not come waits for its context's deadline or
+// WithCallTimeout, whichever is first: NATS does not tell a requester
+// that its responder died. A streamed call's chunks are gathered on the
+// worker and relayed, in order, with its answer.
 package worker

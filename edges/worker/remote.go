@@ -104,6 +104,9 @@ func (r *Remote) Manifest() *schemas.ToolManifest {
 	return &m
 }
 
+// Origin says the server runs on workers (tools.OriginReporter).
+func (r *Remote) Origin() tools.Origin { return tools.OriginWorker }
+
 // ServerID is the manifest's server id.
 func (r *Remote) ServerID() string { return r.manifest.ServerID }
 

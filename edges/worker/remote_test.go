@@ -212,3 +212,20 @@ func TestRegisterLateWorker(t *testing.T) {
 		t.Fatalf("again: %v, added %d, skipped %v", err, len(added), skipped)
 	}
 }
+
+// TestManifestHashAgrees: the hash a call names is the one the registry
+// gives the manifest, which receipts name.
+func TestManifestHashAgrees(t *testing.T) {
+	ns, _, _ := natstest.Start(t)
+	startWorker(t, ns, hello.New())
+	nc, _ := natstest.Connect(t, ns)
+	reg := tools.NewRegistry()
+	added, _, err := Register(context.Background(), nc, reg, WithLogger(quiet()))
+	if err != nil || len(added) != 1 {
+		t.Fatalf("register: %v, %d", err, len(added))
+	}
+	e, _ := reg.Tool(hello.ServerID, hello.ToolName)
+	if e.Signed == nil || e.Signed.ManifestHash != added[0].ManifestSHA256() || e.Origin != tools.OriginWorker {
+		t.Fatalf("registry %+v, origin %s; the calls name %s", e.Signed, e.Origin, added[0].ManifestSHA256())
+	}
+}

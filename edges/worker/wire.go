@@ -70,7 +70,9 @@ func subject(serverID, role string) string {
 	return "chio.tools." + SubjectKey(serverID) + "." + role
 }
 
-// ManifestHash is the hex SHA-256 of the manifest's canonical JSON.
+// ManifestHash is the hex SHA-256 of the manifest's canonical JSON: the
+// manifest_hash a registry gives it (schemas.SignManifest) and receipts
+// name, so edge, worker and receipt agree on which manifest ran.
 func ManifestHash(m *schemas.ToolManifest) (string, error) {
 	raw, err := schemas.Canonical(m)
 	if err != nil {
