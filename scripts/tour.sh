@@ -193,8 +193,7 @@ OP="Authorization: Bearer $(cat .chio/operator.token)"
 curl -s "http://$http/openai/v1/tool-calls" -H 'Content-Type: application/json' \
   -d '{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"count_words","arguments":"{\"text\":\"tools from anywhere\"}"}}]}' | tee notes-openai.json
 grep -q 'words.*3' notes-openai.json
-curl -s "http://$http/a2a" -H 'Content-Type: application/json' \
-  -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"n1","parts":[{"kind":"text","text":"count_words {\"text\":\"one two three\"}"}]}}}' | tee notes-a2a.json
+bin/chio a2a send "http://$http" --skill count_words --data '{"text":"one two three"}' | tee notes-a2a.json
 grep -q '"words":3' notes-a2a.json
 for RID in $(sed -n 's/.*"receipt_ref":"\([^"]*\)".*/\1/p' notes-openai.json) $(sed -n 's/.*"receiptId":"\([^"]*\)".*/\1/p' notes-a2a.json); do
   for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' -H "$OP" "http://$http/v1/receipts/$RID")" = 200 ] && break; sleep 0.1; done

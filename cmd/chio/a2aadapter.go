@@ -325,7 +325,7 @@ func newA2ACmd() *cobra.Command {
 		},
 	}
 	af.register(discover.Flags(), "")
-	cmd.AddCommand(discover, newA2AServeCmd())
+	cmd.AddCommand(discover, newA2AServeCmd(), newA2ASendCmd())
 	return cmd
 }
 

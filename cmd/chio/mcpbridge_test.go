@@ -99,6 +99,15 @@ func TestUpWrapsMCPServer(t *testing.T) {
 		t.Fatalf("A2A receipt: %s", receipt)
 	}
 	verifyOffline(t, up, rid, receipt)
+
+	// chio a2a send is the same client from the command line.
+	out, err := chio(ctx, "a2a", "send", up.httpURL, "--skill", "echo", "--data", `{"text":"from the cli"}`)
+	if err != nil || !strings.Contains(out, `"receiptId":"`) || !strings.Contains(out, "from the cli") {
+		t.Fatalf("chio a2a send: %v\n%s", err, out)
+	}
+	if _, err := chio(ctx, "a2a", "send", up.httpURL, "--data", `{"a":1,"A":2}`); err == nil {
+		t.Fatal("chio a2a send took a data part with a repeated member")
+	}
 }
 
 // shellQuote quotes s for SplitCommand.
