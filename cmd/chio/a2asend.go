@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -42,13 +44,24 @@ func newA2ASendCmd() *cobra.Command {
 			} else {
 				part = a2a.NewTextPart(text)
 			}
-			hc := &http.Client{Timeout: timeout}
+			base, err := url.Parse(args[0])
+			if err != nil || base.Host == "" {
+				return usageError(fmt.Errorf("URL %q: want the agent's base URL", args[0]))
+			}
+			// Redirects that leave the agent's origin are refused: the
+			// token must not follow them.
+			hc := &http.Client{Timeout: timeout, CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+				if !sameOrigin(r.URL, base) {
+					return fmt.Errorf("refusing a redirect to another origin (%s)", r.URL.Redacted())
+				}
+				return nil
+			}}
 			if token != "" {
 				t, _, err := readTokenText(cmd.InOrStdin(), token)
 				if err != nil {
 					return usageError(fmt.Errorf("--token: %w", err))
 				}
-				hc.Transport = bearerTransport{token: t}
+				hc.Transport = bearerTransport{token: t, origin: base}
 			}
 			ctx := cmd.Context()
 			card, err := agentcard.NewResolver(hc).Resolve(ctx, args[0])
@@ -84,11 +97,21 @@ func newA2ASendCmd() *cobra.Command {
 	return cmd
 }
 
-// bearerTransport adds a bearer token to every request.
-type bearerTransport struct{ token string }
+// bearerTransport adds a bearer token to the requests to one origin, the
+// agent's: an interface its card names elsewhere gets no token.
+type bearerTransport struct {
+	token  string
+	origin *url.URL
+}
 
 func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
+	if sameOrigin(r.URL, b.origin) {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Host, b.Host)
 }
