@@ -119,8 +119,9 @@ type Call struct {
 	// keys to the receipt's metadata, never over the decision's.
 	OutcomeMetadata func(res *Result) map[string]any
 
-	// entry is the registered tool, looked up once so that the manifest
-	// the receipt names is the one the tool ran under.
+	// entry is the registered tool the kernel decided under (Decision.Tool),
+	// so that one lookup governs the decision, the manifest the receipt
+	// names and the run, even if the server's tools are replaced meanwhile.
 	entry *tools.Entry
 }
 
@@ -156,11 +157,16 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.entry, _ = d.registry.Tool(c.ServerID, c.ToolName)
 	dec := d.kernel.Decide(ctx, &kernel.Request{
 		Token: c.Token, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments, Exposure: c.Exposure,
 		RequestID: c.RequestID, GovernedIntent: c.GovernedIntent, Proof: c.Proof,
 	})
+	c.entry = dec.Tool
+	if c.entry == nil {
+		// A kernel without a registry (or a call it refused before
+		// resolving the tool): the dispatcher's own lookup is the only one.
+		c.entry, _ = d.registry.Tool(c.ServerID, c.ToolName)
+	}
 	res, err := d.decide(ctx, c, dec)
 	if err != nil {
 		return nil, err
@@ -390,6 +396,9 @@ func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.Decis
 	}
 	if len(dec.Lineage) > 1 {
 		meta["lineage"] = dec.Lineage
+	}
+	if c.entry == nil {
+		c.entry = dec.Tool
 	}
 	if c.entry == nil {
 		c.entry, _ = d.registry.Tool(c.ServerID, c.ToolName)

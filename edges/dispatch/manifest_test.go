@@ -5,6 +5,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,5 +104,127 @@ func TestDecisionNamesTheManifest(t *testing.T) {
 	}
 	if hashes[0] == hashes[1] {
 		t.Fatal("a replaced manifest kept its hash")
+	}
+}
+
+// flippingServer is hello whose tools are deny-by-default or not, as an
+// upstream changing its annotations would make them.
+type flippingServer struct {
+	*hello.Server
+	denyByDefault atomic.Bool
+}
+
+func (s *flippingServer) Manifest() *schemas.ToolManifest {
+	m := *s.Server.Manifest()
+	m.Tools = slices.Clone(m.Tools)
+	for i := range m.Tools {
+		md := maps.Clone(m.Tools[i].Metadata)
+		if md == nil {
+			md = map[string]json.RawMessage{}
+		}
+		md[tools.MetaDenyByDefault] = json.RawMessage(strconv.FormatBool(s.denyByDefault.Load()))
+		m.Tools[i].Metadata = md
+	}
+	return &m
+}
+
+// With Replace racing the calls, each receipt names the manifest its
+// decision followed: a wildcard grant is allowed only under the manifest
+// where the tool is not deny-by-default, and denied only under the other.
+func TestDecisionManifestRacesReplace(t *testing.T) {
+	_, _, js := natstest.Start(t)
+	issuer := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32))
+	agent := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{2}, 32))
+	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	srv := &flippingServer{Server: hello.New()}
+	if err := reg.Register(srv); err != nil {
+		t.Fatal(err)
+	}
+	hashOf := map[bool]string{} // deny-by-default → manifest hash
+	for _, dbd := range []bool{true, false} {
+		srv.denyByDefault.Store(dbd)
+		if err := reg.Replace(srv); err != nil {
+			t.Fatal(err)
+		}
+		en, _ := reg.Tool(hello.ServerID, "hello_task")
+		hashOf[dbd] = en.Signed.ManifestHash
+	}
+	if hashOf[true] == hashOf[false] {
+		t.Fatal("the two manifests have one hash")
+	}
+	ctx := context.Background()
+	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	d, err := New(ctx, js, k, reg, "edge-test", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
+		ID: "cap-race", Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
+		Subject:  schemas.EncodePublicKey(agent.Public().(ed25519.PublicKey)),
+		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := schemas.EncodeCapabilityHeader(tok)
+
+	stop := make(chan struct{})
+	flipped := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				flipped <- nil
+				return
+			default:
+			}
+			srv.denyByDefault.Store(!srv.denyByDefault.Load())
+			if err := reg.Replace(srv); err != nil {
+				flipped <- err
+				return
+			}
+		}
+	}()
+	const calls = 200
+	for i := range calls {
+		if _, err := d.Do(ctx, Call{Token: h, ServerID: hello.ServerID, ToolName: "hello_task", Arguments: json.RawMessage(`{"text":"x"}`)}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	close(stop)
+	if err := <-flipped; err != nil {
+		t.Fatal(err)
+	}
+	decs := (&fixture{js: js}).events(t)[schemas.SubjectDecision]
+	if len(decs) != calls {
+		t.Fatalf("%d decision events, want %d", len(decs), calls)
+	}
+	for _, raw := range decs {
+		var dec schemas.DecisionEvent
+		var meta struct {
+			Manifest struct {
+				Hash string `json:"hash"`
+			} `json:"manifest"`
+		}
+		if err := json.Unmarshal(raw, &dec); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(dec.Metadata, &meta); err != nil {
+			t.Fatal(err)
+		}
+		allowed := dec.Decision.Verdict == schemas.VerdictAllow
+		if want := hashOf[!allowed]; meta.Manifest.Hash != want {
+			t.Fatalf("receipt %s (%s): manifest %s, want %s, the one its decision followed", dec.ReceiptID, dec.Decision.Verdict, meta.Manifest.Hash, want)
+		}
 	}
 }
