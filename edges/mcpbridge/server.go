@@ -104,6 +104,11 @@ type Server struct {
 	flt  *filter
 	env  []string
 
+	// regMu orders changes of the tools with the Replace calls that
+	// publish them (install, Follow): a registry never ends up with an
+	// older manifest than the server's, and Replace reads one manifest.
+	// It is taken before mu.
+	regMu    sync.Mutex
 	mu       sync.RWMutex
 	manifest *schemas.ToolManifest
 	byName   map[string]toolDef
@@ -241,8 +246,10 @@ func (s *Server) Close() error {
 // tools: it is replaced now and after every change. The server must be
 // registered in reg already.
 func (s *Server) Follow(reg *tools.Registry) error {
-	// Replace reads the manifest under s.mu, so it runs unlocked; an
-	// install meanwhile replaces reg again with what is current.
+	// Under regMu no install can change the tools between this Replace
+	// and reg joining s.regs, so reg misses no change.
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
 	if err := reg.Replace(s); err != nil {
 		return fmt.Errorf("follow %s: %w", s.id, err)
 	}
@@ -361,6 +368,9 @@ func (s *Server) install(sess *session, ts []*mcp.Tool) error {
 			return fmt.Errorf("manifest: %w", err)
 		}
 	}
+	// The new tools and their Replace calls go together under regMu, so
+	// the last manifest a registry takes is the current one.
+	s.regMu.Lock()
 	s.mu.Lock()
 	first := s.manifest == nil
 	s.manifest, s.byName, s.sess, s.downErr = m, byName, sess, nil
@@ -376,6 +386,7 @@ func (s *Server) install(sess *session, ts []*mcp.Tool) error {
 			s.opts.log.Error("mcpbridge: registry not updated", "server_id", s.id, "err", err)
 		}
 	}
+	s.regMu.Unlock()
 	if !first && s.opts.onChange != nil {
 		s.opts.onChange(s.Manifest())
 	}
