@@ -2,6 +2,7 @@ package tools
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -55,6 +56,9 @@ type ServerInfo struct {
 	Signed *schemas.SignedManifest
 	// Manifest is the registry's copy of the manifest; read-only.
 	Manifest *schemas.ToolManifest
+	// server is the one registered under the id (nil for AddManifest):
+	// only it may Replace the tools.
+	server Server
 }
 
 // Servers lists the registered servers by id.
@@ -70,13 +74,16 @@ func (r *Registry) Servers() []ServerInfo {
 }
 
 // SignedManifests is every server's current chio.signed_manifest.v1
-// document, by server id.
-func (r *Registry) SignedManifests() []json.RawMessage {
+// document, by server id. A document that does not encode is an error,
+// not a gap: a listing must not silently leave a server out.
+func (r *Registry) SignedManifests() ([]json.RawMessage, error) {
 	var out []json.RawMessage
 	for _, in := range r.Servers() {
-		if b, err := json.Marshal(in.Signed); err == nil {
-			out = append(out, b)
+		b, err := json.Marshal(in.Signed)
+		if err != nil {
+			return nil, fmt.Errorf("signed manifests: encode %q: %w", in.ServerID, err)
 		}
+		out = append(out, b)
 	}
-	return out
+	return out, nil
 }

@@ -117,7 +117,7 @@ func (r *Registry) entries(m *schemas.ToolManifest, s Server) (ServerInfo, map[s
 	if err != nil {
 		return ServerInfo{}, nil, err
 	}
-	in := ServerInfo{ServerID: c.ServerID, Origin: OriginOf(s), Signed: signed, Manifest: c}
+	in := ServerInfo{ServerID: c.ServerID, Origin: OriginOf(s), Signed: signed, Manifest: c, server: s}
 	tools := make(map[string]*Entry, len(c.Tools))
 	for i := range c.Tools {
 		tools[c.Tools[i].Name] = &Entry{Manifest: c, Tool: &c.Tools[i], Server: s, Signed: signed, Origin: in.Origin}
@@ -188,11 +188,10 @@ func (r *Registry) Replace(s Server) error {
 	if !ok {
 		return fmt.Errorf("replace server %q: not registered", c.ServerID)
 	}
-	for _, e := range old {
-		if e.Server != s {
-			return fmt.Errorf("replace server %q: registered with another server", c.ServerID)
-		}
-		break
+	// The identity is the info's, not an entry's: a server that withdrew
+	// every tool has no entries left, and must still not be taken over.
+	if r.info[c.ServerID].server != s {
+		return fmt.Errorf("replace server %q: registered with another server", c.ServerID)
 	}
 	for name, e := range old {
 		r.byTool[name] = slices.DeleteFunc(r.byTool[name], func(x *Entry) bool { return x == e })

@@ -24,6 +24,8 @@ func TestReplace(t *testing.T) {
 	}{
 		{"add c, drop a", []string{"b", "c"}, srv, "", "srv/b srv/c"},
 		{"every tool gone", nil, srv, "", ""},
+		{"every tool gone again", nil, srv, "", ""},
+		{"another server takes over a server with no tools", []string{"x"}, fake("srv", nil), "registered with another server", ""},
 		{"back again", []string{"a"}, srv, "", "srv/a"},
 		{"another server under the id", []string{"x"}, fake("srv", nil), "registered with another server", "srv/a"},
 		{"unknown id", []string{"x"}, fake("nope", nil), "not registered", "srv/a"},
