@@ -85,6 +85,9 @@ type edgeFlags struct {
 	// workers: tool servers also come from workers on NATS (--workers),
 	// and the demo tool is theirs to serve.
 	workers bool
+	// workerKey pins the key workers sign their manifests with
+	// (--worker-key, a file or 64 hex).
+	workerKey string
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
@@ -97,6 +100,7 @@ func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cardVersion, "card-version", "1.0", `agent card served at /.well-known/agent-card.json when a request names no A2A-Version: "1.0", or "0.3" (the 0.3-compatible card, for 0.3 clients that send no version; it fails the 1.0 schema)`)
 	cmd.Flags().StringArrayVar(&f.trustedProxies, "trusted-proxy", nil, "CIDR of a reverse proxy whose X-Forwarded-* headers are honoured (repeatable)")
 	cmd.Flags().BoolVar(&f.workers, "workers", false, "also call tool servers run by chio worker on this NATS (discovered at start and every "+workerFollowEvery.String()+"; the demo tool is then left to them)")
+	cmd.Flags().StringVar(&f.workerKey, "worker-key", "", "with --workers: the Ed25519 public key (64 hex, or a file holding it) workers sign their manifests with (chio worker --manifest-key); a worker's server whose manifest does not verify is skipped (required with --workers; chio up: its own manifest key, DATA_DIR/keys/"+manifestPubFile+")")
 	cmd.Flags().StringArrayVar(&f.manifests, "manifest", nil, "chio.manifest.v1 file to register (repeatable; manifest-only tools are listed but have no server here)")
 	cmd.Flags().BoolVar(&f.exposeAll, "expose-all", false, "dev only: expose tools without a2a.expose (internal namespaces stay hidden)")
 	cmd.Flags().StringVar(&f.tier, "tier", "", "expose only tools whose a2a.tier equals this")
@@ -279,7 +283,7 @@ func (f *edgeFlags) governance(ctx context.Context, js jetstream.JetStream, metr
 		return nil, err
 	}
 	if f.workers {
-		if err := addWorkers(ctx, js.Conn(), reg); err != nil {
+		if err := addWorkers(ctx, js.Conn(), reg, f.workerKey); err != nil {
 			return nil, err
 		}
 	}

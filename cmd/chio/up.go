@@ -104,6 +104,13 @@ func newUpCmd() *cobra.Command {
 				return err
 			}
 			ef.servers = append(ef.servers, partners...)
+			if ef.workers {
+				// Workers sign with chio up's manifest key unless told
+				// otherwise; it exists before workers learn the NATS address.
+				if ef.workerKey, err = ef.upWorkerKey(keys.Dir); err != nil {
+					return err
+				}
+			}
 			if !cfg.DontListen {
 				fmt.Fprintf(out, "chio up: NATS JetStream on %s (data under %s)\n", ns.ClientURL(), dataDir)
 			}
@@ -112,7 +119,7 @@ func newUpCmd() *cobra.Command {
 					return usageError(errors.New("--workers needs a NATS address workers can reach (--nats-listen)"))
 				}
 				// Workers found before the dev capability is issued are in it.
-				if ef.servers, err = awaitWorkers(cmd.Context(), js.Conn(), ef.servers, out, ns.ClientURL()); err != nil {
+				if ef.servers, err = awaitWorkers(cmd.Context(), js.Conn(), ef.servers, out, ns.ClientURL(), ef.workerKey); err != nil {
 					return err
 				}
 			}

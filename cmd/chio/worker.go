@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +18,7 @@ import (
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/edges/tools/hello"
 	"github.com/chio-ledger/chio/edges/worker"
+	"github.com/chio-ledger/chio/schemas"
 )
 
 // workerFollowEvery is how often an edge with --workers looks for tool
@@ -21,7 +26,7 @@ import (
 const workerFollowEvery = 5 * time.Second
 
 func newWorkerCmd() *cobra.Command {
-	var natsURL, name string
+	var natsURL, name, keyFile string
 	var demo bool
 	var concurrency int
 	var oa openapiFlags
@@ -36,7 +41,19 @@ that dies mid-call leaves its calls incomplete, and while none runs, calls fail
 without running.
 
 Tool servers: the demo tool (--demo), an OpenAPI bridge (--openapi SPEC
---openapi-upstream URL) and wrapped MCP servers (--mcp-server, repeatable).`,
+--openapi-upstream URL) and wrapped MCP servers (--mcp-server, repeatable).
+
+Each manifest is served signed (chio.signed_manifest.v1) with --manifest-key;
+edges register a worker's server only if its manifest verifies under the key
+they pin (--worker-key; chio up pins its own DATA_DIR/keys/manifest.key, so
+give that file here). A call to a tool whose definition changed upstream since
+the worker started is refused unrun: restart the worker to serve the new one.
+
+Security: restrict, with NATS permissions, publishing to chio.tools.> and
+$SRV.> (and subscribing to them) to edges and workers, as CHIO_EVENTS already
+must be. Whoever can publish to a worker's invoke subject runs its tools
+without the kernel, and whoever can subscribe there, or answer $SRV.INFO,
+can take calls meant for a worker.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -62,6 +79,13 @@ Tool servers: the demo tool (--demo), an OpenAPI bridge (--openapi SPEC
 			if len(servers) == 0 {
 				return usageError(errors.New("no tool server: give --demo, --openapi or --mcp-server"))
 			}
+			if keyFile == "" {
+				return usageError(errors.New("--manifest-key is required: edges register only manifests signed by the key they pin"))
+			}
+			key, err := readWorkerManifestKey(keyFile)
+			if err != nil {
+				return err
+			}
 			url := orDefault(natsURL, nats.DefaultURL)
 			nc, err := nats.Connect(url, nats.Name("chio-worker"), nats.MaxReconnects(-1),
 				nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(3))
@@ -69,7 +93,8 @@ Tool servers: the demo tool (--demo), an OpenAPI bridge (--openapi SPEC
 				return fmt.Errorf("connect to NATS at %s: %w", url, err)
 			}
 			defer nc.Close()
-			w, err := worker.Serve(nc, servers, worker.WithName(name), worker.WithConcurrency(concurrency))
+			w, err := worker.Serve(nc, servers, worker.WithName(name), worker.WithConcurrency(concurrency),
+				worker.WithManifestKey(key))
 			if err != nil {
 				return err
 			}
@@ -85,6 +110,7 @@ Tool servers: the demo tool (--demo), an OpenAPI bridge (--openapi SPEC
 	}
 	f := cmd.Flags()
 	f.StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+")")
+	f.StringVar(&keyFile, "manifest-key", "", "file with the Ed25519 key (hex seed) that signs the served manifests; must exist (chio up's is DATA_DIR/keys/"+manifestKeyFile+"; edges pin its public key with --worker-key)")
 	f.StringVar(&name, "name", "", "this worker's name in its service metadata")
 	f.IntVar(&concurrency, "concurrency", worker.DefaultConcurrency, "calls run at once; more wait (or go to other replicas)")
 	f.BoolVar(&demo, "demo", false, "serve the demo tool server ("+hello.ServerID+")")
@@ -95,8 +121,13 @@ Tool servers: the demo tool (--demo), an OpenAPI bridge (--openapi SPEC
 
 // addWorkers registers, on reg, the tool servers workers serve on nc, and
 // follows them until ctx ends: servers whose workers start later are added.
-func addWorkers(ctx context.Context, nc *nats.Conn, reg *tools.Registry) error {
-	added, skipped, err := worker.Register(ctx, nc, reg)
+func addWorkers(ctx context.Context, nc *nats.Conn, reg *tools.Registry, keyArg string) error {
+	pin, err := workerPublicKey(keyArg)
+	if err != nil {
+		return err
+	}
+	opts := []worker.Option{worker.WithWorkerKey(pin)}
+	added, skipped, err := worker.Register(ctx, nc, reg, opts...)
 	if err != nil {
 		return fmt.Errorf("--workers: %w", err)
 	}
@@ -110,28 +141,44 @@ func addWorkers(ctx context.Context, nc *nats.Conn, reg *tools.Registry) error {
 	if len(added) == 0 {
 		slog.Warn("workers: no worker found yet; servers are added as workers start", "every", workerFollowEvery)
 	}
-	go worker.Follow(ctx, nc, reg, workerFollowEvery)
+	go worker.Follow(ctx, nc, reg, workerFollowEvery, opts...)
 	return nil
 }
 
 // awaitWorkers waits until workers on nc serve at least one tool server
 // and returns servers with theirs added: chio up issues its dev capability
 // for what is registered at start, so it waits for its workers first.
-func awaitWorkers(ctx context.Context, nc *nats.Conn, servers []tools.Server, out io.Writer, natsURL string) ([]tools.Server, error) {
+func awaitWorkers(ctx context.Context, nc *nats.Conn, servers []tools.Server, out io.Writer, natsURL, keyArg string) ([]tools.Server, error) {
+	pin, err := workerPublicKey(keyArg)
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]bool{}
+	for _, s := range servers {
+		held[s.ServerID()] = true
+	}
 	told := false
 	for {
-		remotes, err := worker.Discover(ctx, nc)
+		remotes, err := worker.Discover(ctx, nc, worker.WithWorkerKey(pin))
 		if err != nil {
 			return nil, fmt.Errorf("--workers: %w", err)
 		}
-		if len(remotes) > 0 {
-			for _, r := range remotes {
-				servers = append(servers, r)
+		n := 0
+		for _, r := range remotes {
+			// A server chio up runs itself keeps its id; the worker's is
+			// skipped rather than failing the start.
+			if held[r.ServerID()] {
+				slog.Warn("workers: tool server already served in process; the worker's is skipped", "server", r.ServerID())
+				continue
 			}
+			servers = append(servers, r)
+			n++
+		}
+		if n > 0 {
 			return servers, nil
 		}
 		if !told {
-			fmt.Fprintf(out, "chio up: waiting for a worker (e.g. chio worker --demo --nats %s)\n", natsURL)
+			fmt.Fprintf(out, "chio up: waiting for a worker (e.g. chio worker --demo --nats %s --manifest-key DATA_DIR/keys/%s)\n", natsURL, manifestKeyFile)
 			told = true
 		}
 		select {
@@ -140,4 +187,56 @@ func awaitWorkers(ctx context.Context, nc *nats.Conn, servers []tools.Server, ou
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// workerPublicKey is the pinned worker key: 64 hex, or a file holding it.
+func workerPublicKey(arg string) (string, error) {
+	key := strings.TrimSpace(arg)
+	if key == "" {
+		return "", usageError(errors.New("--workers needs --worker-key, the public key workers sign their manifests with (chio worker --manifest-key)"))
+	}
+	if _, err := schemas.ParsePublicKey(key); err != nil {
+		b, rerr := os.ReadFile(key)
+		if rerr != nil {
+			return "", usageError(fmt.Errorf("--worker-key: neither a public key (64 hex) nor a readable file: %w", rerr))
+		}
+		key = strings.TrimSpace(string(b))
+	}
+	if _, err := schemas.ParsePublicKey(key); err != nil {
+		return "", usageError(fmt.Errorf("--worker-key: %w", err))
+	}
+	return key, nil
+}
+
+// upWorkerKey is the worker key chio up pins: --worker-key if given, else
+// the public key of its own manifest key (--manifest-key, or
+// DATA_DIR/keys/manifest.key, created if missing as the registry would).
+func (f *edgeFlags) upWorkerKey(keysDir string) (string, error) {
+	if f.workerKey != "" {
+		return workerPublicKey(f.workerKey)
+	}
+	path := f.manifestKey
+	if path == "" {
+		path = filepath.Join(keysDir, manifestKeyFile)
+	}
+	key, err := loadOrCreateKey(path)
+	if err != nil {
+		return "", fmt.Errorf("--workers: manifest key: %w", err)
+	}
+	return schemas.EncodePublicKey(key.Public().(ed25519.PublicKey)), nil
+}
+
+// readWorkerManifestKey reads chio worker's --manifest-key; unlike an
+// edge's, it is not created when missing: a mistyped path would otherwise
+// sign with a new key every edge rejects.
+func readWorkerManifestKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("--manifest-key: %w", err))
+	}
+	key, err := schemas.ParsePrivateKey(string(b))
+	if err != nil {
+		return nil, usageError(fmt.Errorf("--manifest-key %s: %w", path, err))
+	}
+	return key, nil
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // An edge started with --workers calls the demo tool on a chio worker: the
@@ -18,9 +19,16 @@ import (
 func TestWorkerBehindEdge(t *testing.T) {
 	up := startUp(t)
 	_, stopWorker := startCommand(t, regexp.MustCompile(`chio worker: serving hello-a2a-srv \(1 tools\)`),
-		"worker", "--demo", "--nats", up.natsURL, "--name", "w1")
+		"worker", "--demo", "--nats", up.natsURL, "--name", "w1", "--manifest-key", filepath.Join(up.dir, "keys", manifestKeyFile))
 	edge := startEdgeA2A(t, "--nats", up.natsURL, "--workers", "--edge-id", "edge-workers",
-		"--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile))
+		"--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile), "--worker-key", filepath.Join(up.dir, "keys", manifestPubFile))
+	// An edge with --workers pins the key workers sign with, or does not start.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := chio(ctx, "edge", "a2a", "--nats", up.natsURL, "--listen", "127.0.0.1:0", "--workers",
+		"--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile)); err == nil || !strings.Contains(err.Error(), "--worker-key") {
+		t.Fatalf("edge --workers without --worker-key: %v", err)
+	}
 	tok, err := os.ReadFile(filepath.Join(up.dir, "dev-capability.token"))
 	if err != nil {
 		t.Fatal(err)
@@ -63,8 +71,8 @@ func TestWorkerBehindEdge(t *testing.T) {
 	}
 }
 
-// chio up --workers needs a NATS address workers can reach, and chio worker
-// needs a tool server to serve.
+// chio up --workers needs a NATS address workers can reach, an edge with
+// --workers a key to pin, and chio worker a tool server and a manifest key.
 func TestWorkerUsage(t *testing.T) {
 	cases := []struct {
 		args []string
@@ -72,6 +80,8 @@ func TestWorkerUsage(t *testing.T) {
 	}{
 		{[]string{"up", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", "none", "--workers"}, "--workers needs a NATS address"},
 		{[]string{"worker", "--nats", "nats://127.0.0.1:1"}, "no tool server"},
+		{[]string{"worker", "--demo", "--nats", "nats://127.0.0.1:1"}, "--manifest-key is required"},
+		{[]string{"worker", "--demo", "--nats", "nats://127.0.0.1:1", "--manifest-key", filepath.Join(t.TempDir(), "missing.key")}, "--manifest-key"},
 	}
 	for _, tc := range cases {
 		if _, err := chio(context.Background(), tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {

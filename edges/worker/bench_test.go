@@ -19,13 +19,13 @@ import (
 func BenchmarkInvoke(b *testing.B) {
 	ns, _, _ := natstest.Start(b)
 	wnc, _ := natstest.Connect(b, ns)
-	w, err := Serve(wnc, []tools.Server{hello.New()}, WithWorkerLogger(quiet()))
+	w, err := Serve(wnc, []tools.Server{hello.New()}, WithWorkerLogger(quiet()), WithManifestKey(workerKey()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = w.Stop() })
 	nc, _ := natstest.Connect(b, ns)
-	remotes, err := Discover(context.Background(), nc, WithLogger(quiet()))
+	remotes, err := Discover(context.Background(), nc, WithLogger(quiet()), trusted())
 	if err != nil || len(remotes) != 1 {
 		b.Fatalf("discover: %v, %d servers", err, len(remotes))
 	}

@@ -14,9 +14,24 @@
 // the SHA-256 of its canonical manifest, so `$SRV.INFO.chio-tools` lists
 // what every replica serves.
 //
-// An edge finds the servers with Discover (a `$SRV.INFO` request whose
-// replies are gathered for a short window), fetches each manifest once and
-// registers a Remote per server. Remote.Invoke is one request/reply on the
+// The manifest endpoint answers the server's chio.signed_manifest.v1,
+// signed with the worker's key (WithManifestKey, required). An edge finds
+// the servers with Discover (a `$SRV.INFO` request whose replies are
+// gathered for a short window), fetches each signed manifest once,
+// concurrently and within WithManifestTimeout, and keeps a server only if
+// its manifest verifies under the key the edge pins (WithWorkerKey,
+// required): anyone who can answer $SRV.INFO could otherwise publish any
+// server id and manifest (deny_by_default, exposure, hints) for the edge
+// to sign and serve. A server that does not verify, does not answer in
+// time, or whose id the edge already holds is logged and skipped; the
+// others are still registered. Register adds a Remote per new server.
+//
+// Security: the signature authenticates manifests, not the subjects.
+// NATS permissions must restrict publishing and subscribing on
+// `chio.tools.>` and `$SRV.>` to edges and workers, as CHIO_EVENTS
+// already must be: whoever can publish to a worker's invoke subject runs
+// its tools without the kernel, and whoever can subscribe to it (joining
+// the queue group) or answer $SRV.INFO can take calls meant for a worker. Remote.Invoke is one request/reply on the
 // invoke subject, answered by whichever replica the queue group picks; the
 // request names the manifest hash it was discovered with, and a replica
 // serving another manifest refuses it without running it.
@@ -28,6 +43,19 @@
 // tools.ErrOutcomeUnknown, because the tool may have acted: the ledger
 // closes the call incomplete. An answer is bounded (WithMaxAnswerBytes)
 // and read with strictjson.
+//
+// Stopping a worker (Stop) refuses, unrun, the calls still arriving
+// during the drain (ErrRefused: failed, not run), lets the calls running
+// answer for at most WithDrainTimeout, then cancels them. An answer that
+// would exceed the connection's max_payload, gathered stream chunks
+// included, is not sent: the worker answers at once with an error the
+// edge reads as ErrBadAnswer (the tool ran; the call is failed).
+//
+// A worker serves the manifest it was started with. A call to a tool
+// whose definition changed upstream since Serve (an MCP server's
+// tools/list_changed) or that is gone is refused unrun, since the edge
+// governs it by the old definition; restart the worker (and the edges,
+// which keep the manifest they registered) to take the new one.
 //
 // A call whose answer does not come waits for its context's deadline or
 // WithCallTimeout, whichever is first: NATS does not tell a requester

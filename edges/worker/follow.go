@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,34 +15,32 @@ const DefaultFollowEvery = 10 * time.Second
 
 // Register discovers the tool servers workers serve on nc and registers a
 // Remote for each on reg, skipping (and returning in skipped) those whose
-// id reg already holds. It returns the Remotes it registered.
+// id reg already holds. A server reg refuses is logged and skipped, so
+// one bad worker does not keep the others out. It returns the Remotes it
+// registered; err is a failed discovery only.
 func Register(ctx context.Context, nc *nats.Conn, reg *tools.Registry, opts ...Option) (added []*Remote, skipped []string, err error) {
+	o := newOptions(opts)
 	remotes, err := Discover(ctx, nc, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
+	held := map[string]bool{}
+	for _, in := range reg.Servers() {
+		held[in.ServerID] = true
+	}
 	for _, r := range remotes {
-		if registered(reg, r) {
+		if held[r.ServerID()] {
 			skipped = append(skipped, r.ServerID())
 			continue
 		}
 		if err := reg.Register(r); err != nil {
-			return added, skipped, fmt.Errorf("register worker server %q: %w", r.ServerID(), err)
+			o.log.Warn("worker: tool server not registered", "server", r.ServerID(), "err", err)
+			skipped = append(skipped, r.ServerID())
+			continue
 		}
 		added = append(added, r)
 	}
 	return added, skipped, nil
-}
-
-// registered reports whether reg holds a server of r's id (one of its
-// tools).
-func registered(reg *tools.Registry, r *Remote) bool {
-	for _, name := range r.ToolNames() {
-		if _, ok := reg.Tool(r.ServerID(), name); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // Follow runs Register every interval until ctx ends, so tool servers

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,12 +27,17 @@ const (
 	DefaultMaxAnswerBytes = 8 << 20
 	// DefaultDiscoveryWindow is how long Discover gathers $SRV.INFO replies.
 	DefaultDiscoveryWindow = 500 * time.Millisecond
+	// DefaultManifestTimeout bounds one manifest fetch during discovery:
+	// a slow or silent server is skipped, not waited on.
+	DefaultManifestTimeout = 5 * time.Second
 )
 
 type remoteOptions struct {
 	timeout   time.Duration
+	fetch     time.Duration
 	maxAnswer int
 	window    time.Duration
+	key       string
 	log       *slog.Logger
 }
 
@@ -49,11 +55,23 @@ func WithMaxAnswerBytes(n int) Option { return func(o *remoteOptions) { o.maxAns
 // DefaultDiscoveryWindow).
 func WithDiscoveryWindow(d time.Duration) Option { return func(o *remoteOptions) { o.window = d } }
 
+// WithManifestTimeout bounds each manifest fetch of Discover (default
+// DefaultManifestTimeout).
+func WithManifestTimeout(d time.Duration) Option { return func(o *remoteOptions) { o.fetch = d } }
+
+// WithWorkerKey pins the Ed25519 public key (wire form, 64 hex) workers
+// sign their manifests with: Discover keeps only servers whose
+// chio.signed_manifest.v1 verifies under it. Discover requires it, since
+// anyone who can answer $SRV.INFO could otherwise name any server id and
+// manifest (deny_by_default, exposure, hints) for the edge to serve.
+func WithWorkerKey(publicKey string) Option { return func(o *remoteOptions) { o.key = publicKey } }
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *remoteOptions) { o.log = l } }
 
 func newOptions(opts []Option) remoteOptions {
-	o := remoteOptions{timeout: DefaultCallTimeout, maxAnswer: DefaultMaxAnswerBytes, window: DefaultDiscoveryWindow, log: slog.Default()}
+	o := remoteOptions{timeout: DefaultCallTimeout, fetch: DefaultManifestTimeout, maxAnswer: DefaultMaxAnswerBytes,
+		window: DefaultDiscoveryWindow, log: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -201,7 +219,9 @@ func remoteError(name, code, text string) error {
 		return fmt.Errorf("invoke %s: %w: %s", name, tools.ErrCanceled, text)
 	case codeUnknownTool:
 		return fmt.Errorf("invoke %s: %w: %w: %s", name, ErrRefused, tools.ErrUnknownTool, text)
-	case codeBadRequest, codeManifestMismatch:
+	case codeTooLarge:
+		return fmt.Errorf("invoke %s: %w: %s", name, ErrBadAnswer, text)
+	case codeBadRequest, codeManifestMismatch, codeStopping, codeChanged:
 		return fmt.Errorf("invoke %s: %w: %s", name, ErrRefused, text)
 	default:
 		return fmt.Errorf("invoke %s: %w: %s", name, ErrRemoteTool, text)
@@ -230,11 +250,18 @@ func (r *Remote) publishCancel(id string) {
 
 // Discover asks every worker on nc what it serves ($SRV.INFO), gathering
 // replies for the discovery window, and returns a Remote per tool server,
-// by server id, its manifest fetched from one replica. Replicas that
-// serve another manifest of a server are logged: a call they pick is
-// refused unrun (ErrRefused), so they should be replaced.
+// by server id, its signed manifest fetched from one replica and verified
+// under the pinned key (WithWorkerKey). A server whose manifest cannot be
+// fetched in time or does not verify is logged and skipped: one bad
+// worker does not hide the others. Replicas that serve another manifest
+// of a server are logged: a call they pick is refused unrun (ErrRefused),
+// so they should be replaced. Only the $SRV.INFO request itself, or a
+// missing key, fails Discover.
 func Discover(ctx context.Context, nc *nats.Conn, opts ...Option) ([]*Remote, error) {
 	o := newOptions(opts)
+	if _, err := schemas.ParsePublicKey(o.key); err != nil {
+		return nil, fmt.Errorf("discover workers: worker key: %w", err)
+	}
 	infos, err := infos(ctx, nc, o)
 	if err != nil {
 		return nil, err
@@ -255,19 +282,35 @@ func Discover(ctx context.Context, nc *nats.Conn, opts ...Option) ([]*Remote, er
 			}
 		}
 	}
+	// Fetched concurrently, each bounded: discovery takes about one
+	// fetch timeout at worst, however many servers are silent.
+	found := make([]*Remote, len(order))
+	var wg sync.WaitGroup
+	for i, id := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := fetchManifest(ctx, nc, id, o)
+			if err == nil {
+				found[i], err = NewRemote(nc, m, opts...)
+			}
+			if err != nil {
+				o.log.Warn("worker: tool server skipped", "server", id, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("discover workers: %w", err)
+	}
 	var out []*Remote
-	for _, id := range order {
-		m, err := fetchManifest(ctx, nc, id, o)
-		if err != nil {
-			return nil, err
+	for _, r := range found {
+		if r == nil {
+			continue
 		}
-		r, err := NewRemote(nc, m, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("discover %q: %w", id, err)
-		}
-		if len(hashes[id]) > 1 {
+		if len(hashes[r.ServerID()]) > 1 {
 			o.log.Warn("worker: replicas serve different manifests; calls reaching the others are refused",
-				"server", id, "manifest_sha256", r.hash, "served", hashes[id])
+				"server", r.ServerID(), "manifest_sha256", r.hash, "served", hashes[r.ServerID()])
 		}
 		out = append(out, r)
 	}
@@ -316,9 +359,10 @@ func infos(ctx context.Context, nc *nats.Conn, o remoteOptions) ([]micro.Info, e
 	}
 }
 
-// fetchManifest asks one replica for server id's manifest.
+// fetchManifest asks one replica for server id's signed manifest and
+// verifies it under the pinned key.
 func fetchManifest(ctx context.Context, nc *nats.Conn, id string, o remoteOptions) (*schemas.ToolManifest, error) {
-	rctx, cancel := context.WithTimeout(ctx, o.timeout)
+	rctx, cancel := context.WithTimeout(ctx, o.fetch)
 	defer cancel()
 	msg, err := nc.RequestWithContext(rctx, subject(id, roleManifest), nil)
 	if err != nil {
@@ -327,12 +371,24 @@ func fetchManifest(ctx context.Context, nc *nats.Conn, id string, o remoteOption
 	if len(msg.Data) > o.maxAnswer {
 		return nil, fmt.Errorf("discover %q: manifest: %w: larger than %d bytes", id, ErrBadAnswer, o.maxAnswer)
 	}
-	m, err := schemas.ParseManifest(msg.Data)
+	signed, err := schemas.ParseSignedManifest(msg.Data)
+	if err != nil {
+		return nil, fmt.Errorf("discover %q: %w", id, err)
+	}
+	if err := signed.Verify(o.key); err != nil {
+		return nil, fmt.Errorf("discover %q: not signed by the worker key: %w", id, err)
+	}
+	m, err := schemas.ParseManifest(signed.Manifest)
 	if err != nil {
 		return nil, fmt.Errorf("discover %q: %w", id, err)
 	}
 	if m.ServerID != id {
 		return nil, fmt.Errorf("discover %q: %w: the manifest names server %q", id, ErrBadAnswer, m.ServerID)
+	}
+	// The calls name the hash of the decoded manifest: it must be the
+	// one signed.
+	if h, err := ManifestHash(m); err != nil || h != signed.ManifestHash {
+		return nil, fmt.Errorf("discover %q: %w: the manifest does not re-encode to its signed hash", id, ErrBadAnswer)
 	}
 	return m, nil
 }

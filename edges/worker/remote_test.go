@@ -122,7 +122,7 @@ func TestRefusedUnrun(t *testing.T) {
 	w, _ := startWorker(t, ns, hello.New())
 	nc, _ := natstest.Connect(t, ns)
 	ctx := context.Background()
-	remotes, err := Discover(ctx, nc, WithLogger(quiet()))
+	remotes, err := Discover(ctx, nc, WithLogger(quiet()), trusted())
 	if err != nil || len(remotes) != 1 {
 		t.Fatalf("discover: %v, %d servers", err, len(remotes))
 	}
@@ -152,7 +152,7 @@ func TestStreamAndCancel(t *testing.T) {
 	startWorker(t, ns, gate)
 	nc, _ := natstest.Connect(t, ns)
 	ctx := context.Background()
-	remotes, err := Discover(ctx, nc, WithLogger(quiet()))
+	remotes, err := Discover(ctx, nc, WithLogger(quiet()), trusted())
 	if err != nil || len(remotes) != 1 {
 		t.Fatalf("discover: %v, %d servers", err, len(remotes))
 	}
@@ -194,20 +194,20 @@ func TestRegisterLateWorker(t *testing.T) {
 	nc, _ := natstest.Connect(t, ns)
 	ctx := context.Background()
 	reg := tools.NewRegistry()
-	added, _, err := Register(ctx, nc, reg, WithLogger(quiet()))
+	added, _, err := Register(ctx, nc, reg, WithLogger(quiet()), trusted())
 	if err != nil || len(added) != 0 {
 		t.Fatalf("no worker: %v, %d", err, len(added))
 	}
 	startWorker(t, ns, hello.New())
 	startWorker(t, ns, hello.New())
-	added, _, err = Register(ctx, nc, reg, WithLogger(quiet()))
+	added, _, err = Register(ctx, nc, reg, WithLogger(quiet()), trusted())
 	if err != nil || len(added) != 1 {
 		t.Fatalf("two replicas of one server: %v, %d registered", err, len(added))
 	}
 	if _, ok := reg.Tool(hello.ServerID, hello.ToolName); !ok {
 		t.Fatal("not registered")
 	}
-	added, skipped, err := Register(ctx, nc, reg, WithLogger(quiet()))
+	added, skipped, err := Register(ctx, nc, reg, WithLogger(quiet()), trusted())
 	if err != nil || len(added) != 0 || len(skipped) != 1 {
 		t.Fatalf("again: %v, added %d, skipped %v", err, len(added), skipped)
 	}
@@ -220,7 +220,7 @@ func TestManifestHashAgrees(t *testing.T) {
 	startWorker(t, ns, hello.New())
 	nc, _ := natstest.Connect(t, ns)
 	reg := tools.NewRegistry()
-	added, _, err := Register(context.Background(), nc, reg, WithLogger(quiet()))
+	added, _, err := Register(context.Background(), nc, reg, WithLogger(quiet()), trusted())
 	if err != nil || len(added) != 1 {
 		t.Fatalf("register: %v, %d", err, len(added))
 	}

@@ -2,17 +2,20 @@ package worker
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
@@ -23,9 +26,18 @@ const DefaultConcurrency = 64
 // MaxRequestBytes bounds an invoke request a worker reads.
 const MaxRequestBytes = 8 << 20
 
+// DefaultDrainTimeout bounds how long Stop waits for the calls running.
+const DefaultDrainTimeout = 10 * time.Second
+
+// answerHeadroom is left, under the connection's max_payload, for the
+// headers of an answer.
+const answerHeadroom = 4 << 10
+
 type workerOptions struct {
 	name        string
 	concurrency int
+	drain       time.Duration
+	key         ed25519.PrivateKey
 	log         *slog.Logger
 }
 
@@ -39,25 +51,48 @@ func WithName(name string) WorkerOption { return func(o *workerOptions) { o.name
 // WithConcurrency bounds the calls run at once (default DefaultConcurrency).
 func WithConcurrency(n int) WorkerOption { return func(o *workerOptions) { o.concurrency = n } }
 
+// WithManifestKey is the Ed25519 key that signs each served manifest as
+// chio.signed_manifest.v1; edges register a server only if its manifest
+// verifies under the key they pin. Serve requires it.
+func WithManifestKey(key ed25519.PrivateKey) WorkerOption {
+	return func(o *workerOptions) { o.key = key }
+}
+
+// WithDrainTimeout bounds how long Stop waits for the calls running
+// (default DefaultDrainTimeout).
+func WithDrainTimeout(d time.Duration) WorkerOption { return func(o *workerOptions) { o.drain = d } }
+
 // WithWorkerLogger sets the logger (default slog.Default()).
 func WithWorkerLogger(l *slog.Logger) WorkerOption { return func(o *workerOptions) { o.log = l } }
 
 // Worker serves tool servers on a NATS connection as one micro service.
 type Worker struct {
-	svc    micro.Service
-	log    *slog.Logger
-	sem    chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	calls  sync.WaitGroup
-	served atomic.Int64
-	byID   map[string]*served
+	svc      micro.Service
+	nc       *nats.Conn
+	log      *slog.Logger
+	drain    time.Duration
+	sem      chan struct{}
+	ctx      context.Context
+	cancel   context.CancelFunc
+	served   atomic.Int64
+	byID     map[string]*served
+	stopOnce sync.Once
+	stopErr  error
+
+	// mu guards stopping and calls.Add: no call is added once Stop has
+	// begun, so calls.Wait never races an Add.
+	mu       sync.Mutex
+	stopping bool
+	calls    sync.WaitGroup
 }
 
-// served is one tool server and its manifest's hash.
+// served is one tool server, its manifest's hash and the definitions of
+// its tools at Serve (a call to a tool redefined since is refused).
 type served struct {
-	srv  tools.Server
-	hash string
+	srv    tools.Server
+	hash   string
+	signed []byte
+	tools  map[string][]byte
 }
 
 // Serve registers the servers on nc and serves their calls until Stop.
@@ -73,17 +108,32 @@ func Serve(nc *nats.Conn, servers []tools.Server, opts ...WorkerOption) (*Worker
 	if o.concurrency < 1 {
 		return nil, fmt.Errorf("serve tools: concurrency %d: want at least 1", o.concurrency)
 	}
+	if o.key == nil {
+		return nil, errors.New("serve tools: no manifest key: edges register only manifests signed by the key they pin")
+	}
+	if o.drain <= 0 {
+		o.drain = DefaultDrainTimeout
+	}
 	check := tools.NewRegistry()
-	w := &Worker{log: o.log, sem: make(chan struct{}, o.concurrency), byID: map[string]*served{}}
+	w := &Worker{nc: nc, log: o.log, drain: o.drain, sem: make(chan struct{}, o.concurrency), byID: map[string]*served{}}
 	for _, s := range servers {
 		if err := check.Register(s); err != nil {
 			return nil, fmt.Errorf("serve tools: %w", err)
 		}
-		h, err := ManifestHash(s.Manifest())
+		m := s.Manifest()
+		signed, err := schemas.SignManifest(o.key, m)
 		if err != nil {
 			return nil, fmt.Errorf("serve tools: %w", err)
 		}
-		w.byID[s.ServerID()] = &served{srv: s, hash: h}
+		raw, err := json.Marshal(signed)
+		if err != nil {
+			return nil, fmt.Errorf("serve tools: encode signed manifest of %q: %w", m.ServerID, err)
+		}
+		defs, err := toolDefs(m)
+		if err != nil {
+			return nil, fmt.Errorf("serve tools: %w", err)
+		}
+		w.byID[s.ServerID()] = &served{srv: s, hash: signed.ManifestHash, signed: raw, tools: defs}
 	}
 	meta := map[string]string{}
 	if o.name != "" {
@@ -118,10 +168,7 @@ func (w *Worker) addEndpoints(id string, s *served) error {
 	meta := func(role string) micro.EndpointOpt {
 		return micro.WithEndpointMetadata(map[string]string{metaServerID: id, metaManifest: s.hash, metaRole: role})
 	}
-	manifest, err := json.Marshal(s.srv.Manifest())
-	if err != nil {
-		return fmt.Errorf("encode manifest: %w", err)
-	}
+	manifest := s.signed
 	if err := w.svc.AddEndpoint(roleInvoke+"-"+key, micro.HandlerFunc(w.invoke),
 		micro.WithEndpointSubject(subject(id, roleInvoke)), meta(roleInvoke)); err != nil {
 		return fmt.Errorf("add invoke endpoint: %w", err)
@@ -144,27 +191,73 @@ func (w *Worker) Served() int64 { return w.served.Load() }
 // Info is the worker's micro service info.
 func (w *Worker) Info() micro.Info { return w.svc.Info() }
 
-// Stop stops taking calls, lets the calls running finish and answer, and
-// then returns; the connection stays the caller's to close.
+// Stop stops taking calls (those still arriving are refused unrun), lets
+// the calls running finish and answer for at most the drain timeout, then
+// cancels the rest and returns; the connection stays the caller's to
+// close. Stop may be called more than once.
 func (w *Worker) Stop() error {
-	err := w.svc.Stop()
-	w.calls.Wait()
-	w.cancel()
-	if err != nil {
-		return fmt.Errorf("stop worker: %w", err)
-	}
-	return nil
+	w.stopOnce.Do(func() {
+		w.mu.Lock()
+		w.stopping = true
+		w.mu.Unlock()
+		err := w.svc.Stop()
+		done := make(chan struct{})
+		go func() { w.calls.Wait(); close(done) }()
+		t := time.NewTimer(w.drain)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			w.log.Warn("worker: calls still running at the drain timeout are cancelled", "drain", w.drain)
+		}
+		w.cancel()
+		if err != nil {
+			w.stopErr = fmt.Errorf("stop worker: %w", err)
+		}
+	})
+	return w.stopErr
 }
 
 // invoke runs on the subscription's goroutine: it takes a slot and runs
 // the call on its own goroutine, so calls run concurrently up to the bound.
 func (w *Worker) invoke(r micro.Request) {
+	if !w.admit() {
+		w.refuse(r, codeStopping, "this worker is stopping; the call did not run")
+		return
+	}
 	w.sem <- struct{}{}
-	w.calls.Add(1)
 	go func() {
 		defer func() { <-w.sem; w.calls.Done() }()
+		// A call that waited for a slot while Stop began is refused, not
+		// run with a context about to be cancelled.
+		if w.isStopping() {
+			w.refuse(r, codeStopping, "this worker is stopping; the call did not run")
+			return
+		}
 		w.run(r)
 	}()
+}
+
+// admit counts a call in unless Stop has begun.
+func (w *Worker) admit() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopping {
+		return false
+	}
+	w.calls.Add(1)
+	return true
+}
+
+func (w *Worker) isStopping() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stopping
+}
+
+// maxAnswer is the largest answer body the connection can send.
+func (w *Worker) maxAnswer() int {
+	return int(w.nc.MaxPayload()) - answerHeadroom
 }
 
 func (w *Worker) run(r micro.Request) {
@@ -186,6 +279,10 @@ func (w *Worker) run(r micro.Request) {
 		w.refuse(r, codeManifestMismatch, fmt.Sprintf("this worker serves manifest %s of %q, the call names %s", s.hash, req.ServerID, req.ManifestSHA256))
 		return
 	}
+	if err := s.unchanged(req.Tool); err != nil {
+		w.refuse(r, codeChanged, err.Error())
+		return
+	}
 	inv := tools.Invocation{ID: req.ID, ServerID: req.ServerID, ToolName: req.Tool, Arguments: req.Arguments, Governance: req.Governance.tools()}
 	var a answer
 	var err error
@@ -196,7 +293,13 @@ func (w *Worker) run(r micro.Request) {
 			}
 		}()
 		if req.Stream {
+			// Chunks are gathered into one answer, so they are bounded
+			// by what one NATS message can carry.
+			size, limit := 0, w.maxAnswer()
 			err = s.srv.InvokeStream(w.ctx, inv, func(c tools.Chunk) error {
+				if size += len(c.Data) + 32; size > limit {
+					return errTooLarge
+				}
 				a.Chunks = append(a.Chunks, chunk{Data: c.Data, Last: c.Last})
 				return nil
 			})
@@ -208,6 +311,9 @@ func (w *Worker) run(r micro.Request) {
 	if err != nil {
 		code := codeFailed
 		switch {
+		case errors.Is(err, errTooLarge):
+			code = codeTooLarge
+			err = fmt.Errorf("the streamed chunks exceed %d bytes, the NATS max_payload less headers", w.maxAnswer())
 		case errors.Is(err, tools.ErrOutcomeUnknown):
 			code = codeOutcomeUnknown
 		case errors.Is(err, tools.ErrCanceled) || errors.Is(err, context.Canceled):
@@ -221,6 +327,11 @@ func (w *Worker) run(r micro.Request) {
 	raw, err := json.Marshal(a)
 	if err != nil {
 		w.refuse(r, codeFailed, "encode answer: "+err.Error())
+		return
+	}
+	if len(raw) > w.maxAnswer() {
+		// Sending it would fail with the requester left to time out.
+		w.refuse(r, codeTooLarge, fmt.Sprintf("the answer is %d bytes, more than the NATS max_payload less headers (%d)", len(raw), w.maxAnswer()))
 		return
 	}
 	if err := r.Respond(raw); err != nil {
@@ -244,4 +355,46 @@ func (w *Worker) cancelCall(s *served, r micro.Request) {
 	if err := s.srv.Cancel(w.ctx, c.ID); err != nil && !errors.Is(err, tools.ErrNotRunning) {
 		w.log.Warn("worker: cancel", "server", s.srv.ServerID(), "id", c.ID, "err", err)
 	}
+}
+
+// errTooLarge stops a stream whose gathered chunks would not fit one answer.
+var errTooLarge = errors.New("answer too large")
+
+// toolDefs is the canonical JSON of each tool of m, by name.
+func toolDefs(m *schemas.ToolManifest) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(m.Tools))
+	for _, t := range m.Tools {
+		raw, err := schemas.Canonical(t)
+		if err != nil {
+			return nil, fmt.Errorf("tool definition %s/%s: %w", m.ServerID, t.Name, err)
+		}
+		out[t.Name] = raw
+	}
+	return out, nil
+}
+
+// unchanged checks that tool is defined now as it was at Serve: the edge
+// governs a call by the manifest it registered, so a tool whose upstream
+// definition changed (an MCP server's tools/list) is not run under the
+// old one. A server's Manifest is its live list (an MCP bridge follows
+// list_changed).
+func (s *served) unchanged(tool string) error {
+	m := s.srv.Manifest()
+	if m == nil {
+		return fmt.Errorf("tool %s/%s: the server has no manifest now", s.srv.ServerID(), tool)
+	}
+	for _, t := range m.Tools {
+		if t.Name != tool {
+			continue
+		}
+		raw, err := schemas.Canonical(t)
+		if err != nil {
+			return fmt.Errorf("tool %s/%s: definition: %w", m.ServerID, tool, err)
+		}
+		if string(raw) != string(s.tools[tool]) {
+			return fmt.Errorf("tool %s/%s changed upstream since this worker started; restart it to serve the new definition", m.ServerID, tool)
+		}
+		return nil
+	}
+	return fmt.Errorf("tool %s/%s is no longer listed upstream; restart the worker", m.ServerID, tool)
 }

@@ -38,7 +38,7 @@ type edge struct {
 func startWorker(t testing.TB, ns *natsembed.Server, servers ...tools.Server) (*Worker, *nats.Conn) {
 	t.Helper()
 	nc, _ := natstest.Connect(t, ns)
-	w, err := Serve(nc, servers, WithWorkerLogger(quiet()))
+	w, err := Serve(nc, servers, WithWorkerLogger(quiet()), WithManifestKey(workerKey()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func startWorker(t testing.TB, ns *natsembed.Server, servers ...tools.Server) (*
 func newEdge(t testing.TB, ns *natsembed.Server, js jetstream.JetStream, server string, opts ...Option) *edge {
 	t.Helper()
 	nc, _ := natstest.Connect(t, ns)
-	remotes, err := Discover(context.Background(), nc, append([]Option{WithLogger(quiet())}, opts...)...)
+	remotes, err := Discover(context.Background(), nc, append([]Option{WithLogger(quiet()), trusted()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
