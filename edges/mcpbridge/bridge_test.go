@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -260,6 +261,36 @@ func TestCredentialsRedacted(t *testing.T) {
 	}
 	if bytes.Contains(out, []byte(secret)) || !bytes.Contains(out, []byte("MCPBRIDGE_SECRET=[REDACTED]")) {
 		t.Fatalf("output %s", out)
+	}
+}
+
+// The values of the URL's query string are the operator's credentials
+// too: an answer echoing one has it redacted, raw or decoded.
+func TestQueryCredentialsRedacted(t *testing.T) {
+	hs := httptest.NewServer(mcpbridgetest.NewHandler())
+	t.Cleanup(hs.Close)
+	for _, tc := range []struct {
+		name, query, echoed string
+	}{
+		{"plain value", "key=" + secret, secret},
+		{"escaped value, echoed decoded", "v=1&key=" + url.QueryEscape(secret+"/+x"), secret + "/+x"},
+		{"escaped value, echoed raw", "key=" + url.QueryEscape(secret+"/x"), url.QueryEscape(secret + "/x")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(context.Background(), "files", Upstream{URL: hs.URL + "?" + tc.query}, fast)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			args, _ := json.Marshal(map[string]string{"text": "key is " + tc.echoed})
+			out, err := s.Invoke(context.Background(), invocation("echo", string(args)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(out, []byte(secret)) || !bytes.Contains(out, []byte("[REDACTED]")) {
+				t.Fatalf("output %s", out)
+			}
+		})
 	}
 }
 

@@ -28,6 +28,11 @@ import (
 // MaxAnswerBytes is the default bound on one message of the upstream.
 const MaxAnswerBytes = 4 << 20
 
+// upstreamTimeout bounds a restart's connect and a relisting of the
+// tools, so an upstream that stops answering cannot stall the supervisor
+// (and with it further restarts and Close).
+const upstreamTimeout = 30 * time.Second
+
 // Sentinel errors; callers test them with errors.Is.
 var (
 	// ErrServerDown: the upstream is not running (it died and is being
@@ -53,6 +58,9 @@ type Upstream struct {
 	// operator's credentials, redacted from everything relayed.
 	Env []string
 	// URL is the streamable HTTP endpoint (http or https, no user info).
+	// A query string is allowed (some servers take a key as ?key=), and
+	// its values are treated as credentials: redacted from everything
+	// relayed, as Headers are.
 	URL string
 	// Headers are sent on every HTTP request (credentials), redacted from
 	// everything relayed. Redirects are not followed, so they never reach
@@ -161,19 +169,7 @@ func New(ctx context.Context, serverID string, up Upstream, opts ...Option) (*Se
 	if err := checkUpstream(up); err != nil {
 		return nil, fmt.Errorf("new mcp bridge %s: %w", serverID, err)
 	}
-	var secrets []string
-	for _, kv := range up.Env {
-		if _, v, ok := strings.Cut(kv, "="); ok {
-			secrets = append(secrets, v)
-		}
-	}
-	red := redact.FromHeader(up.Headers)
-	if len(secrets) > 0 {
-		for _, vs := range up.Headers {
-			secrets = append(secrets, vs...)
-		}
-		red = redact.New(secrets...)
-	}
+	red := redact.New(upstreamSecrets(up)...)
 	s := &Server{id: serverID, up: up, opts: o, env: childEnv(up.Env), flt: &filter{max: o.max, redactor: red, log: o.log.With("server_id", serverID)},
 		progress: map[string]chan *mcp.ProgressNotificationParams{}, upCh: make(chan struct{}), changed: make(chan struct{}, 1), done: make(chan struct{})}
 	sess, ts, err := s.connect(ctx)
@@ -219,6 +215,31 @@ func checkUpstream(up Upstream) error {
 		return nil
 	}
 	return errors.New("a command or a URL is required")
+}
+
+// upstreamSecrets is what the operator gives the upstream and an answer
+// or an error must not echo: Env values, header values and the values of
+// the URL's query string (raw and decoded, as either may be echoed).
+func upstreamSecrets(up Upstream) []string {
+	var secrets []string
+	for _, kv := range up.Env {
+		if _, v, ok := strings.Cut(kv, "="); ok {
+			secrets = append(secrets, v)
+		}
+	}
+	for _, vs := range up.Headers {
+		secrets = append(secrets, vs...)
+	}
+	if u, err := url.Parse(up.URL); err == nil && u.RawQuery != "" {
+		for _, pair := range strings.Split(u.RawQuery, "&") {
+			_, raw, _ := strings.Cut(pair, "=")
+			secrets = append(secrets, raw)
+			if v, err := url.QueryUnescape(raw); err == nil && v != raw {
+				secrets = append(secrets, v)
+			}
+		}
+	}
+	return secrets
 }
 
 // childEnv is the minimal environment a command runs with, plus extra.
@@ -276,6 +297,7 @@ func (s *Server) connect(ctx context.Context) (*session, []*mcp.Tool, error) {
 	if len(s.up.Command) > 0 {
 		cmd := exec.Command(s.up.Command[0], s.up.Command[1:]...)
 		cmd.Env = s.env
+		ownGroup(cmd)
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			return nil, nil, fmt.Errorf("start %s: %w", s.up.Command[0], err)
@@ -413,7 +435,9 @@ func (s *Server) supervise(ctx context.Context) {
 					s.down(sess, errors.New("the bridge is closing"))
 					return
 				case <-s.changed:
-					ts, err := s.list(ctx, sess.cs)
+					lctx, cancel := context.WithTimeout(ctx, upstreamTimeout)
+					ts, err := s.list(lctx, sess.cs)
+					cancel()
 					if err != nil {
 						s.opts.log.Warn("mcpbridge: relisting tools failed", "server_id", s.id, "err", err)
 						continue
@@ -439,7 +463,9 @@ func (s *Server) supervise(ctx context.Context) {
 		if backoff.Sleep(ctx, s.opts.backoff.Delay(attempt)) != nil {
 			return
 		}
-		next, ts, err := s.connect(ctx)
+		cctx, cancel := context.WithTimeout(ctx, upstreamTimeout)
+		next, ts, err := s.connect(cctx)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -489,6 +515,8 @@ func (s *Server) closeSession(sess *session, reason error) {
 
 // reap ends a command: closing its stdin asks it to exit (the SDK has
 // done so on Close); it is killed if it has not after a grace period.
+// Either way its process group is killed then, so nothing it started
+// (a wrapper's child) outlives it.
 func (s *Server) reap(sess *session) {
 	if sess.proc == nil || sess.proc.Process == nil {
 		return
@@ -498,9 +526,10 @@ func (s *Server) reap(sess *session) {
 	select {
 	case <-exited:
 	case <-time.After(5 * time.Second):
-		_ = sess.proc.Process.Kill()
+		killGroup(sess.proc)
 		<-exited
 	}
+	killGroup(sess.proc)
 }
 
 // relayStderr logs the command's stderr, each line bounded and redacted.
