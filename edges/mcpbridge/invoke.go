@@ -53,7 +53,10 @@ func (s *Server) call(ctx context.Context, inv tools.Invocation, emit func(tools
 	}
 	defer finish()
 	if sess == nil {
-		return nil, fmt.Errorf("invoke %s: %w: %v", td.upstream, ErrServerDown, downErr)
+		if downErr == nil {
+			return nil, fmt.Errorf("invoke %s: %w", td.upstream, ErrServerDown)
+		}
+		return nil, fmt.Errorf("invoke %s: %w: %w", td.upstream, ErrServerDown, downErr)
 	}
 	var args map[string]json.RawMessage
 	if len(inv.Arguments) > 0 {
@@ -179,7 +182,7 @@ func output(td toolDef, res *mcp.CallToolResult) (json.RawMessage, error) {
 		}
 		raw, err := marshal(res.StructuredContent)
 		if err != nil {
-			return nil, fmt.Errorf("%w: structuredContent: %v", ErrBadAnswer, err)
+			return nil, fmt.Errorf("%w: structuredContent: %w", ErrBadAnswer, err)
 		}
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(raw, &obj) != nil || obj == nil {
@@ -195,7 +198,7 @@ func output(td toolDef, res *mcp.CallToolResult) (json.RawMessage, error) {
 		Content []mcp.Content `json:"content"`
 	}{content})
 	if err != nil {
-		return nil, fmt.Errorf("%w: content: %v", ErrBadAnswer, err)
+		return nil, fmt.Errorf("%w: content: %w", ErrBadAnswer, err)
 	}
 	return raw, nil
 }

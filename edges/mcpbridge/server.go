@@ -505,7 +505,7 @@ func (s *Server) lost(sess *session, reason error) {
 // closeSession ends sess; its calls fail with reason.
 func (s *Server) closeSession(sess *session, reason error) {
 	if sess.cancel != nil {
-		sess.cancel(fmt.Errorf("%w: %v", ErrServerGone, reason))
+		sess.cancel(fmt.Errorf("%w: %w", ErrServerGone, reason))
 	}
 	if sess.cs != nil {
 		_ = sess.cs.Close()

@@ -105,6 +105,16 @@ func NewServer(stdio bool) *mcp.Server {
 						Progress: float64(i), Total: float64(in.Steps), Message: fmt.Sprintf("step %d", i)}); err != nil {
 						return nil, EchoOut{}, err
 					}
+					if i == 1 {
+						// The client handles a request only after the
+						// notifications before it, and answers come
+						// apart from both: the ping makes the first
+						// progress arrive before the answer. Later ones
+						// may come after it, as from any server.
+						if err := req.Session.Ping(ctx, nil); err != nil {
+							return nil, EchoOut{}, err
+						}
+					}
 				}
 			}
 			return nil, EchoOut{Text: "done"}, nil
