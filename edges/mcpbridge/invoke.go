@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) call(ctx context.Context, inv tools.Invocation, emit func(tools
 	sess, downErr := s.sess, s.downErr
 	s.mu.RUnlock()
 	if !ok || inv.ServerID != "" && inv.ServerID != s.id {
-		return nil, fmt.Errorf("invoke %s/%s: %w", abbreviate(inv.ServerID), abbreviate(inv.ToolName), tools.ErrUnknownTool)
+		return nil, fmt.Errorf("invoke %s/%s: %w", quoted(inv.ServerID), quoted(inv.ToolName), tools.ErrUnknownTool)
 	}
 	runCtx, finish, err := s.Start(ctx, inv.ID)
 	if err != nil {
@@ -180,7 +181,7 @@ func output(td toolDef, res *mcp.CallToolResult) (json.RawMessage, error) {
 		if res.StructuredContent == nil {
 			return nil, fmt.Errorf("%w: the tool declares an output schema but sent no structuredContent", ErrBadAnswer)
 		}
-		raw, err := marshal(res.StructuredContent)
+		raw, err := schemas.Canonical(res.StructuredContent)
 		if err != nil {
 			return nil, fmt.Errorf("%w: structuredContent: %w", ErrBadAnswer, err)
 		}
@@ -194,7 +195,7 @@ func output(td toolDef, res *mcp.CallToolResult) (json.RawMessage, error) {
 	if content == nil {
 		content = []mcp.Content{}
 	}
-	raw, err := marshal(struct {
+	raw, err := schemas.Canonical(struct {
 		Content []mcp.Content `json:"content"`
 	}{content})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -41,8 +42,9 @@ const (
 	caveatNoProgress   = "progress notifications are delivered as stream chunks only where an edge streams the call"
 )
 
-// contentSchema is the output schema of a tool without one of its own.
-var contentSchema = json.RawMessage(`{"type":"object","properties":{"content":{"type":"array","items":{"type":"object"}}},"required":["content"]}`)
+// contentSchema is the output schema of a tool without one of its own; a
+// constant, so each manifest gets its own bytes.
+const contentSchema = `{"type":"object","properties":{"content":{"type":"array","items":{"type":"object"}}},"required":["content"]}`
 
 // toolDef is one upstream tool as the bridge carries it.
 type toolDef struct {
@@ -63,10 +65,10 @@ func describeTools(ts []*mcp.Tool, expose []string) (defs []toolDef, skipped []s
 		d, err := describeTool(t, expose)
 		switch {
 		case err != nil:
-			skipped = append(skipped, fmt.Sprintf("%s: %v", abbreviate(t.Name), err))
+			skipped = append(skipped, fmt.Sprintf("%s: %v", quoted(t.Name), err))
 			continue
 		case seen[d.def.Name]:
-			skipped = append(skipped, fmt.Sprintf("%s: listed twice", abbreviate(t.Name)))
+			skipped = append(skipped, fmt.Sprintf("%s: listed twice", quoted(t.Name)))
 			continue
 		}
 		seen[d.def.Name] = true
@@ -97,7 +99,7 @@ func describeTool(t *mcp.Tool, expose []string) (toolDef, error) {
 			return toolDef{}, fmt.Errorf("output schema: %w", err)
 		}
 	} else {
-		out = contentSchema
+		out = json.RawMessage(contentSchema)
 	}
 	var readOnly, idempotent bool
 	destructive := true
@@ -112,7 +114,11 @@ func describeTool(t *mcp.Tool, expose []string) (toolDef, error) {
 		}
 	}
 	destructive = destructive && !readOnly
-	md := map[string]json.RawMessage{MetaToolName: jsonString(t.Name)}
+	name, err := schemas.Canonical(t.Name)
+	if err != nil {
+		return toolDef{}, fmt.Errorf("name: %w", err)
+	}
+	md := map[string]json.RawMessage{MetaToolName: name}
 	for _, p := range expose {
 		md[p+".expose"] = json.RawMessage(`true`)
 	}
@@ -164,9 +170,10 @@ func schemaObject(v any) (json.RawMessage, error) {
 		}
 	}
 	if typ, ok := m["type"]; ok && !bytes.Equal(bytes.TrimSpace(typ), []byte(`"object"`)) {
-		return nil, fmt.Errorf("type is %s, not \"object\"", abbreviate(string(typ)))
+		return nil, fmt.Errorf("type is %s, not \"object\"", quoted(string(typ)))
 	}
-	return marshal(m)
+	// Canonical JSON does not escape HTML: "<" in a description stays "<".
+	return schemas.Canonical(m)
 }
 
 // description is the tool's description, else its title, else a default,
@@ -189,27 +196,6 @@ func description(t *mcp.Tool) string {
 	return d
 }
 
-// marshal encodes without HTML escaping, so "<" in a description stays "<".
-func marshal(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-func jsonString(s string) json.RawMessage {
-	raw, _ := marshal(s) // a string always encodes
-	return raw
-}
-
-// abbreviate renders untrusted text for a message: quoted and cut.
-func abbreviate(s string) string {
-	const limit = 64
-	if len(s) > limit {
-		return fmt.Sprintf("%q…", s[:limit])
-	}
-	return fmt.Sprintf("%q", s)
-}
+// quoted renders untrusted text for a message: cut as a decision's text
+// is (schemas.TruncateText), then quoted.
+func quoted(s string) string { return strconv.Quote(schemas.TruncateText(s)) }
