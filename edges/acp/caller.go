@@ -119,7 +119,7 @@ func (e *Edge) refuseCall(ctx context.Context, c *call, dec *kernel.Decision) (s
 	if params(c.params, &p) != nil {
 		return "", nil
 	}
-	b, ok := e.byID[p.CapabilityID]
+	b, ok := e.table().byID[p.CapabilityID]
 	if !ok {
 		return "", nil
 	}
@@ -146,7 +146,7 @@ func (e *Edge) refuseResume(ctx context.Context, c *call, dec *kernel.Decision) 
 	if rerr != nil {
 		return "", nil
 	}
-	b, ok := e.byID[rec.Task.CapabilityID]
+	b, ok := e.table().byID[rec.Task.CapabilityID]
 	if !ok {
 		return "", nil
 	}

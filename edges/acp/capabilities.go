@@ -24,7 +24,7 @@ const (
 // invoke: one it may not is not shown, as on the other edges.
 func (e *Edge) listCapabilities(c *call) any {
 	out := []Capability{}
-	for _, b := range e.caps {
+	for _, b := range e.table().caps {
 		if c.id.Invokes(b.entry) {
 			out = append(out, b.cap)
 		}
@@ -49,7 +49,7 @@ func (e *Edge) requestPermission(c *call) (any, *Error) {
 	answer := func(decision, reason string) (any, *Error) {
 		return map[string]any{"decision": decision, "reason": reason}, nil
 	}
-	b, ok := e.byID[p.CapabilityID]
+	b, ok := e.table().byID[p.CapabilityID]
 	if !ok || !c.id.Invokes(b.entry) {
 		return answer(DecisionDeny, "unknown capability")
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,8 +32,18 @@ type Edge struct {
 	tasks    jetstream.KeyValue
 	opts     options
 	log      *slog.Logger
-	caps     []*binding          // published, registry order
-	byID     map[string]*binding // capability id → binding
+	reg      *tools.Registry
+	// mu serializes rebuilds of cur, the table of the registry's current
+	// exposed tools (see table).
+	mu  sync.Mutex
+	cur atomic.Pointer[capTable]
+}
+
+// capTable is the capability table built from one state of the registry.
+type capTable struct {
+	key  regKey
+	caps []*binding          // published, registry order
+	byID map[string]*binding // capability id → binding
 }
 
 // binding is one published capability and the tool behind it.
@@ -50,7 +62,8 @@ func (b *binding) call(args json.RawMessage) *dpop.Call {
 
 // New builds the edge over a kernel built with kernel.WithRegistry(reg),
 // its dispatcher and the JetStream that holds deferred tasks. The
-// registry must be complete: the capability table is fixed here.
+// capability table follows the registry: a tool registered or replaced
+// later is published on the next request, without a restart.
 func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, js jetstream.JetStream, opts ...Option) (*Edge, error) {
 	if k == nil || reg == nil || d == nil || js == nil {
 		return nil, errors.New("new acp edge: kernel, registry, dispatcher and JetStream are required")
@@ -80,15 +93,16 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, js jetst
 	if err != nil {
 		return nil, fmt.Errorf("new acp edge: tasks bucket: %w", err)
 	}
-	e := &Edge{kernel: k, dispatch: d, tasks: kv, opts: o, log: o.log, byID: map[string]*binding{}}
-	e.bind(reg.Exposed(o.exposure))
+	e := &Edge{kernel: k, dispatch: d, tasks: kv, opts: o, log: o.log, reg: reg}
+	e.table()
 	return e, nil
 }
 
 // bind builds the capability table. A capability id is a bare tool name,
 // so a name two servers expose is withheld rather than silently given to
 // one of them; unsupported fidelity is withheld as the seed requires.
-func (e *Edge) bind(entries []*tools.Entry) {
+func (e *Edge) bind(key regKey, entries []*tools.Entry) *capTable {
+	t := &capTable{key: key, byID: map[string]*binding{}}
 	count := map[string]int{}
 	for _, en := range entries {
 		count[en.Tool.Name]++
@@ -111,15 +125,37 @@ func (e *Edge) bind(entries []*tools.Entry) {
 			ID: name, Name: name, Description: en.Tool.Description, Category: cat,
 			RequiresPermission: e.opts.requirePermission || h.SideEffects, BridgeFidelity: fid,
 		}}
-		e.caps = append(e.caps, b)
-		e.byID[name] = b
+		t.caps = append(t.caps, b)
+		t.byID[name] = b
 	}
+	return t
+}
+
+// table is the capability table of the registry's current exposed tools.
+// It is rebuilt only when a server was registered or replaced since the
+// last build, so a request pays one registry read-lock to learn that.
+func (e *Edge) table() *capTable {
+	if t := e.cur.Load(); t != nil && t.key.matches(e.reg.Servers()) {
+		return t
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// Read the registry again under the lock: a request holding an older
+	// snapshot must not replace a newer table.
+	servers := e.reg.Servers()
+	if t := e.cur.Load(); t != nil && t.key.matches(servers) {
+		return t
+	}
+	t := e.bind(keyOf(servers), e.reg.Exposed(e.opts.exposure))
+	e.cur.Store(t)
+	return t
 }
 
 // Capabilities are every published capability, whoever asks.
 func (e *Edge) Capabilities() []Capability {
-	out := make([]Capability, 0, len(e.caps))
-	for _, b := range e.caps {
+	t := e.table()
+	out := make([]Capability, 0, len(t.caps))
+	for _, b := range t.caps {
 		out = append(out, b.cap)
 	}
 	return out

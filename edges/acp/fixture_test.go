@@ -104,6 +104,7 @@ type fixture struct {
 	url  string
 	js   jetstream.JetStream
 	edge *Edge
+	reg  *tools.Registry
 }
 
 func start(t testing.TB, opts ...Option) *fixture {
@@ -142,7 +143,7 @@ func startWith(t testing.TB, srv *testServer, opts ...Option) *fixture {
 	e.Register(ec)
 	hs := httptest.NewServer(ec)
 	t.Cleanup(hs.Close)
-	return &fixture{url: hs.URL, js: js, edge: e}
+	return &fixture{url: hs.URL, js: js, edge: e, reg: reg}
 }
 
 // token issues a capability for subject with grants, valid for an hour.

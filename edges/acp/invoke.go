@@ -90,7 +90,7 @@ func (e *Edge) callParams(c *call) (*binding, json.RawMessage, *Error) {
 	if p.CapabilityID == "" {
 		return nil, nil, rpcErr(CodeInvalidParams, nil, "invalid params: capabilityId is required")
 	}
-	b, ok := e.byID[p.CapabilityID]
+	b, ok := e.table().byID[p.CapabilityID]
 	if !ok {
 		return nil, nil, rpcErr(CodeInvalidParams, nil, "unknown capability %q", p.CapabilityID)
 	}

@@ -177,7 +177,7 @@ func (e *Edge) boundCall(method string, r *request) (*dpop.Call, *Error) {
 		if params(r.Params, &p) != nil {
 			return nil, nil
 		}
-		b, ok := e.byID[p.CapabilityID]
+		b, ok := e.table().byID[p.CapabilityID]
 		if !ok {
 			return nil, nil
 		}

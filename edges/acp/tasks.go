@@ -111,7 +111,7 @@ func (e *Edge) resume(ctx context.Context, c *call) (any, *Error) {
 	if rerr != nil {
 		return nil, rerr
 	}
-	b, ok := e.byID[rec.Task.CapabilityID]
+	b, ok := e.table().byID[rec.Task.CapabilityID]
 	if perr := e.provesTask(ctx, c, b, rec); perr != nil {
 		return nil, perr
 	}

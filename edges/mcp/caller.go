@@ -118,8 +118,11 @@ func (e *Edge) govern(next sdk.MethodHandler) sdk.MethodHandler {
 			c = &caller{token: c.token, id: id, proof: proof, ownProof: method == methodCallTool, held: c.held, refused: c.refused}
 			ctx = withCaller(ctx, c)
 		}
+		// Brings the SDK server's tools up to the registry's, so that a
+		// tool registered since the last request answers tools/call.
+		t := e.tools()
 		if method == methodListTools {
-			return e.listTools(c.id, req)
+			return e.listTools(t, c.id, req)
 		}
 		return next(ctx, method, req)
 	}
@@ -181,7 +184,7 @@ func (e *Edge) refusedRPC(ctx context.Context, token string, proof *kernel.Proof
 // the dispatch checks it again.
 func (e *Edge) callProof(raw json.RawMessage, name string, args json.RawMessage) *kernel.Proof {
 	p := &kernel.Proof{Tool: raw}
-	if b, ok := e.byName[name]; ok {
+	if b, ok := e.tools().lookup(name); ok {
 		if a, err := arguments(args); err == nil {
 			p.Request = &dpop.Call{ToolServer: b.entry.Manifest.ServerID, ToolName: b.entry.Tool.Name, Arguments: a}
 		}

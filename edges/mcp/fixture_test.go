@@ -110,6 +110,7 @@ type fixture struct {
 	url  string
 	js   jetstream.JetStream
 	edge *Edge
+	reg  *tools.Registry
 }
 
 func start(t testing.TB, opts ...Option) *fixture {
@@ -141,7 +142,7 @@ func start(t testing.TB, opts ...Option) *fixture {
 	e.Register(ec)
 	srv := httptest.NewServer(ec)
 	t.Cleanup(srv.Close)
-	return &fixture{url: srv.URL, js: js, edge: e}
+	return &fixture{url: srv.URL, js: js, edge: e, reg: reg}
 }
 
 // capability issues a token with id granting servers, valid from..until.

@@ -110,15 +110,15 @@ func annotations(t *schemas.ToolDefinition) *sdk.ToolAnnotations {
 	return out
 }
 
-// listTools answers tools/list: the listed tools id may invoke, in one
+// listTools answers tools/list: the tools of t id may invoke, in one
 // page. The answer depends on the capability, so it is private to the
 // caller and immediately stale.
-func (e *Edge) listTools(id *kernel.Identity, req sdk.Request) (sdk.Result, error) {
+func (e *Edge) listTools(t *toolSet, id *kernel.Identity, req sdk.Request) (sdk.Result, error) {
 	if lr, ok := req.(*sdk.ListToolsRequest); ok && lr.Params != nil && lr.Params.Cursor != "" {
 		return nil, rpcError(codeInvalidParams, "tools/list: unknown cursor: every tool is listed in one page", nil)
 	}
 	res := &sdk.ListToolsResult{Tools: []*sdk.Tool{}, Cacheable: sdk.Cacheable{CacheScope: "private"}}
-	for _, b := range e.bindings {
+	for _, b := range t.bindings {
 		if id.Invokes(b.entry) {
 			res.Tools = append(res.Tools, b.tool)
 		}

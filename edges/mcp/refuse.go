@@ -96,8 +96,9 @@ func (e *Edge) refuse(ctx context.Context, token string, proof *kernel.Proof, ca
 		return out, nil
 	}
 	ctx = context.WithoutCancel(ctx) // the receipts must be written
+	t := e.tools()
 	for _, c := range calls {
-		b, ok := e.byName[c.name]
+		b, ok := t.lookup(c.name)
 		if !ok {
 			continue
 		}

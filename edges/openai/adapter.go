@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
@@ -15,7 +17,11 @@ type Adapter struct {
 	kernel   *kernel.Kernel
 	dispatch *dispatch.Dispatcher
 	exposure tools.Exposure
-	names    *Names
+	reg      *tools.Registry
+	// mu serializes rebuilds of names, the function-name table of the
+	// registry's current exposed tools (see table).
+	mu       sync.Mutex
+	names    atomic.Pointer[namesAt]
 	devToken string
 	log      *slog.Logger
 	await    awaitConfig
@@ -44,8 +50,9 @@ func WithLogger(l *slog.Logger) Option { return func(a *Adapter) { a.log = l } }
 func WithPublicOrigin(origin string) Option { return func(a *Adapter) { a.origin = origin } }
 
 // New builds the adapter over a kernel built with kernel.WithRegistry(reg)
-// and its dispatcher. The registry must be complete: function names are
-// fixed here.
+// and its dispatcher. Function names follow the registry: a tool
+// registered or replaced later is listed and callable on the next request,
+// without a restart.
 func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, opts ...Option) *Adapter {
 	a := &Adapter{kernel: k, dispatch: d, exposure: tools.Exposure{Protocol: "openai"}, log: slog.Default()}
 	for _, o := range opts {
@@ -54,12 +61,39 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, opts ...
 	if a.exposure.Protocol == "" {
 		a.exposure.Protocol = "openai"
 	}
-	a.names = NewNames(reg.Exposed(a.exposure), a.log)
+	a.reg = reg
+	a.table()
 	return a
 }
 
-// Names is the adapter's function-name table.
-func (a *Adapter) Names() *Names { return a.names }
+// namesAt is a function-name table and the registry state it was built from.
+type namesAt struct {
+	key   regKey
+	names *Names
+}
+
+// table is the function-name table of the registry's current exposed
+// tools. It is rebuilt only when a server was registered or replaced since
+// the last build, so a request pays one registry read-lock to learn that.
+func (a *Adapter) table() *Names {
+	if n := a.names.Load(); n != nil && n.key.matches(a.reg.Servers()) {
+		return n.names
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// Read the registry again under the lock: a request holding an older
+	// snapshot must not replace a newer table.
+	servers := a.reg.Servers()
+	if n := a.names.Load(); n != nil && n.key.matches(servers) {
+		return n.names
+	}
+	n := &namesAt{key: keyOf(servers), names: NewNames(a.reg.Exposed(a.exposure), a.log)}
+	a.names.Store(n)
+	return n.names
+}
+
+// Names is the adapter's current function-name table.
+func (a *Adapter) Names() *Names { return a.table() }
 
 // Format is the shape of listed function definitions.
 type Format string
@@ -90,7 +124,7 @@ func (a *Adapter) Definitions(id *kernel.Identity, f Format) []any {
 // registry order.
 func (a *Adapter) invokable(id *kernel.Identity) []*Binding {
 	var out []*Binding
-	for _, b := range a.names.All() {
+	for _, b := range a.table().All() {
 		if id.Invokes(b.Entry) {
 			out = append(out, b)
 		}

@@ -71,6 +71,7 @@ type fixture struct {
 	url string
 	js  jetstream.JetStream
 	a   *Adapter
+	reg *tools.Registry
 }
 
 func start(t testing.TB, opts ...Option) *fixture {
@@ -102,7 +103,7 @@ func start(t testing.TB, opts ...Option) *fixture {
 	a.Register(ec)
 	srv := httptest.NewServer(ec)
 	t.Cleanup(srv.Close)
-	return &fixture{url: srv.URL, js: js, a: a}
+	return &fixture{url: srv.URL, js: js, a: a, reg: reg}
 }
 
 // capability issues a token granting servers, valid from..until.

@@ -35,19 +35,20 @@ const (
 // kernel); a call already started finishes, and its receipt with it.
 func (a *Adapter) Run(ctx context.Context, token string, proof *kernel.Proof, b *Batch) []Result {
 	results := make([]Result, 0, len(b.Items))
+	names := a.table() // one table for the whole batch
 	for _, it := range b.Items {
 		if ctx.Err() != nil {
 			break
 		}
-		results = append(results, a.runItem(context.WithoutCancel(ctx), token, proof, b.Dialect, it))
+		results = append(results, a.runItem(context.WithoutCancel(ctx), names, token, proof, b.Dialect, it))
 	}
 	return results
 }
 
 // runItem runs one item: refused before the kernel when it is not a
 // function call, names no exposed tool or has bad arguments.
-func (a *Adapter) runItem(ctx context.Context, token string, proof *kernel.Proof, d Dialect, it Item) Result {
-	call, ch, res := a.prepare(d, it)
+func (a *Adapter) runItem(ctx context.Context, names *Names, token string, proof *kernel.Proof, d Dialect, it Item) Result {
+	call, ch, res := a.prepare(names, d, it)
 	if res != nil {
 		return *res
 	}
@@ -67,9 +68,9 @@ func (a *Adapter) runItem(ctx context.Context, token string, proof *kernel.Proof
 }
 
 // prepare checks an item before the kernel and builds its dispatcher call
-// and the verdict's tool names; a non-nil Result is the item's answer (no
-// kernel call).
-func (a *Adapter) prepare(d Dialect, it Item) (dispatch.Call, Chio, *Result) {
+// and the verdict's tool names, resolving its function in names; a non-nil
+// Result is the item's answer (no kernel call).
+func (a *Adapter) prepare(names *Names, d Dialect, it Item) (dispatch.Call, Chio, *Result) {
 	if !it.IsFunction() {
 		return dispatch.Call{}, Chio{}, refused(it, DecisionUnsupported, Chio{},
 			fmt.Sprintf("%s items are not run by Chio: only function calls are governed here", it.Type))
@@ -80,7 +81,7 @@ func (a *Adapter) prepare(d Dialect, it Item) (dispatch.Call, Chio, *Result) {
 		return dispatch.Call{}, Chio{}, refused(it, DecisionUnknownFunction, Chio{},
 			fmt.Sprintf("unknown function %q in namespace %q: Chio's functions have no namespace", it.Name, it.Namespace))
 	}
-	bd, ok := a.names.Resolve(it.Name)
+	bd, ok := names.Resolve(it.Name)
 	if !ok {
 		// Hidden and internal tools get the same answer as absent ones.
 		return dispatch.Call{}, Chio{}, refused(it, DecisionUnknownFunction, Chio{}, fmt.Sprintf("unknown function %q", it.Name))
@@ -180,8 +181,9 @@ type Refusal struct {
 func (a *Adapter) Refuse(ctx context.Context, token string, proof *kernel.Proof, b *Batch, dec *kernel.Decision) ([]Refusal, error) {
 	ctx = context.WithoutCancel(ctx) // the receipts must be written
 	out := []Refusal{}
+	names := a.table()
 	for _, it := range b.Items {
-		call, _, res := a.prepare(b.Dialect, it)
+		call, _, res := a.prepare(names, b.Dialect, it)
 		if res != nil {
 			continue
 		}

@@ -108,8 +108,9 @@ func (a *Adapter) handleToolCalls(c echo.Context) error {
 
 // governs reports whether any item of b would reach the kernel.
 func (a *Adapter) governs(b *Batch) bool {
+	names := a.table()
 	for _, it := range b.Items {
-		if _, _, res := a.prepare(b.Dialect, it); res == nil {
+		if _, _, res := a.prepare(names, b.Dialect, it); res == nil {
 			return true
 		}
 	}

@@ -51,8 +51,9 @@ type Binding struct {
 }
 
 // Names maps OpenAI function names to exposed tools and back. It is
-// computed once from the exposed tools and never changes: safe for
-// concurrent reads.
+// computed once from the exposed tools and never changes, so it is safe
+// for concurrent reads; the Adapter builds a new one when the registry
+// changes.
 type Names struct {
 	ordered    []*Binding
 	byFunction map[string]*Binding
