@@ -46,8 +46,9 @@ Tool servers: the demo tool (--demo), an OpenAPI bridge (--openapi SPEC
 Each manifest is served signed (chio.signed_manifest.v1) with --manifest-key;
 edges register a worker's server only if its manifest verifies under the key
 they pin (--worker-key; chio up pins its own DATA_DIR/keys/manifest.key, so
-give that file here). A call to a tool whose definition changed upstream since
-the worker started is refused unrun: restart the worker to serve the new one.
+give that file here). When a wrapped MCP server's tool list changes, the worker
+serves the new manifest and refuses calls naming the old one unrun; edges take
+the new one within `+workerFollowEvery.String()+`.
 
 Security: restrict, with NATS permissions, publishing to chio.tools.> and
 $SRV.> (and subscribing to them) to edges and workers, as CHIO_EVENTS already

@@ -51,11 +51,12 @@
 // included, is not sent: the worker answers at once with an error the
 // edge reads as ErrBadAnswer (the tool ran; the call is failed).
 //
-// A worker serves the manifest it was started with. A call to a tool
-// whose definition changed upstream since Serve (an MCP server's
-// tools/list_changed) or that is gone is refused unrun, since the edge
-// governs it by the old definition; restart the worker (and the edges,
-// which keep the manifest they registered) to take the new one.
+// A worker serves its servers' live manifests: when one changes (an MCP
+// server's tools/list_changed), the manifest endpoint answers the new one,
+// signed, and a call naming the old hash is refused unrun, since the edge
+// governed it by the old definition. Follow refreshes each worker server
+// the edge holds every interval and swaps the new manifest in
+// (Registry.Replace); the $SRV.INFO metadata keeps the hash at Serve.
 //
 // A call whose answer does not come waits for its context's deadline or
 // WithCallTimeout, whichever is first: NATS does not tell a requester

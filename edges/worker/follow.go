@@ -44,10 +44,11 @@ func Register(ctx context.Context, nc *nats.Conn, reg *tools.Registry, opts ...O
 }
 
 // Follow runs Register every interval until ctx ends, so tool servers
-// whose workers start after the edge become callable. A server already
-// registered keeps the manifest it was registered with: replicas serving
-// another one refuse its calls unrun, and the edge must be restarted to
-// take it. Discovery errors are logged and retried.
+// whose workers start after the edge become callable, and Refresh on each
+// worker server reg holds, so a manifest that changed on its workers (an
+// MCP server's tool list) replaces the registered one (Registry.Replace).
+// Until then, workers refuse, unrun, calls naming the old manifest.
+// Discovery errors are logged and retried.
 func Follow(ctx context.Context, nc *nats.Conn, reg *tools.Registry, every time.Duration, opts ...Option) {
 	o := newOptions(opts)
 	if every <= 0 {
@@ -55,6 +56,7 @@ func Follow(ctx context.Context, nc *nats.Conn, reg *tools.Registry, every time.
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	known := map[string]*Remote{} // the worker servers reg holds, kept if they come to list no tools
 	for {
 		select {
 		case <-ctx.Done():
@@ -68,5 +70,44 @@ func Follow(ctx context.Context, nc *nats.Conn, reg *tools.Registry, every time.
 		for _, r := range added {
 			o.log.Info("worker: tool server discovered", "server", r.ServerID(), "tools", r.ToolNames(), "manifest_sha256", r.ManifestSHA256())
 		}
+		refresh(ctx, reg, known, o)
+	}
+}
+
+// refresh takes the changed manifests of the worker servers reg holds.
+func refresh(ctx context.Context, reg *tools.Registry, known map[string]*Remote, o remoteOptions) {
+	for _, in := range reg.Servers() {
+		if in.Origin != tools.OriginWorker || known[in.ServerID] != nil || in.Manifest == nil {
+			continue
+		}
+		for _, t := range in.Manifest.Tools {
+			if e, ok := reg.Tool(in.ServerID, t.Name); ok {
+				if r, ok := e.Server.(*Remote); ok {
+					known[in.ServerID] = r
+				}
+				break
+			}
+		}
+	}
+	for id, r := range known {
+		old, oldHash, _ := r.snapshot()
+		changed, err := r.Refresh(ctx)
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			o.log.Debug("worker: no worker serves the server now", "server", id)
+			continue
+		case err != nil:
+			o.log.Warn("worker: manifest not refreshed", "server", id, "err", err)
+			continue
+		case !changed:
+			continue
+		}
+		if err := reg.Replace(r); err != nil {
+			// The calls keep naming the manifest the registry holds.
+			r.set(old, oldHash)
+			o.log.Warn("worker: changed manifest not taken", "server", id, "err", err)
+			continue
+		}
+		o.log.Info("worker: tool server's manifest changed", "server", id, "tools", r.ToolNames(), "manifest_sha256", r.ManifestSHA256())
 	}
 }

@@ -138,3 +138,45 @@ func TestStopBounded(t *testing.T) {
 		t.Fatalf("second Stop: %v", err)
 	}
 }
+
+// TestFollowTakesChangedManifest: a tool redefined upstream after Serve
+// is refused unrun until the edge's Follow takes the new manifest, then
+// runs under it.
+func TestFollowTakesChangedManifest(t *testing.T) {
+	ns, _, _ := natstest.Start(t)
+	srv := &shaped{Server: hello.New()}
+	startWorker(t, ns, srv)
+	nc, _ := natstest.Connect(t, ns)
+	reg := tools.NewRegistry()
+	opts := []Option{WithLogger(quiet()), trusted()}
+	added, _, err := Register(context.Background(), nc, reg, opts...)
+	if err != nil || len(added) != 1 {
+		t.Fatalf("register: %v, %d", err, len(added))
+	}
+	before := added[0].ManifestSHA256()
+	srv.changed.Store(true)
+	inv := tools.Invocation{ID: "f1", ToolName: hello.ToolName, Arguments: json.RawMessage(`{"text":"x","n":1}`)}
+	if _, err := added[0].Invoke(context.Background(), inv); !errors.Is(err, ErrRefused) {
+		t.Fatalf("a call under the old manifest: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go Follow(ctx, nc, reg, 20*time.Millisecond, opts...)
+	var e *tools.Entry
+	for range 500 { // bounded polling
+		if e, _ = reg.Tool(hello.ServerID, hello.ToolName); e.Signed.ManifestHash != before {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if e.Signed.ManifestHash == before || !strings.Contains(e.Tool.Description, "redefined upstream") {
+		t.Fatalf("the registry still holds manifest %s (%q)", e.Signed.ManifestHash, e.Tool.Description)
+	}
+	inv.ID = "f2"
+	if _, err := e.Server.Invoke(context.Background(), inv); err != nil {
+		t.Fatalf("a call under the new manifest: %v", err)
+	}
+	if srv.ran.Load() != 1 {
+		t.Fatalf("the tool ran %d times, want 1", srv.ran.Load())
+	}
+}

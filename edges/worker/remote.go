@@ -83,11 +83,15 @@ func newOptions(opts []Option) remoteOptions {
 // concurrent use.
 type Remote struct {
 	tools.Running
-	nc       *nats.Conn
+	nc   *nats.Conn
+	id   string
+	opts remoteOptions
+
+	// mu guards the manifest, which Refresh may swap.
+	mu       sync.RWMutex
 	manifest *schemas.ToolManifest
 	hash     string
 	names    []string
-	opts     remoteOptions
 }
 
 var _ tools.Server = (*Remote)(nil)
@@ -102,22 +106,57 @@ func NewRemote(nc *nats.Conn, m *schemas.ToolManifest, opts ...Option) (*Remote,
 	if err != nil {
 		return nil, fmt.Errorf("remote tool server: %w", err)
 	}
-	r := &Remote{nc: nc, manifest: m, hash: hash, opts: newOptions(opts)}
-	for _, t := range m.Tools {
-		r.names = append(r.names, t.Name)
-	}
+	r := &Remote{nc: nc, id: m.ServerID, opts: newOptions(opts)}
+	r.set(m, hash)
 	return r, nil
+}
+
+func (r *Remote) set(m *schemas.ToolManifest, hash string) {
+	names := make([]string, 0, len(m.Tools))
+	for _, t := range m.Tools {
+		names = append(names, t.Name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.manifest, r.hash, r.names = m, hash, names
+}
+
+// snapshot is the current manifest, its hash and tool names.
+func (r *Remote) snapshot() (*schemas.ToolManifest, string, []string) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.manifest, r.hash, r.names
+}
+
+// Refresh fetches the server's signed manifest again, verified under the
+// pinned key, and takes it if it changed (an MCP server's tool list did):
+// the caller then hands the Remote to tools.Registry.Replace.
+func (r *Remote) Refresh(ctx context.Context) (changed bool, err error) {
+	m, err := fetchManifest(ctx, r.nc, r.id, r.opts)
+	if err != nil {
+		return false, err
+	}
+	hash, err := ManifestHash(m)
+	if err != nil {
+		return false, fmt.Errorf("refresh %q: %w", r.id, err)
+	}
+	if _, cur, _ := r.snapshot(); cur == hash {
+		return false, nil
+	}
+	r.set(m, hash)
+	return true, nil
 }
 
 // Manifest returns a copy of the manifest the workers serve.
 func (r *Remote) Manifest() *schemas.ToolManifest {
-	raw, err := json.Marshal(r.manifest)
+	cur, _, _ := r.snapshot()
+	raw, err := json.Marshal(cur)
 	if err != nil {
-		panic(fmt.Sprintf("manifest of %q does not encode: %v", r.manifest.ServerID, err)) // it was decoded from JSON
+		panic(fmt.Sprintf("manifest of %q does not encode: %v", r.id, err)) // it was decoded from JSON
 	}
 	var m schemas.ToolManifest
 	if err := json.Unmarshal(raw, &m); err != nil {
-		panic(fmt.Sprintf("manifest of %q does not decode: %v", r.manifest.ServerID, err))
+		panic(fmt.Sprintf("manifest of %q does not decode: %v", r.id, err))
 	}
 	return &m
 }
@@ -126,13 +165,19 @@ func (r *Remote) Manifest() *schemas.ToolManifest {
 func (r *Remote) Origin() tools.Origin { return tools.OriginWorker }
 
 // ServerID is the manifest's server id.
-func (r *Remote) ServerID() string { return r.manifest.ServerID }
+func (r *Remote) ServerID() string { return r.id }
 
 // ToolNames lists the manifest's tools.
-func (r *Remote) ToolNames() []string { return slices.Clone(r.names) }
+func (r *Remote) ToolNames() []string {
+	_, _, names := r.snapshot()
+	return slices.Clone(names)
+}
 
 // ManifestSHA256 is the hash every call names (ManifestHash).
-func (r *Remote) ManifestSHA256() string { return r.hash }
+func (r *Remote) ManifestSHA256() string {
+	_, h, _ := r.snapshot()
+	return h
+}
 
 // Invoke runs the call on a worker.
 func (r *Remote) Invoke(ctx context.Context, inv tools.Invocation) (json.RawMessage, error) {
@@ -159,8 +204,9 @@ func (r *Remote) InvokeStream(ctx context.Context, inv tools.Invocation, emit fu
 }
 
 func (r *Remote) call(ctx context.Context, inv tools.Invocation, stream bool) (*answer, error) {
-	name := r.manifest.ServerID + "/" + inv.ToolName
-	if inv.ServerID != "" && inv.ServerID != r.manifest.ServerID || !slices.Contains(r.names, inv.ToolName) {
+	_, hash, names := r.snapshot()
+	name := r.id + "/" + inv.ToolName
+	if inv.ServerID != "" && inv.ServerID != r.id || !slices.Contains(names, inv.ToolName) {
 		return nil, fmt.Errorf("invoke %s: %w", name, tools.ErrUnknownTool)
 	}
 	runCtx, finish, err := r.Start(ctx, inv.ID)
@@ -168,8 +214,8 @@ func (r *Remote) call(ctx context.Context, inv tools.Invocation, stream bool) (*
 		return nil, fmt.Errorf("invoke %s: %w", name, err)
 	}
 	defer finish()
-	data, err := json.Marshal(request{ID: inv.ID, ServerID: r.manifest.ServerID, Tool: inv.ToolName, Arguments: inv.Arguments,
-		Stream: stream, ManifestSHA256: r.hash, Governance: governanceOf(inv.Governance)})
+	data, err := json.Marshal(request{ID: inv.ID, ServerID: r.id, Tool: inv.ToolName, Arguments: inv.Arguments,
+		Stream: stream, ManifestSHA256: hash, Governance: governanceOf(inv.Governance)})
 	if err != nil {
 		return nil, fmt.Errorf("invoke %s: encode request: %w", name, err)
 	}
@@ -181,7 +227,7 @@ func (r *Remote) call(ctx context.Context, inv tools.Invocation, stream bool) (*
 	}
 	callCtx, cancel := context.WithTimeout(runCtx, r.opts.timeout)
 	defer cancel()
-	msg, err := r.nc.RequestMsgWithContext(callCtx, &nats.Msg{Subject: subject(r.manifest.ServerID, roleInvoke), Data: data})
+	msg, err := r.nc.RequestMsgWithContext(callCtx, &nats.Msg{Subject: subject(r.id, roleInvoke), Data: data})
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, fmt.Errorf("invoke %s: %w", name, ErrNoWorker)
@@ -221,7 +267,7 @@ func remoteError(name, code, text string) error {
 		return fmt.Errorf("invoke %s: %w: %w: %s", name, ErrRefused, tools.ErrUnknownTool, text)
 	case codeTooLarge:
 		return fmt.Errorf("invoke %s: %w: %s", name, ErrBadAnswer, text)
-	case codeBadRequest, codeManifestMismatch, codeStopping, codeChanged:
+	case codeBadRequest, codeManifestMismatch, codeStopping:
 		return fmt.Errorf("invoke %s: %w: %s", name, ErrRefused, text)
 	default:
 		return fmt.Errorf("invoke %s: %w: %s", name, ErrRemoteTool, text)
@@ -241,10 +287,10 @@ func (r *Remote) Cancel(ctx context.Context, id string) error {
 func (r *Remote) publishCancel(id string) {
 	raw, err := json.Marshal(cancelRequest{ID: id})
 	if err == nil {
-		err = r.nc.Publish(subject(r.manifest.ServerID, roleCancel), raw)
+		err = r.nc.Publish(subject(r.id, roleCancel), raw)
 	}
 	if err != nil {
-		r.opts.log.Warn("worker: cancel not sent", "server", r.manifest.ServerID, "id", id, "err", err)
+		r.opts.log.Warn("worker: cancel not sent", "server", r.id, "id", id, "err", err)
 	}
 }
 
@@ -310,7 +356,7 @@ func Discover(ctx context.Context, nc *nats.Conn, opts ...Option) ([]*Remote, er
 		}
 		if len(hashes[r.ServerID()]) > 1 {
 			o.log.Warn("worker: replicas serve different manifests; calls reaching the others are refused",
-				"server", r.ServerID(), "manifest_sha256", r.hash, "served", hashes[r.ServerID()])
+				"server", r.ServerID(), "manifest_sha256", r.ManifestSHA256(), "served", hashes[r.ServerID()])
 		}
 		out = append(out, r)
 	}

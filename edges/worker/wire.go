@@ -42,7 +42,6 @@ const (
 	codeOutcomeUnknown   = "504" // the tool was cut off (tools.ErrOutcomeUnknown)
 	codeStopping         = "503" // this replica is stopping: nothing ran
 	codeTooLarge         = "413" // the tool ran; its answer does not fit a NATS message
-	codeChanged          = "412" // the tool's definition changed upstream since Serve: nothing ran
 )
 
 // Sentinel errors; callers test them with errors.Is.

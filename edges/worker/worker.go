@@ -86,13 +86,18 @@ type Worker struct {
 	calls    sync.WaitGroup
 }
 
-// served is one tool server, its manifest's hash and the definitions of
-// its tools at Serve (a call to a tool redefined since is refused).
+// served is one tool server, the hash of its manifest at Serve (the
+// endpoints' metadata) and its current manifest, signed: an MCP server's
+// tool list may change after Serve.
 type served struct {
-	srv    tools.Server
-	hash   string
-	signed []byte
-	tools  map[string][]byte
+	srv  tools.Server
+	key  ed25519.PrivateKey
+	hash string
+
+	mu     sync.Mutex
+	canon  []byte // canonical JSON of the manifest last signed
+	cur    string // its hash
+	signed []byte // its chio.signed_manifest.v1
 }
 
 // Serve registers the servers on nc and serves their calls until Stop.
@@ -120,20 +125,13 @@ func Serve(nc *nats.Conn, servers []tools.Server, opts ...WorkerOption) (*Worker
 		if err := check.Register(s); err != nil {
 			return nil, fmt.Errorf("serve tools: %w", err)
 		}
-		m := s.Manifest()
-		signed, err := schemas.SignManifest(o.key, m)
+		sv := &served{srv: s, key: o.key}
+		h, _, err := sv.current()
 		if err != nil {
 			return nil, fmt.Errorf("serve tools: %w", err)
 		}
-		raw, err := json.Marshal(signed)
-		if err != nil {
-			return nil, fmt.Errorf("serve tools: encode signed manifest of %q: %w", m.ServerID, err)
-		}
-		defs, err := toolDefs(m)
-		if err != nil {
-			return nil, fmt.Errorf("serve tools: %w", err)
-		}
-		w.byID[s.ServerID()] = &served{srv: s, hash: signed.ManifestHash, signed: raw, tools: defs}
+		sv.hash = h
+		w.byID[s.ServerID()] = sv
 	}
 	meta := map[string]string{}
 	if o.name != "" {
@@ -168,12 +166,11 @@ func (w *Worker) addEndpoints(id string, s *served) error {
 	meta := func(role string) micro.EndpointOpt {
 		return micro.WithEndpointMetadata(map[string]string{metaServerID: id, metaManifest: s.hash, metaRole: role})
 	}
-	manifest := s.signed
 	if err := w.svc.AddEndpoint(roleInvoke+"-"+key, micro.HandlerFunc(w.invoke),
 		micro.WithEndpointSubject(subject(id, roleInvoke)), meta(roleInvoke)); err != nil {
 		return fmt.Errorf("add invoke endpoint: %w", err)
 	}
-	if err := w.svc.AddEndpoint(roleManifest+"-"+key, micro.HandlerFunc(func(r micro.Request) { _ = r.Respond(manifest) }),
+	if err := w.svc.AddEndpoint(roleManifest+"-"+key, micro.HandlerFunc(func(r micro.Request) { w.manifest(s, r) }),
 		micro.WithEndpointSubject(subject(id, roleManifest)), meta(roleManifest)); err != nil {
 		return fmt.Errorf("add manifest endpoint: %w", err)
 	}
@@ -275,17 +272,20 @@ func (w *Worker) run(r micro.Request) {
 	case s == nil || subject(req.ServerID, roleInvoke) != r.Subject():
 		w.refuse(r, codeUnknownTool, fmt.Sprintf("server %q is not served here", req.ServerID))
 		return
-	case req.ManifestSHA256 != s.hash:
-		w.refuse(r, codeManifestMismatch, fmt.Sprintf("this worker serves manifest %s of %q, the call names %s", s.hash, req.ServerID, req.ManifestSHA256))
-		return
 	}
-	if err := s.unchanged(req.Tool); err != nil {
-		w.refuse(r, codeChanged, err.Error())
+	// The live manifest, not Serve's: a tool redefined upstream is not
+	// run under the definition the edge governed the call by.
+	cur, _, err := s.current()
+	switch {
+	case err != nil:
+		w.refuse(r, codeFailed, err.Error())
+		return
+	case req.ManifestSHA256 != cur:
+		w.refuse(r, codeManifestMismatch, fmt.Sprintf("this worker serves manifest %s of %q, the call names %s (edges take a changed manifest at their next discovery)", cur, req.ServerID, req.ManifestSHA256))
 		return
 	}
 	inv := tools.Invocation{ID: req.ID, ServerID: req.ServerID, ToolName: req.Tool, Arguments: req.Arguments, Governance: req.Governance.tools()}
 	var a answer
-	var err error
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -360,41 +360,42 @@ func (w *Worker) cancelCall(s *served, r micro.Request) {
 // errTooLarge stops a stream whose gathered chunks would not fit one answer.
 var errTooLarge = errors.New("answer too large")
 
-// toolDefs is the canonical JSON of each tool of m, by name.
-func toolDefs(m *schemas.ToolManifest) (map[string][]byte, error) {
-	out := make(map[string][]byte, len(m.Tools))
-	for _, t := range m.Tools {
-		raw, err := schemas.Canonical(t)
-		if err != nil {
-			return nil, fmt.Errorf("tool definition %s/%s: %w", m.ServerID, t.Name, err)
-		}
-		out[t.Name] = raw
-	}
-	return out, nil
-}
-
-// unchanged checks that tool is defined now as it was at Serve: the edge
-// governs a call by the manifest it registered, so a tool whose upstream
-// definition changed (an MCP server's tools/list) is not run under the
-// old one. A server's Manifest is its live list (an MCP bridge follows
-// list_changed).
-func (s *served) unchanged(tool string) error {
+// current is the server's live manifest's hash and signed document,
+// signed again only when the manifest changed.
+func (s *served) current() (string, []byte, error) {
 	m := s.srv.Manifest()
 	if m == nil {
-		return fmt.Errorf("tool %s/%s: the server has no manifest now", s.srv.ServerID(), tool)
+		return "", nil, fmt.Errorf("manifest of %q: none", s.srv.ServerID())
 	}
-	for _, t := range m.Tools {
-		if t.Name != tool {
-			continue
-		}
-		raw, err := schemas.Canonical(t)
-		if err != nil {
-			return fmt.Errorf("tool %s/%s: definition: %w", m.ServerID, tool, err)
-		}
-		if string(raw) != string(s.tools[tool]) {
-			return fmt.Errorf("tool %s/%s changed upstream since this worker started; restart it to serve the new definition", m.ServerID, tool)
-		}
-		return nil
+	canon, err := schemas.Canonical(m)
+	if err != nil {
+		return "", nil, fmt.Errorf("manifest of %q: %w", m.ServerID, err)
 	}
-	return fmt.Errorf("tool %s/%s is no longer listed upstream; restart the worker", m.ServerID, tool)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if string(canon) == string(s.canon) {
+		return s.cur, s.signed, nil
+	}
+	signed, err := schemas.SignManifest(s.key, m)
+	if err != nil {
+		return "", nil, fmt.Errorf("manifest of %q: %w", m.ServerID, err)
+	}
+	raw, err := json.Marshal(signed)
+	if err != nil {
+		return "", nil, fmt.Errorf("manifest of %q: encode: %w", m.ServerID, err)
+	}
+	s.canon, s.cur, s.signed = canon, signed.ManifestHash, raw
+	return s.cur, s.signed, nil
+}
+
+// manifest answers the server's current signed manifest.
+func (w *Worker) manifest(s *served, r micro.Request) {
+	_, signed, err := s.current()
+	if err != nil {
+		w.refuse(r, codeFailed, err.Error())
+		return
+	}
+	if err := r.Respond(signed); err != nil {
+		w.log.Warn("worker: manifest not sent", "server", s.srv.ServerID(), "err", err)
+	}
 }
