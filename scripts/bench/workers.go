@@ -65,7 +65,9 @@ func startChioUpWithWorkers(ctx context.Context, env *Env, bin string) (*chioUp,
 }
 
 func startWorker(ctx context.Context, env *Env, bin, natsURL, name string) (*child, error) {
-	w, _, err := startChild(ctx, env, name, workerReady, 60*time.Second, bin, "worker", "--demo", "--nats", natsURL, "--name", name)
+	// Signed with chio up's manifest key, the one its --workers pins.
+	key := filepath.Join(env.Dir, "chio-up-workers", "keys", "manifest.key")
+	w, _, err := startChild(ctx, env, name, workerReady, 60*time.Second, bin, "worker", "--demo", "--nats", natsURL, "--name", name, "--manifest-key", key)
 	return w, err
 }
 
