@@ -48,7 +48,7 @@ edges register a worker's server only if its manifest verifies under the key
 they pin (--worker-key; chio up pins its own DATA_DIR/keys/manifest.key, so
 give that file here). When a wrapped MCP server's tool list changes, the worker
 serves the new manifest and refuses calls naming the old one unrun; edges take
-the new one within `+workerFollowEvery.String()+`.
+the new one within ` + workerFollowEvery.String() + `.
 
 Security: restrict, with NATS permissions, publishing to chio.tools.> and
 $SRV.> (and subscribing to them) to edges and workers, as CHIO_EVENTS already
