@@ -41,7 +41,7 @@ type Edge struct {
 
 // capTable is the capability table built from one state of the registry.
 type capTable struct {
-	key  regKey
+	key  tools.Version
 	caps []*binding          // published, registry order
 	byID map[string]*binding // capability id → binding
 }
@@ -101,7 +101,7 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, js jetst
 // bind builds the capability table. A capability id is a bare tool name,
 // so a name two servers expose is withheld rather than silently given to
 // one of them; unsupported fidelity is withheld as the seed requires.
-func (e *Edge) bind(key regKey, entries []*tools.Entry) *capTable {
+func (e *Edge) bind(key tools.Version, entries []*tools.Entry) *capTable {
 	t := &capTable{key: key, byID: map[string]*binding{}}
 	count := map[string]int{}
 	for _, en := range entries {
@@ -135,7 +135,7 @@ func (e *Edge) bind(key regKey, entries []*tools.Entry) *capTable {
 // It is rebuilt only when a server was registered or replaced since the
 // last build, so a request pays one registry read-lock to learn that.
 func (e *Edge) table() *capTable {
-	if t := e.cur.Load(); t != nil && t.key.matches(e.reg.Servers()) {
+	if t := e.cur.Load(); t != nil && t.key.Matches(e.reg.Servers()) {
 		return t
 	}
 	e.mu.Lock()
@@ -143,10 +143,10 @@ func (e *Edge) table() *capTable {
 	// Read the registry again under the lock: a request holding an older
 	// snapshot must not replace a newer table.
 	servers := e.reg.Servers()
-	if t := e.cur.Load(); t != nil && t.key.matches(servers) {
+	if t := e.cur.Load(); t != nil && t.key.Matches(servers) {
 		return t
 	}
-	t := e.bind(keyOf(servers), e.reg.Exposed(e.opts.exposure))
+	t := e.bind(tools.VersionOf(servers), e.reg.Exposed(e.opts.exposure))
 	e.cur.Store(t)
 	return t
 }

@@ -39,7 +39,7 @@ type Edge struct {
 
 // toolSet is the listed tools built from one state of the registry.
 type toolSet struct {
-	key      regKey
+	key      tools.Version
 	bindings []*binding // registry order
 	byName   map[string]*binding
 }
@@ -84,7 +84,7 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, opts ...
 // rebuilt only when a server was registered or replaced since the last
 // build, so a request pays one registry read-lock to learn that.
 func (e *Edge) tools() *toolSet {
-	if t := e.cur.Load(); t != nil && t.key.matches(e.reg.Servers()) {
+	if t := e.cur.Load(); t != nil && t.key.Matches(e.reg.Servers()) {
 		return t
 	}
 	e.mu.Lock()
@@ -93,10 +93,10 @@ func (e *Edge) tools() *toolSet {
 	// snapshot must not replace a newer set.
 	servers := e.reg.Servers()
 	old := e.cur.Load()
-	if old != nil && old.key.matches(servers) {
+	if old != nil && old.key.Matches(servers) {
 		return old
 	}
-	t := e.rebind(keyOf(servers), e.reg.Exposed(e.opts.exposure), old)
+	t := e.rebind(tools.VersionOf(servers), e.reg.Exposed(e.opts.exposure), old)
 	e.cur.Store(t)
 	return t
 }
@@ -105,7 +105,7 @@ func (e *Edge) tools() *toolSet {
 // line with it: a tool kept under the same name keeps its registration
 // (no needless list_changed), a new or replaced one is added, and one no
 // longer listed is removed, so tools/call cannot reach it by name.
-func (e *Edge) rebind(key regKey, entries []*tools.Entry, old *toolSet) *toolSet {
+func (e *Edge) rebind(key tools.Version, entries []*tools.Entry, old *toolSet) *toolSet {
 	t := &toolSet{key: key, byName: map[string]*binding{}}
 	for _, b := range bindTools(entries, e.log) {
 		if o, ok := old.lookup(b.name); ok && o.entry == b.entry {

@@ -68,7 +68,7 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, opts ...
 
 // namesAt is a function-name table and the registry state it was built from.
 type namesAt struct {
-	key   regKey
+	key   tools.Version
 	names *Names
 }
 
@@ -76,7 +76,7 @@ type namesAt struct {
 // tools. It is rebuilt only when a server was registered or replaced since
 // the last build, so a request pays one registry read-lock to learn that.
 func (a *Adapter) table() *Names {
-	if n := a.names.Load(); n != nil && n.key.matches(a.reg.Servers()) {
+	if n := a.names.Load(); n != nil && n.key.Matches(a.reg.Servers()) {
 		return n.names
 	}
 	a.mu.Lock()
@@ -84,10 +84,10 @@ func (a *Adapter) table() *Names {
 	// Read the registry again under the lock: a request holding an older
 	// snapshot must not replace a newer table.
 	servers := a.reg.Servers()
-	if n := a.names.Load(); n != nil && n.key.matches(servers) {
+	if n := a.names.Load(); n != nil && n.key.Matches(servers) {
 		return n.names
 	}
-	n := &namesAt{key: keyOf(servers), names: NewNames(a.reg.Exposed(a.exposure), a.log)}
+	n := &namesAt{key: tools.VersionOf(servers), names: NewNames(a.reg.Exposed(a.exposure), a.log)}
 	a.names.Store(n)
 	return n.names
 }
