@@ -215,10 +215,7 @@ func newEvidenceVerifyCmd() *cobra.Command {
 			if st, err := os.Stat(input); err != nil || !st.IsDir() {
 				return usageError(fmt.Errorf("--input %s is not a directory", input))
 			}
-			vkey = strings.TrimSpace(vkey)
-			if b, err := os.ReadFile(vkey); err == nil { // a file holding the key
-				vkey = strings.TrimSpace(string(b))
-			}
+			vkey = keyText(vkey)
 			if _, err := note.NewVerifier(vkey); err != nil {
 				return usageError(fmt.Errorf("--vkey: %w", err))
 			}

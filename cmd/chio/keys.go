@@ -164,3 +164,13 @@ func loadLedgerKeys(dir, origin string) (*ledgerKeys, error) {
 		VKey: vkey, KernelPub: schemas.EncodePublicKey(kernel.Public().(ed25519.PublicKey)), Dir: dir,
 	}, nil
 }
+
+// keyText is a key given on the command line: the value itself, or the
+// contents of the file it names.
+func keyText(v string) string {
+	v = strings.TrimSpace(v)
+	if b, err := os.ReadFile(v); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return v
+}

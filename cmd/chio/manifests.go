@@ -67,12 +67,9 @@ func verifyManifest(cmd *cobra.Command, manifestF, keyArg string) error {
 	if err != nil {
 		return usageError(fmt.Errorf("--manifest: %w", err))
 	}
-	key := strings.TrimSpace(keyArg)
+	key := keyText(keyArg)
 	if key == "" {
 		return usageError(errors.New("--manifest needs --manifest-key, the signer's public key (or a file holding it, e.g. DATA_DIR/keys/" + manifestPubFile + ")"))
-	}
-	if b, err := os.ReadFile(key); err == nil {
-		key = strings.TrimSpace(string(b))
 	}
 	if _, err := schemas.ParsePublicKey(key); err != nil {
 		return usageError(fmt.Errorf("--manifest-key: %w", err))

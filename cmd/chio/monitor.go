@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -128,10 +127,7 @@ func monitorOnce(cmd *cobra.Command, m *monitor.Monitor) error {
 
 // monitorVKey reads a note verifier key, given itself or as a file holding it.
 func monitorVKey(v string) (note.Verifier, error) {
-	if b, err := os.ReadFile(v); err == nil {
-		v = string(b)
-	}
-	verifier, err := note.NewVerifier(strings.TrimSpace(v))
+	verifier, err := note.NewVerifier(keyText(v))
 	if err != nil {
 		return nil, fmt.Errorf("--vkey: %w", err)
 	}

@@ -82,9 +82,7 @@ func newVerifyCmd() *cobra.Command {
 			if in.VKey == "" || in.KernelKey == "" {
 				return usageError(errors.New("--vkey and --kernel-key are required (pin them out of band)"))
 			}
-			if b, err := os.ReadFile(in.VKey); err == nil { // a file holding the key
-				in.VKey = strings.TrimSpace(string(b))
-			}
+			in.VKey = keyText(in.VKey)
 			if policyF != "" {
 				p, err := witness.LoadPolicy(policyF)
 				if err != nil {

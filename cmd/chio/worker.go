@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -192,16 +191,9 @@ func awaitWorkers(ctx context.Context, nc *nats.Conn, servers []tools.Server, ou
 
 // workerPublicKey is the pinned worker key: 64 hex, or a file holding it.
 func workerPublicKey(arg string) (string, error) {
-	key := strings.TrimSpace(arg)
+	key := keyText(arg)
 	if key == "" {
 		return "", usageError(errors.New("--workers needs --worker-key, the public key workers sign their manifests with (chio worker --manifest-key)"))
-	}
-	if _, err := schemas.ParsePublicKey(key); err != nil {
-		b, rerr := os.ReadFile(key)
-		if rerr != nil {
-			return "", usageError(fmt.Errorf("--worker-key: neither a public key (64 hex) nor a readable file: %w", rerr))
-		}
-		key = strings.TrimSpace(string(b))
 	}
 	if _, err := schemas.ParsePublicKey(key); err != nil {
 		return "", usageError(fmt.Errorf("--worker-key: %w", err))
