@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -14,8 +12,6 @@ import (
 
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-
-	oa "github.com/openai/openai-go/v3"
 
 	"github.com/chio-ledger/chio/edges/mcpbridge/mcpbridgetest"
 	"github.com/chio-ledger/chio/edges/openai"
@@ -34,33 +30,10 @@ func TestUpWrapsMCPServer(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(string(body), `"name":"echo"`) {
 		t.Fatalf("tools: %d %s", code, body)
 	}
-	msg := oa.ChatCompletionAssistantMessageParam{ToolCalls: []oa.ChatCompletionMessageToolCallUnionParam{{
-		OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{ID: "call_mcp_1",
-			Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "echo", Arguments: `{"text":"through chio"}`}}}}}
-	raw, err := json.Marshal(msg)
-	if err != nil {
-		t.Fatal(err)
+	rid, content := upToolCall(t, up, "call_mcp_1", "echo", `{"text":"through chio"}`)
+	if !strings.Contains(content, "through chio") {
+		t.Fatalf("tool message: %s", content)
 	}
-	resp, err := http.Post(up.httpURL+openai.ToolCallsPath, "application/json", bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ans struct {
-		Messages []struct {
-			Content string      `json:"content"`
-			Chio    openai.Chio `json:"chio"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(body, &ans); resp.StatusCode != http.StatusOK || err != nil || len(ans.Messages) != 1 ||
-		ans.Messages[0].Chio.Denied || ans.Messages[0].Chio.ReceiptRef == "" || !strings.Contains(ans.Messages[0].Content, "through chio") {
-		t.Fatalf("tool-calls: %d %v %s", resp.StatusCode, err, body)
-	}
-	rid := ans.Messages[0].Chio.ReceiptRef
 	awaitLogReceipt(t, up.httpURL, up.token, rid)
 	code, receipt := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid)
 	var wrapped struct {

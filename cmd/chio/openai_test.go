@@ -31,33 +31,7 @@ func TestUpServesOpenAIWithVerifiableReceipts(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(string(body), `"name":"hello_task"`) {
 		t.Fatalf("tools: %d %s", code, body)
 	}
-	msg := oa.ChatCompletionAssistantMessageParam{ToolCalls: []oa.ChatCompletionMessageToolCallUnionParam{{
-		OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{ID: "call_up_1",
-			Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "hello_task", Arguments: `{"text":"world"}`}}}}}
-	raw, err := json.Marshal(msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.Post(up.httpURL+openai.ToolCallsPath, "application/json", bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ans struct {
-		Messages []struct {
-			ToolCallID string      `json:"tool_call_id"`
-			Chio       openai.Chio `json:"chio"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(body, &ans); resp.StatusCode != http.StatusOK || err != nil || len(ans.Messages) != 1 ||
-		ans.Messages[0].Chio.Denied || ans.Messages[0].Chio.ReceiptRef == "" {
-		t.Fatalf("tool-calls: %d %v %s", resp.StatusCode, err, body)
-	}
-	rid := ans.Messages[0].Chio.ReceiptRef
+	rid, _ := upToolCall(t, up, "call_up_1", "hello_task", `{"text":"world"}`)
 	awaitLogReceipt(t, up.httpURL, up.token, rid)
 	code, receipt := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid)
 	var wrapped struct {
@@ -189,4 +163,38 @@ func TestEdgeOpenAIReplica(t *testing.T) {
 	if code, _ := httpGetAs(t, "", base+openai.ToolsPath); code != http.StatusUnauthorized {
 		t.Fatalf("tokenless: %d", code)
 	}
+}
+
+// upToolCall runs one Chat Completions tool call through up's OpenAI
+// batch endpoint and returns its receipt id and the tool message's
+// content; a denied or unanswered call fails the test.
+func upToolCall(t *testing.T, up *upProcess, callID, name, args string) (string, string) {
+	t.Helper()
+	msg := oa.ChatCompletionAssistantMessageParam{ToolCalls: []oa.ChatCompletionMessageToolCallUnionParam{{
+		OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{ID: callID,
+			Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{Name: name, Arguments: args}}}}}
+	raw, err := json.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(up.httpURL+openai.ToolCallsPath, "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans struct {
+		Messages []struct {
+			Content string      `json:"content"`
+			Chio    openai.Chio `json:"chio"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &ans); resp.StatusCode != http.StatusOK || err != nil || len(ans.Messages) != 1 ||
+		ans.Messages[0].Chio.Denied || ans.Messages[0].Chio.ReceiptRef == "" {
+		t.Fatalf("tool-calls: %d %v %s", resp.StatusCode, err, body)
+	}
+	return ans.Messages[0].Chio.ReceiptRef, ans.Messages[0].Content
 }
