@@ -17,6 +17,7 @@ import (
 	"github.com/chio-ledger/chio/edges/tools/hello"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // versionedServer is hello under a manifest version that can change, as
@@ -49,26 +50,7 @@ func TestDecisionNamesTheManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Close)
-	d, err := New(ctx, js, k, reg, "edge-test", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
-		ID: "cap-manifest", Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
-		Subject:  schemas.EncodePublicKey(agent.Public().(ed25519.PublicKey)),
-		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
-		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _ := schemas.EncodeCapabilityHeader(tok)
+	d, h := governedBy(t, js, reg, policy, issuer, agent, "cap-manifest")
 	f := &fixture{js: js}
 
 	var hashes []string
@@ -157,26 +139,7 @@ func TestDecisionManifestRacesReplace(t *testing.T) {
 		t.Fatal("the two manifests have one hash")
 	}
 	ctx := context.Background()
-	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Close)
-	d, err := New(ctx, js, k, reg, "edge-test", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
-		ID: "cap-race", Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
-		Subject:  schemas.EncodePublicKey(agent.Public().(ed25519.PublicKey)),
-		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
-		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _ := schemas.EncodeCapabilityHeader(tok)
+	d, h := governedBy(t, js, reg, policy, issuer, agent, "cap-race")
 
 	stop := make(chan struct{})
 	flipped := make(chan error, 1)
@@ -227,4 +190,35 @@ func TestDecisionManifestRacesReplace(t *testing.T) {
 			t.Fatalf("receipt %s (%s): manifest %s, want %s, the one its decision followed", dec.ReceiptID, dec.Decision.Verdict, meta.Manifest.Hash, want)
 		}
 	}
+}
+
+// governedBy is a kernel over reg and policy, its dispatcher, and a token
+// (capID) of issuer for agent granting every tool of the demo server.
+func governedBy(t *testing.T, js jetstream.JetStream, reg *tools.Registry, policy *kernel.LoadedPolicy, issuer, agent ed25519.PrivateKey, capID string) (*Dispatcher, string) {
+	t.Helper()
+	ctx := context.Background()
+	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	d, err := New(ctx, js, k, reg, "edge-test", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{
+		ID: capID, Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
+		Subject:  schemas.EncodePublicKey(agent.Public().(ed25519.PublicKey)),
+		Scope:    schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: hello.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := schemas.EncodeCapabilityHeader(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, h
 }
