@@ -258,8 +258,12 @@ func TestCleanRestartReusesTheDurable(t *testing.T) {
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}
-	h.workload(5, 2)
+	// New work comes after the restart: published while the service is
+	// down, it could be delivered to the stopped instance's pull requests
+	// (the server keeps them until they expire), leaving the durable with
+	// acks pending, which is the case where it is rightly recreated.
 	second := h.start("reuse")
+	h.workload(5, 2)
 	h.caughtUp(second)
 	for _, str := range streams() {
 		cons, err := h.js.Consumer(h.ctx, str.name, DefaultName+"-"+str.suffix)
