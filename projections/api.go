@@ -77,6 +77,7 @@ func (s *Service) Register(e *echo.Echo) {
 	e.GET("/v1/lineage/:capability_id", s.getLineage, mw...)
 	e.GET("/v1/lineage/:capability_id/chain", s.getChain, mw...)
 	e.GET("/v1/reports/authorization-context", s.authorizationContext, mw...)
+	e.GET("/v1/stats/calls", s.callStats, mw...)
 }
 
 // deny answers a refused credential in the projections' JSON form.

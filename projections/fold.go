@@ -58,6 +58,24 @@ func (t *txn) set(key, value []byte) {
 	}
 }
 
+// add adds n to the u64 counter under key (absent: 0).
+func (t *txn) add(key []byte, n uint64) {
+	v, err := t.get(key)
+	var cur uint64
+	switch {
+	case errors.Is(err, errNotFound):
+	case err != nil:
+		t.fail(err)
+		return
+	default:
+		if cur, err = decodeU64(v); err != nil {
+			t.fail(fmt.Errorf("counter %q: %w", key[:1], err))
+			return
+		}
+	}
+	t.set(key, encodeU64(cur+n))
+}
+
 func (t *txn) fail(err error) {
 	if t.err == nil {
 		t.err = err
@@ -342,6 +360,9 @@ type preparedReceipt struct {
 	// governed is what a report takes from the receipt (authz.Examine),
 	// encoded; nil when it is not governed.
 	governed []byte
+	// stats is what the call counters take from it; nil when it does not
+	// count (see callStatOf).
+	stats *callStat
 }
 
 func (f receiptFold) prepare(m *streamMsg) any {
@@ -420,6 +441,9 @@ func (f receiptFold) prepare(m *streamMsg) any {
 	if msgID != "" && msgID != p.id {
 		f.log.Warn("receipt message id differs from the receipt id", "receipt", p.id, "msg_id", msgID, "stream_seq", m.seq)
 	}
+	if flags&receiptVerified != 0 {
+		p.stats = callStatOf(r)
+	}
 	p.record = encodeReceiptRecord(flags, reason, m.data)
 	// Decided here, once, so a report reads a small record per governed
 	// receipt instead of parsing every receipt again.
@@ -464,6 +488,8 @@ func (f receiptFold) apply(tx *txn, m *streamMsg, prepared any) error {
 	} else {
 		tx.set(unattributedKey(p.leaf, p.id), nil)
 	}
+	// After the seen check: a receipt republished counts once.
+	p.stats.count(tx)
 	return tx.err
 }
 

@@ -28,6 +28,7 @@ const (
 
 	// CHIO_TASKS
 	prefixTask      = 't' // t | task id → taskHead JSON
+	prefixTimeline  = 'T' // T | str(task id) | u64 commit seq → timelineRecord JSON (timeline.go)
 	prefixHistory   = 'h' // h | str(task id) | u32 n → history message JSON
 	prefixArtifact  = 'a' // a | str(task id) | u32 n → append flag byte | artifact JSON
 	prefixTaskOrder = 'o' // o | u64 created seq | task id → state
@@ -43,6 +44,7 @@ const (
 	prefixReceiptByCap = 'C' // C | str(capability id) | u64 leaf index | receipt id → empty
 	prefixUnattributed = 'U' // U | u64 leaf index | receipt id → empty (no usable capability id)
 	prefixGoverned     = 'G' // G | u64 leaf index | receipt id → authz.Governed JSON (governed receipts only)
+	prefixCallStats    = 'S' // S | u64 minute (unix s) | kind byte | label → u64 count (stats.go)
 )
 
 // metaKernelKey records the kernel key the receipts were verified against:

@@ -28,6 +28,16 @@ const (
 	// ReceiptsStream that carries its leaf index in the log.
 	HeaderLeafIndex = "Chio-Leaf-Index"
 
+	// HeaderReplica is the header of a task commit on TasksStream that
+	// names the edge replica that wrote it (its edge id), so a task's
+	// timeline can say who wrote each commit.
+	HeaderReplica = "Chio-Replica"
+
+	// LedgerConsumer is the ledger's default durable consumer on
+	// EventsStream: readers outside the ledger (the projections' status)
+	// measure the ledger's lag by it.
+	LedgerConsumer = "chio-ledger"
+
 	// DuplicateWindow is the publish dedup window of both streams.
 	DuplicateWindow = 2 * time.Minute
 
