@@ -11,12 +11,34 @@ import (
 	"github.com/chio-ledger/chio/schemas"
 )
 
+// RebuildOption configures one Rebuild.
+type RebuildOption func(*rebuildConfig)
+
+type rebuildConfig struct {
+	progress func(done, total uint64)
+}
+
+// WithProgress has Rebuild call progress after each message it reads with
+// the messages read so far and the messages the stream held when Rebuild
+// started. It is called on Rebuild's goroutine: cancelling Rebuild's
+// context from it stops the rebuild before the next message.
+func WithProgress(progress func(done, total uint64)) RebuildOption {
+	return func(c *rebuildConfig) { c.progress = progress }
+}
+
 // Rebuild replays CHIO_EVENTS, from its first message to the last one present
 // when Rebuild starts, into an empty store through the same fold the live
 // ledger uses. It acks nothing, publishes nothing and schedules no timeouts:
 // the stream is only read. Receipt bytes, leaves and roots come out identical
 // to the live log's, because every input to them is in the events.
-func (l *Ledger) Rebuild(ctx context.Context) (logstore.State, error) {
+//
+// A rebuild stopped part way (its context ended) leaves a store holding a
+// prefix of the log: the caller discards it, as it has no complete state.
+func (l *Ledger) Rebuild(ctx context.Context, opts ...RebuildOption) (logstore.State, error) {
+	var rc rebuildConfig
+	for _, o := range opts {
+		o(&rc)
+	}
 	if st := l.store.State(); st.Size != 0 || st.StreamSeq != 0 {
 		return st, errors.New("rebuild: the target store is not empty")
 	}
@@ -31,8 +53,11 @@ func (l *Ledger) Rebuild(ctx context.Context) (logstore.State, error) {
 	if err != nil {
 		return logstore.State{}, fmt.Errorf("rebuild: stream info: %w", err)
 	}
-	last := info.State.LastSeq
-	if info.State.Msgs == 0 {
+	last, total := info.State.LastSeq, info.State.Msgs
+	if rc.progress != nil {
+		rc.progress(0, total)
+	}
+	if total == 0 {
 		return l.store.State(), nil
 	}
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
@@ -46,7 +71,13 @@ func (l *Ledger) Rebuild(ctx context.Context) (logstore.State, error) {
 	defer it.Stop()
 	events := make([]event, 0, l.cfg.maxBatch)
 	weight := 0 // events in the batch: an envelope counts as its events
+	var read uint64
 	for done := false; !done; {
+		// Next may hand out buffered messages after ctx ended: check it
+		// here so an interrupt stops the rebuild at once.
+		if err := ctx.Err(); err != nil {
+			return logstore.State{}, fmt.Errorf("rebuild: stopped after %d of %d messages: %w", read, total, err)
+		}
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			return logstore.State{}, fmt.Errorf("rebuild: read stream: %w", err)
@@ -64,6 +95,10 @@ func (l *Ledger) Rebuild(ctx context.Context) (logstore.State, error) {
 				return logstore.State{}, err
 			}
 			events = events[:0]
+		}
+		read++
+		if rc.progress != nil {
+			rc.progress(read, max(total, read))
 		}
 	}
 	return l.store.State(), nil
