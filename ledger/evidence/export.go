@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -108,25 +109,75 @@ type Options struct {
 	// Now is the export time (nil: time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Progress, when set, is called after each receipt the query returns
+	// with the receipts gone through so far and the query's total count
+	// (which may hold receipts past the checkpoint, left out). Cancelling
+	// the export's context from it stops the export before the next one.
+	Progress func(done, total uint64)
+}
+
+// PartialDir is where Export builds the package of dir before it renames
+// it to dir: a sibling, so the rename stays on one file system, and
+// hidden, so it is not taken for a package.
+func PartialDir(dir string) string {
+	dir = filepath.Clean(dir)
+	return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".partial")
 }
 
 // Export writes a package of the receipts the client's credential reads
-// and o.Filter selects into dir, which must not exist (it is created, and
-// removed again if the export fails). It fetches the checkpoint first and
-// every proof at that checkpoint's size; receipts appended to the log
-// after it are left out. It streams: one query page is held at a time.
+// and o.Filter selects into dir, which must not exist. It fetches the
+// checkpoint first and every proof at that checkpoint's size; receipts
+// appended to the log after it are left out. It streams: one query page
+// is held at a time.
+//
+// The package is written into PartialDir(dir) and renamed to dir once
+// complete, so dir exists only as a finished package: an export that
+// fails or is interrupted leaves no dir, and the next export into the
+// same dir removes what an interrupted one left in PartialDir.
 func Export(ctx context.Context, c *Client, dir string, o Options) (*Query, error) {
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if _, err := os.Lstat(dir); err == nil {
+		return nil, fmt.Errorf("export: %s already exists (a finished package is never overwritten): choose a new directory", dir)
+	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	q, err := export(ctx, c, dir, o)
+	tmp := PartialDir(dir)
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, fmt.Errorf("export: remove the partial package of an earlier export: %w", err)
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	q, err := export(ctx, c, tmp, o)
+	if err == nil {
+		err = publishDir(tmp, dir)
+	}
 	if err != nil {
-		if rerr := os.RemoveAll(dir); rerr != nil {
+		if rerr := os.RemoveAll(tmp); rerr != nil {
 			return nil, errors.Join(err, fmt.Errorf("export: remove the partial package: %w", rerr))
 		}
 		return nil, err
 	}
 	return q, nil
+}
+
+// publishDir renames the complete package tmp to dir and syncs their
+// parent, so the rename survives a crash.
+func publishDir(tmp, dir string) error {
+	if _, err := os.Lstat(dir); err == nil {
+		return fmt.Errorf("export: %s was created while the export ran: the package is not moved there", dir)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("export: move the package into place: %w", err)
+	}
+	parent, err := os.Open(filepath.Dir(dir))
+	if err != nil {
+		return fmt.Errorf("export: sync %s: %w", filepath.Dir(dir), err)
+	}
+	defer parent.Close()
+	if err := parent.Sync(); err != nil {
+		return fmt.Errorf("export: sync %s: %w", filepath.Dir(dir), err)
+	}
+	return nil
 }
 
 // exporter is the state of one export.
@@ -362,6 +413,13 @@ func verifyConsistency(old, cp *tlog.Checkpoint, hashes [][]byte) error {
 	return nil
 }
 
+// progress reports to the options' callback, if any.
+func (e *exporter) progress(done, total uint64) {
+	if e.o.Progress != nil {
+		e.o.Progress(done, total)
+	}
+}
+
 // queryItem is what an export reads of a query page's item: a receipt, or
 // the stand-in of an unreadable one.
 type queryItem struct {
@@ -386,6 +444,7 @@ func (e *exporter) pages(ctx context.Context) error {
 	if f.Until != 0 {
 		q.Set("until", strconv.FormatUint(f.Until, 10))
 	}
+	var seen, total uint64 // receipts gone through; the query's count
 	for {
 		body, err := e.c.get(ctx, "/v1/receipts/query", q)
 		if err != nil {
@@ -394,11 +453,21 @@ func (e *exporter) pages(ctx context.Context) error {
 		var page struct {
 			NextCursor *uint64           `json:"nextCursor"`
 			Receipts   []json.RawMessage `json:"receipts"`
+			TotalCount uint64            `json:"totalCount"`
 		}
 		if err := json.Unmarshal(body, &page); err != nil {
 			return fmt.Errorf("export: query: %w", err)
 		}
+		if total == 0 {
+			total = page.TotalCount
+			e.progress(0, total)
+		}
 		for _, item := range page.Receipts {
+			// A page is worked through without a request when its
+			// receipts are excluded: check ctx so an interrupt stops it.
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("export: stopped after %d of %d receipts: %w", seen, total, err)
+			}
 			done, err := e.item(ctx, item)
 			if err != nil {
 				return err
@@ -406,6 +475,8 @@ func (e *exporter) pages(ctx context.Context) error {
 			if done {
 				return nil
 			}
+			seen++
+			e.progress(seen, max(total, seen))
 		}
 		if page.NextCursor == nil || len(page.Receipts) == 0 {
 			return nil
