@@ -74,6 +74,7 @@ func (s *Service) Register(e *echo.Echo) {
 	mw := []echo.MiddlewareFunc{readauth.Middleware(s.cfg.auth, deny), readauth.Require("the projection API", deny)}
 	e.GET("/v1/tasks", s.listTasks, mw...)
 	e.GET("/v1/tasks/:id", s.getTask, mw...)
+	e.GET("/v1/tasks/:id/timeline", s.getTimeline, mw...)
 	e.GET("/v1/lineage/:capability_id", s.getLineage, mw...)
 	e.GET("/v1/lineage/:capability_id/chain", s.getChain, mw...)
 	e.GET("/v1/reports/authorization-context", s.authorizationContext, mw...)

@@ -210,13 +210,22 @@ func (f taskFold) apply(tx *txn, m *streamMsg, prepared any) error {
 	if err != nil {
 		return err
 	}
+	rec := timelineRecord{Replica: m.header.Get(schemas.HeaderReplica)}
+	applied := false
 	for i := range p.commit.Events {
 		e := &p.commit.Events[i]
-		if err := t.apply(tx, e, m.seq); err != nil {
+		eff, err := t.apply(tx, e, m.seq)
+		if err != nil {
 			// As the edge does when it reads: a refused event is skipped,
 			// so even a stray writer cannot revive a terminal task.
 			f.log.Debug("skipping refused task event", "task", p.id, "stream_seq", m.seq, "err", err)
+			continue
 		}
+		applied = true
+		rec.note(e, eff, t.fold)
+	}
+	if applied {
+		rec.write(tx, p.id, m.seq, t.fold)
 	}
 	return tx.err
 }

@@ -55,21 +55,22 @@ const _ = uint(maxKeyPart - schemas.MaxTaskContextID)
 
 // apply folds one event into t by the one task fold (schemas.TaskHead.Apply),
 // writing the history message or artifact event it adds under the task's
-// h or a keys. An event the fold refuses leaves t exactly as it was.
-func (t *taskState) apply(tx *txn, e *schemas.TaskEvent, seq uint64) error {
+// h or a keys, and returns its effect. An event the fold refuses leaves t
+// exactly as it was.
+func (t *taskState) apply(tx *txn, e *schemas.TaskEvent, seq uint64) (schemas.TaskEffect, error) {
 	if t.fold == nil {
 		fold, err := t.head.decode()
 		if err != nil {
 			// The store is damaged, not the event: fail the batch.
 			err = fmt.Errorf("task %s: decode stored head: %w", t.id, err)
 			tx.fail(err)
-			return err
+			return schemas.TaskEffect{}, err
 		}
 		t.fold = fold
 	}
 	eff, err := t.fold.Apply(e)
 	if err != nil {
-		return err
+		return eff, err
 	}
 	if e.Type == schemas.TaskEventCreated {
 		t.head = &taskHead{CreatedSeq: seq}
@@ -85,7 +86,7 @@ func (t *taskState) apply(tx *txn, e *schemas.TaskEvent, seq uint64) error {
 		tx.set(appendU32(appendStr([]byte{prefixArtifact}, t.id), uint32(t.fold.Artifacts-1)), append([]byte{flag}, a.Data...))
 	}
 	t.dirty = t.dirty || eff.Served
-	return nil
+	return eff, nil
 }
 
 // decode is h as the task fold sees it; a nil h is a task not created.

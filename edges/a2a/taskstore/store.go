@@ -77,6 +77,7 @@ type options struct {
 	batchThreshold  int
 	now             func() time.Time
 	log             *slog.Logger
+	replicaID       string
 }
 
 // WithReplicas sets the stream's replica count (default 1).
@@ -111,6 +112,11 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // WithLogger sets the logger for events the store skips or cleanups that
 // fail (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithReplicaID names the edge replica writing through the store (its
+// edge id): each commit carries it in a schemas.HeaderReplica header, so
+// readers can tell who wrote what. Default: no header.
+func WithReplicaID(id string) Option { return func(o *options) { o.replicaID = id } }
 
 // check refuses an invalid option, naming it.
 func (o *options) check() error {
@@ -566,9 +572,12 @@ func (s *Store) commit(ctx context.Context, t *Task, events []Event, commitID st
 	}
 	msg := &nats.Msg{Subject: Subject(t.ID), Data: body, Header: nats.Header{}}
 	msg.Header.Set(summaryHeader, sum)
+	if s.opts.replicaID != "" {
+		msg.Header.Set(schemas.HeaderReplica, s.opts.replicaID)
+	}
 	// Headers the client adds: the message id and the expected sequence.
 	size := len(body) + len(summaryHeader) + len(sum) + len(jetstream.MsgIDHeader) + len(commitID) +
-		len(jetstream.ExpectedLastSubjSeqHeader) + 20 + 64
+		len(jetstream.ExpectedLastSubjSeqHeader) + 20 + 64 + len(schemas.HeaderReplica) + len(s.opts.replicaID)
 	if size > s.opts.maxMessageBytes {
 		return nil, fmt.Errorf("%w: commit of %d bytes exceeds the %d-byte message limit", ErrTooLarge, size, s.opts.maxMessageBytes)
 	}
