@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,7 @@ func newProjectionsCmd() *cobra.Command {
 	var natsURL, dataDir, listen, kernelKey, name string
 	var replicas int
 	var rf readFlags
+	var cf consoleFlags
 	cmd := &cobra.Command{
 		Use:   "projections --nats URL --data-dir DIR --listen ADDR --kernel-key HEX|FILE --reader-issuer HEX|FILE [--service-token TOKEN]",
 		Short: "Run the projections: fold tasks, capability lineage and receipts into queryable state and serve it",
@@ -49,6 +51,10 @@ func newProjectionsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !rf.any() {
 				return usageError(errNoReaders)
+			}
+			consoleMount, err := cf.mount()
+			if err != nil {
+				return err
 			}
 			key, err := readKernelKey(kernelKey)
 			if err != nil {
@@ -72,13 +78,14 @@ func newProjectionsCmd() *cobra.Command {
 				return err
 			}
 			defer svc.Close()
-			return runProjections(cmd.Context(), cmd.OutOrStdout(), js, svc, metrics, listen)
+			return runProjections(cmd.Context(), cmd.OutOrStdout(), js, svc, metrics, listen, consoleMount)
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated")
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "directory of the projection store (DIR/projections)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8082", "address of the projection HTTP API")
 	rf.register(cmd)
+	cf.register(cmd.Flags())
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the trusted kernel public key (64 hex), or a file holding it (the ledger's keys/kernel.pub)")
 	cmd.Flags().StringVar(&name, "name", projections.DefaultName, "instance name: the stem of the durable consumer names")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the streams and consumers the service creates (3 on a cluster)")
@@ -158,9 +165,13 @@ func readPublicKey(flag, v string) (ed25519.PublicKey, error) {
 }
 
 // runProjections runs the service and its HTTP API (the projections,
-// /metrics, /healthz, /readyz) until ctx ends or either fails.
-func runProjections(ctx context.Context, out io.Writer, js jetstream.JetStream, svc *projections.Service, metrics *prometheus.Registry, listen string) error {
+// /metrics, /healthz, /readyz, and what mounts add) until ctx ends or
+// either fails.
+func runProjections(ctx context.Context, out io.Writer, js jetstream.JetStream, svc *projections.Service, metrics *prometheus.Registry, listen string, mounts ...func(*echo.Echo)) error {
 	e := projections.NewServer(svc)
+	for _, m := range mounts {
+		m(e)
+	}
 	serveMetrics(e, metrics)
 	health.Register(e, health.NATS(js), projectionsCheck("storage", svc, nil, nil))
 	ln, err := net.Listen("tcp", listen)

@@ -272,6 +272,7 @@ func newUpCmd() *cobra.Command {
 				mcpEdge.Register(e)
 				acpEdge.Register(e)
 				proj.Register(e)
+				mountConsole(e)
 				mountToolsListing(e, r, &ef, grpcLn != nil, auth) // operators: every tool, its origin and signed manifest
 				base := "http://" + addr.String()
 				fmt.Fprintf(out, "chio up: agent card   %s/.well-known/agent-card.json\n", base)

@@ -1,0 +1,141 @@
+// Package console serves Chio's web console at /console/: static ES
+// modules embedded in the binary, no build step and nothing fetched at run
+// time. The page reads the ledger and projection APIs with the credential
+// its user signs in with (Authorization: Bearer, never a cookie), so it
+// shows exactly what that credential may read, and it verifies receipts,
+// inclusion proofs, checkpoint signatures and witness cosignatures in the
+// browser (WebCrypto).
+//
+// Every answer carries a strict Content-Security-Policy: scripts and styles
+// only from this origin, no inline script, no framing, and network access
+// only to this origin and the configured ledger origin.
+package console
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+//go:embed static
+var static embed.FS
+
+// Prefix is where the console is mounted.
+const Prefix = "/console/"
+
+// Config is the body of /console/config.json: where the page finds the
+// ledger API. LedgerURL is empty when the ledger is this origin (chio up).
+type Config struct {
+	LedgerURL string `json:"ledgerUrl"`
+}
+
+// Option configures Register.
+type Option func(*settings) error
+
+type settings struct {
+	ledger string // an origin (scheme://host[:port]) or ""
+}
+
+// WithLedgerURL points the page at a ledger API on another origin (chio
+// projections --console-ledger-url). Only the URL's origin is kept: the
+// ledger's routes are at its root.
+func WithLedgerURL(raw string) Option {
+	return func(s *settings) error {
+		if raw == "" {
+			return nil
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("console ledger URL %q: want http(s)://host[:port] with no path, query or credentials", raw)
+		}
+		s.ledger = u.Scheme + "://" + u.Host
+		return nil
+	}
+}
+
+// CSP is the policy every console answer carries, given the ledger origin
+// the page may also reach ("" for none).
+func CSP(ledgerOrigin string) string {
+	connect := "'self'"
+	if ledgerOrigin != "" {
+		connect += " " + ledgerOrigin
+	}
+	return "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src " + connect +
+		"; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
+
+// contentTypes of the files the console serves, by extension: nothing is
+// left to sniffing (and nosniff forbids it).
+var contentTypes = map[string]string{
+	".html": "text/html; charset=utf-8",
+	".js":   "text/javascript; charset=utf-8",
+	".css":  "text/css; charset=utf-8",
+	".json": "application/json",
+	".svg":  "image/svg+xml",
+	".png":  "image/png",
+}
+
+// Register mounts the console on e: /console (a redirect), /console/
+// (the page), /console/config.json and the page's assets.
+func Register(e *echo.Echo, opts ...Option) error {
+	var s settings
+	for _, o := range opts {
+		if err := o(&s); err != nil {
+			return err
+		}
+	}
+	files, err := fs.Sub(static, "static")
+	if err != nil {
+		return err
+	}
+	cfg, err := json.Marshal(Config{LedgerURL: s.ledger})
+	if err != nil {
+		return err
+	}
+	csp := CSP(s.ledger)
+	headers := func(c echo.Context, contentType string) {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		// A new binary may bring new files; the page is small.
+		h.Set(echo.HeaderCacheControl, "no-cache")
+		h.Set(echo.HeaderContentType, contentType)
+	}
+	serve := func(c echo.Context) error {
+		name := strings.TrimPrefix(c.Request().URL.Path, Prefix)
+		if name == "" {
+			name = "index.html"
+		}
+		ct, known := contentTypes[path.Ext(name)]
+		if name == "config.json" {
+			headers(c, ct)
+			return c.Blob(http.StatusOK, ct, cfg)
+		}
+		b, err := fs.ReadFile(files, name)
+		if !known || strings.Contains(name, "/") || err != nil {
+			headers(c, "text/plain; charset=utf-8")
+			return c.Blob(http.StatusNotFound, "text/plain; charset=utf-8", []byte("not found\n"))
+		}
+		headers(c, ct)
+		if c.Request().Method == http.MethodHead {
+			return c.NoContent(http.StatusOK)
+		}
+		return c.Blob(http.StatusOK, ct, b)
+	}
+	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, Prefix) })
+	e.GET(Prefix, serve)
+	e.HEAD(Prefix, serve)
+	e.GET(Prefix+"*", serve)
+	e.HEAD(Prefix+"*", serve)
+	return nil
+}

@@ -1,0 +1,258 @@
+// Receipts: the search (GET /v1/receipts/query) and one receipt's page
+// with its decision, evidence, call chain, holder binding and the
+// in-browser verification.
+
+import { h, clear, table, kv, link, receiptLink, short, mono, errorBox, note, time, badge } from './dom.js';
+import { getJSON, getBytes, query, pins, APIError } from './api.js';
+import { verifyReceipt } from './verify.js';
+
+const FILTERS = ['toolServer', 'toolName', 'outcome', 'principal', 'capabilityId', 'since', 'until'];
+
+// toUnix reads a datetime-local value as Unix seconds (the query's unit).
+function toUnix(v) {
+  if (!v) return '';
+  const t = Date.parse(v);
+  return Number.isNaN(t) ? '' : String(Math.floor(t / 1000));
+}
+
+function toLocalInput(sec) {
+  if (!sec) return '';
+  const d = new Date(Number(sec) * 1000);
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+function searchForm(q) {
+  const field = (name, label, attrs) => h('label', null, label, h('input', { name, id: 'q-' + name, value: q.get(name) ?? '', ...attrs }));
+  const outcome = h('select', { name: 'outcome', id: 'q-outcome' },
+    ['', 'allow', 'deny', 'cancelled', 'incomplete'].map((o) => h('option', { value: o, selected: q.get('outcome') === o }, o || 'any')));
+  const form = h('form', { id: 'receipt-search', class: 'filters' },
+    field('toolServer', 'Tool server'), field('toolName', 'Tool'), h('label', null, 'Outcome', outcome),
+    field('principal', 'Principal'), field('capabilityId', 'Capability'),
+    h('label', null, 'Since', h('input', { type: 'datetime-local', name: 'since', id: 'q-since', value: toLocalInput(q.get('since')) })),
+    h('label', null, 'Until', h('input', { type: 'datetime-local', name: 'until', id: 'q-until', value: toLocalInput(q.get('until')) })),
+    h('button', { type: 'submit' }, 'Search'));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const next = new URLSearchParams();
+    for (const name of FILTERS) {
+      const el = form.elements[name];
+      const v = name === 'since' || name === 'until' ? toUnix(el.value) : el.value.trim();
+      if (v) next.set(name, v);
+    }
+    location.hash = '#/receipts' + (next.toString() ? '?' + next : '');
+  });
+  return form;
+}
+
+function receiptRow(r) {
+  if (r.unreadable !== undefined) {
+    return h('tr', { data: { receiptId: r.id } }, h('td'), h('td', null, receiptLink(r.id)), h('td', { colspan: 4 }, 'unreadable: ' + r.unreadable));
+  }
+  return h('tr', { data: { receiptId: r.id } },
+    h('td', null, time(r.timestamp)),
+    h('td', null, receiptLink(r.id)),
+    h('td', null, `${r.tool_server}/${r.tool_name}`),
+    h('td', null, badge(r.decision?.verdict ?? '?'), r.decision?.guard ? ' ' + r.decision.guard : ''),
+    h('td', null, short(r.capability_id, 20)),
+    h('td', null, r.tenant_id ?? ''));
+}
+
+export async function receiptsPage(main, _params, q) {
+  main.append(h('h1', null, 'Receipts'), searchForm(q));
+  const params = {};
+  for (const name of [...FILTERS, 'cursor']) params[name] = q.get(name) ?? '';
+  params.limit = 50;
+  const results = h('section', { id: 'receipt-results' });
+  main.append(results);
+  let page;
+  try {
+    page = await getJSON('/v1/receipts/query' + query(params));
+  } catch (e) {
+    results.append(errorBox(e));
+    return;
+  }
+  const rows = page.receipts ?? [];
+  results.append(h('p', { class: 'count', id: 'receipt-count' }, `${page.totalCount ?? rows.length} matching receipt(s)` + (q.get('cursor') ? ', this page after the cursor' : '')));
+  if (rows.length === 0) {
+    results.append(note('No receipts match, or none you may read.'));
+  } else {
+    results.append(table(['Time', 'Receipt', 'Tool', 'Outcome', 'Capability', 'Tenant'], rows.map(receiptRow), { id: 'receipt-table' }));
+  }
+  const nav = h('p', { class: 'pager' });
+  if (q.get('cursor')) {
+    const first = new URLSearchParams(q);
+    first.delete('cursor');
+    nav.append(h('a', { href: '#/receipts?' + first, id: 'first-page' }, 'First page'), ' ');
+  }
+  if (page.nextCursor !== null && page.nextCursor !== undefined) {
+    const next = new URLSearchParams(q);
+    next.set('cursor', String(page.nextCursor));
+    nav.append(h('a', { href: '#/receipts?' + next, id: 'next-page' }, 'Next page'));
+  }
+  results.append(nav);
+}
+
+// ---- one receipt ----
+
+export async function receiptPage(main, [id], q, current) {
+  main.append(h('h1', null, 'Receipt ', mono(id)));
+  const verifyBox = verifySection(id);
+  let body;
+  try {
+    body = await getJSON('/v1/receipts/' + encodeURIComponent(id));
+  } catch (e) {
+    main.append(errorBox(e), verifyBox.section);
+    if (q.get('verify') === '1') await verifyBox.run();
+    return;
+  }
+  if (!current()) return;
+  const r = body.receipt;
+  if (!r) {
+    main.append(note(`The log holds this receipt (leaf ${body.leaf_index}) but no reader can decode it: ${body.unreadable}`, 'error'), verifyBox.section);
+  } else {
+    main.append(summary(r, body.leaf_index), verifyBox.section, decision(r), evidence(r), parameters(r), binding(r), callChain(r));
+    main.append(await lineage(r.capability_id));
+    main.append(rawReceipt(r));
+  }
+  if (q.get('verify') === '1') await verifyBox.run();
+}
+
+function summary(r, leafIndex) {
+  const m = r.metadata ?? {};
+  return h('section', { class: 'card' }, kv([
+    ['Tool', `${r.tool_server}/${r.tool_name}`],
+    ['Time', time(r.timestamp)],
+    ['Outcome', badge(r.decision?.verdict ?? '?')],
+    ['Capability', r.capability_id ? link(['authz'], r.capability_id, { capabilityId: r.capability_id }) : ''],
+    ['Tenant', r.tenant_id],
+    ['Trust level', r.trust_level],
+    ['Leaf index', leafIndex],
+    ['Trace', m.trace_id ? mono(m.trace_id) : ''],
+    ['Kernel key', mono(r.kernel_key)],
+    ['Policy hash', short(r.policy_hash, 24)],
+    ['Content hash', short(r.content_hash, 24)],
+  ]));
+}
+
+function decision(r) {
+  const d = r.decision ?? {};
+  return h('section', null, h('h2', null, 'Decision'), kv([
+    ['Verdict', badge(d.verdict ?? '?')], ['Reason', d.reason], ['Guard', d.guard ? mono(d.guard) : ''],
+  ]));
+}
+
+function evidence(r) {
+  const ev = r.evidence ?? [];
+  return h('section', null, h('h2', null, 'Guard evidence'), ev.length === 0 ? note('No guard evidence recorded.') :
+    table(['Guard', 'Verdict', 'Details'], ev.map((e) => [mono(e.guard_name), badge(e.verdict ? 'passed' : 'failed'), e.details ?? '']), { id: 'evidence' }));
+}
+
+function parameters(r) {
+  return h('section', null, h('h2', null, 'Parameters'),
+    h('pre', { id: 'parameters', class: 'json' }, JSON.stringify(r.action?.parameters, null, 2)),
+    kv([['Parameter hash', mono(r.action?.parameter_hash ?? '')]]));
+}
+
+const BINDINGS = {
+  bearer: 'the token alone (bearer)',
+  dpop: 'an RFC 9449 DPoP proof by the capability\'s subject key',
+  chio_dpop_v1: 'a chio.dpop_proof.v1 tool proof by the capability\'s subject key',
+};
+
+function binding(r) {
+  const a = r.metadata?.attribution;
+  if (!a) return h('section', null, h('h2', null, 'Holder binding'), note('The receipt records no attribution.'));
+  const b = a.binding;
+  return h('section', { id: 'binding' }, h('h2', null, 'Holder binding'), kv([
+    ['Proved by', b ? (BINDINGS[b.method] ?? `unknown method ${b.method}`) : 'none recorded (signed before holder binding)'],
+    ['Key thumbprint (jkt)', b?.jkt ? mono(b.jkt) : ''],
+    ['Subject key', mono(a.subject_key ?? '')],
+    ['Issuer key', mono(a.issuer_key ?? '')],
+    ['Delegation depth', a.delegation_depth],
+    ['Grant index', a.grant_index],
+  ]));
+}
+
+// callChain shows metadata.governed_transaction: the intent and, for a
+// call made on behalf of another, the chain it extends.
+function callChain(r) {
+  const tx = r.metadata?.governed_transaction;
+  const sec = h('section', { id: 'call-chain' }, h('h2', null, 'Governed intent and call chain'));
+  if (!tx) return sec.append(note('Not a governed call: no intent, no call chain.')), sec;
+  sec.append(kv([['Intent', mono(tx.intent_id)], ['Purpose', tx.purpose], ['Intent hash', short(tx.intent_hash, 24)]]));
+  const c = tx.call_chain;
+  if (!c) return sec.append(note('No call chain: this call was not made on behalf of another.')), sec;
+  sec.append(chainBoxes([
+    ['Origin', c.originSubject],
+    ['Delegator', c.delegatorSubject],
+    ['Parent call', c.parentReceiptId ? receiptLink(c.parentReceiptId, 'receipt ' + c.parentReceiptId) : 'request ' + c.parentRequestId],
+    ['This call', `${r.tool_server}/${r.tool_name}`],
+  ]), kv([['Chain', mono(c.chainId)], ['Evidence', `${c.evidenceClass} (${(c.evidenceSources ?? []).join(', ')})`]]));
+  return sec;
+}
+
+// chainBoxes draws a chain as nested boxes, outermost first.
+export function chainBoxes(levels) {
+  let inner = null;
+  for (const [label, value] of [...levels].reverse()) {
+    inner = h('div', { class: 'chain-box' }, h('div', { class: 'chain-label' }, label, ': ', value), inner);
+  }
+  return h('div', { class: 'chain' }, inner);
+}
+
+// lineage shows the capability's delegation chain (GET
+// /v1/lineage/{id}/chain), root first, as the reader may see it.
+async function lineage(capabilityID) {
+  const sec = h('section', { id: 'lineage' }, h('h2', null, 'Capability chain'));
+  if (!capabilityID) return sec;
+  try {
+    const body = await getJSON(`/v1/lineage/${encodeURIComponent(capabilityID)}/chain`);
+    sec.append(chainBoxes((body.chain ?? []).map((c) => [`depth ${c.delegation_depth}`,
+      h('span', null, mono(c.capability_id), ' subject ', short(c.subject_key, 16), ' expires ', time(c.expires_at))])));
+  } catch (e) {
+    sec.append(e instanceof APIError && e.status === 404 ? note('No lineage you may read for this capability.') : errorBox(e));
+  }
+  return sec;
+}
+
+function rawReceipt(r) {
+  return h('details', null, h('summary', null, 'The signed receipt (JSON)'), h('pre', { class: 'json' }, JSON.stringify(r, null, 2)));
+}
+
+// ---- verification ----
+
+function verifySection(id) {
+  const out = h('div', { id: 'verify-output' });
+  const button = h('button', { type: 'button', id: 'verify' }, 'Verify');
+  const run = async () => {
+    button.disabled = true;
+    clear(out).append(h('p', { class: 'note', 'data-verify': 'running' }, 'Verifying…'));
+    const res = await verifyReceipt(id, { bytes: getBytes, json: getJSON }, pins.get());
+    clear(out).append(verifyResult(res));
+    button.disabled = false;
+  };
+  button.addEventListener('click', run);
+  const section = h('section', { id: 'verify-section', class: 'card' }, h('h2', null, 'Verification'),
+    note('Checks in this browser: the kernel\'s signature, the leaf hash, the inclusion proof up to the checkpoint root, the checkpoint\'s signature and the pinned witnesses\' cosignatures.'),
+    button, out);
+  return { section, run };
+}
+
+function verifyResult(res) {
+  const el = h('div', { id: 'verify-result', class: res.ok ? 'verify ok' : 'verify failed', 'data-verify': res.ok ? 'ok' : 'failed', role: 'status' });
+  el.append(h('p', { class: 'verdict' }, res.ok ? 'Verified' : 'Verification failed: ' + res.reason));
+  if (!res.pinned) {
+    el.append(h('p', { class: 'warning', id: 'verify-unpinned' },
+      'No keys are pinned: this checked against the server\'s own keys. That proves the receipt, its proof and the checkpoint are consistent with each other, not whose log it is. Pin keys you got another way on the Pinned keys page.'));
+  }
+  el.append(kv([
+    ['Kernel key', res.kernelKey ? h('span', null, mono(res.kernelKey), ` (${res.kernelKeySource === 'pinned' ? 'pinned' : 'server\'s own'})`) : ''],
+    ['Log key', res.logKey ? h('span', null, mono(res.logKey), ` (${res.logKeySource === 'pinned' ? 'pinned' : 'server\'s own'})`) : ''],
+    ['Checkpoint', res.checkpoint ? h('span', { id: 'verify-checkpoint' }, `${res.checkpoint.origin}, size ${res.checkpoint.size}, root `, mono(res.checkpoint.root)) : ''],
+    ['Witnesses checked', res.witnesses.length ? res.witnesses.map((w) => h('div', null, `${w.name} at ${new Date(w.time * 1000).toISOString()}`)) : (res.ok ? 'none pinned' : '')],
+    ['Cosignatures not checked', res.unchecked?.length ? res.unchecked.join(', ') + ' (no pinned key)' : ''],
+  ]));
+  el.append(h('ol', { class: 'steps' }, res.steps.map((s) => h('li', null, '✓ ', s))));
+  return el;
+}
