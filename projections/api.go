@@ -79,6 +79,7 @@ func (s *Service) Register(e *echo.Echo) {
 	e.GET("/v1/lineage/:capability_id/chain", s.getChain, mw...)
 	e.GET("/v1/reports/authorization-context", s.authorizationContext, mw...)
 	e.GET("/v1/stats/calls", s.callStats, mw...)
+	e.GET("/v1/status", s.getStatus, mw...)
 }
 
 // deny answers a refused credential in the projections' JSON form.
