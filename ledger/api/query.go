@@ -33,12 +33,20 @@ type QueryResponse struct {
 	Receipts   []rawJSON `json:"receipts"`
 }
 
+// query serves GET /v1/receipts/query. Filters, all optional and ANDed:
+// capabilityId, toolServer, toolName, outcome (allow, deny, cancelled or
+// incomplete), principal (an authority path principal "p:<64 hex>": the
+// receipts made under that path or below it, logstore.Summary.Principals),
+// and since and until, the receipt's timestamp in Unix seconds, both
+// inclusive. Paging: cursor and limit (1–200, default 50). A reader that
+// may not read every receipt gets those of its own principals only; a
+// principal filter outside them yields an empty page, not an error.
 func (h *Handler) query(c echo.Context) error {
 	r := readauth.From(c)
 	q := c.QueryParams()
 	for k := range q {
 		switch k {
-		case "capabilityId", "toolServer", "toolName", "outcome", "since", "until", "cursor", "limit":
+		case "capabilityId", "toolServer", "toolName", "outcome", "principal", "since", "until", "cursor", "limit":
 		default:
 			return fail(http.StatusBadRequest, "bad_parameter", "unknown query parameter %q", abbreviate(k))
 		}
@@ -48,6 +56,15 @@ func (h *Handler) query(c echo.Context) error {
 		if v != "" && !schemas.ValidName(v) {
 			return fail(http.StatusBadRequest, "bad_parameter", "%s must be at most 256 bytes of UTF-8 without control characters", name)
 		}
+	}
+	if p := q.Get("principal"); p != "" {
+		if !schemas.ValidPrincipal(p) {
+			return fail(http.StatusBadRequest, "bad_parameter", `principal must be an authority path principal "p:<64 hex>"`)
+		}
+		// On top of a scoped reader's own principals below: what was done
+		// under p that the reader may read, and nothing when p lies
+		// outside its scope.
+		f.Principal = p
 	}
 	switch o := q.Get("outcome"); o {
 	case "", string(schemas.VerdictAllow), string(schemas.VerdictDeny), string(schemas.VerdictCancelled), string(schemas.VerdictIncomplete):

@@ -20,18 +20,22 @@ type Filter struct {
 	// Principals, when set, keeps receipts made under any of these
 	// authority paths (Summary.Principals): a scoped reader's receipts.
 	Principals []string
+	// Principal, when set, keeps receipts made under this authority path
+	// too: a filter a reader asks for, on top of its scope (Principals).
+	Principal string
 }
 
 func (f *Filter) empty() bool {
 	return f.CapabilityID == "" && f.ToolServer == "" && f.ToolName == "" && f.Verdict == "" &&
-		f.Since == 0 && f.Until == 0 && len(f.Principals) == 0
+		f.Since == 0 && f.Until == 0 && len(f.Principals) == 0 && f.Principal == ""
 }
 
 func (f *Filter) match(s *Summary) bool {
 	if len(f.Principals) > 0 && !slices.ContainsFunc(s.Principals, func(p string) bool { return slices.Contains(f.Principals, p) }) {
 		return false
 	}
-	return (f.CapabilityID == "" || s.CapabilityID == f.CapabilityID) &&
+	return (f.Principal == "" || slices.Contains(s.Principals, f.Principal)) &&
+		(f.CapabilityID == "" || s.CapabilityID == f.CapabilityID) &&
 		(f.ToolServer == "" || s.ToolServer == f.ToolServer) &&
 		(f.ToolName == "" || s.ToolName == f.ToolName) &&
 		(f.Verdict == "" || s.Verdict == f.Verdict) &&
@@ -60,6 +64,9 @@ func (s *Store) Query(f Filter, from uint64, limit int) (Page, error) {
 	case f.CapabilityID != "":
 		prefix = append(append([]byte{prefixByCap}, f.CapabilityID...), 0)
 		rest.CapabilityID = ""
+	case f.Principal != "":
+		prefix = append(append([]byte{prefixByOwner}, f.Principal...), 0)
+		rest.Principal = ""
 	case len(f.Principals) == 1:
 		prefix = append(append([]byte{prefixByOwner}, f.Principals[0]...), 0)
 		rest.Principals = nil
