@@ -328,10 +328,33 @@ func bodyFromDecision(e *schemas.DecisionEvent, class string, d schemas.Decision
 		Action:      schemas.ToolCallAction{Parameters: e.Parameters},
 		Decision:    d,
 		ContentHash: contentHash, PolicyHash: e.PolicyHash,
-		Evidence: e.Evidence, Metadata: governedMetadata(e, class),
+		Evidence: e.Evidence, Metadata: withTraceID(governedMetadata(e, class), e.TraceID),
 		TrustLevel: trust, TenantID: e.TenantID,
 	}
 }
+
+// withTraceID adds the call's trace id to the receipt's metadata as
+// "trace_id" (over an edge's key of that name: the event's field is the
+// trace). Without one the metadata is returned as it is, so untraced
+// receipts keep their bytes.
+func withTraceID(meta json.RawMessage, traceID string) json.RawMessage {
+	if traceID == "" {
+		return meta
+	}
+	m := map[string]json.RawMessage{}
+	if len(meta) > 0 && json.Unmarshal(meta, &m) != nil {
+		return meta // validated as an object when decoded, so this does not happen
+	}
+	m[traceIDKey], _ = json.Marshal(traceID)
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return meta
+	}
+	return raw
+}
+
+// traceIDKey is the receipt metadata key of the call's trace id.
+const traceIDKey = "trace_id"
 
 // bodyFromOutcome maps an allowed call's outcome onto the receipt decision:
 // completed → allow; failed → deny by the tool server (the bridges spec's

@@ -24,9 +24,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/transparency-dev/formats/log"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/chio-ledger/chio/internal/msgbatch"
+	"github.com/chio-ledger/chio/internal/tracing"
 	"github.com/chio-ledger/chio/ledger/logstore"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -81,6 +83,8 @@ type config struct {
 	// right after the log's position: earlier to force redeliveries of
 	// folded events, later to force a gap the ledger must fill itself.
 	startSeq uint64
+	// tracer traces the fold of traced events; nil: tracing off.
+	tracer trace.Tracer
 }
 
 // Option configures a Ledger.
@@ -328,6 +332,10 @@ type event struct {
 	subject string
 	data    []byte
 	stored  time.Time // when the stream stored it
+	// traceparent is the event's trace context, traceparents an
+	// envelope's list of them (tracing.HeaderTraceparents); read only
+	// when the ledger traces.
+	traceparent, traceparents string
 }
 
 // processBatch folds a batch in stream order and commits it. Messages at or
@@ -356,9 +364,9 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 			if err != nil {
 				return fmt.Errorf("ledger: fill gap at stream sequence %d: %w", next, err)
 			}
-			events = append(events, event{seq: next, subject: raw.Subject, data: raw.Data, stored: raw.Time})
+			events = append(events, l.traced(event{seq: next, subject: raw.Subject, data: raw.Data, stored: raw.Time}, raw.Header))
 		}
-		events = append(events, event{seq: seq, subject: m.Subject(), data: m.Data(), stored: meta.Timestamp})
+		events = append(events, l.traced(event{seq: seq, subject: m.Subject(), data: m.Data(), stored: meta.Timestamp}, m.Headers()))
 		next = seq + 1
 	}
 	if len(events) == 0 {
@@ -400,14 +408,16 @@ func (l *Ledger) committed(events int, completed []time.Time, leaves []pubLeaf, 
 // apply folds events (contiguous, in stream order) into one committed batch.
 // It returns the allow decisions now waiting for an outcome and, for each
 // new receipt, when the event that completed it was stored in the stream.
-func (l *Ledger) apply(msgs []event, beforeCommit func() error) ([]*schemas.DecisionEvent, []time.Time, []pubLeaf, error) {
+func (l *Ledger) apply(msgs []event, beforeCommit func() error) (_ []*schemas.DecisionEvent, _ []time.Time, _ []pubLeaf, err error) {
 	lastSeq := msgs[len(msgs)-1].seq
 	events := expand(l.log, msgs)
+	bt := l.startBatch(events) // nil unless some event is traced
+	defer func() { bt.end(err) }()
 	tx := l.store.Begin()
 	defer tx.Discard()
 	f := &folder{tx: tx, produced: map[string]bool{}, principals: map[string][]string{}, marked: map[string]bool{}, next: tx.Size(), log: l.log, changes: map[string]*pending{}}
 	dec := make([]decoded, len(events))
-	err := parallelWith(len(events), func() (func(int) error, func()) {
+	err = parallelWith(len(events), func() (func(int) error, func()) {
 		look := l.store.NewLookup()
 		return func(i int) error {
 			dec[i] = decode(l.log, &events[i])
@@ -422,6 +432,7 @@ func (l *Ledger) apply(msgs []event, beforeCommit func() error) ([]*schemas.Deci
 	}
 	var bodies []*schemas.ReceiptBody
 	var completed []time.Time
+	var by []int // per body, the event that completed it
 	for i, e := range events {
 		b, err := f.fold(&dec[i])
 		if err != nil {
@@ -430,10 +441,11 @@ func (l *Ledger) apply(msgs []event, beforeCommit func() error) ([]*schemas.Deci
 		if b != nil {
 			bodies = append(bodies, b)
 			completed = append(completed, e.stored)
+			by = append(by, i)
 		}
 	}
 	tx.SetStreamSeq(lastSeq)
-	leaves, err := signAll(l.keys.Kernel, bodies)
+	leaves, err := signAll(l.keys.Kernel, bodies, bt.signHook(by))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -445,7 +457,8 @@ func (l *Ledger) apply(msgs []event, beforeCommit func() error) ([]*schemas.Deci
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("ledger: %w", err)
 		}
-		pub[i] = pubLeaf{index: idx, id: b.ID, toolServer: b.ToolServer, verdict: string(b.Decision.Verdict), leaf: leaves[i]}
+		pub[i] = pubLeaf{index: idx, id: b.ID, toolServer: b.ToolServer, verdict: string(b.Decision.Verdict), leaf: leaves[i],
+			traceparent: bt.appended(by[i], b.ID, idx)}
 	}
 	if beforeCommit != nil {
 		if err := beforeCommit(); err != nil {
@@ -491,8 +504,16 @@ func expand(log *slog.Logger, msgs []event) []event {
 			log.Warn("skipping malformed envelope", "stream_seq", m.seq, "err", err)
 			continue
 		}
-		for _, e := range evs {
-			out = append(out, event{seq: m.seq, subject: e.Subject, data: e.Data, stored: m.stored})
+		var tps []string
+		if m.traceparents != "" {
+			tps = tracing.SplitTraceparents(m.traceparents, len(evs))
+		}
+		for i, e := range evs {
+			ev := event{seq: m.seq, subject: e.Subject, data: e.Data, stored: m.stored}
+			if tps != nil {
+				ev.traceparent = tps[i]
+			}
+			out = append(out, ev)
 		}
 	}
 	return out
@@ -500,9 +521,14 @@ func expand(log *slog.Logger, msgs []event) []event {
 
 // signAll signs receipts and encodes their leaves on every core; the order
 // of the result is the order of bodies.
-func signAll(key ed25519.PrivateKey, bodies []*schemas.ReceiptBody) ([][]byte, error) {
+// hook, if set, is called as body i's signing starts and returns what to
+// call when it ends (its span).
+func signAll(key ed25519.PrivateKey, bodies []*schemas.ReceiptBody, hook func(i int) func(error)) ([][]byte, error) {
 	leaves := make([][]byte, len(bodies))
 	err := parallel(len(bodies), func(i int) (err error) {
+		if hook != nil {
+			defer func(done func(error)) { done(err) }(hook(i))
+		}
 		leaves[i], err = schemas.SignReceiptLeaf(key, *bodies[i]) // fills parameter_hash
 		return err
 	})

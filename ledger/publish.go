@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chio-ledger/chio/internal/backoff"
 	"github.com/chio-ledger/chio/schemas"
@@ -94,6 +95,9 @@ type pubLeaf struct {
 	toolServer string
 	verdict    string // for metrics; empty when read back from the store
 	leaf       []byte
+	// traceparent is the trace context of the receipt's append, carried
+	// on to its message; "" when untraced or read back from the store.
+	traceparent string
 }
 
 // handOver gives a committed batch to the publisher without blocking; if
@@ -166,11 +170,17 @@ func (l *Ledger) publishedSoFar(ctx context.Context) (uint64, error) {
 
 func (l *Ledger) publishLeaves(ctx context.Context, leaves []pubLeaf) error {
 	futures := make([]jetstream.PubAckFuture, 0, len(leaves))
+	var spans []trace.Span // of traced receipts
 	for _, p := range leaves {
 		msg := &nats.Msg{Subject: schemas.ReceiptSubject(p.toolServer), Data: p.leaf, Header: nats.Header{}}
 		msg.Header.Set(HeaderLeafIndex, strconv.FormatUint(p.index, 10))
+		span := l.startSendReceipt(ctx, p, msg.Header)
+		if span != nil {
+			spans = append(spans, span)
+		}
 		f, err := l.js.PublishMsgAsync(msg, jetstream.WithMsgID(p.id))
 		if err != nil {
+			endSpans(spans, err)
 			return fmt.Errorf("publish leaf %d: %w", p.index, err)
 		}
 		futures = append(futures, f)
@@ -182,8 +192,10 @@ func (l *Ledger) publishLeaves(ctx context.Context, leaves []pubLeaf) error {
 		case e := <-f.Err():
 			err = cmp.Or(err, e)
 		case <-ctx.Done():
+			endSpans(spans, ctx.Err())
 			return ctx.Err()
 		}
 	}
+	endSpans(spans, err)
 	return err
 }

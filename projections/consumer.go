@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chio-ledger/chio/internal/backoff"
 	"github.com/chio-ledger/chio/internal/msgbatch"
+	"github.com/chio-ledger/chio/internal/tracing"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -207,9 +212,12 @@ func (c *consumer) process(ctx context.Context, stream jetstream.Stream, batch [
 		next = seq + 1
 	}
 	if len(folded) > 0 {
+		spans := c.startProcess(folded)
 		if err := foldBatch(c.svc.store, c.f, folded); err != nil {
+			endProcess(spans, err)
 			return &fatalError{err}
 		}
+		endProcess(spans, nil)
 		c.svc.advance(c.f.stream(), folded[len(folded)-1].seq)
 		c.svc.metrics.folded.WithLabelValues(projectionOf(c.f.stream())).Add(float64(len(folded)))
 		if hook := c.svc.cfg.afterCommit; hook != nil {
@@ -226,6 +234,65 @@ func (c *consumer) process(ctx context.Context, stream jetstream.Stream, batch [
 		}
 	}
 	return nil
+}
+
+// consumerTracing is the projections' tracing configuration.
+type consumerTracing struct {
+	tracer trace.Tracer // nil: tracing off
+}
+
+// WithTracerProvider traces the fold of every message that carries a
+// trace context (the ledger's republished receipts, the edges' task
+// commits, the events): a CONSUMER span "process <stream>" per message,
+// a child of the producer's span from the message's headers, lasting
+// until its batch is committed. Messages without one get no span. A nil
+// or noop provider traces nothing and reads no header.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tracing.tracer = tracing.Tracer(tp, "github.com/chio-ledger/chio/projections") }
+}
+
+// startProcess starts the span of each traced message of a batch (an
+// event envelope's events each have their own context); nil when none
+// is traced or tracing is off.
+func (c *consumer) startProcess(msgs []streamMsg) []trace.Span {
+	t := c.svc.cfg.tracing.tracer
+	if t == nil {
+		return nil
+	}
+	var spans []trace.Span
+	start := func(tp string, m *streamMsg) {
+		parent := tracing.ExtractTraceparent(context.Background(), tp)
+		if !trace.SpanContextFromContext(parent).IsValid() {
+			return
+		}
+		_, span := tracing.StartProcess(context.Background(), parent, t, c.f.stream(),
+			semconv.MessagingConsumerGroupName(c.durable), semconv.MessagingBatchMessageCount(len(msgs)),
+			attribute.String("chio.subject", m.subject), attribute.Int64("chio.stream_seq", int64(m.seq)))
+		spans = append(spans, span)
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		if len(m.header) == 0 {
+			continue
+		}
+		if tp := m.header.Get(tracing.HeaderTraceparent); tp != "" {
+			start(tp, m)
+			continue
+		}
+		if tps := m.header.Get(tracing.HeaderTraceparents); tps != "" {
+			for _, tp := range tracing.SplitTraceparents(tps, strings.Count(tps, ",")+1) {
+				start(tp, m)
+			}
+		}
+	}
+	return spans
+}
+
+// endProcess ends a batch's spans once it is committed (or failed).
+func endProcess(spans []trace.Span, err error) {
+	for _, s := range spans {
+		tracing.End(s, err)
+	}
 }
 
 // ensureStream returns the stream, creating it when needed: the events

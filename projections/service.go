@@ -46,6 +46,7 @@ type config struct {
 	// afterCommit, set by tests, runs after each committed batch, before
 	// its ack; an error stops Run right there, as a crash would.
 	afterCommit func(stream string, pos uint64) error
+	tracing     consumerTracing // WithTracerProvider (consumer.go)
 }
 
 // Option configures Open and Rebuild.

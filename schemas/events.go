@@ -45,6 +45,11 @@ type DecisionEvent struct {
 	// CapabilityLineage is the presented token's delegation chain as the
 	// kernel verified it, root first; empty when no token verified.
 	CapabilityLineage []CapabilityLineage `json:"capability_lineage,omitempty"`
+	// TraceID is the OpenTelemetry trace id of the call (32 lowercase
+	// hex), present only when the edge traced it; the ledger copies it
+	// into the receipt's metadata as "trace_id", so a receipt leads to
+	// its trace.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Outcome of a tool call that was allowed to run.
@@ -201,6 +206,9 @@ func (e *DecisionEvent) Validate() error {
 	if len(e.RequestID) > 256 || len(e.TaskID) > 256 || len(e.EdgeID) > 256 {
 		return errors.New("decision event: request_id, task_id and edge_id are limited to 256 bytes")
 	}
+	if e.TraceID != "" && !ValidTraceID(e.TraceID) {
+		return fmt.Errorf("decision event: trace_id %q is not 32 lowercase hex digits", abbreviate(e.TraceID))
+	}
 	if len(e.CapabilityLineage) > 0 {
 		if err := checkLineage(e.CapabilityLineage); err != nil {
 			return fmt.Errorf("decision event: %w", err)
@@ -332,6 +340,20 @@ func checkCanonical(what string, raw json.RawMessage, max int) error {
 		return fmt.Errorf("%s exceed %d bytes in canonical form", what, max)
 	}
 	return nil
+}
+
+// ValidTraceID reports whether s is a W3C trace id as a decision event
+// carries it: 32 lowercase hex digits, not all zero (the invalid id).
+func ValidTraceID(s string) bool {
+	if len(s) != 32 || s == "00000000000000000000000000000000" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidName reports whether s is a non-empty name of at most 256 bytes of

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chio-ledger/chio/edges/a2a"
 	"github.com/chio-ledger/chio/edges/a2a/push"
@@ -88,6 +89,7 @@ type edgeFlags struct {
 	// workerKey pins the key workers sign their manifests with
 	// (--worker-key, a file or 64 hex).
 	workerKey string
+	tracer    trace.TracerProvider // startTracing's; nil: off
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
@@ -293,11 +295,11 @@ func (f *edgeFlags) governance(ctx context.Context, js jetstream.JetStream, metr
 		id = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg), kernel.WithReplicas(f.replicas), kernel.WithMetrics(metrics),
-		kernel.WithRequireDPoP(f.requireDPoP))
+		kernel.WithRequireDPoP(f.requireDPoP), kernel.WithTracerProvider(f.tracer))
 	if err != nil {
 		return nil, err
 	}
-	d, err := dispatch.New(ctx, js, k, reg, id, f.replicas, dispatch.WithMetrics(metrics))
+	d, err := dispatch.New(ctx, js, k, reg, id, f.replicas, dispatch.WithMetrics(metrics), dispatch.WithTracerProvider(f.tracer))
 	if err != nil {
 		k.Close()
 		return nil, err
@@ -324,7 +326,7 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		return nil, err
 	}
 	cfg := a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id, AwaitReceipt: f.awaitReceipt,
-		JetStream: js, DefaultSkill: f.defaultSkill, Push: pc, Metrics: metrics, GRPCURL: f.grpcURL, PublicURL: f.publicURL}
+		JetStream: js, DefaultSkill: f.defaultSkill, Push: pc, Metrics: metrics, GRPCURL: f.grpcURL, PublicURL: f.publicURL, TracerProvider: f.tracer}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = f.httpOrigin
 	}

@@ -100,7 +100,7 @@ func (f *edgeFlags) advertisedGRPC(addr net.Addr) (string, error) {
 // finish, subscriptions ending as the edge drains; at the deadline what is
 // left is cut), and stop, to defer for the paths that never drain.
 func serveGRPC(e *a2a.Edge, ln net.Listener) (drain func(context.Context) error, stop func()) {
-	srv := grpc.NewServer(a2a.GRPCServerOptions()...)
+	srv := grpc.NewServer(append(a2a.GRPCServerOptions(), e.GRPCTracing()...)...)
 	e.RegisterGRPC(srv)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

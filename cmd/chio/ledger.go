@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chio-ledger/chio/internal/health"
 	"github.com/chio-ledger/chio/ledger"
@@ -37,6 +38,7 @@ type ledgerFlags struct {
 	replicas        int
 	witnessPolicy   string
 	witnessInterval time.Duration
+	tracer          trace.TracerProvider // startTracing's; nil: off
 }
 
 func (f *ledgerFlags) register(cmd *cobra.Command, keysHelp string) {
@@ -64,7 +66,7 @@ func (f *ledgerFlags) policy() (*witness.Policy, error) {
 
 func (f *ledgerFlags) options(logger *slog.Logger) []ledger.Option {
 	return []ledger.Option{ledger.WithLogger(logger), ledger.WithBatch(f.batchSize, f.batchWait),
-		ledger.WithIncompleteAfter(f.incompleteAfter), ledger.WithReplicas(f.replicas)}
+		ledger.WithIncompleteAfter(f.incompleteAfter), ledger.WithReplicas(f.replicas), ledger.WithTracerProvider(f.tracer)}
 }
 
 func newLedgerCmd() *cobra.Command {
@@ -320,7 +322,7 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 		go func() { defer close(cosignerDone); cosigner.Run(lctx) }()
 		defer func() { stopLedger(); <-cosignerDone }()
 	}
-	go func() { serverDone <- serve(sctx, e, ln, rc.drainTimeout, rc.drains...) }()
+	go func() { serverDone <- serveTraced(sctx, e, lf.tracer, ln, rc.drainTimeout, rc.drains...) }()
 	select {
 	case err = <-ledgerDone: // failed (or ctx ended): stop serving
 		stopServer()

@@ -49,6 +49,12 @@ func newUpCmd() *cobra.Command {
 			if _, err := of.proxy(); err != nil {
 				return err // a flag mistake, before anything starts
 			}
+			tp, stopTracing, err := startTracing(cmd.Context(), "chio")
+			if err != nil {
+				return err
+			}
+			defer stopTracing() // first deferred, so it flushes last
+			ef.tracer, lf.tracer = tp, tp
 			if protectListen != "" && oapi.spec == "" {
 				return usageError(errors.New("--openapi-protect-listen needs --openapi"))
 			}
@@ -247,7 +253,7 @@ func newUpCmd() *cobra.Command {
 				return err
 			}
 			proj, err := projections.Open(projectionsDir(dataDir), projections.WithLogger(slog.Default()),
-				projections.WithKernelKey(kernelPub), projections.WithAuthenticator(auth), projections.WithMetrics(metrics))
+				projections.WithKernelKey(kernelPub), projections.WithAuthenticator(auth), projections.WithMetrics(metrics), projections.WithTracerProvider(tp))
 			if err != nil {
 				return err
 			}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
@@ -74,6 +75,10 @@ type Config struct {
 	// Metrics, if set, registers the edge's Prometheus series
 	// (chio_edge_calls_total).
 	Metrics prometheus.Registerer
+	// TracerProvider traces the gRPC binding (GRPCTracing); the HTTP
+	// bindings are traced by their server, the calls by the dispatcher
+	// and the kernel. Nil: off.
+	TracerProvider trace.TracerProvider
 	// PublicURL is the edge's own HTTP origin: the only one (with those
 	// AddOrigin adds) whose cards are signed, and the origin of cards built
 	// outside an HTTP request (the extended card asked for over gRPC).

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/internal/tracing"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
 
@@ -36,6 +37,13 @@ import (
 func GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.MaxRecvMsgSize(wire.MaxRequestBytes), grpc.MaxConcurrentStreams(MaxGRPCConnStreams),
 		grpc.ForceServerCodec(deterministicCodec{})}
+}
+
+// GRPCTracing are the server options that trace the gRPC binding with
+// Config.TracerProvider (otelgrpc's stats handler: a SERVER span per
+// call, continuing the caller's traceparent); none when tracing is off.
+func (e *Edge) GRPCTracing() []grpc.ServerOption {
+	return tracing.GRPCServerOptions(e.cfg.TracerProvider)
 }
 
 // MaxGRPCConnStreams is the HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS of the

@@ -26,6 +26,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chio-ledger/chio/edges/eventwriter"
 	"github.com/chio-ledger/chio/edges/kernel"
@@ -51,6 +52,7 @@ type Dispatcher struct {
 	now      func() time.Time
 	w        *eventwriter.Writer
 	wopts    []eventwriter.Option
+	tracer   trace.Tracer // nil: tracing off
 }
 
 // Option configures a Dispatcher.
@@ -119,6 +121,10 @@ type Call struct {
 	// keys to the receipt's metadata, never over the decision's.
 	OutcomeMetadata func(res *Result) map[string]any
 
+	// traceID is the call's trace id when it is traced, for its
+	// decision event.
+	traceID string
+
 	// entry is the registered tool the kernel decided under (Decision.Tool),
 	// so that one lookup governs the decision, the manifest the receipt
 	// names and the run, even if the server's tools are replaced meanwhile.
@@ -152,10 +158,15 @@ type Result struct {
 // edge's own record of the result (Call.Finish). Each event goes through
 // the process's one coalescing writer (edges/eventwriter), so concurrent
 // calls share their writes.
-func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
-	c, err := prepared(c)
+func (d *Dispatcher) Do(ctx context.Context, c Call) (res *Result, err error) {
+	c, err = prepared(c)
 	if err != nil {
 		return nil, err
+	}
+	if d.tracer != nil {
+		var span trace.Span
+		ctx, span = d.startCall(ctx, &c)
+		defer func() { endCall(span, res, err) }()
 	}
 	dec := d.kernel.Decide(ctx, &kernel.Request{
 		Token: c.Token, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments, Exposure: c.Exposure,
@@ -167,7 +178,7 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 		// resolving the tool): the dispatcher's own lookup is the only one.
 		c.entry, _ = d.registry.Tool(c.ServerID, c.ToolName)
 	}
-	res, err := d.decide(ctx, c, dec)
+	res, err = d.decide(ctx, c, dec)
 	if err != nil {
 		return nil, err
 	}
@@ -181,18 +192,18 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 	}
 	if !dec.Allow {
 		if c.Finish != nil {
-			res.FinishErr = c.Finish(ctx, res)
+			res.FinishErr = d.finish(ctx, c.Finish, res)
 		}
 		return res, nil
 	}
 	res.Ran = true
 	inv := tools.Invocation{ID: c.ReceiptID, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments,
 		Governance: &tools.Governance{RequestID: c.RequestID, ReceiptID: c.ReceiptID, Subject: dec.Subject, Intent: c.GovernedIntent}}
-	contentHash := d.run(ctx, c, inv, c.entry, res)
+	contentHash := d.traceRun(ctx, c, inv, res)
 	if errors.Is(res.ToolErr, tools.ErrOutcomeUnknown) {
 		// No outcome: the ledger's timeout makes the receipt incomplete.
 		if c.Finish != nil {
-			res.FinishErr = c.Finish(context.WithoutCancel(ctx), res)
+			res.FinishErr = d.finish(context.WithoutCancel(ctx), c.Finish, res)
 		}
 		return res, nil
 	}
@@ -229,13 +240,18 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (*Result, error) {
 // has already made (kernel.Identify: the caller's capability does not
 // verify), so that a call turned away for its credentials still has its
 // deny receipt (fail closed, never unrecorded). Nothing runs.
-func (d *Dispatcher) Refuse(ctx context.Context, c Call, dec *kernel.Decision) (*Result, error) {
+func (d *Dispatcher) Refuse(ctx context.Context, c Call, dec *kernel.Decision) (res *Result, err error) {
 	if dec == nil || dec.Allow {
 		return nil, errors.New("refuse: the decision is not a deny")
 	}
-	c, err := prepared(c)
+	c, err = prepared(c)
 	if err != nil {
 		return nil, err
+	}
+	if d.tracer != nil {
+		var span trace.Span
+		ctx, span = d.startCall(ctx, &c)
+		defer func() { endCall(span, res, err) }()
 	}
 	return d.decide(ctx, c, dec)
 }
@@ -323,7 +339,7 @@ func (d *Dispatcher) writeOutcome(ctx context.Context, out *schemas.OutcomeEvent
 	ctx = context.WithoutCancel(ctx)
 	finished := make(chan error, 1)
 	if finish != nil {
-		go func() { finished <- finish(ctx, res) }()
+		go func() { finished <- d.finish(ctx, finish, res) }()
 	} else {
 		finished <- nil
 	}
@@ -434,7 +450,7 @@ func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.Decis
 		Timestamp: d.stamp(), CapabilityID: dec.CapabilityID, ToolServer: c.ServerID, ToolName: c.ToolName,
 		Parameters: params, Decision: dec.Verdict(), PolicyHash: dec.PolicyHash, Evidence: evidence, Metadata: rawMeta,
 		TrustLevel: schemas.TrustMediated, TenantID: c.TenantID, RequestID: c.RequestID, TaskID: c.TaskID, EdgeID: d.edgeID,
-		GovernedIntent: c.GovernedIntent, CapabilityLineage: dec.CapabilityLineage,
+		GovernedIntent: c.GovernedIntent, CapabilityLineage: dec.CapabilityLineage, TraceID: c.traceID,
 	}
 	if err := ev.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrBadArguments, err)

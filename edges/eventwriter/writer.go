@@ -14,8 +14,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chio-ledger/chio/internal/backoff"
+	"github.com/chio-ledger/chio/internal/tracing"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -32,7 +36,8 @@ import (
 type Writer struct {
 	js       jetstream.JetStream
 	metrics  *metrics
-	maxBytes int // an envelope's events, body and kinds header
+	tracer   trace.Tracer // nil: tracing off
+	maxBytes int          // an envelope's events, body and kinds header
 
 	mu      sync.Mutex
 	queue   []*queued
@@ -47,6 +52,10 @@ type queued struct {
 	event schemas.StreamEvent
 	done  chan error // buffered: the flusher never blocks on a caller that left
 	taken bool       // in a write (w.mu)
+	// span is the event's PRODUCER span and traceparent its context as
+	// the message carries it; nil and "" with tracing off.
+	span        trace.Span
+	traceparent string
 }
 
 // Option configures a Writer.
@@ -57,6 +66,15 @@ type Option func(*Writer)
 // write carried.
 func WithMetrics(reg prometheus.Registerer) Option {
 	return func(w *Writer) { w.metrics = newMetrics(reg) }
+}
+
+// WithTracerProvider traces each event's write as a PRODUCER span
+// ("send CHIO_EVENTS", a child of the caller's context) whose context the
+// message carries: as the traceparent header of a lone event, or as its
+// entry in an envelope's Chio-Traceparents header. A nil or noop
+// provider traces nothing.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(w *Writer) { w.tracer = tracing.Tracer(tp, "github.com/chio-ledger/chio/edges/eventwriter") }
 }
 
 // New returns a Writer publishing on js. It starts nothing: a flusher runs
@@ -81,6 +99,19 @@ func New(js jetstream.JetStream, opts ...Option) *Writer {
 func (w *Writer) Write(ctx context.Context, id string, ev schemas.StreamEvent) error {
 	kind := strings.TrimPrefix(ev.Subject, "chio.events.")
 	q := &queued{ctx: ctx, kind: kind, id: id, event: ev, done: make(chan error, 1)}
+	if w.tracer == nil {
+		return w.write(ctx, q)
+	}
+	sctx, span := tracing.StartSend(ctx, w.tracer, schemas.EventsStream,
+		semconv.MessagingMessageID(id), attribute.String("chio.event.kind", kind))
+	q.span, q.traceparent = span, tracing.Traceparent(sctx)
+	err := w.write(ctx, q)
+	tracing.End(span, err)
+	return err
+}
+
+// write queues q and waits for its write (Write).
+func (w *Writer) write(ctx context.Context, q *queued) error {
 	w.mu.Lock()
 	w.queue = append(w.queue, q)
 	if !w.running {
@@ -102,7 +133,7 @@ func (w *Writer) Write(ctx context.Context, id string, ev schemas.StreamEvent) e
 	if taken {
 		return <-q.done
 	}
-	return fmt.Errorf("publish %s: %w", id, ctx.Err())
+	return fmt.Errorf("publish %s: %w", q.id, ctx.Err())
 }
 
 // flush writes what is queued, one write at a time, until nothing is.
@@ -145,6 +176,9 @@ func (w *Writer) take() []*queued {
 			continue
 		}
 		s := schemas.EnvelopeSize([]schemas.StreamEvent{q.event})
+		if q.traceparent != "" {
+			s += len(q.traceparent) + 1 // its entry in the traceparents header
+		}
 		if len(batch) > 0 && size+s > w.maxBytes {
 			break
 		}
@@ -172,6 +206,9 @@ func (w *Writer) publish(batch []*queued) error {
 	var id string
 	if len(batch) == 1 {
 		msg.Subject, msg.Data, id = batch[0].event.Subject, batch[0].event.Data, batch[0].id
+		if tp := batch[0].traceparent; tp != "" {
+			msg.Header.Set(tracing.HeaderTraceparent, tp)
+		}
 	} else {
 		events := make([]schemas.StreamEvent, len(batch))
 		for i, q := range batch {
@@ -183,6 +220,18 @@ func (w *Writer) publish(batch []*queued) error {
 		}
 		msg.Subject, msg.Data, id = schemas.SubjectEnvelope, body, schemas.EnvelopeMsgID(body)
 		msg.Header.Set(schemas.HeaderEventKinds, schemas.EnvelopeKinds(events))
+		if w.tracer != nil {
+			tps := make([]string, len(batch))
+			for i, q := range batch {
+				tps[i] = q.traceparent
+				if q.span != nil {
+					q.span.SetAttributes(semconv.MessagingBatchMessageCount(len(batch)))
+				}
+			}
+			if v := tracing.JoinTraceparents(tps); v != "" {
+				msg.Header.Set(tracing.HeaderTraceparents, v)
+			}
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), publishWithin)
 	defer cancel()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chio-ledger/chio/edges/guards"
 	"github.com/chio-ledger/chio/edges/tools"
@@ -45,6 +46,7 @@ type config struct {
 	// requireDPoP: every token needs a proof of possession.
 	requireDPoP              bool
 	proofLifetime, proofSkew time.Duration
+	tracer                   trace.Tracer // nil: tracing off
 }
 
 // WithClock sets the clock (tests).
@@ -127,7 +129,7 @@ func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts
 	}
 	m := newMetrics(cfg.metrics)
 	return &Kernel{
-		cfg: cfg, policy: policy, js: js, pipeline: m.timed(pipeline), revs: revs,
+		cfg: cfg, policy: policy, js: js, pipeline: traced(m.timed(pipeline), cfg.tracer), revs: revs,
 		budgets: &budgets{kv: budKV}, tokens: newTokenCache(cfg.cacheLimit), metrics: m, replay: replay,
 	}, nil
 }

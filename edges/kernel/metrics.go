@@ -75,7 +75,9 @@ func (g *timedGuard) Check(ctx context.Context, c *guards.Call) (guards.Result, 
 // at the first failure, naming the step.
 func (k *Kernel) Decide(ctx context.Context, req *Request) *Decision {
 	start := time.Now()
+	ctx, span := k.startDecide(ctx, req)
 	d := k.decide(ctx, req)
+	endDecide(span, d)
 	verdict := "deny"
 	if d.Allow {
 		verdict = "allow"
