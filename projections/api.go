@@ -67,8 +67,11 @@ const (
 // caller then reads only what its credential covers (see scope): an
 // operator everything, anyone else the tasks, lineage and report rows of
 // its own authority path and of the principals its read grants name.
-// What a caller may not see answers exactly as what does not exist. The
-// handlers write their own JSON errors, so they answer the same whichever
+// What a caller may not see answers exactly as what does not exist. Two
+// routes are not scoped per tenant: GET /v1/stats/calls counts every
+// tenant's calls, so only a reader of every receipt gets it (anyone else
+// 403 forbidden), and GET /v1/status names no one's data, so every reader
+// does. The handlers write their own JSON errors, so they answer the same whichever
 // HTTPErrorHandler e has (in chio up, the ledger's).
 func (s *Service) Register(e *echo.Echo) {
 	mw := []echo.MiddlewareFunc{readauth.Middleware(s.cfg.auth, deny), readauth.Require("the projection API", deny)}

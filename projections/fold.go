@@ -219,7 +219,9 @@ func (f taskFold) apply(tx *txn, m *streamMsg, prepared any) error {
 			// As the edge does when it reads: a refused event is skipped,
 			// so even a stray writer cannot revive a terminal task.
 			f.log.Debug("skipping refused task event", "task", p.id, "stream_seq", m.seq, "err", err)
-			continue
+			if !leaseEventOf(e, t.fold) {
+				continue
+			}
 		}
 		applied = true
 		rec.note(e, eff, t.fold)

@@ -51,6 +51,19 @@ func (r *timelineRecord) note(e *schemas.TaskEvent, eff schemas.TaskEffect, h *s
 	}
 }
 
+// leaseEventOf reports whether e is a lease event (request, claimed,
+// released) of the live task h. The projection keeps no lease, so whether
+// the fold accepts such an event depends on where batches were cut; the
+// timeline lists it as written whenever the task could take one, and so
+// reads the same after a rebuild. It changes nothing served either way.
+func leaseEventOf(e *schemas.TaskEvent, h *schemas.TaskHead) bool {
+	switch e.Type {
+	case schemas.TaskEventRequest, schemas.TaskEventClaimed, schemas.TaskEventReleased:
+		return h != nil && h.State != "" && !h.State.Terminal()
+	}
+	return false
+}
+
 // write stores the record of commit seq of task id, after which the task
 // is h.
 func (r *timelineRecord) write(tx *txn, id string, seq uint64, h *schemas.TaskHead) {
