@@ -188,16 +188,18 @@ export function parseCheckpoint(body) {
 // of the given algorithm (0x01 Ed25519 notes, 0x04 cosignature/v1), and
 // checks its key hash: SHA-256(name ‖ "\n" ‖ alg ‖ key)[:4].
 export async function parseVerifierKey(vkey, alg) {
-  const parts = String(vkey ?? '').trim().split('+');
-  if (parts.length !== 3 || !parts[0] || !/^[0-9a-f]{8}$/.test(parts[1])) fail(`verifier key ${vkey} is not name+hash+key`);
-  const [name, hashHex, keyB64] = parts;
+  // The name holds no '+'; the base64 key may.
+  const text = String(vkey ?? '').trim();
+  const m = /^([^+\s]+)\+([0-9a-f]{8})\+(\S+)$/.exec(text);
+  if (!m) fail(`verifier key ${text} is not name+hash+key`);
+  const [, name, hashHex, keyB64] = m;
   const data = b64(keyB64, 'the verifier key');
   if (data.length !== 33 || data[0] !== alg) {
     fail(`verifier key ${name} is not an ${alg === 1 ? 'Ed25519 note key (0x01)' : 'Ed25519 cosignature key (0x04)'}`);
   }
   const keyHash = (await sha256(enc.encode(name + '\n'), data)).slice(0, 4);
   if (hex(keyHash) !== hashHex) fail(`verifier key ${name}: its key hash does not match its key`);
-  return { name, keyHash, pub: data.slice(1), text: parts.join('+') };
+  return { name, keyHash, pub: data.slice(1), text };
 }
 
 function signatureBy(sigs, key, len) {

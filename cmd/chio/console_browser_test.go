@@ -1,0 +1,408 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// xssText is a tool argument that would run script if the console rendered
+// receipt content as markup.
+const xssText = `<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>`
+
+// consoleTenant is a tenant's leaf capability (invoke only, so a bearer
+// token: what the console can present) and the receipts of its calls.
+type consoleTenant struct {
+	token    string
+	receipts []string
+}
+
+// issueTenant issues a capability for hello_task from chio up's issuer.
+func issueTenant(t *testing.T, up *upProcess, id string) *consoleTenant {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(up.dir, "keys", issuerKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer, err := schemas.ParsePrivateKey(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag := newAgent(t)
+	now := uint64(time.Now().Unix())
+	ag.tok, err = schemas.IssueCapability(issuer, schemas.CapabilityBody{ID: id, Issuer: schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey)),
+		Subject: ag.pub, Scope: schemas.Scope{Grants: []schemas.ToolGrant{{ServerID: "hello-a2a-srv", ToolName: "hello_task",
+			Operations: []schemas.Operation{schemas.OpInvoke}}}}, IssuedAt: now - 5, ExpiresAt: now + 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &consoleTenant{token: ag.header(t)}
+}
+
+// call makes one governed A2A call under the tenant's capability.
+func (c *consoleTenant) call(t *testing.T, up *upProcess, text string) string {
+	t.Helper()
+	ctx := context.Background()
+	base, err := url.Parse(up.httpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := a2aclient.NewFromEndpoints(ctx, []*a2apb.AgentInterface{a2apb.NewAgentInterface(up.httpURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
+		a2aclient.WithJSONRPCTransport(&http.Client{Transport: bearerTransport{token: c.token, origin: base}, Timeout: 30 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart(text))
+	msg.Metadata = map[string]any{"chio": map[string]any{"governedIntent": map[string]any{
+		"id": "intent-" + text, "server_id": "hello-a2a-srv", "tool_name": "hello_task", "purpose": "console test " + text}}}
+	res, err := client.SendMessage(ctx, &a2apb.SendMessageRequest{Message: msg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2apb.Task)
+	if !ok {
+		t.Fatalf("A2A call: %+v", res)
+	}
+	rid, _ := task.Metadata["chio"].(map[string]any)["receiptId"].(string)
+	if task.Status.State != a2apb.TaskStateCompleted || rid == "" {
+		t.Fatalf("A2A call: task %+v", task)
+	}
+	c.receipts = append(c.receipts, rid)
+	return rid
+}
+
+// tamperProxy is a reverse proxy in front of chio up that corrupts what
+// the console verifies, by mode: "path" flips a bit of the first audit-path
+// hash, "leaf" of the leaf hash, "receipt" changes a byte of the receipt.
+type tamperProxy struct {
+	mode atomic.Value
+	url  string
+}
+
+func newTamperProxy(t *testing.T, target string) *tamperProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tamperProxy{}
+	p.mode.Store("")
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(res *http.Response) error {
+		mode, path := p.mode.Load().(string), res.Request.URL.Path
+		if mode == "" || res.StatusCode != http.StatusOK || !strings.HasPrefix(path, "/v1/receipts/") || path == "/v1/receipts/query" {
+			return nil
+		}
+		proof := strings.HasSuffix(path, "/inclusion-proof")
+		if (mode == "receipt") == proof || strings.HasSuffix(path, "/tlog-proof") {
+			return nil
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			return err
+		}
+		if body, err = tamper(mode, body); err != nil {
+			return err
+		}
+		res.Body = io.NopCloser(bytes.NewReader(body))
+		res.ContentLength = int64(len(body))
+		res.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	p.url = srv.URL
+	return p
+}
+
+func tamper(mode string, body []byte) ([]byte, error) {
+	if mode == "receipt" {
+		// One byte of the signed receipt: the tool's name.
+		out := bytes.Replace(body, []byte(`"tool_name":"hello_task"`), []byte(`"tool_name":"hellO_task"`), 1)
+		if bytes.Equal(out, body) {
+			return nil, fmt.Errorf("tamper: no tool_name in %s", body)
+		}
+		return out, nil
+	}
+	var p map[string]any
+	if err := json.Unmarshal(body, &p); err != nil {
+		return nil, err
+	}
+	flip := func(h string) string { // the last hex digit, changed
+		if strings.HasSuffix(h, "0") {
+			return h[:len(h)-1] + "1"
+		}
+		return h[:len(h)-1] + "0"
+	}
+	switch path, _ := p["audit_path"].([]any); {
+	case mode == "path" && len(path) > 0:
+		path[0] = flip(path[0].(string))
+	case mode == "leaf" || mode == "path":
+		p["leaf_hash"] = flip(p["leaf_hash"].(string))
+	}
+	return json.Marshal(p)
+}
+
+// TestConsoleBrowser drives the web console in headless Chromium against
+// a real chio up: sign-in and what each credential sees, in-page receipt
+// verification (and its failure on a tampered proof, leaf hash or
+// receipt), pinned keys, the overview charts, script in tool arguments
+// shown as text, the task timeline and the authorization report. It saves
+// a screenshot of each page.
+func TestConsoleBrowser(t *testing.T) {
+	browser := newBrowser(t)
+	shots := screenshotDir(t)
+	up := startUp(t)
+	keysDir := filepath.Join(up.dir, "keys")
+
+	// Two tenants' governed calls, calls under the dev capability (one
+	// with script in its argument) and some denials, for the charts.
+	alice, bob := issueTenant(t, up, "cap-console-alice"), issueTenant(t, up, "cap-console-bob")
+	alice.call(t, up, "alice-1")
+	alice.call(t, up, "alice-2")
+	bob.call(t, up, "bob-1")
+	xssID, _ := upToolCall(t, up, "call_console_xss", "hello_task", `{"text":`+strconv.Quote(xssText)+`}`)
+	plainID, _ := upToolCall(t, up, "call_console_1", "hello_task", `{"text":"world"}`)
+	nc, err := nats.Connect(up.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	denied := []string{publishCall(t, js, schemas.VerdictDeny), publishCall(t, js, schemas.VerdictDeny)}
+	all := slices.Concat(alice.receipts, bob.receipts, []string{xssID, plainID}, denied)
+	for _, id := range all {
+		waitStatus(t, up.token, up.httpURL+"/v1/receipts/"+id, http.StatusOK)
+	}
+
+	tab := newTab(t, browser, up.httpURL, shots)
+	listed := func() []string {
+		t.Helper()
+		tab.open("#/receipts")
+		return tab.attrs("#receipt-table tr[data-receipt-id]", "data-receipt-id")
+	}
+
+	t.Run("operator sees every receipt", func(t *testing.T) {
+		tab.t = t
+		tab.signIn(up.token)
+		ids := listed()
+		for _, id := range all {
+			if !slices.Contains(ids, id) {
+				t.Errorf("operator's list lacks %s: %v", id, ids)
+			}
+		}
+		tab.screenshot("receipts")
+		tab.open("#/receipts?outcome=deny")
+		if ids := tab.attrs("#receipt-table tr[data-receipt-id]", "data-receipt-id"); !slices.Equal(sorted(ids), sorted(denied)) {
+			t.Errorf("outcome=deny lists %v, want %v", ids, denied)
+		}
+		tab.signOut()
+	})
+
+	t.Run("tenants see only their own receipts", func(t *testing.T) {
+		tab.t = t
+		for _, c := range []struct {
+			name        string
+			who, others *consoleTenant
+		}{{"alice", alice, bob}, {"bob", bob, alice}} {
+			tab.signIn(c.who.token)
+			if ids := listed(); !slices.Equal(sorted(ids), sorted(c.who.receipts)) {
+				t.Errorf("%s's list is %v, want exactly %v", c.name, ids, c.who.receipts)
+			}
+			// Another's receipt answers as one that does not exist.
+			tab.open("#/receipts/" + c.others.receipts[0])
+			if txt := tab.text("main"); !strings.Contains(txt, "404") || strings.Contains(txt, "hello-a2a-srv/hello_task") {
+				t.Errorf("%s opens another tenant's receipt: %.500s", c.name, txt)
+			}
+			// The call statistics cover every tenant: the page says why it shows none.
+			tab.open("#/")
+			if txt := tab.text("#charts"); !strings.Contains(txt, "only readers of every receipt") {
+				t.Errorf("%s's overview: %.300s", c.name, txt)
+			}
+			tab.signOut()
+		}
+	})
+
+	kernelPub := strings.TrimSpace(readFile(t, filepath.Join(keysDir, kernelPubFile)))
+	logVKey := strings.TrimSpace(readFile(t, filepath.Join(keysDir, checkpointVKeyFile)))
+	origin := logVKey[:strings.Index(logVKey, "+")]
+
+	t.Run("a receipt verifies in the page", func(t *testing.T) {
+		tab.t = t
+		tab.signIn(up.token)
+		for _, id := range []string{alice.receipts[0], plainID, denied[0]} {
+			tab.open("#/receipts/" + id + "?verify=1")
+			if v := tab.attrs("[data-verify]", "data-verify"); !slices.Equal(v, []string{"ok"}) {
+				t.Fatalf("receipt %s: data-verify %v: %s", id, v, tab.text("#verify-output"))
+			}
+			txt := tab.text("#verify-result")
+			for _, want := range []string{kernelPub, origin, "size ", "against the server's own keys"} {
+				if !strings.Contains(txt, want) {
+					t.Errorf("receipt %s: the result does not name %q: %s", id, want, txt)
+				}
+			}
+		}
+		tab.open("#/receipts/" + alice.receipts[0] + "?verify=1")
+		tab.screenshot("receipt-verified")
+	})
+
+	t.Run("tampering fails verification", func(t *testing.T) {
+		proxy := newTamperProxy(t, up.httpURL)
+		ptab := newTab(t, browser, proxy.url, shots)
+		ptab.signIn(up.token)
+		for mode, reason := range map[string]string{
+			"path":    "audit path does not lead to the checkpoint's root",
+			"leaf":    "leaf hash is not the proof's leaf_hash",
+			"receipt": "signature does not verify",
+		} {
+			proxy.mode.Store(mode)
+			ptab.open("#/receipts/" + plainID + "?verify=1")
+			if v := ptab.attrs("[data-verify]", "data-verify"); !slices.Equal(v, []string{"failed"}) || !strings.Contains(ptab.text("#verify-result"), reason) {
+				t.Errorf("tampered %s: data-verify %v: %s", mode, v, ptab.text("#verify-result"))
+			}
+		}
+		proxy.mode.Store("")
+		ptab.open("#/receipts/" + plainID + "?verify=1")
+		if v := ptab.attrs("[data-verify]", "data-verify"); !slices.Equal(v, []string{"ok"}) {
+			t.Errorf("through the proxy untampered: %v %s", v, ptab.text("#verify-result"))
+		}
+	})
+
+	t.Run("script in a tool argument is shown as text", func(t *testing.T) {
+		tab.t = t
+		tab.open("#/receipts/" + xssID + "?verify=1")
+		if pwned := eval[bool](tab, `window.__pwned !== undefined`); pwned {
+			t.Fatal("script in a receipt ran in the console")
+		}
+		if txt := tab.text("#parameters"); !strings.Contains(txt, `<script>window.__pwned=1</script>`) || !strings.Contains(txt, `<img src=x onerror=`) {
+			t.Errorf("the argument is not shown literally: %s", txt)
+		}
+		if n := eval[int](tab, `document.querySelectorAll('main img, main script').length`); n != 0 {
+			t.Errorf("%d img or script elements in the page", n)
+		}
+		if v := tab.attrs("[data-verify]", "data-verify"); !slices.Equal(v, []string{"ok"}) {
+			t.Errorf("the receipt with markup in its argument: %v %s", v, tab.text("#verify-result"))
+		}
+	})
+
+	t.Run("pinned keys", func(t *testing.T) {
+		tab.t = t
+		pin := func(logKey string) {
+			t.Helper()
+			tab.open("#/keys")
+			if err := doSteps(tab, setValue("pin-log", logKey), setValue("pin-kernel", kernelPub), clickID("pin-save")); err != nil {
+				t.Fatal(err)
+			}
+			tab.waitJS(`document.getElementById('pin-status')?.className === 'ok'`)
+		}
+		pin(logVKey)
+		tab.screenshot("keys")
+		tab.open("#/receipts/" + bob.receipts[0] + "?verify=1")
+		txt := tab.text("#verify-result")
+		if v := tab.attrs("[data-verify]", "data-verify"); !slices.Equal(v, []string{"ok"}) || !strings.Contains(txt, "(pinned)") || strings.Contains(txt, "server's own keys") {
+			t.Errorf("with the right keys pinned: %v %s", v, txt)
+		}
+		_, wrong, err := note.GenerateKey(rand.Reader, origin) // the same name, another key
+		if err != nil {
+			t.Fatal(err)
+		}
+		pin(wrong)
+		tab.open("#/receipts/" + bob.receipts[0] + "?verify=1")
+		if v := tab.attrs("[data-verify]", "data-verify"); !slices.Equal(v, []string{"failed"}) || !strings.Contains(tab.text("#verify-result"), "no signature by log key") {
+			t.Errorf("with a wrong log key pinned: %v %s", v, tab.text("#verify-result"))
+		}
+		tab.open("#/keys")
+		if err := doSteps(tab, clickID("pin-clear")); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("overview charts", func(t *testing.T) {
+		tab.t = t
+		waitBody(t, up.token, up.httpURL+"/v1/stats/calls", `"deny":2`)
+		tab.open("#/")
+		counts := func(chart string) (n int) {
+			for _, c := range tab.attrs(`svg[data-chart="`+chart+`"] rect[data-count]`, "data-count") {
+				v, _ := strconv.Atoi(c)
+				n += v
+			}
+			return n
+		}
+		if n := counts("calls"); n < len(all) {
+			t.Errorf("the calls chart counts %d calls, want at least %d", n, len(all))
+		}
+		if n := counts("denials-by-guard"); n != len(denied) {
+			t.Errorf("the denials-by-guard chart counts %d, want %d", n, len(denied))
+		}
+		if n := counts("denials-by-tool"); n != len(denied) {
+			t.Errorf("the denials-by-tool chart counts %d, want %d", n, len(denied))
+		}
+		if txt := tab.text("#log-status"); !strings.Contains(txt, origin) {
+			t.Errorf("log status: %s", txt)
+		}
+		tab.screenshot("overview")
+	})
+
+	t.Run("task timeline", func(t *testing.T) {
+		tab.t = t
+		tab.open("#/tasks")
+		tasks := tab.attrs("#task-table tr[data-task-id]", "data-task-id")
+		if len(tasks) == 0 {
+			t.Fatalf("no tasks listed: %s", tab.text("main"))
+		}
+		tab.open("#/tasks/" + tasks[0])
+		if links := tab.attrs(`main a[href^="#/receipts/"]`, "href"); len(links) == 0 {
+			t.Errorf("the task page links no receipt: %s", tab.text("main"))
+		}
+		if code, _ := httpGetAs(t, up.token, up.httpURL+"/v1/tasks/"+tasks[0]+"/timeline"); code == http.StatusOK {
+			if n := len(tab.attrs("li.generation", "data-generation")); n == 0 {
+				t.Errorf("no generations drawn: %s", tab.text("#timeline"))
+			}
+		} else {
+			t.Logf("GET /v1/tasks/{id}/timeline answers %d: the page says so", code)
+		}
+		tab.screenshot("task")
+	})
+
+	t.Run("authorization report", func(t *testing.T) {
+		tab.t = t
+		waitBody(t, up.token, up.httpURL+"/v1/reports/authorization-context", `"matchingReceipts":3`)
+		tab.open("#/authz")
+		rows := tab.attrs("#authz-table tr[data-receipt-id]", "data-receipt-id")
+		if !slices.Equal(sorted(rows), sorted(slices.Concat(alice.receipts, bob.receipts))) {
+			t.Errorf("report rows %v: %s", rows, tab.text("main"))
+		}
+		tab.screenshot("authz")
+	})
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
