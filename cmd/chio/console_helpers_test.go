@@ -161,9 +161,13 @@ func jsString(s string) string {
 	return string(b)
 }
 
-func setValue(id, v string) chromedp.Action[chromedp.Void] { return chromedp.SetValue(chromedp.ID(id), v) }
+func setValue(id, v string) chromedp.Action[chromedp.Void] {
+	return chromedp.SetValue(chromedp.ID(id), v)
+}
 
 func clickID(id string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.ID(id)) }
 
 // doSteps runs actions in the tab.
-func doSteps(c *consoleTab, steps ...chromedp.Action[chromedp.Void]) error { return chromedp.Do(c.ctx, steps...) }
+func doSteps(c *consoleTab, steps ...chromedp.Action[chromedp.Void]) error {
+	return chromedp.Do(c.ctx, steps...)
+}
