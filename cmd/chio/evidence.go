@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/internal/progress"
 	"github.com/chio-ledger/chio/ledger/evidence"
 	"github.com/chio-ledger/chio/ledger/witness"
 	"github.com/chio-ledger/chio/schemas"
@@ -39,7 +40,11 @@ func newEvidenceExportCmd() *cobra.Command {
 		Long: "Fetches the log's signed checkpoint, then pages through /v1/receipts/query and writes, as pages\n" +
 			"arrive, each receipt (its leaf bytes) and its inclusion proof at that checkpoint's size; receipts\n" +
 			"appended after it are left out. The credential scopes the export as it scopes every read: a\n" +
-			"tenant's token exports only the tenant's receipts. DIR must not exist; it holds receipts.ndjson,\n" +
+			"tenant's token exports only the tenant's receipts. DIR must not exist. The package is written into\n" +
+			"a hidden sibling, .DIR.partial, and renamed to DIR when complete: an interrupted export (Ctrl-C)\n" +
+			"leaves no DIR, and the next one into the same DIR removes what it left. Progress goes to stderr:\n" +
+			"one line redrawn in place on a terminal, otherwise a line at each tenth of the receipts the query\n" +
+			"counts (and at least every 5 s), then a summary line. DIR holds receipts.ndjson,\n" +
 			"inclusion-proofs.ndjson, checkpoints, capability-lineage.ndjson (the lineage chains of the\n" +
 			"capabilities the receipts name, from the projections at the same URL; empty when the credential\n" +
 			"cannot read lineage, as query.json then says), query.json and manifest.json (SHA-256 and size of\n" +
@@ -90,10 +95,14 @@ func newEvidenceExportCmd() *cobra.Command {
 					return usageError(fmt.Errorf("--consistency-from: %w", err))
 				}
 			}
+			prog := progress.New(cmd.ErrOrStderr(), "evidence export", 0, progress.WithUnit("receipts"))
+			defer prog.Stop()
+			o.Progress = prog.Func()
 			q, err := evidence.Export(cmd.Context(), c, out, o)
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
+			prog.Done()
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "evidence package written to %s: %d tool receipts (%d unreadable) at tree size %d of %s; %d lineage records\n",
 				out, q.Receipts, q.Unreadable, q.TreeSize, q.Origin, q.Lineage.Records)

@@ -305,7 +305,8 @@ func TestUpVerifyAndRebuild(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}
-	want := fmt.Sprintf("size %d\nroot %s\n", cp.Size, schemas.EncodeHash(cp.Hash))
+	// The root as the checkpoint's third line has it, and in hex.
+	want := fmt.Sprintf("size %d\nroot %s\nroot-hex %s\n", cp.Size, strings.Split(string(checkpoint), "\n")[2], schemas.EncodeHash(cp.Hash))
 	if out != want {
 		t.Fatalf("rebuild printed %q, want %q", out, want)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/internal/health"
+	"github.com/chio-ledger/chio/internal/progress"
 	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -95,14 +96,19 @@ func newProjectionsCmd() *cobra.Command {
 
 func newProjectionsRebuildCmd() *cobra.Command {
 	var natsURL, dataDir, kernelKey string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "rebuild --nats URL --data-dir NEWDIR --kernel-key HEX|FILE",
 		Short: "Fold the streams from the start into an empty store and print its digest",
 		Long: "Folds CHIO_TASKS, CHIO_EVENTS and CHIO_RECEIPTS, up to their last messages at the start, into\n" +
 			"NEWDIR/projections through the same folds as the live service, and prints the positions reached and the\n" +
 			"store's digest (SHA-256 over every key and value): equal to a live projection's that folded the same\n" +
-			"messages with the same kernel key. NEWDIR/projections must not exist or be empty. Durable consumers\n" +
-			"are not touched.",
+			"messages with the same kernel key. Durable consumers are not touched.\n\n" +
+			"Progress goes to stderr: one line redrawn in place on a terminal, otherwise a line at each tenth\n" +
+			"of the messages (and at least every 5 s), then a summary line. The store is built in\n" +
+			"NEWDIR/projections.partial and renamed to NEWDIR/projections when complete: an interrupted rebuild\n" +
+			"(Ctrl-C) leaves no NEWDIR/projections, and the next one removes what it left. A NEWDIR/projections\n" +
+			"that is not empty is refused unless --force, which replaces it once the new store is complete.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dataDir == "" {
@@ -112,10 +118,8 @@ func newProjectionsRebuildCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			dir := projectionsDir(dataDir)
-			if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-				return fmt.Errorf("projections rebuild: %s is not empty; rebuild into a new directory", dir)
-			} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+			stage, err := stageDir(projectionsDir(dataDir), force)
+			if err != nil {
 				return fmt.Errorf("projections rebuild: %w", err)
 			}
 			nc, js, err := connectNATS(natsURL, "chio-projections-rebuild")
@@ -123,18 +127,26 @@ func newProjectionsRebuildCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			res, err := projections.Rebuild(cmd.Context(), js, dir, projections.WithLogger(slog.Default()), projections.WithKernelKey(key))
-			if err != nil {
-				return err
+			prog := progress.New(cmd.ErrOrStderr(), "projections rebuild", 0, progress.WithUnit("messages"))
+			defer prog.Stop()
+			res, err := projections.RebuildWithProgress(cmd.Context(), js, stage.partial, prog.Func(),
+				projections.WithLogger(slog.Default()), projections.WithKernelKey(key))
+			if err == nil {
+				err = stage.commit()
 			}
+			if err != nil {
+				return errors.Join(err, stage.discard())
+			}
+			prog.Done()
 			p := res.Positions
 			fmt.Fprintf(cmd.OutOrStdout(), "tasks %d\nevents %d\nreceipts %d\ndigest %s\n", p.Tasks, p.Events, p.Receipts, res.Digest)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s)")
-	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory to rebuild into (NEWDIR/projections, which must be empty)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the directory to rebuild into (NEWDIR/projections)")
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the trusted kernel public key (64 hex), or a file holding it")
+	cmd.Flags().BoolVar(&force, "force", false, "replace a finished rebuild in NEWDIR/projections (never a running service's data directory)")
 	return cmd
 }
 

@@ -776,13 +776,17 @@ func rebuild(ctx context.Context, t *testing.T, root, keys string) (uint64, []by
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build chio: %v\n%s", err, out)
 	}
-	out, err := exec.CommandContext(ctx, bin, "ledger", "rebuild", "--nats", natsURL, "--data-dir", t.TempDir(), "--keys", keys).CombinedOutput()
+	// Stdout only: progress lines go to stderr.
+	cmd := exec.CommandContext(ctx, bin, "ledger", "rebuild", "--nats", natsURL, "--data-dir", t.TempDir(), "--keys", keys)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("chio ledger rebuild: %v\n%s", err, out)
+		t.Fatalf("chio ledger rebuild: %v\n%s%s", err, out, stderr.Bytes())
 	}
 	var size uint64
-	var rootHex string
-	if _, err := fmt.Sscanf(string(out), "size %d\nroot %s", &size, &rootHex); err != nil {
+	var rootBase64, rootHex string
+	if _, err := fmt.Sscanf(string(out), "size %d\nroot %s\nroot-hex %s", &size, &rootBase64, &rootHex); err != nil {
 		t.Fatalf("rebuild output %q: %v", out, err)
 	}
 	h, err := schemas.ParseHash(rootHex)

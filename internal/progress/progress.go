@@ -223,10 +223,14 @@ func formatRate(rate float64) string {
 	return fmt.Sprintf("%.0f", rate)
 }
 
-// formatDuration rounds to a tenth of a second under a minute and to the
-// second above: precision nobody reads is noise.
+// formatDuration rounds to the millisecond under a second, to a tenth of
+// a second under a minute and to the second above: precision nobody
+// reads is noise.
 func formatDuration(d time.Duration) string {
-	if d < time.Minute {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
 		return d.Round(100 * time.Millisecond).String()
 	}
 	return d.Round(time.Second).String()
