@@ -37,8 +37,8 @@ const xssText = `<img src=x onerror="window.__pwned=1"><script>window.__pwned=1<
 // consoleTenant is a tenant's leaf capability (invoke only, so a bearer
 // token: what the console can present) and the receipts of its calls.
 type consoleTenant struct {
-	token    string
-	receipts []string
+	token, principal string
+	receipts         []string
 }
 
 // issueTenant issues a capability for hello_task from chio up's issuer.
@@ -60,7 +60,7 @@ func issueTenant(t *testing.T, up *upProcess, id string) *consoleTenant {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &consoleTenant{token: ag.header(t)}
+	return &consoleTenant{token: ag.header(t), principal: schemas.Principal(ag.tok.Issuer, ag.pub)}
 }
 
 // call makes one governed A2A call under the tenant's capability.
@@ -217,9 +217,18 @@ func TestConsoleBrowser(t *testing.T) {
 			}
 		}
 		tab.screenshot("receipts")
-		tab.open("#/receipts?outcome=deny")
-		if ids := tab.attrs("#receipt-table tr[data-receipt-id]", "data-receipt-id"); !slices.Equal(sorted(ids), sorted(denied)) {
-			t.Errorf("outcome=deny lists %v, want %v", ids, denied)
+		// The search: by outcome, by principal, by time (Unix seconds).
+		future := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+		for route, want := range map[string][]string{
+			"#/receipts?outcome=deny":                                  denied,
+			"#/receipts?principal=" + url.QueryEscape(alice.principal): alice.receipts,
+			"#/receipts?toolServer=hello&toolName=hello_task":          denied,
+			"#/receipts?since=" + future:                               nil,
+		} {
+			tab.open(route)
+			if ids := tab.attrs("#receipt-table tr[data-receipt-id]", "data-receipt-id"); !slices.Equal(sorted(ids), sorted(want)) {
+				t.Errorf("%s lists %v, want %v: %.300s", route, ids, want, tab.text("#receipt-results"))
+			}
 		}
 		tab.signOut()
 	})

@@ -120,11 +120,13 @@ async function keysPage(main) {
   const witnesses = h('textarea', { id: 'pin-witnesses', name: 'witnesses', rows: 3, spellcheck: 'false', placeholder: 'one witness verifier key per line' });
   witnesses.value = p.witnessKeys.join('\n');
   const status = h('p', { id: 'pin-status', role: 'status' });
+  let shown = currentPins(p);
   const save = async (ev) => {
     ev.preventDefault();
     try {
       const next = await checkPins(logKey.value, kernelKey.value, witnesses.value);
       pins.set(next);
+      shown.replaceWith(shown = currentPins(next));
       status.textContent = 'Saved. Receipts now verify against these keys.';
       status.className = 'ok';
     } catch (e) {
@@ -146,6 +148,7 @@ async function keysPage(main) {
   };
   const clearPins = () => {
     pins.clear();
+    shown.replaceWith(shown = currentPins(pins.get()));
     logKey.value = kernelKey.value = witnesses.value = '';
     status.textContent = 'Cleared. Receipts verify against the server\'s own keys.';
     status.className = 'note';
@@ -160,7 +163,7 @@ async function keysPage(main) {
     status);
   main.append(h('h1', null, 'Pinned keys'),
     note('Keys you obtained out of band (from the operator, a published policy, a witness). With them pinned, the Verify button proves a receipt was signed by that kernel and is in that log, as the witnesses saw it. Without them it checks against the server\'s own keys: that proves the log is consistent, not whose log it is.'),
-    form, currentPins(p));
+    form, shown);
 }
 
 async function checkPins(log, kernel, witnessText) {
@@ -172,7 +175,7 @@ async function checkPins(log, kernel, witnessText) {
 }
 
 function currentPins(p) {
-  return h('section', null, h('h2', null, 'Now pinned'), kv([
+  return h('section', { id: 'pinned' }, h('h2', null, 'Now pinned'), kv([
     ['Log key', p.logKey ? mono(p.logKey) : 'none (the server\'s own)'],
     ['Kernel key', p.kernelKey ? mono(p.kernelKey) : 'none (the server\'s own)'],
     ['Witnesses', p.witnessKeys.length ? p.witnessKeys.map((w) => h('div', null, mono(w))) : 'none'],

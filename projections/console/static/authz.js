@@ -8,10 +8,11 @@ import { getJSON, query } from './api.js';
 import { chainBoxes } from './receipts.js';
 
 const PARAMS = ['capabilityId', 'toolServer', 'toolName', 'since', 'until'];
+const LABELS = { capabilityId: 'Capability', toolServer: 'Tool server', toolName: 'Tool', since: 'Since', until: 'Until' };
 
 function filterForm(q) {
   const form = h('form', { id: 'authz-form', class: 'filters' },
-    PARAMS.map((p) => h('label', null, p, h('input', { name: p, id: 'a-' + p, value: q.get(p) ?? '', placeholder: p === 'since' || p === 'until' ? 'Unix seconds' : '' }))),
+    PARAMS.map((p) => h('label', null, LABELS[p], h('input', { name: p, id: 'a-' + p, value: q.get(p) ?? '', placeholder: p === 'since' || p === 'until' ? 'Unix seconds' : '' }))),
     h('button', { type: 'submit' }, 'Show'));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();

@@ -4,8 +4,8 @@
 
 import { h, s } from './dom.js';
 
-const W = 720;
-const H = 200;
+const W = 1100;
+const H = 220;
 const PAD = { left: 40, right: 10, top: 10, bottom: 24 };
 
 // Fixed colours for outcomes; other keys take a palette colour in order.

@@ -40,7 +40,7 @@ async function logStatus(sec) {
     sec.append(kv([
       ['Origin', cp.origin],
       ['Tree size', h('span', { id: 'tree-size' }, String(body.tree_size ?? cp.size))],
-      ['Checkpoint age', `${age} s (issued `, time(body.issued_at), ')'],
+      ['Checkpoint age', h('span', { id: 'checkpoint-age' }, `${age} s (issued `, time(body.issued_at), ')')],
       ['Served checkpoint', `size ${cp.size}`],
       ['Witness cosignatures', cosigners.length ? cosigners.join(', ') : 'none'],
       ['Kernel key', mono(body.kernel_key ?? '')],

@@ -253,6 +253,6 @@ function verifyResult(res) {
     ['Witnesses checked', res.witnesses.length ? res.witnesses.map((w) => h('div', null, `${w.name} at ${new Date(w.time * 1000).toISOString()}`)) : (res.ok ? 'none pinned' : '')],
     ['Cosignatures not checked', res.unchecked?.length ? res.unchecked.join(', ') + ' (no pinned key)' : ''],
   ]));
-  el.append(h('ol', { class: 'steps' }, res.steps.map((s) => h('li', null, '✓ ', s))));
+  el.append(h('ol', { class: 'steps' }, res.steps.map((s) => h('li', null, '✓ ', s)), res.ok ? null : h('li', { class: 'error' }, '✗ ', res.reason)));
   return el;
 }

@@ -49,6 +49,20 @@ export async function taskPage(main, [id]) {
   }
 }
 
+// artifacts lists a commit's artifact events: each artifact's name or id
+// and its text parts, as text.
+function artifacts(list) {
+  if (!Array.isArray(list)) return String(list ?? 0);
+  if (list.length === 0) return 'none';
+  return list.map((a) => {
+    const art = a?.artifact ?? {};
+    const texts = (art.parts ?? []).map((p) => p?.text).filter((t) => typeof t === 'string');
+    const text = texts.join(' ');
+    return h('div', null, mono(art.name || art.artifactId || 'artifact'), a?.append ? ' (appended)' : '',
+      text ? h('span', { class: 'muted' }, ' ' + (text.length > 200 ? text.slice(0, 200) + '…' : text)) : '');
+  });
+}
+
 function generation(g) {
   const events = (g.events ?? []).map((e) => (typeof e === 'string' ? e : [e.type, e.state && stateName(e.state)].filter(Boolean).join(' ')));
   return h('li', { class: 'generation', data: { generation: String(g.generation) } },
@@ -57,7 +71,7 @@ function generation(g) {
     kv([
       ['Replica', g.replica ? mono(g.replica) : 'not recorded'],
       ['Events', events.join(', ')],
-      ['Artifacts', String(g.artifacts ?? 0)],
+      ['Artifacts', artifacts(g.artifacts)],
       ['Receipts', (g.receipt_ids ?? []).map((r) => h('div', null, receiptLink(r)))],
     ]));
 }
