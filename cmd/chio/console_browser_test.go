@@ -336,6 +336,7 @@ func TestConsoleBrowser(t *testing.T) {
 		if v := tab.attrs("[data-verify]", "data-verify"); !slices.Equal(v, []string{"ok"}) || !strings.Contains(txt, "(pinned)") || strings.Contains(txt, "server's own keys") {
 			t.Errorf("with the right keys pinned: %v %s", v, txt)
 		}
+		tab.screenshot("receipt-verified-pinned")
 		_, wrong, err := note.GenerateKey(rand.Reader, origin) // the same name, another key
 		if err != nil {
 			t.Fatal(err)
