@@ -39,6 +39,7 @@ type Reporter struct {
 	lastDone uint64    // done at the last plain line
 	decile   uint64    // tenths of the total reached at the last plain line
 	width    int       // of the line on the terminal, to blank it
+	updated  bool      // by Add, Set or Update: the job started
 	finished bool
 }
 
@@ -120,6 +121,7 @@ func (r *Reporter) Update(done, total uint64) {
 
 // report prints a line if one is due. r.mu is held.
 func (r *Reporter) report() {
+	r.updated = true
 	if r.finished {
 		return
 	}
@@ -186,8 +188,9 @@ func (r *Reporter) line(now time.Time) string {
 func (r *Reporter) Done() { r.finish("done") }
 
 // Stop ends a report that did not finish, with a summary line saying how
-// far it went; after Done it does nothing. Deferred, it covers every
-// early return.
+// far it went; after Done, or before any update (a command refused before
+// its job started), it prints nothing. Deferred, it covers every early
+// return.
 func (r *Reporter) Stop() { r.finish("stopped") }
 
 func (r *Reporter) finish(how string) {
@@ -200,6 +203,9 @@ func (r *Reporter) finish(how string) {
 		return
 	}
 	r.finished = true
+	if how == "stopped" && !r.updated {
+		return
+	}
 	r.clear()
 	elapsed := r.now().Sub(r.start)
 	count := fmt.Sprintf("%d", r.done)

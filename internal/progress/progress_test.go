@@ -57,6 +57,9 @@ func TestOutput(t *testing.T) {
 		want: "job: 4/10 rows (40%), 4.0/s, ETA 1.5s\n" +
 			"job: stopped, 4/10 rows in 1s (4.0/s)\n",
 	}, {
+		name: "stopped before it started: nothing",
+		stop: true,
+	}, {
 		name:     "terminal redraws at most ten times a second",
 		terminal: true,
 		total:    10,
