@@ -95,12 +95,16 @@ func (c *consoleTenant) call(t *testing.T, up *upProcess, text string) string {
 	return rid
 }
 
-// tamperProxy is a reverse proxy in front of chio up that corrupts what
-// the console verifies, by mode: "path" flips a bit of the first audit-path
-// hash, "leaf" of the leaf hash, "receipt" changes a byte of the receipt.
+// tamperProxy is a reverse proxy in front of chio up that changes what
+// the console verifies, by mode: "path" changes the first audit-path hash,
+// "leaf" the leaf hash, "receipt" a byte of the receipt; "cosign" adds
+// witness's cosignature to the proof's checkpoint, as a log serving a
+// witnessed checkpoint would.
 type tamperProxy struct {
-	mode atomic.Value
-	url  string
+	mode    atomic.Value
+	url     string
+	logKey  note.Verifier
+	witness *evidenceCosigner
 }
 
 func newTamperProxy(t *testing.T, target string) *tamperProxy {
@@ -126,7 +130,7 @@ func newTamperProxy(t *testing.T, target string) *tamperProxy {
 		if err != nil {
 			return err
 		}
-		if body, err = tamper(mode, body); err != nil {
+		if body, err = p.tamper(mode, body); err != nil {
 			return err
 		}
 		res.Body = io.NopCloser(bytes.NewReader(body))
@@ -140,7 +144,7 @@ func newTamperProxy(t *testing.T, target string) *tamperProxy {
 	return p
 }
 
-func tamper(mode string, body []byte) ([]byte, error) {
+func (tp *tamperProxy) tamper(mode string, body []byte) ([]byte, error) {
 	if mode == "receipt" {
 		// One byte of the signed receipt: the tool's name.
 		out := bytes.Replace(body, []byte(`"tool_name":"hello_task"`), []byte(`"tool_name":"hellO_task"`), 1)
@@ -160,6 +164,16 @@ func tamper(mode string, body []byte) ([]byte, error) {
 		return h[:len(h)-1] + "0"
 	}
 	switch path, _ := p["audit_path"].([]any); {
+	case mode == "cosign":
+		n, err := note.Open([]byte(p["checkpoint"].(string)), note.VerifierList(tp.logKey))
+		if err != nil {
+			return nil, err
+		}
+		cosigned, err := note.Sign(n, tp.witness)
+		if err != nil {
+			return nil, err
+		}
+		p["checkpoint"] = string(cosigned)
 	case mode == "path" && len(path) > 0:
 		path[0] = flip(path[0].(string))
 	case mode == "leaf" || mode == "path":
@@ -299,6 +313,32 @@ func TestConsoleBrowser(t *testing.T) {
 		ptab.open("#/receipts/" + plainID + "?verify=1")
 		if v := ptab.attrs("[data-verify]", "data-verify"); !slices.Equal(v, []string{"ok"}) {
 			t.Errorf("through the proxy untampered: %v %s", v, ptab.text("#verify-result"))
+		}
+	})
+
+	t.Run("witness cosignatures", func(t *testing.T) {
+		proxy := newTamperProxy(t, up.httpURL)
+		proxy.logKey, proxy.witness = mustVerifier(t, logVKey), newEvidenceCosigner(t, "w1.example")
+		proxy.mode.Store("cosign")
+		ptab := newTab(t, browser, proxy.url, shots)
+		ptab.signIn(up.token)
+		other := newEvidenceCosigner(t, "w2.example")
+		for _, c := range []struct {
+			pinned []string
+			want   string
+			text   string
+		}{
+			{[]string{proxy.witness.vkey}, "ok", "w1.example at "},
+			{nil, "ok", "w1.example (no pinned key)"},
+			{[]string{proxy.witness.vkey, other.vkey}, "failed", "no cosignature by witness w2.example"},
+		} {
+			pins, _ := json.Marshal(map[string]any{"logKey": logVKey, "kernelKey": kernelPub, "witnessKeys": c.pinned})
+			ptab.open("#/keys")
+			eval[bool](ptab, `localStorage.setItem('chio.pins', `+jsString(string(pins))+`), true`)
+			ptab.open("#/receipts/" + plainID + "?verify=1")
+			if v, txt := ptab.attrs("[data-verify]", "data-verify"), ptab.text("#verify-result"); !slices.Equal(v, []string{c.want}) || !strings.Contains(txt, c.text) {
+				t.Errorf("witnesses %v pinned: data-verify %v, want %s naming %q: %s", c.pinned, v, c.want, c.text, txt)
+			}
 		}
 	})
 
