@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // interrupter is a command's stderr that cancels the command when the
@@ -56,7 +58,7 @@ func chioStderr(ctx context.Context, w io.Writer, args ...string) (string, error
 // an interrupt after some progress, which leaves no result; a rerun into
 // the same target, which succeeds with the result of an uninterrupted
 // run; and a run over the finished result, refused (or, for a rebuild,
-// replaced with --force).
+// replaced with --force unless a process holds the store open).
 func TestProgressInterruptAndRerun(t *testing.T) {
 	up := startUp(t)
 	const calls = 30
@@ -188,6 +190,16 @@ func TestProgressInterruptAndRerun(t *testing.T) {
 				t.Fatalf("a run over a finished result: %v, want it refused (%q)", err, c.againRefuse)
 			}
 			if c.again != nil {
+				// A store a running process has open (its Pebble lock) is
+				// not replaced, even with --force.
+				lock, err := vfs.Default.Lock(filepath.Join(c.target, "LOCK"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = chioStderr(context.Background(), io.Discard, append(c.args, c.again...)...)
+				if lock.Close(); err == nil || !strings.Contains(err.Error(), "in use") {
+					t.Fatalf("with %v over a store in use: %v, want it refused", c.again, err)
+				}
 				out, err := chioStderr(context.Background(), io.Discard, append(c.args, c.again...)...)
 				if err != nil {
 					t.Fatalf("with %v: %v", c.again, err)
