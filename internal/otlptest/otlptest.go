@@ -1,6 +1,7 @@
-// Package otlptest is an OTLP/gRPC trace receiver for tests: a real
-// collector endpoint (the otlp TraceService) in-process, keeping every
-// span it is sent, so tests can check the traces a real exporter sends.
+// Package otlptest is an OTLP/gRPC trace receiver for tests and the
+// benchmarks: a real collector endpoint (the otlp TraceService)
+// in-process, keeping every span it is sent, so tests can check the
+// traces a real exporter sends.
 package otlptest
 
 import (
@@ -48,15 +49,36 @@ type Receiver struct {
 // Start runs a receiver on a loopback port until the test ends.
 func Start(t testing.TB) *Receiver {
 	t.Helper()
+	r, err := Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// Listen runs a receiver on a loopback port until Close.
+func Listen() (*Receiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("otlptest: listen: %v", err)
+		return nil, fmt.Errorf("otlptest: listen: %w", err)
 	}
 	r := &Receiver{srv: grpc.NewServer(), addr: ln.Addr().String()}
 	collectorpb.RegisterTraceServiceServer(r.srv, r)
 	go func() { _ = r.srv.Serve(ln) }()
-	t.Cleanup(r.srv.Stop)
-	return r
+	return r, nil
+}
+
+// Close stops the receiver.
+func (r *Receiver) Close() { r.srv.Stop() }
+
+// Reset forgets the spans received so far and returns how many there were.
+func (r *Receiver) Reset() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.spans)
+	r.spans = nil
+	return n
 }
 
 // Endpoint is the receiver's address as OTEL_EXPORTER_OTLP_ENDPOINT

@@ -94,8 +94,14 @@ var chioUpReady = regexp.MustCompile(`chio up: JSON-RPC\s+(http://\S+)/a2a(?s:.*
 // the in-process NATS connection only (no TCP listener: nothing else needs
 // it, and its port could clash with the cluster's).
 func startChioUp(ctx context.Context, env *Env, bin string) (*chioUp, error) {
-	data := filepath.Join(env.Dir, "chio-up")
-	c, m, err := startChild(ctx, env, "chio-up", chioUpReady, 60*time.Second, bin,
+	return startChioUpAs(ctx, env, bin, "chio-up", nil)
+}
+
+// startChioUpAs is startChioUp with its own data directory and log name,
+// and extra environment variables (NAME=VALUE) for the process.
+func startChioUpAs(ctx context.Context, env *Env, bin, name string, vars []string) (*chioUp, error) {
+	data := filepath.Join(env.Dir, name)
+	c, m, err := startChildEnv(ctx, env, name, vars, chioUpReady, 60*time.Second, bin,
 		"up", "--data-dir", data, "--listen", "127.0.0.1:0", "--nats-listen", "none")
 	if err != nil {
 		return nil, err

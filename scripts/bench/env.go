@@ -28,6 +28,7 @@ func sections() []section {
 		{"scaleout", "5. Scale-out: one edge replica vs two", runScaleOut},
 		{"evidence", "6. Evidence packages: export and verify as N grows", runEvidence},
 		{"workers", "7. Tools on workers (NATS services) vs in process", runWorkers},
+		{"tracing", "8. Tracing: chio up CPU per call with OpenTelemetry off and on", runTracing},
 	}
 }
 

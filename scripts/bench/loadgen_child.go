@@ -25,6 +25,12 @@ type child struct {
 // startChild starts bin with args and waits until a line of its output
 // matches ready; it returns the matches of ready's groups.
 func startChild(ctx context.Context, env *Env, name string, ready *regexp.Regexp, timeout time.Duration, bin string, args ...string) (*child, []string, error) {
+	return startChildEnv(ctx, env, name, nil, ready, timeout, bin, args...)
+}
+
+// startChildEnv is startChild with extra environment variables
+// (NAME=VALUE, over the harness's own).
+func startChildEnv(ctx context.Context, env *Env, name string, vars []string, ready *regexp.Regexp, timeout time.Duration, bin string, args ...string) (*child, []string, error) {
 	logPath := filepath.Join(env.Dir, name+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -41,6 +47,9 @@ func startChild(ctx context.Context, env *Env, name string, ready *regexp.Regexp
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = env.Dir
+	if len(vars) > 0 {
+		cmd.Env = append(os.Environ(), vars...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		f.Close()

@@ -2,7 +2,7 @@
 // know, in one run on one machine, and writes the figures to RESULTS.md:
 //
 //	go run -C scripts/bench .                 # the full run (tens of minutes)
-//	go run -C scripts/bench . -only ledger    # one section (limits, ledger, edge, proofs, scaleout, evidence, workers)
+//	go run -C scripts/bench . -only ledger    # one section (limits, ledger, edge, proofs, scaleout, evidence, workers, tracing)
 //	go run -C scripts/bench . -short          # seconds; what CI runs, through go test -short
 //
 // Sections:
@@ -20,6 +20,8 @@
 //     sizes: rate, time, peak memory (flat in N) and bytes per receipt.
 //  7. workers: the demo tool in process against the same tool on chio
 //     worker processes (chio up --workers), one worker and two.
+//  8. tracing: chio up's CPU per call with OpenTelemetry tracing off
+//     (the default) and on, exporting every call's spans over OTLP.
 //
 // It is its own module so that the peers (Tessera and its dependencies)
 // never enter the main module's go.mod.
