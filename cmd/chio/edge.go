@@ -484,6 +484,12 @@ func newEdgeA2ACmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			tp, stopTracing, err := startTracing(ctx, "chio-edge-a2a")
+			if err != nil {
+				return err
+			}
+			defer stopTracing() // first deferred, so it flushes last
+			ef.tracer = tp
 			var js jetstream.JetStream
 			devToken := ""
 			if stdio {
@@ -579,7 +585,7 @@ func newEdgeA2ACmd() *cobra.Command {
 			// serve returns once the calls in flight have finished and
 			// published their events (or the drain timed out): only then
 			// do the deferred closes of the kernel and NATS run.
-			return serve(ctx, ec, ln, ef.drainTimeout, drains...)
+			return serveTraced(ctx, ec, ef.tracer, ln, ef.drainTimeout, drains...)
 		},
 	}
 	ef.register(cmd)

@@ -82,6 +82,12 @@ func newLedgerCmd() *cobra.Command {
 		Short: "Run the ledger: consume events, sign receipts into the Merkle log, serve the log API",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			tp, stopTracing, err := startTracing(cmd.Context(), "chio-ledger")
+			if err != nil {
+				return err
+			}
+			defer stopTracing() // first deferred, so it flushes last
+			lf.tracer = tp
 			keys, store, err := openDataDir(dataDir, &lf)
 			if err != nil {
 				return err

@@ -61,6 +61,11 @@ func newProjectionsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			tp, stopTracing, err := startTracing(cmd.Context(), "chio-projections")
+			if err != nil {
+				return err
+			}
+			defer stopTracing() // flushes after the service has stopped
 			nc, js, err := connectNATS(natsURL, name)
 			if err != nil {
 				return err
@@ -74,7 +79,7 @@ func newProjectionsCmd() *cobra.Command {
 			metrics := newMetricsRegistry()
 			svc, err := projections.Open(projectionsDir(dataDir), projections.WithLogger(slog.Default()), projections.WithName(name),
 				projections.WithKernelKey(key), projections.WithAuthenticator(auth), projections.WithReplicas(replicas),
-				projections.WithMetrics(metrics))
+				projections.WithMetrics(metrics), projections.WithTracerProvider(tp))
 			if err != nil {
 				return err
 			}
