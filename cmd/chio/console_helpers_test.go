@@ -7,9 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -67,6 +71,9 @@ type consoleTab struct {
 	base  string
 	shots string
 	loads int
+
+	mu       sync.Mutex
+	problems []string // CSP violations and uncaught exceptions, not yet reported
 }
 
 // newTab opens a tab of browser on the console served at base.
@@ -74,7 +81,44 @@ func newTab(t *testing.T, browser context.Context, base, shots string) *consoleT
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(browser)
 	t.Cleanup(cancel)
-	return &consoleTab{t: t, ctx: ctx, base: base, shots: shots}
+	c := &consoleTab{t: t, ctx: ctx, base: base, shots: shots}
+	// The page must run under its CSP without a violation or an error.
+	err := chromedp.Listen(ctx, func(ev any) {
+		var msg string
+		switch e := ev.(type) {
+		case *cdplog.EventEntryAdded:
+			if e.Entry.Source == cdplog.EntrySourceSecurity || strings.Contains(e.Entry.Text, "Content Security Policy") {
+				msg = "security: " + e.Entry.Text
+			}
+		case *runtime.EventExceptionThrown:
+			msg = "exception: " + e.ExceptionDetails.Text
+			if x := e.ExceptionDetails.Exception; x != nil {
+				msg += " " + x.Description
+			}
+		}
+		if msg != "" {
+			c.mu.Lock()
+			c.problems = append(c.problems, msg)
+			c.mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// checkProblems fails the test for each CSP violation or uncaught
+// exception seen since the last check.
+func (c *consoleTab) checkProblems(where string) {
+	c.t.Helper()
+	c.mu.Lock()
+	p := c.problems
+	c.problems = nil
+	c.mu.Unlock()
+	for _, m := range p {
+		c.t.Errorf("%s: %s", where, m)
+	}
 }
 
 // open loads the console afresh at route (e.g. "#/receipts") and waits
@@ -88,6 +132,7 @@ func (c *consoleTab) open(route string) {
 		c.t.Fatalf("open %s: %v", url, err)
 	}
 	c.waitJS(`document.getElementById('main')?.dataset.loaded`)
+	c.checkProblems(route)
 }
 
 // waitJS waits until expression is truthy in the page.
