@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -455,4 +457,39 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// chio projections serves the console too, pointed at a ledger on another
+// origin (--console-ledger-url), which its CSP lets the page reach; a URL
+// that is not an origin fails the start.
+func TestConsoleServedByProjections(t *testing.T) {
+	ns, err := natsembed.Start(natsembed.Config{StoreDir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	kernel := schemas.EncodePublicKey(pub)
+	args := []string{"projections", "--nats", ns.ClientURL(), "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+		"--service-token", "tok", "--kernel-key", kernel}
+	if _, err := chio(context.Background(), append(args, "--console-ledger-url", "https://ledger.example/v1")...); err == nil ||
+		!strings.Contains(err.Error(), "console ledger URL") {
+		t.Fatalf("a ledger URL with a path: %v", err)
+	}
+	re := regexp.MustCompile(`API on (http://[0-9.:]+)`)
+	out, _ := startCommand(t, re, append(args, "--console-ledger-url", "https://ledger.example:8443")...)
+	base := re.FindStringSubmatch(out)[1]
+	res, err := http.Get(base + "/console/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	csp := res.Header.Get("Content-Security-Policy")
+	if string(body) != `{"ledgerUrl":"https://ledger.example:8443"}` || !strings.Contains(csp, "connect-src 'self' https://ledger.example:8443;") {
+		t.Fatalf("config.json: %s, CSP %q", body, csp)
+	}
+	if code, page := httpGet(t, base+"/console/"); code != http.StatusOK || !strings.Contains(string(page), `<script type="module" src="app.js">`) {
+		t.Fatalf("/console/: %d %.200s", code, page)
+	}
 }
