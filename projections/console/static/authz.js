@@ -3,9 +3,8 @@
 // kernel authorized, with its grant, intent, sender constraint and call
 // chain, drawn as nested boxes.
 
-import { h, table, kv, link, receiptLink, short, mono, errorBox, note, time } from './dom.js';
+import { h, table, kv, link, receiptLink, short, mono, errorBox, note, time, chainBoxes } from './dom.js';
 import { getJSON, query } from './api.js';
-import { chainBoxes } from './receipts.js';
 
 const PARAMS = ['capabilityId', 'toolServer', 'toolName', 'since', 'until'];
 const LABELS = { capabilityId: 'Capability', toolServer: 'Tool server', toolName: 'Tool', since: 'Since', until: 'Until' };

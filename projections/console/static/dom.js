@@ -96,3 +96,12 @@ export function time(sec) {
 export function badge(text, kind) {
   return h('span', { class: 'badge badge-' + (kind ?? text) }, text);
 }
+
+// chainBoxes draws a chain as nested boxes, outermost first.
+export function chainBoxes(levels) {
+  let inner = null;
+  for (const [label, value] of [...levels].reverse()) {
+    inner = h('div', { class: 'chain-box' }, h('div', { class: 'chain-label' }, label, ': ', value), inner);
+  }
+  return h('div', { class: 'chain' }, inner);
+}

@@ -2,7 +2,7 @@
 // with its decision, evidence, call chain, holder binding and the
 // in-browser verification.
 
-import { h, clear, table, kv, link, receiptLink, short, mono, errorBox, note, time, badge } from './dom.js';
+import { h, append, clear, table, kv, link, receiptLink, short, mono, errorBox, note, time, badge, chainBoxes } from './dom.js';
 import { getJSON, getBytes, query, pins, APIError } from './api.js';
 import { verifyReceipt } from './verify.js';
 
@@ -179,10 +179,10 @@ function binding(r) {
 function callChain(r) {
   const tx = r.metadata?.governed_transaction;
   const sec = h('section', { id: 'call-chain' }, h('h2', null, 'Governed intent and call chain'));
-  if (!tx) return sec.append(note('Not a governed call: no intent, no call chain.')), sec;
+  if (!tx) return append(sec, note('Not a governed call: no intent, no call chain.'));
   sec.append(kv([['Intent', mono(tx.intent_id)], ['Purpose', tx.purpose], ['Intent hash', short(tx.intent_hash, 24)]]));
   const c = tx.call_chain;
-  if (!c) return sec.append(note('No call chain: this call was not made on behalf of another.')), sec;
+  if (!c) return append(sec, note('No call chain: this call was not made on behalf of another.'));
   sec.append(chainBoxes([
     ['Origin', c.originSubject],
     ['Delegator', c.delegatorSubject],
@@ -190,15 +190,6 @@ function callChain(r) {
     ['This call', `${r.tool_server}/${r.tool_name}`],
   ]), kv([['Chain', mono(c.chainId)], ['Evidence', `${c.evidenceClass} (${(c.evidenceSources ?? []).join(', ')})`]]));
   return sec;
-}
-
-// chainBoxes draws a chain as nested boxes, outermost first.
-export function chainBoxes(levels) {
-  let inner = null;
-  for (const [label, value] of [...levels].reverse()) {
-    inner = h('div', { class: 'chain-box' }, h('div', { class: 'chain-label' }, label, ': ', value), inner);
-  }
-  return h('div', { class: 'chain' }, inner);
 }
 
 // lineage shows the capability's delegation chain (GET
