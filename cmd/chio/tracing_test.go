@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,6 +13,7 @@ import (
 
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/internal/otlptest"
 )
 
@@ -254,4 +258,84 @@ func describe(spans []otlptest.Span) string {
 		b.WriteString(s.SpanID + " <- " + s.ParentSpanID + " " + s.Name + " [" + s.Scope + "]\n")
 	}
 	return b.String()
+}
+
+// The same call through separate processes (chio edge a2a, chio ledger,
+// chio projections on one NATS server) is still one trace: each process
+// exports its own spans under its own service name, joined by the
+// traceparent the JetStream messages carry.
+func TestTracingAcrossProcesses(t *testing.T) {
+	clearTracingEnv(t)
+	t.Setenv(serviceTokenEnv, "")
+	rcv := otlptest.Start(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.Endpoint())
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
+	ns, err := natsembed.Start(natsembed.Config{StoreDir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	ctx := context.Background()
+	keyDir := t.TempDir()
+	issuerKey, issuerPubFile := filepath.Join(keyDir, "issuer.key"), filepath.Join(keyDir, "issuer.pub")
+	pub, err := chio(ctx, "capability", "keygen", "--out", issuerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(issuerPubFile, []byte(pub), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := chio(ctx, "capability", "issue", "--issuer-key", issuerKey, "--subject", strings.Repeat("ab", 32),
+		"--grant", "hello-a2a-srv/hello_task", "--ttl", "1h", "--output", "header")
+	if err != nil {
+		t.Fatalf("issue: %v %s", err, tok)
+	}
+	start := func(re string, args ...string) string {
+		r := regexp.MustCompile(re)
+		out, _ := startCommand(t, r, args...)
+		return r.FindStringSubmatch(out)[1]
+	}
+	ledgerDir := t.TempDir()
+	ledgerURL := start(`log API on (http://[0-9.:]+)`, "ledger", "--nats", ns.ClientURL(), "--data-dir", ledgerDir, "--listen", "127.0.0.1:0",
+		"--service-token", "tok")
+	start(`API on (http://[0-9.:]+)`, "projections", "--nats", ns.ClientURL(), "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+		"--service-token", "tok", "--kernel-key", filepath.Join(ledgerDir, "keys", "kernel.pub"))
+	edgeURL := start(`agent card (http://[0-9.:]+)/`, "edge", "a2a", "--nats", ns.ClientURL(), "--listen", "127.0.0.1:0", "--issuer-pub", issuerPubFile)
+
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+strings.TrimSpace(tok))
+	rid := tracedCall(t, &upProcess{httpURL: edgeURL}, h)
+	traceID, ok := receiptTraceID(t, &upProcess{httpURL: ledgerURL, token: "tok"}, rid)
+	if !ok || len(traceID) != 32 {
+		t.Fatalf("receipt %s: metadata.trace_id %q", rid, traceID)
+	}
+	rcv.Await(t, 30*time.Second, "the projections' span of the receipt", func(all []otlptest.Span) bool {
+		for _, s := range all {
+			if s.TraceID == traceID && s.Name == "process CHIO_RECEIPTS" {
+				return true
+			}
+		}
+		return false
+	})
+	services := map[string]map[string]bool{} // span name → services
+	for _, s := range rcv.Trace(traceID) {
+		if services[s.Name] == nil {
+			services[s.Name] = map[string]bool{}
+		}
+		services[s.Name][s.Service] = true
+	}
+	for _, tc := range []struct{ span, service string }{
+		{"POST /a2a", "chio-edge-a2a"},
+		{"chio.kernel.decide", "chio-edge-a2a"},
+		{"send CHIO_EVENTS", "chio-edge-a2a"},
+		{"process CHIO_EVENTS", "chio-ledger"},
+		{"chio.ledger.append", "chio-ledger"},
+		{"send CHIO_RECEIPTS", "chio-ledger"},
+		{"process CHIO_RECEIPTS", "chio-projections"},
+	} {
+		if !services[tc.span][tc.service] {
+			t.Errorf("trace %s: no %q span from %s (%v)", traceID, tc.span, tc.service, services[tc.span])
+		}
+	}
 }
