@@ -65,8 +65,9 @@ func issueTenant(t *testing.T, up *upProcess, id string) *consoleTenant {
 	return &consoleTenant{token: ag.header(t), principal: schemas.Principal(ag.tok.Issuer, ag.pub)}
 }
 
-// call makes one governed A2A call under the tenant's capability.
-func (c *consoleTenant) call(t *testing.T, up *upProcess, text string) string {
+// call makes one governed A2A call under the tenant's capability; chain,
+// if given, is the intent's call chain (asserted: made on behalf of it).
+func (c *consoleTenant) call(t *testing.T, up *upProcess, text string, chain map[string]any) string {
 	t.Helper()
 	ctx := context.Background()
 	base, err := url.Parse(up.httpURL)
@@ -79,8 +80,11 @@ func (c *consoleTenant) call(t *testing.T, up *upProcess, text string) string {
 		t.Fatal(err)
 	}
 	msg := a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart(text))
-	msg.Metadata = map[string]any{"chio": map[string]any{"governedIntent": map[string]any{
-		"id": "intent-" + text, "server_id": "hello-a2a-srv", "tool_name": "hello_task", "purpose": "console test " + text}}}
+	intent := map[string]any{"id": "intent-" + text, "server_id": "hello-a2a-srv", "tool_name": "hello_task", "purpose": "console test " + text}
+	if chain != nil {
+		intent["call_chain"] = chain
+	}
+	msg.Metadata = map[string]any{"chio": map[string]any{"governedIntent": intent}}
 	res, err := client.SendMessage(ctx, &a2apb.SendMessageRequest{Message: msg})
 	if err != nil {
 		t.Fatal(err)
@@ -199,9 +203,12 @@ func TestConsoleBrowser(t *testing.T) {
 	// Two tenants' governed calls, calls under the dev capability (one
 	// with script in its argument) and some denials, for the charts.
 	alice, bob := issueTenant(t, up, "cap-console-alice"), issueTenant(t, up, "cap-console-bob")
-	alice.call(t, up, "alice-1")
-	alice.call(t, up, "alice-2")
-	bob.call(t, up, "bob-1")
+	alice.call(t, up, "alice-1", nil)
+	alice.call(t, up, "alice-2", nil)
+	bobParent := bob.call(t, up, "bob-1", nil)
+	// Bob's second call says it was made on behalf of his first.
+	bob.call(t, up, "bob-2", map[string]any{"chain_id": "chain-console", "parent_request_id": "req-bob-1",
+		"parent_receipt_id": bobParent, "origin_subject": "origin-agent", "delegator_subject": "delegator-agent"})
 	xssID, _ := upToolCall(t, up, "call_console_xss", "hello_task", `{"text":`+strconv.Quote(xssText)+`}`)
 	plainID, _ := upToolCall(t, up, "call_console_1", "hello_task", `{"text":"world"}`)
 	nc, err := nats.Connect(up.natsURL)
@@ -294,6 +301,14 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		tab.open("#/receipts/" + alice.receipts[0] + "?verify=1")
 		tab.screenshot("receipt-verified")
+		// A receipt's call chain links its parent receipt; its holder binding is named.
+		tab.open("#/receipts/" + bob.receipts[1])
+		if links := tab.attrs(`#call-chain a[href="#/receipts/`+bobParent+`"]`, "href"); len(links) != 1 || !strings.Contains(tab.text("#call-chain"), "delegator-agent") {
+			t.Errorf("the call chain of %s: %s", bob.receipts[1], tab.text("#call-chain"))
+		}
+		if txt := tab.text("#binding"); !strings.Contains(txt, "the token alone (bearer)") {
+			t.Errorf("holder binding: %s", txt)
+		}
 	})
 
 	t.Run("tampering fails verification", func(t *testing.T) {
@@ -443,11 +458,18 @@ func TestConsoleBrowser(t *testing.T) {
 
 	t.Run("authorization report", func(t *testing.T) {
 		tab.t = t
-		waitBody(t, up.token, up.httpURL+"/v1/reports/authorization-context", `"matchingReceipts":3`)
+		waitBody(t, up.token, up.httpURL+"/v1/reports/authorization-context", `"matchingReceipts":4`)
 		tab.open("#/authz")
 		rows := tab.attrs("#authz-table tr[data-receipt-id]", "data-receipt-id")
 		if !slices.Equal(sorted(rows), sorted(slices.Concat(alice.receipts, bob.receipts))) {
 			t.Errorf("report rows %v: %s", rows, tab.text("main"))
+		}
+		// Bob's chained call drawn as nested boxes down to the call, its parent linked.
+		if n := len(tab.attrs("#authz-chains .chain-box", "class")); n != 4 {
+			t.Errorf("the call chain has %d boxes, want 4: %s", n, tab.text("#authz-chains"))
+		}
+		if links := tab.attrs(`#authz-chains a[href="#/receipts/`+bobParent+`"]`, "href"); len(links) != 1 {
+			t.Errorf("the chain does not link its parent %s: %s", bobParent, tab.text("#authz-chains"))
 		}
 		tab.screenshot("authz")
 	})
