@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	pb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/internal/otlptest"
@@ -336,6 +339,54 @@ func TestTracingAcrossProcesses(t *testing.T) {
 	} {
 		if !services[tc.span][tc.service] {
 			t.Errorf("trace %s: no %q span from %s (%v)", traceID, tc.span, tc.service, services[tc.span])
+		}
+	}
+}
+
+// A call over the gRPC binding gets otelgrpc's SERVER span, with the rest
+// of the call below it.
+func TestTracingGRPCCall(t *testing.T) {
+	clearTracingEnv(t)
+	rcv := otlptest.Start(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.Endpoint())
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
+	grpcRE := regexp.MustCompile(`chio up: gRPC +([0-9.:]+) `)
+	out, _ := startCommand(t, grpcRE, "up", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", "none")
+	conn, err := grpc.NewClient(grpcRE.FindStringSubmatch(out)[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := pb.NewA2AServiceClient(conn).SendMessage(ctx, &pb.SendMessageRequest{Message: &pb.Message{
+		MessageId: "g-trace", Role: pb.Role_ROLE_USER, Parts: []*pb.Part{{Content: &pb.Part_Text{Text: "world"}}}}})
+	if err != nil || res.GetTask().GetStatus().GetState() != pb.TaskState_TASK_STATE_COMPLETED {
+		t.Fatalf("send over gRPC: %v %v", res, err)
+	}
+	spans := rcv.Await(t, 30*time.Second, "the gRPC call's server and dispatch spans", func(all []otlptest.Span) bool {
+		var server, dispatch bool
+		for _, s := range all {
+			server = server || s.Kind == tracepb.Span_SPAN_KIND_SERVER && s.Attributes["rpc.system.name"]+s.Attributes["rpc.system"] == "grpc"
+			dispatch = dispatch || s.Name == "chio.dispatch"
+		}
+		return server && dispatch
+	})
+	byID := map[string]otlptest.Span{}
+	var server otlptest.Span
+	for _, s := range spans {
+		byID[s.SpanID] = s
+		if s.Kind == tracepb.Span_SPAN_KIND_SERVER && strings.Contains(s.Name, "SendMessage") {
+			server = s
+		}
+	}
+	if server.SpanID == "" {
+		t.Fatalf("no SendMessage server span:\n%s", describe(spans))
+	}
+	for _, s := range spans {
+		if s.Name == "chio.dispatch" && (s.TraceID != server.TraceID || !descends(byID, s, server.SpanID)) {
+			t.Errorf("chio.dispatch is not under the gRPC server span %s:\n%s", server.Name, describe(spans))
 		}
 	}
 }
