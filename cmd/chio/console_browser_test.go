@@ -258,6 +258,13 @@ func TestConsoleBrowser(t *testing.T) {
 
 	t.Run("tenants see only their own receipts", func(t *testing.T) {
 		tab.t = t
+		// A credential the API refuses: its answer, as text.
+		tab.signIn("not-a-capability")
+		tab.open("#/receipts")
+		if txt := tab.text("main"); !strings.Contains(txt, "401") || !strings.Contains(txt, "sign in again") {
+			t.Errorf("a refused credential: %.300s", txt)
+		}
+		tab.signOut()
 		for _, c := range []struct {
 			name        string
 			who, others *consoleTenant

@@ -53,10 +53,7 @@ async function route() {
     const params = r.re.exec(path).slice(1).map(decodeURIComponent);
     await r.render(main, params, query, () => gen === generation);
   } catch (e) {
-    if (gen === generation) {
-      main.append(errorBox(e));
-      if (e.status === 401) main.append(note('The API refused this credential (expired, revoked or mistyped?): sign out and sign in again.'));
-    }
+    if (gen === generation) main.append(errorBox(e));
   }
   if (gen === generation) main.dataset.loaded = r.page;
 }

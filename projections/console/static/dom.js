@@ -76,8 +76,11 @@ export function mono(v) {
   return h('span', { class: 'mono' }, v);
 }
 
+// errorBox shows an error as text; a refused credential says how to recover.
 export function errorBox(err) {
-  return h('p', { class: 'error', role: 'alert' }, err?.message ?? String(err));
+  const box = h('div', { class: 'error-box', role: 'alert' }, h('p', { class: 'error' }, err?.message ?? String(err)));
+  if (err?.status === 401) box.append(note('The API refused this credential (expired, revoked or mistyped?): sign out and sign in again.'));
+  return box;
 }
 
 export function note(text, cls = 'note') {
