@@ -418,7 +418,24 @@ func TestConsoleBrowser(t *testing.T) {
 
 	t.Run("overview charts", func(t *testing.T) {
 		tab.t = t
-		waitBody(t, up.token, up.httpURL+"/v1/stats/calls", `"deny":2`)
+		// Until the statistics count every call (the minute may turn between them).
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var st struct {
+				Series []struct{ Allow, Deny int } `json:"series"`
+			}
+			_, body := httpGetAs(t, up.token, up.httpURL+"/v1/stats/calls")
+			_ = json.Unmarshal(body, &st)
+			n := 0
+			for _, b := range st.Series {
+				n += b.Allow + b.Deny
+			}
+			if n >= len(all) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the call statistics count %d of %d calls: %.300s", n, len(all), body)
+			}
+		}
 		tab.open("#/")
 		counts := func(chart string) (n int) {
 			for _, c := range tab.attrs(`svg[data-chart="`+chart+`"] rect[data-count]`, "data-count") {
