@@ -332,6 +332,9 @@ func TestConsoleBrowser(t *testing.T) {
 			if v := ptab.attrs("[data-verify]", "data-verify"); !slices.Equal(v, []string{"failed"}) || !strings.Contains(ptab.text("#verify-result"), reason) {
 				t.Errorf("tampered %s: data-verify %v: %s", mode, v, ptab.text("#verify-result"))
 			}
+			if mode == "path" {
+				ptab.screenshot("receipt-tampered")
+			}
 		}
 		proxy.mode.Store("")
 		ptab.open("#/receipts/" + plainID + "?verify=1")
