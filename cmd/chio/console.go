@@ -22,11 +22,10 @@ func (f *consoleFlags) register(fs *pflag.FlagSet) {
 // mount returns what serves the console, or a usage error for a bad URL,
 // so that a mistake fails the start rather than the page.
 func (f *consoleFlags) mount() (func(*echo.Echo), error) {
-	opt := console.WithLedgerURL(f.ledgerURL)
-	if err := console.Register(echo.New(), opt); err != nil {
+	if _, err := console.LedgerOrigin(f.ledgerURL); err != nil {
 		return nil, usageError(err)
 	}
-	return func(e *echo.Echo) { mountConsole(e, opt) }, nil
+	return func(e *echo.Echo) { mountConsole(e, console.WithLedgerURL(f.ledgerURL)) }, nil
 }
 
 // mountConsole serves the web console on e: the page, its modules and

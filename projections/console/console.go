@@ -44,21 +44,26 @@ type settings struct {
 }
 
 // WithLedgerURL points the page at a ledger API on another origin (chio
-// projections --console-ledger-url). Only the URL's origin is kept: the
-// ledger's routes are at its root.
+// projections --console-ledger-url); see LedgerOrigin.
 func WithLedgerURL(raw string) Option {
-	return func(s *settings) error {
-		if raw == "" {
-			return nil
-		}
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return fmt.Errorf("console ledger URL %q: want http(s)://host[:port] with no path, query or credentials", raw)
-		}
-		s.ledger = u.Scheme + "://" + u.Host
-		return nil
+	return func(s *settings) (err error) {
+		s.ledger, err = LedgerOrigin(raw)
+		return err
 	}
+}
+
+// LedgerOrigin checks a ledger URL and returns its origin ("" for ""):
+// only an origin is taken, since the ledger's routes are at its root.
+func LedgerOrigin(raw string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("console ledger URL %q: want http(s)://host[:port] with no path, query or credentials", raw)
+	}
+	return u.Scheme + "://" + u.Host, nil
 }
 
 // CSP is the policy every console answer carries, given the ledger origin
