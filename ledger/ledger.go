@@ -90,7 +90,7 @@ type config struct {
 // Option configures a Ledger.
 type Option func(*config)
 
-// WithConsumer names the durable consumer (default "chio-ledger").
+// WithConsumer names the durable consumer (default schemas.LedgerConsumer).
 func WithConsumer(name string) Option { return func(c *config) { c.consumer = name } }
 
 // WithBatch bounds a batch to max events and to maxWait of waiting for more
@@ -134,7 +134,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // New builds a ledger over an open store.
 func New(js jetstream.JetStream, store *logstore.Store, keys Keys, opts ...Option) (*Ledger, error) {
-	cfg := config{consumer: "chio-ledger", maxBatch: 1024, maxWait: 2 * time.Millisecond,
+	cfg := config{consumer: schemas.LedgerConsumer, maxBatch: 1024, maxWait: 2 * time.Millisecond,
 		incompleteAfter: 10 * time.Minute, replicas: 1, now: time.Now, log: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)

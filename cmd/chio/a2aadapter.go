@@ -344,6 +344,11 @@ func newA2AServeCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			stopTracing, err := ef.startTracing(ctx, "chio-a2a-serve")
+			if err != nil {
+				return err
+			}
+			defer stopTracing() // last: after everything that makes spans
 			if len(targets) == 0 {
 				return usageError(errors.New("--target is required"))
 			}
@@ -374,7 +379,7 @@ func newA2AServeCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "chio a2a serve: %s: %s\n", s.ServerID(), strings.Join(s.ToolNames(), ", "))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "chio a2a serve: MCP http://%s%s, OpenAI http://%s%s\n", ln.Addr(), mcpedge.Path, ln.Addr(), openai.ToolsPath)
-			return serve(ctx, ec, ln, ef.drainTimeout)
+			return serveTraced(ctx, ec, ef.tracer, ln, ef.drainTimeout)
 		},
 	}
 	f := cmd.Flags()

@@ -44,6 +44,11 @@ func newEdgeACPCmd() *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			stopTracing, err := ef.startTracing(ctx, "chio-edge-acp")
+			if err != nil {
+				return err
+			}
+			defer stopTracing() // last: after everything that makes spans
 			if proxyMode {
 				if stdio {
 					return usageError(errors.New("--proxy and --stdio are two ways of using stdio: pick one"))
@@ -78,7 +83,7 @@ func newEdgeACPCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "chio edge acp: http://%s%s\n", ln.Addr(), acp.Path)
-			return serve(ctx, ec, ln, ef.drainTimeout)
+			return serveTraced(ctx, ec, ef.tracer, ln, ef.drainTimeout)
 		},
 	}
 	f := cmd.Flags()

@@ -315,7 +315,7 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		return nil, err
 	}
 	policy, reg, id, k, d := g.policy, g.registry, g.id, g.kernel, g.dispatch
-	ts, err := taskstore.Open(ctx, js, taskstore.WithReplicas(max(f.replicas, 1)))
+	ts, err := taskstore.Open(ctx, js, taskstore.WithReplicas(max(f.replicas, 1)), taskstore.WithReplicaID(id))
 	if err != nil {
 		k.Close()
 		return nil, err

@@ -201,6 +201,11 @@ func newBridgeMCPCmd() *cobra.Command {
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			stopTracing, err := ef.startTracing(ctx, "chio-bridge-mcp")
+			if err != nil {
+				return err
+			}
+			defer stopTracing() // last: after everything that makes spans
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
 				return usageError(errors.New("the server's command goes after --"))
 			}
@@ -244,7 +249,7 @@ func newBridgeMCPCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "chio bridge mcp: MCP http://%s%s (%d tools of %s)\n", ln.Addr(), mcpedge.Path, len(srv.ToolNames()), serverID)
-			return serve(ctx, ec, ln, ef.drainTimeout)
+			return serveTraced(ctx, ec, ef.tracer, ln, ef.drainTimeout)
 		},
 	}
 	f := cmd.Flags()

@@ -132,6 +132,11 @@ func newEdgeOpenAICmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			stopTracing, err := ef.startTracing(ctx, "chio-edge-openai")
+			if err != nil {
+				return err
+			}
+			defer stopTracing() // last: after everything that makes spans
 			if _, err := of.proxy(); err != nil {
 				return err // before connecting: a flag mistake is a usage error
 			}
@@ -160,7 +165,7 @@ func newEdgeOpenAICmd() *cobra.Command {
 			}
 			// Shutdown waits for the batches in flight: each call's events
 			// are published before the kernel and NATS close.
-			return serve(ctx, ec, ln, ef.drainTimeout)
+			return serveTraced(ctx, ec, ef.tracer, ln, ef.drainTimeout)
 		},
 	}
 	f := cmd.Flags()

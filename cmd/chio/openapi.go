@@ -189,6 +189,11 @@ func newBridgeCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			stopTracing, err := ef.startTracing(ctx, "chio-bridge-openapi")
+			if err != nil {
+				return err
+			}
+			defer stopTracing() // last: after everything that makes spans
 			_, srv, err := o.server(ctx)
 			if err != nil {
 				return err
@@ -218,7 +223,7 @@ func newBridgeCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "chio bridge openapi: MCP http://%s%s (%d tools of %s)\n", ln.Addr(), mcpedge.Path, len(srv.ToolNames()), o.serverID)
-			return serve(ctx, ec, ln, ef.drainTimeout)
+			return serveTraced(ctx, ec, ef.tracer, ln, ef.drainTimeout)
 		},
 	}
 	f := bridge.Flags()

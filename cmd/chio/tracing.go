@@ -53,3 +53,15 @@ func serveTraced(ctx context.Context, e *echo.Echo, tp trace.TracerProvider, ln 
 	e.Use(tracing.EchoRoute())
 	return serveHandler(ctx, tracing.HTTPHandler(e, tp), ln, drainTimeout, drains...)
 }
+
+// startTracing starts tracing for a standalone edge command, its
+// governance traced under service: ef.tracer is set for the kernel and
+// dispatcher built after it. Defer the returned stop at once.
+func (ef *edgeFlags) startTracing(ctx context.Context, service string) (func(), error) {
+	tp, stop, err := startTracing(ctx, service)
+	if err != nil {
+		return nil, err
+	}
+	ef.tracer = tp
+	return stop, nil
+}

@@ -295,6 +295,7 @@ func newUpCmd() *cobra.Command {
 				fmt.Fprintf(out, "chio up: checkpoint   %s/log/checkpoint\n", base)
 				fmt.Fprintf(out, "chio up: tasks        %s/v1/tasks   authorization report %s/v1/reports/authorization-context\n", base, base)
 				fmt.Fprintf(out, "chio up: probes       %s/healthz %s/readyz   metrics %s/metrics\n", base, base, base)
+				fmt.Fprintf(out, "chio up: console      %s/console/ (sign in with the operator token below, or any read credential)\n", base)
 				fmt.Fprintf(out, "chio up: dev capability in %s (used for callers that send none)\n", tokenPath)
 				if ef.requireDPoP {
 					fmt.Fprintf(out, "chio up: operator token in %s, its key in %s (reads every receipt, task and report: --require-dpop, so send it as Authorization: DPoP with a proof, chio capability proof)\n",
