@@ -70,6 +70,7 @@ type config struct {
 	replicas        int
 	now             func() time.Time
 	onCommit        func(Commit)
+	signedLeaves    func([][32]byte) // WithSignedLeaves (signed.go)
 	registry        prometheus.Registerer
 	log             *slog.Logger
 	// fault, when set by tests, is called at "before-commit" and
@@ -385,6 +386,7 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 		return err
 	}
 	c := l.committed(len(events), completed, leaves, started)
+	l.reportSigned(leaves)
 	if l.cfg.onCommit != nil {
 		l.cfg.onCommit(c)
 	}
