@@ -14,7 +14,9 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chio-ledger/chio/internal/leafset"
 	"github.com/chio-ledger/chio/projections/authz"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -352,6 +354,21 @@ func ancestryKey(principal string) []byte { return append([]byte{prefixAncestry}
 type receiptFold struct {
 	log       *slog.Logger
 	kernelKey string // trusted kernel key, wire form
+	// signedHere is WithTrustedLeaves' function, nil without it.
+	signedHere func(leafHash [32]byte) bool
+	// checked counts receipts by how their signature was settled.
+	checked *prometheus.CounterVec
+}
+
+// signatureCheck settles a parsed receipt's signature, structure and
+// parameter hash: nil when a ledger in this process signed exactly these
+// bytes (schemas.SignReceiptLeaf validated and hashed them before
+// signing), r.Verify() otherwise.
+func (f receiptFold) signatureCheck(r *schemas.Receipt, raw []byte) (signedHere bool, err error) {
+	if f.signedHere != nil && f.signedHere(leafset.LeafHash(raw)) {
+		return true, nil
+	}
+	return false, r.Verify()
 }
 
 func (receiptFold) stream() string { return schemas.ReceiptsStream }
@@ -433,7 +450,8 @@ func (f receiptFold) prepare(m *streamMsg) any {
 		p.leaf = leaf
 	}
 	if flags&receiptParsed != 0 {
-		switch err := r.Verify(); {
+		signedHere, err := f.signatureCheck(r, m.data)
+		switch {
 		case err != nil:
 			reason = err.Error()
 		case r.KernelKey != f.kernelKey:
@@ -443,6 +461,7 @@ func (f receiptFold) prepare(m *streamMsg) any {
 		default:
 			flags |= receiptVerified
 		}
+		f.checked.WithLabelValues(checkLabel(signedHere, flags)).Inc()
 	}
 	if unreadable != nil {
 		f.log.Warn("receipt unreadable; kept, marked so, and failing only the reports that select it", "receipt", p.id, "stream_seq", m.seq, "reason", reason)
@@ -474,6 +493,18 @@ func (f receiptFold) prepare(m *streamMsg) any {
 		}
 	}
 	return p
+}
+
+// checkLabel is the check label of a parsed receipt in
+// chio_projection_receipts_checked_total.
+func checkLabel(signedHere bool, flags byte) string {
+	switch {
+	case flags&receiptVerified == 0:
+		return "unverified"
+	case signedHere:
+		return "signed_here"
+	}
+	return "verified"
 }
 
 func (f receiptFold) apply(tx *txn, m *streamMsg, prepared any) error {

@@ -16,15 +16,19 @@ func WithMetrics(reg prometheus.Registerer) Option { return func(c *config) { c.
 // are kept but not exported, so the fold never branches on them.
 type metrics struct {
 	folded *prometheus.CounterVec
+	// receipts counts parsed receipts by how their signature was settled.
+	receipts *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, s *Service) *metrics {
 	m := &metrics{
 		folded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chio_projection_events_folded_total",
 			Help: "Stream messages folded into the projection store, by projection (tasks, events, receipts)."}, []string{"projection"}),
+		receipts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chio_projection_receipts_checked_total",
+			Help: "Receipt messages that parsed, by check: verified (signature checked here), signed_here (exact bytes a ledger in this process signed: not checked again), unverified (kept, flagged). Redeliveries count again."}, []string{"check"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.folded, &lagCollector{svc: s, desc: prometheus.NewDesc("chio_projection_lag",
+		reg.MustRegister(m.folded, m.receipts, &lagCollector{svc: s, desc: prometheus.NewDesc("chio_projection_lag",
 			"Messages of the projection's stream not folded yet: the stream's last sequence minus the folded position, read at scrape time.",
 			[]string{"projection"}, nil)})
 	}

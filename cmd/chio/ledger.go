@@ -42,6 +42,7 @@ type ledgerFlags struct {
 	witnessPolicy   string
 	witnessInterval time.Duration
 	tracer          trace.TracerProvider // startTracing's; nil: off
+	extra           []ledger.Option      // set by chio up: options of the one process
 }
 
 func (f *ledgerFlags) register(cmd *cobra.Command, keysHelp string) {
@@ -68,8 +69,8 @@ func (f *ledgerFlags) policy() (*witness.Policy, error) {
 }
 
 func (f *ledgerFlags) options(logger *slog.Logger) []ledger.Option {
-	return []ledger.Option{ledger.WithLogger(logger), ledger.WithBatch(f.batchSize, f.batchWait),
-		ledger.WithIncompleteAfter(f.incompleteAfter), ledger.WithReplicas(f.replicas), ledger.WithTracerProvider(f.tracer)}
+	return append([]ledger.Option{ledger.WithLogger(logger), ledger.WithBatch(f.batchSize, f.batchWait),
+		ledger.WithIncompleteAfter(f.incompleteAfter), ledger.WithReplicas(f.replicas), ledger.WithTracerProvider(f.tracer)}, f.extra...)
 }
 
 func newLedgerCmd() *cobra.Command {

@@ -20,10 +20,19 @@ import (
 	"github.com/chio-ledger/chio/edges/openai"
 	"github.com/chio-ledger/chio/edges/openapi"
 	"github.com/chio-ledger/chio/edges/protect"
+	"github.com/chio-ledger/chio/internal/leafset"
 	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/ledger"
 	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
 )
+
+// signedLeavesKept bounds the leaf hashes of receipts chio up's ledger
+// signed that its projections remember, so as not to verify those
+// receipts' signatures again (about 100 bytes each, 6.5 MB in all): 6.5 s
+// of receipts at 10k/s, where the projections fold a receipt milliseconds
+// after its batch commits. A hash forgotten costs one verification.
+const signedLeavesKept = 1 << 16
 
 // operatorTokenTTL is how long the operator token chio up writes at each
 // start is valid.
@@ -252,8 +261,16 @@ func newUpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The projections trust exactly the bytes this process's ledger
+			// signed, by leaf hash; everything else they verify.
+			signed, err := leafset.New(signedLeavesKept)
+			if err != nil {
+				return err
+			}
+			lf.extra = append(lf.extra, ledger.WithSignedLeaves(signed.Add))
 			proj, err := projections.Open(projectionsDir(dataDir), projections.WithLogger(slog.Default()),
-				projections.WithKernelKey(kernelPub), projections.WithAuthenticator(auth), projections.WithMetrics(metrics), projections.WithTracerProvider(tp))
+				projections.WithKernelKey(kernelPub), projections.WithAuthenticator(auth), projections.WithMetrics(metrics), projections.WithTracerProvider(tp),
+				projections.WithTrustedLeaves(signed.Contains))
 			if err != nil {
 				return err
 			}
