@@ -17,8 +17,10 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -53,17 +55,73 @@ func WithLedgerURL(raw string) Option {
 }
 
 // LedgerOrigin checks a ledger URL and returns its origin ("" for ""):
-// only an origin is taken, since the ledger's routes are at its root.
+// only an origin is taken, since the ledger's routes are at its root. The
+// origin goes into the CSP, so its host must be a DNS name or an IP address
+// and its port a number: anything else (";", ",", quotes, spaces) could add
+// directives or sources to the policy.
 func LedgerOrigin(raw string) (string, error) {
 	if raw == "" {
 		return "", nil
 	}
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("console ledger URL %q: want http(s)://host[:port] with no path, query or credentials", raw)
+	if err != nil {
+		return "", fmt.Errorf("console ledger URL %q: %w", raw, err)
 	}
-	return u.Scheme + "://" + u.Host, nil
+	bad := func(why string) (string, error) {
+		return "", fmt.Errorf("console ledger URL %q: %s; want http(s)://host[:port] with no path, query or credentials", raw, why)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad("the scheme is not http or https")
+	case u.Opaque != "" || u.Host == "":
+		return bad("no host")
+	case u.User != nil:
+		return bad("it holds credentials")
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || strings.Contains(raw, "#"):
+		return bad("it has a path, query or fragment")
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	ip, ipErr := netip.ParseAddr(host)
+	switch {
+	case ipErr == nil && ip.Zone() != "":
+		return bad("an IPv6 zone is not an origin")
+	case ipErr != nil && !isDNSName(host):
+		return bad(fmt.Sprintf("host %q is not a DNS name or an IP address", u.Hostname()))
+	case strings.HasSuffix(u.Host, ":") && port == "":
+		return bad("an empty port")
+	}
+	if port != "" {
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			return bad(fmt.Sprintf("port %q is not a number from 1 to 65535", port))
+		}
+	}
+	if ipErr == nil && ip.Is6() {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return u.Scheme + "://" + host, nil
+}
+
+// isDNSName reports whether s is a DNS host name: dot-separated labels of
+// letters, digits and inner hyphens, each at most 63 bytes (punycode for
+// international names).
+func isDNSName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range []byte(label) {
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // CSP is the policy every console answer carries, given the ledger origin
@@ -77,15 +135,25 @@ func CSP(ledgerOrigin string) string {
 		"; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 }
 
-// contentTypes of the files the console serves, by extension: nothing is
-// left to sniffing (and nosniff forbids it).
-var contentTypes = map[string]string{
-	".html": "text/html; charset=utf-8",
-	".js":   "text/javascript; charset=utf-8",
-	".css":  "text/css; charset=utf-8",
-	".json": "application/json",
-	".svg":  "image/svg+xml",
-	".png":  "image/png",
+// contentType is the type of a file the console serves, by extension, and
+// whether it is one the console serves at all: nothing is left to sniffing
+// (and nosniff forbids it).
+func contentType(ext string) (string, bool) {
+	switch ext {
+	case ".html":
+		return "text/html; charset=utf-8", true
+	case ".js":
+		return "text/javascript; charset=utf-8", true
+	case ".css":
+		return "text/css; charset=utf-8", true
+	case ".json":
+		return "application/json", true
+	case ".svg":
+		return "image/svg+xml", true
+	case ".png":
+		return "image/png", true
+	}
+	return "", false
 }
 
 // Register mounts the console on e: /console (a redirect), /console/
@@ -121,7 +189,7 @@ func Register(e *echo.Echo, opts ...Option) error {
 		if name == "" {
 			name = "index.html"
 		}
-		ct, known := contentTypes[path.Ext(name)]
+		ct, known := contentType(path.Ext(name))
 		if name == "config.json" {
 			headers(c, ct)
 			return c.Blob(http.StatusOK, ct, cfg)

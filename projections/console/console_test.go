@@ -2,10 +2,12 @@ package console
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -82,11 +84,44 @@ func TestConsoleSameOrigin(t *testing.T) {
 	}
 }
 
-func TestConsoleRefusesBadLedgerURLs(t *testing.T) {
-	for _, u := range []string{"ftp://x", "https://", "https://a/b", "https://u:p@a", "https://a?x=1", "javascript:alert(1)", "a b"} {
-		if err := Register(echo.New(), WithLedgerURL(u)); err == nil {
-			t.Errorf("%q accepted", u)
+// A ledger URL's origin goes into the CSP: only a scheme, a DNS name or IP
+// address and a numeric port are taken, so nothing in it can add a
+// directive or a source to the policy.
+func TestConsoleLedgerOrigin(t *testing.T) {
+	for _, c := range []struct{ raw, want string }{
+		{"", ""},
+		{"https://ledger.example", "https://ledger.example"},
+		{"https://ledger.example:8443/", "https://ledger.example:8443"},
+		{"HTTP://Ledger.Example:80", "http://ledger.example:80"},
+		{"http://127.0.0.1:8081", "http://127.0.0.1:8081"},
+		{"https://[::1]:8443", "https://[::1]:8443"},
+		{"https://[2001:db8::1]", "https://[2001:db8::1]"},
+		{"https://xn--bcher-kva.example", "https://xn--bcher-kva.example"},
+		{"https://a-b.c1.example", "https://a-b.c1.example"},
+	} {
+		got, err := LedgerOrigin(c.raw)
+		if err != nil || got != c.want {
+			t.Errorf("LedgerOrigin(%q) = %q, %v; want %q", c.raw, got, err, c.want)
 		}
+	}
+	for _, raw := range []string{
+		"ftp://x", "https://", "https://a/b", "https://u:p@a", "https://u@a", "https://a?x=1", "https://a?", "https://a#", "https://a#f",
+		"javascript:alert(1)", "a b", "ledger.example", "https:ledger.example",
+		"https://x;script-src", "https://a,b", "https://x'unsafe-inline'", "https://a%3Bb", "https://a_b.example",
+		"https://-a.example", "https://a-.example", "https://a..b", "https://a.", "https://" + strings.Repeat("a", 64) + ".example",
+		"https://a:", "https://a:0", "https://a:99999", "https://a:0x50", "https://a:8443;x", "https://[fe80::1%25eth0]:8443", "https://*.example",
+	} {
+		if got, err := LedgerOrigin(raw); err == nil {
+			t.Errorf("LedgerOrigin(%q) = %q, want an error", raw, got)
+		}
+		if err := Register(echo.New(), WithLedgerURL(raw)); err == nil {
+			t.Errorf("Register accepts %q", raw)
+		}
+	}
+	// A URL that does not parse keeps its parse error.
+	var ue *url.Error
+	if _, err := LedgerOrigin("https://a b"); !errors.As(err, &ue) {
+		t.Errorf("LedgerOrigin(%q): %v does not wrap the *url.Error", "https://a b", err)
 	}
 }
 
