@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -447,19 +448,24 @@ func (l *Ledger) apply(msgs []event, beforeCommit func() error) (_ []*schemas.De
 		}
 	}
 	tx.SetStreamSeq(lastSeq)
-	leaves, err := signAll(l.keys.Kernel, bodies, bt.signHook(by))
+	sums := make([]logstore.Summary, len(bodies))
+	for i, b := range bodies {
+		sums[i] = logstore.Summary{ReceiptID: b.ID, Timestamp: b.Timestamp, CapabilityID: b.CapabilityID,
+			ToolServer: b.ToolServer, ToolName: b.ToolName, Verdict: string(b.Decision.Verdict), Principals: f.principals[b.ID]}
+	}
+	leaves, err := signAll(l.keys.Kernel, bodies, sums, bt.signHook(by))
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	// Appending stays on this goroutine, in fold order: leaf index order
+	// is the fold's order whatever order the signers finished in.
 	pub := make([]pubLeaf, len(bodies))
 	for i, b := range bodies {
-		sum := logstore.Summary{ReceiptID: b.ID, Timestamp: b.Timestamp, CapabilityID: b.CapabilityID,
-			ToolServer: b.ToolServer, ToolName: b.ToolName, Verdict: string(b.Decision.Verdict), Principals: f.principals[b.ID]}
-		idx, err := tx.Append(leaves[i], sum)
+		idx, err := tx.AppendLeaf(&leaves[i])
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("ledger: %w", err)
 		}
-		pub[i] = pubLeaf{index: idx, id: b.ID, toolServer: b.ToolServer, verdict: string(b.Decision.Verdict), leaf: leaves[i],
+		pub[i] = pubLeaf{index: idx, id: b.ID, toolServer: b.ToolServer, verdict: string(b.Decision.Verdict), leaf: leaves[i].Data,
 			traceparent: bt.appended(by[i], b.ID, idx)}
 	}
 	if beforeCommit != nil {
@@ -521,17 +527,23 @@ func expand(log *slog.Logger, msgs []event) []event {
 	return out
 }
 
-// signAll signs receipts and encodes their leaves on every core; the order
-// of the result is the order of bodies.
+// signAll is the signer pool: it signs receipts, encodes their leaves and
+// prepares them for the log (leaf hash, summary) on every core. Slot i of
+// the result is body i's whichever signer took it, so the caller appends in
+// fold order.
 // hook, if set, is called as body i's signing starts and returns what to
 // call when it ends (its span).
-func signAll(key ed25519.PrivateKey, bodies []*schemas.ReceiptBody, hook func(i int) func(error)) ([][]byte, error) {
-	leaves := make([][]byte, len(bodies))
+func signAll(key ed25519.PrivateKey, bodies []*schemas.ReceiptBody, sums []logstore.Summary, hook func(i int) func(error)) ([]logstore.Leaf, error) {
+	leaves := make([]logstore.Leaf, len(bodies))
 	err := parallel(len(bodies), func(i int) (err error) {
 		if hook != nil {
 			defer func(done func(error)) { done(err) }(hook(i))
 		}
-		leaves[i], err = schemas.SignReceiptLeaf(key, *bodies[i]) // fills parameter_hash
+		leaf, err := schemas.SignReceiptLeaf(key, *bodies[i]) // fills parameter_hash
+		if err != nil {
+			return err
+		}
+		leaves[i], err = logstore.PrepareLeaf(leaf, sums[i])
 		return err
 	})
 	if err != nil {
@@ -546,20 +558,35 @@ func parallel(n int, f func(i int) error) error {
 	return parallelWith(n, func() (func(int) error, func()) { return f, nil })
 }
 
+// parallelChunk is how many items a worker claims at a time: large enough
+// that the shared counter is not contended, small enough that a worker the
+// scheduler parks (the cores are shared with NATS and Pebble) leaves little
+// behind for the others to wait on.
+const parallelChunk = 8
+
 // parallelWith is parallel with per-goroutine state: each goroutine calls
-// start once for its f and its cleanup.
+// start once for its f and its cleanup. Workers claim chunks from a shared
+// counter rather than fixed stripes, so the batch ends when the work does,
+// not when the most-delayed worker finishes its share.
 func parallelWith(n int, start func() (f func(i int) error, done func())) error {
 	errs := make([]error, n)
 	workers := min(runtime.GOMAXPROCS(0), (n+15)/16)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for w := range workers {
+	for range workers {
 		wg.Go(func() {
 			f, done := start()
 			if done != nil {
 				defer done()
 			}
-			for i := w; i < n; i += workers {
-				errs[i] = f(i)
+			for {
+				lo := int(next.Add(parallelChunk)) - parallelChunk
+				if lo >= n {
+					return
+				}
+				for i := lo; i < min(lo+parallelChunk, n); i++ {
+					errs[i] = f(i)
+				}
 			}
 		})
 	}

@@ -91,16 +91,54 @@ func (t *Txn) DeletePending(id string) {
 // SetStreamSeq records the last stream sequence folded by this batch.
 func (t *Txn) SetStreamSeq(seq uint64) { t.state.StreamSeq = seq }
 
+// Leaf is a leaf made ready for Append: its RFC 6962 leaf hash and its
+// summary's encoding are the per-leaf CPU work of an append, so the ledger
+// computes them on its signer pool, on every core, leaving the one writer
+// only the tree and the batch.
+type Leaf struct {
+	Data        []byte
+	Hash        []byte // rfc6962 leaf hash of Data
+	Summary     Summary
+	summaryJSON []byte
+}
+
+// PrepareLeaf hashes leaf and encodes its summary. It touches no store,
+// so any number of goroutines may call it at once.
+func PrepareLeaf(leaf []byte, sum Summary) (Leaf, error) {
+	if len(leaf) > 1<<16-1 {
+		return Leaf{}, fmt.Errorf("prepare leaf: entry of %d bytes exceeds the 65535-byte bundle limit", len(leaf))
+	}
+	sumJSON, err := json.Marshal(sum)
+	if err != nil {
+		return Leaf{}, fmt.Errorf("prepare leaf: encode summary of %s: %w", sum.ReceiptID, err)
+	}
+	return Leaf{Data: leaf, Hash: rfc6962.DefaultHasher.HashLeaf(leaf), Summary: sum, summaryJSON: sumJSON}, nil
+}
+
 // Append adds leaf as the next entry and indexes it under sum.ReceiptID.
 func (t *Txn) Append(leaf []byte, sum Summary) (uint64, error) {
 	if t.err != nil {
 		return 0, t.err
 	}
-	if len(leaf) > 1<<16-1 {
-		return 0, fmt.Errorf("append: entry of %d bytes exceeds the 65535-byte bundle limit", len(leaf))
+	p, err := PrepareLeaf(leaf, sum)
+	if err != nil {
+		return 0, fmt.Errorf("append leaf %d: %w", t.rng.End(), err)
+	}
+	return t.AppendLeaf(&p)
+}
+
+// AppendLeaf adds a prepared leaf as the next entry and indexes it under
+// its summary's receipt id.
+func (t *Txn) AppendLeaf(p *Leaf) (uint64, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	leaf, sum := p.Data, &p.Summary
+	if len(leaf) > 1<<16-1 || len(p.Hash) != HashSize || p.summaryJSON == nil {
+		return 0, fmt.Errorf("append leaf %d: not made by PrepareLeaf", t.rng.End())
 	}
 	idx := t.rng.End()
-	if err := t.rng.Append(rfc6962.DefaultHasher.HashLeaf(leaf), t.visit); err != nil {
+	if err := t.rng.Append(p.Hash, t.visit); err != nil {
 		return 0, fmt.Errorf("append leaf %d: %w", idx, err)
 	}
 	if t.err != nil {
@@ -120,12 +158,8 @@ func (t *Txn) Append(leaf []byte, sum Summary) (uint64, error) {
 		// some 200 KB, per synced commit at low load).
 		t.setErr(t.b.Set(edgeLeafKey(idx), leaf, nil))
 	}
-	sumJSON, err := json.Marshal(sum)
-	if err != nil {
-		return 0, fmt.Errorf("append leaf %d: %w", idx, err)
-	}
 	t.setErr(t.b.Set(strKey(prefixReceipt, sum.ReceiptID), encodeU64(idx), nil))
-	t.setErr(t.b.Set(u64Key(prefixSummary, idx), sumJSON, nil))
+	t.setErr(t.b.Set(u64Key(prefixSummary, idx), p.summaryJSON, nil))
 	t.setErr(t.b.Set(capIndexKey(sum.CapabilityID, idx), nil, nil))
 	t.setErr(t.b.Set(serverIndexKey(sum.ToolServer, idx), nil, nil))
 	t.setErr(t.b.Set(toolIndexKey(sum.ToolServer, sum.ToolName, idx), nil, nil))
