@@ -24,6 +24,7 @@ import (
 
 	"github.com/chio-ledger/chio/internal/health"
 	"github.com/chio-ledger/chio/internal/progress"
+	"github.com/chio-ledger/chio/internal/stagedir"
 	"github.com/chio-ledger/chio/ledger"
 	"github.com/chio-ledger/chio/ledger/api"
 	"github.com/chio-ledger/chio/ledger/logstore"
@@ -136,10 +137,11 @@ func newRebuildCmd() *cobra.Command {
 			"same keys, and prints the resulting tree size and root: equal to the live log's for the same events.\n" +
 			"The root is printed in base64, as the checkpoint's third line has it, and as root-hex in hex.\n\n" +
 			"Progress goes to stderr: one line redrawn in place on a terminal, otherwise a line at each tenth\n" +
-			"of the messages (and at least every 5 s), then a summary line. The log is built in NEWDIR/log.partial\n" +
-			"and renamed to NEWDIR/log when complete: an interrupted rebuild (Ctrl-C) leaves no NEWDIR/log, and\n" +
-			"the next one removes what it left. A finished NEWDIR/log is refused unless --force, which replaces\n" +
-			"it once the new one is complete.",
+			"of the messages (and at least every 5 s), then a summary line. The log is built in a marked\n" +
+			"directory beside NEWDIR/log and renamed to NEWDIR/log when complete: an interrupted rebuild (Ctrl-C)\n" +
+			"leaves no NEWDIR/log, and the next one removes what it left. A finished rebuild in NEWDIR/log is\n" +
+			"refused unless --force, which replaces it once the new one is complete; a directory rebuild did not\n" +
+			"make (a live store) is never replaced.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dataDir == "" {
@@ -149,7 +151,7 @@ func newRebuildCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%w (pass --keys: the keys of the log being rebuilt)", err)
 			}
-			stage, err := stageDir(filepath.Join(dataDir, "log"), force)
+			stage, err := stageRebuild(filepath.Join(dataDir, "log"), force)
 			if err != nil {
 				return fmt.Errorf("ledger rebuild: %w", err)
 			}
@@ -158,13 +160,16 @@ func newRebuildCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			st, err := rebuildLog(cmd.Context(), cmd.ErrOrStderr(), js, stage.partial, keys)
+			p := progress.New(cmd.ErrOrStderr(), "ledger rebuild", 0, progress.WithUnit("messages"))
+			defer p.Stop()
+			st, err := rebuildLog(cmd.Context(), js, stage.Path, keys, p.Func())
 			if err == nil {
-				err = stage.commit()
+				err = stage.Commit()
 			}
 			if err != nil {
-				return errors.Join(err, stage.discard())
+				return errors.Join(err, stage.Discard())
 			}
+			p.Done() // once the rebuild is in place
 			fmt.Fprintf(cmd.OutOrStdout(), "size %d\nroot %s\nroot-hex %s\n", st.Size, base64.StdEncoding.EncodeToString(st.Root), schemas.EncodeHash(st.Root))
 			return nil
 		},
@@ -176,21 +181,19 @@ func newRebuildCmd() *cobra.Command {
 	return cmd
 }
 
-// rebuildLog rebuilds the log into dir, reporting progress on w, and
-// closes the store so dir can be renamed.
-func rebuildLog(ctx context.Context, w io.Writer, js jetstream.JetStream, dir string, keys *ledgerKeys) (logstore.State, error) {
+// rebuildLog rebuilds the log into dir, reporting progress to report,
+// and closes the store so dir can be renamed.
+func rebuildLog(ctx context.Context, js jetstream.JetStream, dir string, keys *ledgerKeys, report func(done, total uint64)) (logstore.State, error) {
 	store, err := openStore(dir, keys)
 	if err != nil {
 		return logstore.State{}, err
 	}
-	p := progress.New(w, "ledger rebuild", 0, progress.WithUnit("messages"))
-	defer p.Stop()
 	st, err := func() (logstore.State, error) {
 		l, err := ledger.New(js, store, keys.Keys, ledger.WithLogger(slog.Default()))
 		if err != nil {
 			return logstore.State{}, err
 		}
-		return l.Rebuild(ctx, ledger.WithProgress(p.Func()))
+		return l.Rebuild(ctx, ledger.WithProgress(report))
 	}()
 	if cerr := store.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("ledger rebuild: %w", cerr)
@@ -198,78 +201,21 @@ func rebuildLog(ctx context.Context, w io.Writer, js jetstream.JetStream, dir st
 	if err != nil {
 		return logstore.State{}, err
 	}
-	p.Done()
 	return st, nil
 }
 
-// stagedDir is a rebuild's target and the sibling it is built in: the
-// target only ever appears complete, by a rename, so an interrupted
-// rebuild cannot be mistaken for a finished one.
-type stagedDir struct {
-	target, partial string
-}
-
-// stageDir prepares a rebuild into target. It refuses a target that holds
-// anything unless force, and one a running process holds open (its
-// Pebble lock) even then; it removes what an interrupted rebuild left in
-// the sibling.
-func stageDir(target string, force bool) (*stagedDir, error) {
-	entries, err := os.ReadDir(target)
-	switch {
-	case err != nil && !errors.Is(err, os.ErrNotExist):
-		return nil, err
-	case len(entries) > 0 && !force:
-		return nil, fmt.Errorf("%s is not empty: it holds a finished rebuild (or a live store); pass --force to rebuild and replace it, or choose a new directory", target)
-	case len(entries) > 0:
-		lock, err := vfs.Default.Lock(filepath.Join(target, "LOCK"))
+// stageRebuild prepares a rebuild into target (internal/stagedir): built
+// beside it and renamed into place when complete. A finished rebuild is
+// replaced only with force, and never while a process holds its store
+// open (its Pebble lock); a directory the command did not build, never.
+func stageRebuild(target string, force bool) (*stagedir.Dir, error) {
+	return stagedir.New(target, stagedir.Options{Replace: force, What: "rebuild", InUse: func(dir string) error {
+		lock, err := vfs.Default.Lock(filepath.Join(dir, "LOCK"))
 		if err != nil {
-			return nil, fmt.Errorf("%s is in use by a running process: not replaced: %w", target, err)
+			return err
 		}
-		if err := lock.Close(); err != nil {
-			return nil, fmt.Errorf("%s: %w", target, err)
-		}
-	}
-	s := &stagedDir{target: filepath.Clean(target), partial: filepath.Clean(target) + ".partial"}
-	if err := os.RemoveAll(s.partial); err != nil {
-		return nil, fmt.Errorf("remove the partial rebuild of an earlier run: %w", err)
-	}
-	return s, nil
-}
-
-// commit renames the complete rebuild into place, replacing the target,
-// and syncs the parent so the rename survives a crash.
-func (s *stagedDir) commit() error {
-	old := s.target + ".old"
-	if err := os.RemoveAll(old); err != nil {
-		return fmt.Errorf("remove %s: %w", old, err)
-	}
-	if err := os.Rename(s.target, old); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("move %s aside: %w", s.target, err)
-	}
-	if err := os.Rename(s.partial, s.target); err != nil {
-		return fmt.Errorf("move the rebuild into place: %w", err)
-	}
-	if err := os.RemoveAll(old); err != nil {
-		return fmt.Errorf("remove the replaced %s: %w", old, err)
-	}
-	parent, err := os.Open(filepath.Dir(s.target))
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", filepath.Dir(s.target), err)
-	}
-	defer parent.Close()
-	if err := parent.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", filepath.Dir(s.target), err)
-	}
-	return nil
-}
-
-// discard removes the partial rebuild of a run that failed or was
-// interrupted (the next run would, too: this only saves the space now).
-func (s *stagedDir) discard() error {
-	if err := os.RemoveAll(s.partial); err != nil {
-		return fmt.Errorf("remove the partial rebuild: %w", err)
-	}
-	return nil
+		return lock.Close()
+	}})
 }
 
 // openDataDir loads (generating on first use) the keys of a data directory,

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chio-ledger/chio/internal/stagedir"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -94,7 +95,7 @@ func TestProgressInterruptAndRerun(t *testing.T) {
 	cases := []struct {
 		name, label, unit string
 		args              []string
-		target, partial   string
+		target            string
 		// check checks what a finished run printed on stdout.
 		check func(t *testing.T, out string)
 		// again is what a run over a finished result does: the error it
@@ -104,7 +105,7 @@ func TestProgressInterruptAndRerun(t *testing.T) {
 	}{{
 		name: "ledger rebuild", label: "ledger rebuild", unit: "messages",
 		args:   []string{"ledger", "rebuild", "--nats", natsURL, "--data-dir", filepath.Join(work, "ledger"), "--keys", keysDir},
-		target: filepath.Join(work, "ledger", "log"), partial: filepath.Join(work, "ledger", "log.partial"),
+		target: filepath.Join(work, "ledger", "log"),
 		check: func(t *testing.T, out string) {
 			// The root as the checkpoint prints it (line 3), then in hex.
 			want := fmt.Sprintf("size %s\nroot %s\nroot-hex ", cpLines[1], cpLines[2])
@@ -112,22 +113,22 @@ func TestProgressInterruptAndRerun(t *testing.T) {
 				t.Fatalf("rebuild printed %q, want the checkpoint's size and root %q", out, want)
 			}
 		},
-		againRefuse: "not empty", again: []string{"--force"},
+		againRefuse: "holds a finished rebuild", again: []string{"--force"},
 	}, {
 		name: "projections rebuild", label: "projections rebuild", unit: "messages",
 		args: []string{"projections", "rebuild", "--nats", natsURL, "--data-dir", filepath.Join(work, "projections"),
 			"--kernel-key", filepath.Join(keysDir, kernelPubFile)},
-		target: filepath.Join(work, "projections", "projections"), partial: filepath.Join(work, "projections", "projections.partial"),
+		target: filepath.Join(work, "projections", "projections"),
 		check: func(t *testing.T, out string) {
 			if out != wantProjections {
 				t.Fatalf("rebuild printed\n%s\nwant, as an uninterrupted one\n%s", out, wantProjections)
 			}
 		},
-		againRefuse: "not empty", again: []string{"--force"},
+		againRefuse: "holds a finished rebuild", again: []string{"--force"},
 	}, {
 		name: "evidence export", label: "evidence export", unit: "receipts",
 		args:   []string{"evidence", "export", "--url", up.httpURL, "--token", "@" + filepath.Join(up.dir, operatorTokenFile), "--out", filepath.Join(work, "pkg")},
-		target: filepath.Join(work, "pkg"), partial: filepath.Join(work, ".pkg.partial"),
+		target: filepath.Join(work, "pkg"),
 		check: func(t *testing.T, out string) {
 			if !strings.Contains(out, fmt.Sprintf("%d tool receipts", calls)) {
 				t.Fatalf("export printed %q", out)
@@ -163,11 +164,19 @@ func TestProgressInterruptAndRerun(t *testing.T) {
 			}
 			absent("after an interrupt", c.target)
 
+			beside := func(kind string) []string { // what runs left beside the target
+				found, _ := filepath.Glob(filepath.Join(filepath.Dir(c.target), "."+filepath.Base(c.target)+kind+"*"))
+				return found
+			}
+			if left := beside(".staged-"); len(left) != 0 {
+				t.Fatalf("after an interrupt: %v left", left)
+			}
 			// What a killed run leaves beside the target.
-			if err := os.MkdirAll(c.partial, 0o755); err != nil {
+			killed, err := stagedir.New(c.target, stagedir.Options{})
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(c.partial, "LEFTOVER"), []byte("half"), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(killed.Path, "LEFTOVER"), []byte("half"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			var stderr interrupter
@@ -177,7 +186,7 @@ func TestProgressInterruptAndRerun(t *testing.T) {
 			}
 			t.Logf("interrupted run's stderr:\n%s\nrerun's stderr:\n%s\nstdout:\n%s", cut.String(), stderr.String(), out)
 			c.check(t, out)
-			absent("after a finished run", c.partial)
+			absent("after a finished run", killed.Path)
 			if !progressLine.MatchString(stderr.String()) || !summary.MatchString(stderr.String()) {
 				t.Fatalf("stderr has no progress line or no final summary:\n%s", stderr.String())
 			}
@@ -205,7 +214,9 @@ func TestProgressInterruptAndRerun(t *testing.T) {
 					t.Fatalf("with %v: %v", c.again, err)
 				}
 				c.check(t, out)
-				absent("after a replacing run", c.target+".old")
+				if left := append(beside(".staged-"), beside(".replaced-")...); len(left) != 0 {
+					t.Fatalf("after a replacing run: %v left", left)
+				}
 			}
 		})
 	}

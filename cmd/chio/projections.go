@@ -110,10 +110,11 @@ func newProjectionsRebuildCmd() *cobra.Command {
 			"store's digest (SHA-256 over every key and value): equal to a live projection's that folded the same\n" +
 			"messages with the same kernel key. Durable consumers are not touched.\n\n" +
 			"Progress goes to stderr: one line redrawn in place on a terminal, otherwise a line at each tenth\n" +
-			"of the messages (and at least every 5 s), then a summary line. The store is built in\n" +
-			"NEWDIR/projections.partial and renamed to NEWDIR/projections when complete: an interrupted rebuild\n" +
-			"(Ctrl-C) leaves no NEWDIR/projections, and the next one removes what it left. A NEWDIR/projections\n" +
-			"that is not empty is refused unless --force, which replaces it once the new store is complete.",
+			"of the messages (and at least every 5 s), then a summary line. The store is built in a\n" +
+			"marked directory beside NEWDIR/projections and renamed into place when complete: an interrupted\n" +
+			"rebuild (Ctrl-C) leaves no NEWDIR/projections, and the next one removes what it left. A finished\n" +
+			"rebuild is refused unless --force, which replaces it once the new store is complete; a directory\n" +
+			"rebuild did not make (a live store) is never replaced.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dataDir == "" {
@@ -123,7 +124,7 @@ func newProjectionsRebuildCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			stage, err := stageDir(projectionsDir(dataDir), force)
+			stage, err := stageRebuild(projectionsDir(dataDir), force)
 			if err != nil {
 				return fmt.Errorf("projections rebuild: %w", err)
 			}
@@ -134,13 +135,13 @@ func newProjectionsRebuildCmd() *cobra.Command {
 			defer nc.Close()
 			prog := progress.New(cmd.ErrOrStderr(), "projections rebuild", 0, progress.WithUnit("messages"))
 			defer prog.Stop()
-			res, err := projections.RebuildWithProgress(cmd.Context(), js, stage.partial, prog.Func(),
+			res, err := projections.RebuildWithProgress(cmd.Context(), js, stage.Path, prog.Func(),
 				projections.WithLogger(slog.Default()), projections.WithKernelKey(key))
 			if err == nil {
-				err = stage.commit()
+				err = stage.Commit()
 			}
 			if err != nil {
-				return errors.Join(err, stage.discard())
+				return errors.Join(err, stage.Discard())
 			}
 			prog.Done()
 			p := res.Positions

@@ -207,7 +207,7 @@ func TestProjectionsServeRebuildAndTrustList(t *testing.T) {
 	if !strings.Contains(got, "digest "+liveDigest+"\n") || !strings.Contains(got, "receipts 4\n") {
 		t.Fatalf("rebuild printed\n%s\nwant digest %s", got, liveDigest)
 	}
-	if _, err := chio(context.Background(), "projections", "rebuild", "--nats", ns.ClientURL(), "--data-dir", rebuilt, "--kernel-key", keyFile); err == nil || !strings.Contains(err.Error(), "not empty") {
+	if _, err := chio(context.Background(), "projections", "rebuild", "--nats", ns.ClientURL(), "--data-dir", rebuilt, "--kernel-key", keyFile); err == nil || !strings.Contains(err.Error(), "holds a finished rebuild") {
 		t.Fatalf("a second rebuild into the same directory: %v", err)
 	}
 }

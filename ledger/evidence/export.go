@@ -10,8 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/internal/stagedir"
 	"github.com/chio-ledger/chio/ledger/api"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -116,68 +115,30 @@ type Options struct {
 	Progress func(done, total uint64)
 }
 
-// PartialDir is where Export builds the package of dir before it renames
-// it to dir: a sibling, so the rename stays on one file system, and
-// hidden, so it is not taken for a package.
-func PartialDir(dir string) string {
-	dir = filepath.Clean(dir)
-	return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".partial")
-}
-
 // Export writes a package of the receipts the client's credential reads
 // and o.Filter selects into dir, which must not exist. It fetches the
 // checkpoint first and every proof at that checkpoint's size; receipts
 // appended to the log after it are left out. It streams: one query page
 // is held at a time.
 //
-// The package is written into PartialDir(dir) and renamed to dir once
-// complete, so dir exists only as a finished package: an export that
-// fails or is interrupted leaves no dir, and the next export into the
-// same dir removes what an interrupted one left in PartialDir.
+// The package is built in a marked directory beside dir
+// (internal/stagedir) and renamed to dir once complete, so dir exists
+// only as a finished package: an export that fails or is interrupted
+// leaves no dir, and the next export into the same dir removes what an
+// interrupted one left.
 func Export(ctx context.Context, c *Client, dir string, o Options) (*Query, error) {
-	if _, err := os.Lstat(dir); err == nil {
-		return nil, fmt.Errorf("export: %s already exists (a finished package is never overwritten): choose a new directory", dir)
-	} else if !errors.Is(err, os.ErrNotExist) {
+	stage, err := stagedir.New(dir, stagedir.Options{Unmarked: true, What: "package"})
+	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	tmp := PartialDir(dir)
-	if err := os.RemoveAll(tmp); err != nil {
-		return nil, fmt.Errorf("export: remove the partial package of an earlier export: %w", err)
-	}
-	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return nil, fmt.Errorf("export: %w", err)
-	}
-	q, err := export(ctx, c, tmp, o)
+	q, err := export(ctx, c, stage.Path, o)
 	if err == nil {
-		err = publishDir(tmp, dir)
+		err = stage.Commit()
 	}
 	if err != nil {
-		if rerr := os.RemoveAll(tmp); rerr != nil {
-			return nil, errors.Join(err, fmt.Errorf("export: remove the partial package: %w", rerr))
-		}
-		return nil, err
+		return nil, errors.Join(err, stage.Discard())
 	}
 	return q, nil
-}
-
-// publishDir renames the complete package tmp to dir and syncs their
-// parent, so the rename survives a crash.
-func publishDir(tmp, dir string) error {
-	if _, err := os.Lstat(dir); err == nil {
-		return fmt.Errorf("export: %s was created while the export ran: the package is not moved there", dir)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return fmt.Errorf("export: move the package into place: %w", err)
-	}
-	parent, err := os.Open(filepath.Dir(dir))
-	if err != nil {
-		return fmt.Errorf("export: sync %s: %w", filepath.Dir(dir), err)
-	}
-	defer parent.Close()
-	if err := parent.Sync(); err != nil {
-		return fmt.Errorf("export: sync %s: %w", filepath.Dir(dir), err)
-	}
-	return nil
 }
 
 // exporter is the state of one export.

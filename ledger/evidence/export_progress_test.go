@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/chio-ledger/chio/internal/stagedir"
 )
 
 // TestExportProgressInterruptAndRerun interrupts an export from its
@@ -47,13 +49,20 @@ func TestExportProgressInterruptAndRerun(t *testing.T) {
 		t.Fatalf("progress went on to %v after the cancel at 10 of 30", last)
 	}
 	absent("after an interrupted export", dir)
-	absent("after an interrupted export", PartialDir(dir))
+	staged := func() []string {
+		found, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".staged-*"))
+		return found
+	}
+	if left := staged(); len(left) != 0 {
+		t.Fatalf("after an interrupted export: %v left", left)
+	}
 
 	// What a killed export leaves: a partial package beside dir.
-	if err := os.MkdirAll(PartialDir(dir), 0o755); err != nil {
+	killed, err := stagedir.New(dir, stagedir.Options{Unmarked: true})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(PartialDir(dir), ReceiptsFile), []byte("half a line"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(killed.Path, ReceiptsFile), []byte("half a line"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	seen, err = export(0)
@@ -63,7 +72,9 @@ func TestExportProgressInterruptAndRerun(t *testing.T) {
 	if len(seen) != 31 || seen[0] != [2]uint64{0, 30} || seen[30] != [2]uint64{30, 30} {
 		t.Fatalf("%d progress calls from %v to %v, want 31 from 0 to 30 of 30", len(seen), seen[0], seen[len(seen)-1])
 	}
-	absent("after a finished export", PartialDir(dir))
+	if left := staged(); len(left) != 0 {
+		t.Fatalf("after a finished export: %v left", left)
+	}
 	rep, err := Verify(dir, VerifyOptions{VKey: l.vkey, KernelKey: l.kernel})
 	if err != nil || rep.Receipts != 30 {
 		t.Fatalf("verify the rerun's package: %+v %v", rep, err)
