@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,10 +102,13 @@ func TestTracingOneCallIsOneTrace(t *testing.T) {
 	t.Setenv("OTEL_SERVICE_NAME", "chio-trace-test")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20") // milliseconds: export promptly
 	up := startUp(t)
-	rid := tracedCall(t, up, nil)
+	// The caller's own trace context is linked, not continued: the
+	// receipt's trace id is the edge's to choose.
+	const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	rid := tracedCall(t, up, http.Header{"Traceparent": {"00-" + callerTrace + "-" + callerSpan + "-00"}})
 	traceID, ok := receiptTraceID(t, up, rid)
-	if !ok || len(traceID) != 32 {
-		t.Fatalf("receipt %s: metadata.trace_id %q", rid, traceID)
+	if !ok || len(traceID) != 32 || traceID == callerTrace {
+		t.Fatalf("receipt %s: metadata.trace_id %q (the caller's was %s)", rid, traceID, callerTrace)
 	}
 	// The projections' fold of the receipt is the trace's last span.
 	spans := rcv.Await(t, 30*time.Second, "the projections' process span of the receipt", func(all []otlptest.Span) bool {
@@ -145,6 +149,9 @@ func TestTracingOneCallIsOneTrace(t *testing.T) {
 	server := named("POST /a2a")[0]
 	if server.Kind != tracepb.Span_SPAN_KIND_SERVER || server.ParentSpanID != "" || server.Service != "chio-trace-test" {
 		t.Errorf("edge span %+v: want a root SERVER span of service chio-trace-test", server)
+	}
+	if !slices.Contains(server.Links, callerTrace+"/"+callerSpan) {
+		t.Errorf("edge span links %v: want the caller's context %s/%s", server.Links, callerTrace, callerSpan)
 	}
 	for k, want := range map[string]string{"http.request.method": "POST", "http.route": "/a2a", "http.response.status_code": "200", "url.path": "/a2a"} {
 		if got := server.Attributes[k]; got != want {

@@ -52,8 +52,13 @@ func End(span trace.Span, err error) {
 
 // HTTPHandler wraps h in an HTTP server span per request (otelhttp: the
 // semantic conventions' http.request.method, url.path,
-// http.response.status_code, …), continuing a caller's traceparent. With
-// tracing off it returns h itself: nothing is added to the request path.
+// http.response.status_code, …). With tracing off it returns h itself:
+// nothing is added to the request path.
+//
+// The edges are public endpoints: each request starts a trace of its own
+// and a caller's traceparent becomes a link, never the parent. The trace
+// id is signed into the call's receipt, so a caller must not choose it
+// (nor, by sending sampled=0, keep its calls out of the traces).
 func HTTPHandler(h http.Handler, tp trace.TracerProvider) http.Handler {
 	if !Enabled(tp) {
 		return h
@@ -61,6 +66,7 @@ func HTTPHandler(h http.Handler, tp trace.TracerProvider) http.Handler {
 	return otelhttp.NewHandler(h, "http.server", otelhttp.WithTracerProvider(tp),
 		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()), // chio's metrics are Prometheus'
 		otelhttp.WithPropagators(propagation.TraceContext{}),
+		otelhttp.WithPublicEndpointFn(func(*http.Request) bool { return true }),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
 }
 
@@ -82,12 +88,13 @@ func EchoRoute() echo.MiddlewareFunc {
 }
 
 // GRPCServerOptions are the options of a traced gRPC server (the otelgrpc
-// stats handler: rpc.system, rpc.method, …), none with tracing off.
+// stats handler: rpc.system, rpc.method, …), none with tracing off. Like
+// HTTPHandler's, its spans start a trace and link a caller's context.
 func GRPCServerOptions(tp trace.TracerProvider) []grpc.ServerOption {
 	if !Enabled(tp) {
 		return nil
 	}
 	return []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp),
 		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()),
-		otelgrpc.WithPropagators(propagation.TraceContext{})))}
+		otelgrpc.WithPropagators(propagation.TraceContext{}), otelgrpc.WithPublicEndpoint()))}
 }
