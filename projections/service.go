@@ -168,6 +168,7 @@ type Service struct {
 	changed chan struct{}     // closed and replaced on every commit
 	js      jetstream.JetStream
 	running chan struct{} // closed once Run has a JetStream
+	statusC statusCache   // GET /v1/status, reused for a moment
 }
 
 // Open opens (or creates) the store in dir.

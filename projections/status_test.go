@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -28,6 +29,9 @@ func TestStatus(t *testing.T) {
 
 	read := func(t *testing.T) Status {
 		t.Helper()
+		live.statusC.mu.Lock()
+		live.statusC.st = nil // each read here is a new reading
+		live.statusC.mu.Unlock()
 		code, _, raw := get(t, srv.URL, "/v1/status", opToken)
 		if code != http.StatusOK {
 			t.Fatalf("%d %s", code, raw)
@@ -99,7 +103,8 @@ func TestStatus(t *testing.T) {
 	})
 }
 
-// TestStatusIsForEveryReader: the status names no tenant's data.
+// TestStatusIsForEveryReader: the status names no tenant's data; readers
+// of less than every receipt get no stream positions.
 func TestStatusIsForEveryReader(t *testing.T) {
 	f := newScopeFixture(t)
 	for _, c := range []struct {
@@ -116,6 +121,10 @@ func TestStatusIsForEveryReader(t *testing.T) {
 			}
 			if code == http.StatusOK && len(body["projections"].([]any)) != 3 {
 				t.Errorf("%s", raw)
+			}
+			full := c.reader == "operator" || c.reader == "auditor"
+			if code == http.StatusOK && bytes.Contains(raw, []byte(`"lastSeq"`)) != full {
+				t.Errorf("%s: stream positions shown %v, want %v: %s", c.reader, !full, full, raw)
 			}
 			f.noLeak(t, c.reader, "/v1/status", raw)
 		})
