@@ -18,12 +18,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/mod/sumdb/note"
@@ -103,15 +105,30 @@ func (c *consoleTenant) call(t *testing.T, up *upProcess, text string, chain map
 
 // tamperProxy is a reverse proxy in front of chio up that changes what
 // the console verifies, by mode: "path" changes the first audit-path hash,
-// "leaf" the leaf hash, "receipt" a byte of the receipt; "cosign" adds
+// "leaf" the leaf hash, "receipt" a byte of the receipt in every answer of
+// GET /v1/receipts/{id}, "receipt-first" only in the first answer since
+// setMode and "receipt-later" in every answer but the first; "cosign" adds
 // witness's cosignature to the proof's checkpoint, as a log serving a
-// witnessed checkpoint would.
+// witnessed checkpoint would. It counts the receipt answers, and can hold
+// one request back until the test releases it (holdNext).
 type tamperProxy struct {
-	mode    atomic.Value
-	url     string
-	logKey  note.Verifier
-	witness *evidenceCosigner
+	mode     atomic.Value
+	receipts atomic.Int32 // answers of GET /v1/receipts/{id} since setMode
+	held     atomic.Pointer[heldRequest]
+	url      string
+	logKey   note.Verifier
+	witness  *evidenceCosigner
 }
+
+// heldRequest is a request the proxy holds: arrived is closed when it
+// comes, release lets it through, done is closed when it has been answered.
+type heldRequest struct {
+	prefix                 string
+	arrived, release, done chan struct{}
+	once                   sync.Once
+}
+
+func (h *heldRequest) let() { h.once.Do(func() { close(h.release) }) }
 
 func newTamperProxy(t *testing.T, target string) *tamperProxy {
 	t.Helper()
@@ -124,11 +141,16 @@ func newTamperProxy(t *testing.T, target string) *tamperProxy {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ModifyResponse = func(res *http.Response) error {
 		mode, path := p.mode.Load().(string), res.Request.URL.Path
-		if mode == "" || res.StatusCode != http.StatusOK || !strings.HasPrefix(path, "/v1/receipts/") || path == "/v1/receipts/query" {
+		if res.StatusCode != http.StatusOK || !strings.HasPrefix(path, "/v1/receipts/") || path == "/v1/receipts/query" || strings.HasSuffix(path, "/tlog-proof") {
 			return nil
 		}
 		proof := strings.HasSuffix(path, "/inclusion-proof")
-		if (mode == "receipt") == proof || strings.HasSuffix(path, "/tlog-proof") {
+		if !proof {
+			if n := p.receipts.Add(1); (mode == "receipt-first" && n > 1) || (mode == "receipt-later" && n == 1) {
+				return nil
+			}
+		}
+		if mode == "" || strings.HasPrefix(mode, "receipt") == proof {
 			return nil
 		}
 		body, err := io.ReadAll(res.Body)
@@ -144,14 +166,39 @@ func newTamperProxy(t *testing.T, target string) *tamperProxy {
 		res.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		return nil
 	}
-	srv := httptest.NewServer(rp)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := p.held.Load(); h != nil && strings.HasPrefix(r.URL.Path, h.prefix) && p.held.CompareAndSwap(h, nil) {
+			close(h.arrived)
+			<-h.release
+			rp.ServeHTTP(w, r)
+			close(h.done)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	p.url = srv.URL
 	return p
 }
 
+// setMode changes what the proxy tampers with and restarts the count of
+// receipt answers.
+func (tp *tamperProxy) setMode(mode string) {
+	tp.receipts.Store(0)
+	tp.mode.Store(mode)
+}
+
+// holdNext holds the next request whose path starts with prefix until
+// its let is called (at the latest when the test ends).
+func (tp *tamperProxy) holdNext(t *testing.T, prefix string) *heldRequest {
+	h := &heldRequest{prefix: prefix, arrived: make(chan struct{}), release: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(h.let)
+	tp.held.Store(h)
+	return h
+}
+
 func (tp *tamperProxy) tamper(mode string, body []byte) ([]byte, error) {
-	if mode == "receipt" {
+	if strings.HasPrefix(mode, "receipt") {
 		// One byte of the signed receipt: the tool's name.
 		out := bytes.Replace(body, []byte(`"tool_name":"hello_task"`), []byte(`"tool_name":"hellO_task"`), 1)
 		if bytes.Equal(out, body) {
@@ -327,7 +374,7 @@ func TestConsoleBrowser(t *testing.T) {
 			"leaf":    "leaf hash is not the proof's leaf_hash",
 			"receipt": "signature does not verify",
 		} {
-			proxy.mode.Store(mode)
+			proxy.setMode(mode)
 			ptab.open("#/receipts/" + plainID + "?verify=1")
 			if v := ptab.attrs("[data-verify]", "data-verify"); !slices.Equal(v, []string{"failed"}) || !strings.Contains(ptab.text("#verify-result"), reason) {
 				t.Errorf("tampered %s: data-verify %v: %s", mode, v, ptab.text("#verify-result"))
@@ -336,17 +383,89 @@ func TestConsoleBrowser(t *testing.T) {
 				ptab.screenshot("receipt-tampered")
 			}
 		}
-		proxy.mode.Store("")
+		proxy.setMode("")
 		ptab.open("#/receipts/" + plainID + "?verify=1")
 		if v := ptab.attrs("[data-verify]", "data-verify"); !slices.Equal(v, []string{"ok"}) {
 			t.Errorf("through the proxy untampered: %v %s", v, ptab.text("#verify-result"))
 		}
 	})
 
+	// The page fetches the receipt once and draws and verifies those bytes:
+	// a server answering a doctored copy once and the genuine one after
+	// (or the other way round) cannot put "Verified" beside content that
+	// was not verified.
+	t.Run("the page shows the receipt it verified", func(t *testing.T) {
+		proxy := newTamperProxy(t, up.httpURL)
+		ptab := newTab(t, browser, proxy.url, shots)
+		ptab.signIn(up.token)
+		for _, c := range []struct{ mode, tool, verify string }{
+			{"receipt-first", "/hellO_task", "failed"}, // the doctored copy, shown and failed
+			{"receipt-later", "/hello_task", "ok"},     // the genuine copy, shown and verified
+		} {
+			proxy.setMode(c.mode)
+			ptab.open("#/receipts/" + plainID + "?verify=1")
+			check := func(when string) {
+				t.Helper()
+				shown, v, res := ptab.text("#receipt-tool"), ptab.attrs("[data-verify]", "data-verify"), ptab.text("#verify-result")
+				if !strings.HasSuffix(shown, c.tool) || !strings.Contains(eval[string](ptab, `document.querySelector('main details pre')?.textContent ?? ''`), `"tool_name": "`+c.tool[1:]+`"`) ||
+					!slices.Equal(v, []string{c.verify}) {
+					t.Errorf("%s, %s: shows tool %q, data-verify %v, want %s and %s: %s", c.mode, when, shown, v, c.tool, c.verify, res)
+				}
+				if c.verify == "failed" && !strings.Contains(res, "signature does not verify") {
+					t.Errorf("%s, %s: %s", c.mode, when, res)
+				}
+				if n := proxy.receipts.Load(); n != 1 {
+					t.Errorf("%s, %s: the page fetched the receipt %d times, want once", c.mode, when, n)
+				}
+			}
+			check("on load")
+			// Verify again with the button: the same bytes, not a new fetch.
+			eval[bool](ptab, `document.getElementById('verify-result').dataset.old = '1', true`)
+			if err := doSteps(ptab, clickID("verify")); err != nil {
+				t.Fatal(err)
+			}
+			ptab.waitJS(`document.querySelector('#verify-result:not([data-old])')`)
+			check("verified again")
+		}
+	})
+
+	// A page still waiting for an answer when the user moves on must not
+	// draw it into the page that is now shown.
+	t.Run("a slow page does not draw into the next", func(t *testing.T) {
+		proxy := newTamperProxy(t, up.httpURL)
+		ptab := newTab(t, browser, proxy.url, shots)
+		ptab.signIn(up.token)
+		for _, c := range []struct{ route, path, next, nextPage, stale string }{
+			{"#/tasks", "/v1/tasks", "#/authz", "authz", "#task-table"},
+			{"#/receipts/" + bob.receipts[1], "/v1/lineage/", "#/tasks", "tasks", "#lineage, details, #receipt-summary"},
+			{"#/authz", "/v1/reports/authorization-context", "#/keys", "keys", "#authz-summary, #authz-table, .error-box"},
+		} {
+			held := proxy.holdNext(t, c.path)
+			ptab.navigate(c.route)
+			select {
+			case <-held.arrived:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s never asked for %s", c.route, c.path)
+			}
+			eval[bool](ptab, `location.hash = `+jsString(c.next)+`, true`)
+			ptab.waitJS(`document.getElementById('main')?.dataset.loaded === ` + jsString(c.nextPage))
+			held.let()
+			<-held.done
+			// Until the page has the late answer, and a moment to draw it.
+			ptab.waitJS(`performance.getEntriesByType('resource').some((e) => new URL(e.name).pathname.startsWith(` + jsString(c.path) + `))`)
+			time.Sleep(300 * time.Millisecond)
+			stale := eval[int](ptab, `document.querySelectorAll(`+jsString("main :is("+c.stale+")")+`).length`)
+			if page := eval[string](ptab, `document.getElementById('main').dataset.loaded`); stale != 0 || page != c.nextPage {
+				t.Errorf("%s answered after moving to %s: %d of its elements drawn, page %q: %.500s", c.route, c.next, stale, page, ptab.text("main"))
+			}
+			ptab.checkProblems(c.route + " then " + c.next)
+		}
+	})
+
 	t.Run("witness cosignatures", func(t *testing.T) {
 		proxy := newTamperProxy(t, up.httpURL)
 		proxy.logKey, proxy.witness = mustVerifier(t, logVKey), newEvidenceCosigner(t, "w1.example")
-		proxy.mode.Store("cosign")
+		proxy.setMode("cosign")
 		ptab := newTab(t, browser, proxy.url, shots)
 		ptab.signIn(up.token)
 		other := newEvidenceCosigner(t, "w2.example")
@@ -391,10 +510,20 @@ func TestConsoleBrowser(t *testing.T) {
 		pin := func(logKey string) {
 			t.Helper()
 			tab.open("#/keys")
-			if err := doSteps(tab, setValue("pin-log", logKey), setValue("pin-kernel", kernelPub), clickID("pin-save")); err != nil {
+			// By script: SetValue refuses an empty value, and "" unpins the log key.
+			eval[bool](tab, `document.getElementById('pin-log').value = `+jsString(logKey)+`, true`)
+			if err := doSteps(tab, setValue("pin-kernel", kernelPub), clickID("pin-save")); err != nil {
 				t.Fatal(err)
 			}
 			tab.waitJS(`document.getElementById('pin-status')?.className === 'ok'`)
+		}
+		// The kernel key alone pinned: the checkpoint was still checked
+		// against the server's own log key, and the page says so.
+		pin("")
+		tab.open("#/receipts/" + bob.receipts[0] + "?verify=1")
+		if v, txt := tab.attrs("[data-verify]", "data-verify"), tab.text("#verify-result"); !slices.Equal(v, []string{"ok"}) ||
+			!strings.Contains(txt, "The log key is not pinned") || !strings.Contains(txt, "server's own keys (its log key)") {
+			t.Errorf("with only the kernel key pinned: %v %s", v, txt)
 		}
 		pin(logVKey)
 		tab.screenshot("keys")
@@ -455,6 +584,15 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		if n := counts("denials-by-tool"); n != len(denied) {
 			t.Errorf("the denials-by-tool chart counts %d, want %d", n, len(denied))
+		}
+		// Names are agents': "__proto__" and "constructor" are counted like any other.
+		got := eval[string](tab, `import('./charts.js').then(({ byName, stackedBars, legend }) => {
+			const g = byName([{ t: 0, tool: '__proto__', count: 2 }, { t: 60, tool: 'constructor', count: 3 }, { t: 0, tool: 'x', count: 1 }], 'tool');
+			const rects = stackedBars('test', g.points, g.keys, { since: 0, until: 120, bucket: 60 }).querySelectorAll('rect[data-count]');
+			return JSON.stringify([g.keys, Array.from(rects, (r) => r.dataset.key + '=' + r.dataset.count + ' ' + r.getAttribute('fill')), legend(g.keys, g.totals).textContent]);
+		})`, chromedp.EvalAwaitPromise)
+		if want := `[["constructor","__proto__","x"],["__proto__=2 #ae3ec9","x=1 #f76707","constructor=3 #1c7ed6"],"constructor (3)__proto__ (2)x (1)"]`; got != want {
+			t.Errorf("charts of names __proto__ and constructor: %s, want %s", got, want)
 		}
 		if txt := tab.text("#log-status"); !strings.Contains(txt, origin) {
 			t.Errorf("log status: %s", txt)

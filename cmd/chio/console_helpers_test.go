@@ -126,13 +126,20 @@ func (c *consoleTab) checkProblems(where string) {
 // makes it a new document, so nothing of the last page is waited on.
 func (c *consoleTab) open(route string) {
 	c.t.Helper()
+	c.navigate(route)
+	c.waitJS(`document.getElementById('main')?.dataset.loaded`)
+	c.checkProblems(route)
+}
+
+// navigate loads the console afresh at route without waiting for the page
+// to render.
+func (c *consoleTab) navigate(route string) {
+	c.t.Helper()
 	c.loads++
 	url := c.base + "/console/?load=" + strconv.Itoa(c.loads) + route
 	if err := chromedp.Do(c.ctx, chromedp.Navigate(url)); err != nil {
 		c.t.Fatalf("open %s: %v", url, err)
 	}
-	c.waitJS(`document.getElementById('main')?.dataset.loaded`)
-	c.checkProblems(route)
 }
 
 // waitJS waits until expression is truthy in the page.
@@ -146,9 +153,9 @@ func (c *consoleTab) waitJS(expression string) {
 }
 
 // eval evaluates a JavaScript expression in the page.
-func eval[T any](c *consoleTab, expression string) T {
+func eval[T any](c *consoleTab, expression string, opts ...chromedp.EvaluateOption) T {
 	c.t.Helper()
-	v, err := chromedp.Run(c.ctx, chromedp.Evaluate[T](expression))
+	v, err := chromedp.Run(c.ctx, chromedp.Evaluate[T](expression, opts...))
 	if err != nil {
 		c.t.Fatalf("evaluate %s: %v", expression, err)
 	}

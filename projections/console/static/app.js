@@ -1,6 +1,6 @@
 // The console's shell: a hash router, the sign-in form and the pinned-keys
-// page. Each page module renders into <main> and marks it
-// data-loaded="<page>" when done, which the browser tests wait for.
+// page. Each page module renders into its own container in <main>, which
+// is marked data-loaded="<page>" when done: the browser tests wait for it.
 
 import { h, clear, errorBox, note, kv, mono } from './dom.js';
 import { session, pins, loadConfig, getJSON } from './api.js';
@@ -30,32 +30,39 @@ function parseHash() {
   return { path: q < 0 ? raw : raw.slice(0, q), query: new URLSearchParams(q < 0 ? '' : raw.slice(q + 1)) };
 }
 
+// route renders the current hash's page into a container of its own that
+// replaces the last page's: a page still awaiting an answer after the user
+// moved on keeps writing into its container, which is no longer in the
+// document, so nothing of it reaches the page now shown.
 async function route() {
   const gen = ++generation;
+  const current = () => gen === generation;
   const main = document.getElementById('main');
+  const view = h('div', { class: 'view' });
   const { path, query } = parseHash();
   const r = routes.find((x) => x.re.test(path));
-  clear(main);
+  main.replaceChildren(view);
   delete main.dataset.loaded;
   renderNav(r?.page);
   if (!r) {
-    main.append(h('h1', null, 'Not found'), note(`No console page at ${path}.`));
+    view.append(h('h1', null, 'Not found'), note(`No console page at ${path}.`));
+    main.dataset.page = 'notfound';
     main.dataset.loaded = 'notfound';
     return;
   }
   main.dataset.page = r.page;
   if (r.signedIn && !session.token()) {
-    signInForm(main, `Sign in to see ${r.page === 'receipt' ? 'this receipt' : 'this page'}.`);
+    signInForm(view, `Sign in to see ${r.page === 'receipt' ? 'this receipt' : 'this page'}.`);
     main.dataset.loaded = 'signin';
     return;
   }
   try {
     const params = r.re.exec(path).slice(1).map(decodeURIComponent);
-    await r.render(main, params, query, () => gen === generation);
+    await r.render(view, params, query, current);
   } catch (e) {
-    if (gen === generation) main.append(errorBox(e));
+    view.append(errorBox(e));
   }
-  if (gen === generation) main.dataset.loaded = r.page;
+  if (current()) main.dataset.loaded = r.page;
 }
 
 function renderNav(active) {

@@ -9,11 +9,11 @@ const H = 220;
 const PAD = { left: 40, right: 10, top: 10, bottom: 24 };
 
 // Fixed colours for outcomes; other keys take a palette colour in order.
-const OUTCOME_COLOURS = { allow: '#2f9e44', deny: '#e03131', cancelled: '#868e96', incomplete: '#f08c00' };
+const OUTCOME_COLOURS = new Map([['allow', '#2f9e44'], ['deny', '#e03131'], ['cancelled', '#868e96'], ['incomplete', '#f08c00']]);
 const PALETTE = ['#1c7ed6', '#ae3ec9', '#f76707', '#0ca678', '#e64980', '#5c940d', '#1098ad', '#7048e8'];
 
 export function colourOf(key, i) {
-  return OUTCOME_COLOURS[key] ?? PALETTE[i % PALETTE.length];
+  return OUTCOME_COLOURS.get(key) ?? PALETTE[i % PALETTE.length];
 }
 
 function hhmm(t) {
@@ -21,13 +21,13 @@ function hhmm(t) {
   return d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
 }
 
-// stackedBars draws points [{t, counts: {key: n}}] with one stacked bar per
-// point over [since, until). name goes in data-chart.
+// stackedBars draws points [{t, counts: Map key → n}] with one stacked bar
+// per point over [since, until). name goes in data-chart.
 export function stackedBars(name, points, keys, { since, until, bucket }) {
   const iw = W - PAD.left - PAD.right;
   const ih = H - PAD.top - PAD.bottom;
   const span = Math.max(until - since, bucket);
-  const max = Math.max(1, ...points.map((p) => keys.reduce((n, k) => n + (p.counts[k] ?? 0), 0)));
+  const max = Math.max(1, ...points.map((p) => keys.reduce((n, k) => n + (p.counts.get(k) ?? 0), 0)));
   const x = (t) => PAD.left + ((t - since) / span) * iw;
   const bw = Math.max(2, (bucket / span) * iw - 1);
   const y = (n) => PAD.top + ih - (n / max) * ih;
@@ -36,7 +36,7 @@ export function stackedBars(name, points, keys, { since, until, bucket }) {
   for (const p of points) {
     let base = 0;
     keys.forEach((k, i) => {
-      const n = p.counts[k] ?? 0;
+      const n = p.counts.get(k) ?? 0;
       if (n <= 0) return;
       const rect = s('rect', {
         x: x(p.t).toFixed(1), y: y(base + n).toFixed(1), width: bw.toFixed(1), height: Math.max(1, y(base) - y(base + n)).toFixed(1),
@@ -63,10 +63,10 @@ function axes(since, until, max, x, y) {
   return g;
 }
 
-// legend lists keys with their colours and totals.
+// legend lists keys with their colours and totals (a Map key → n).
 export function legend(keys, totals) {
   return h('ul', { class: 'legend' }, keys.map((k, i) => h('li', null,
-    swatch(colourOf(k, i)), `${k} (${totals[k] ?? 0})`)));
+    swatch(colourOf(k, i)), `${k} (${totals.get(k) ?? 0})`)));
 }
 
 // swatch is a small SVG square: presentation attributes, since the CSP
@@ -77,17 +77,19 @@ function swatch(colour) {
 }
 
 // byName turns [{t, <field>, count}] into points and the names, most
-// frequent first.
+// frequent first. Names are agents' (tools, guards): Maps, not objects, so
+// "__proto__" or "constructor" is a name like any other.
 export function byName(rows, field) {
   const points = new Map();
-  const totals = {};
+  const totals = new Map();
+  const add = (m, k, n) => m.set(k, (m.get(k) ?? 0) + n);
   for (const r of rows ?? []) {
     const name = String(r[field] ?? '?');
-    const p = points.get(r.t) ?? { t: r.t, counts: {} };
-    p.counts[name] = (p.counts[name] ?? 0) + r.count;
+    const p = points.get(r.t) ?? { t: r.t, counts: new Map() };
+    add(p.counts, name, Number(r.count ?? 0));
     points.set(r.t, p);
-    totals[name] = (totals[name] ?? 0) + r.count;
+    add(totals, name, Number(r.count ?? 0));
   }
-  const keys = Object.keys(totals).sort((a, b) => totals[b] - totals[a] || a.localeCompare(b));
+  const keys = [...totals.keys()].sort((a, b) => totals.get(b) - totals.get(a) || a.localeCompare(b));
   return { points: [...points.values()], keys, totals };
 }

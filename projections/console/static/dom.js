@@ -96,8 +96,18 @@ export function time(sec) {
   return h('time', { datetime: d.toISOString(), title: d.toISOString() }, d.toLocaleString());
 }
 
-export function badge(text, kind) {
-  return h('span', { class: 'badge badge-' + (kind ?? text) }, text);
+// The badge styles of the verdicts and task states the console knows; the
+// text is the server's, so it never becomes a class name itself.
+const BADGE_CLASSES = new Map([
+  ['allow', 'badge-allow'], ['passed', 'badge-passed'], ['completed', 'badge-completed'],
+  ['deny', 'badge-deny'], ['failed', 'badge-failed'], ['rejected', 'badge-rejected'],
+  ['cancelled', 'badge-cancelled'], ['canceled', 'badge-canceled'],
+  ['incomplete', 'badge-incomplete'], ['working', 'badge-working'], ['submitted', 'badge-submitted'],
+]);
+
+export function badge(text) {
+  const t = String(text);
+  return h('span', { class: 'badge ' + (BADGE_CLASSES.get(t) ?? 'badge-other') }, t);
 }
 
 // chainBoxes draws a chain as nested boxes, outermost first.

@@ -75,11 +75,11 @@ async function callCharts(sec, [, span, bucket]) {
     }
     return;
   }
-  const points = (st.series ?? []).map((p) => ({ t: p.t, counts: Object.fromEntries(OUTCOMES.map((o) => [o, p[o] ?? 0])) }));
+  const points = (st.series ?? []).map((p) => ({ t: p.t, counts: new Map(OUTCOMES.map((o) => [o, Number(p[o] ?? 0)])) }));
   const b = Number(st.bucket_seconds ?? bucket);
   // Buckets are aligned to their size, so the first may start before since.
   const opts = { since: Math.min(Number(st.since ?? since), points[0]?.t ?? Infinity), until: Math.max(Number(st.until ?? until), (points.at(-1)?.t ?? 0) + b), bucket: b };
-  const totals = Object.fromEntries(OUTCOMES.map((o) => [o, points.reduce((n, p) => n + p.counts[o], 0)]));
+  const totals = new Map(OUTCOMES.map((o) => [o, points.reduce((n, p) => n + p.counts.get(o), 0)]));
   const perMin = opts.bucket === 60 ? 'per minute' : `per ${opts.bucket / 60} minutes`;
   sec.append(h('section', { class: 'card' }, h('h2', null, `Calls ${perMin} by outcome`), stackedBars('calls', points, OUTCOMES, opts), legend(OUTCOMES, totals)));
   for (const [name, field, title] of [['denials-by-guard', 'guard', 'Denials by guard'], ['denials-by-tool', 'tool', 'Denials by tool']]) {

@@ -4,7 +4,7 @@
 
 import { h, append, clear, table, kv, link, receiptLink, short, mono, errorBox, note, time, badge, chainBoxes } from './dom.js';
 import { getJSON, getBytes, query, pins, APIError } from './api.js';
-import { verifyReceipt } from './verify.js';
+import { verifyReceipt, leafOf } from './verify.js';
 
 const FILTERS = ['toolServer', 'toolName', 'outcome', 'principal', 'capabilityId', 'since', 'until'];
 
@@ -95,33 +95,38 @@ export async function receiptsPage(main, _params, q) {
 
 // ---- one receipt ----
 
+// receiptPage fetches the receipt once and draws everything from those
+// bytes, which Verify then checks: a second fetch could serve a doctored
+// copy to draw and the genuine one to verify.
 export async function receiptPage(main, [id], q, current) {
   main.append(h('h1', null, 'Receipt ', mono(id)));
-  const verifyBox = verifySection(id);
-  let body;
+  let bytes;
+  let got;
   try {
-    body = await getJSON('/v1/receipts/' + encodeURIComponent(id));
+    bytes = await getBytes('/v1/receipts/' + encodeURIComponent(id));
+    got = leafOf(bytes);
   } catch (e) {
-    main.append(errorBox(e), verifyBox.section);
-    if (q.get('verify') === '1') await verifyBox.run();
+    main.append(errorBox(e));
     return;
   }
   if (!current()) return;
-  const r = body.receipt;
-  if (!r) {
-    main.append(note(`The log holds this receipt (leaf ${body.leaf_index}) but no reader can decode it: ${body.unreadable}`, 'error'), verifyBox.section);
+  const verifyBox = verifySection(id, bytes);
+  const r = got.receipt;
+  if (got.unreadable !== undefined || !r) {
+    main.append(note(`The log holds this receipt (leaf ${got.leafIndex}) but no reader can decode it: ${got.unreadable}`, 'error'), verifyBox.section);
   } else {
-    main.append(summary(r, body.leaf_index), verifyBox.section, decision(r), evidence(r), parameters(r), binding(r), callChain(r));
-    main.append(await lineage(r.capability_id));
-    main.append(rawReceipt(r));
+    main.append(summary(r, got.leafIndex), verifyBox.section, decision(r), evidence(r), parameters(r), binding(r), callChain(r));
+    const chain = await lineage(r.capability_id);
+    if (!current()) return;
+    main.append(chain, rawReceipt(r));
   }
   if (q.get('verify') === '1') await verifyBox.run();
 }
 
 function summary(r, leafIndex) {
   const m = r.metadata ?? {};
-  return h('section', { class: 'card' }, kv([
-    ['Tool', `${r.tool_server}/${r.tool_name}`],
+  return h('section', { class: 'card', id: 'receipt-summary' }, kv([
+    ['Tool', h('span', { id: 'receipt-tool' }, `${r.tool_server}/${r.tool_name}`)],
     ['Time', time(r.timestamp)],
     ['Outcome', badge(r.decision?.verdict ?? '?')],
     ['Capability', r.capability_id ? link(['authz'], r.capability_id, { capabilityId: r.capability_id }) : ''],
@@ -213,30 +218,39 @@ function rawReceipt(r) {
 
 // ---- verification ----
 
-function verifySection(id) {
+// verifySection checks bytes, the receipt answer the page was drawn from.
+function verifySection(id, bytes) {
   const out = h('div', { id: 'verify-output' });
   const button = h('button', { type: 'button', id: 'verify' }, 'Verify');
   const run = async () => {
     button.disabled = true;
     clear(out).append(h('p', { class: 'note', 'data-verify': 'running' }, 'Verifying…'));
-    const res = await verifyReceipt(id, { bytes: getBytes, json: getJSON }, pins.get());
+    const res = await verifyReceipt(id, bytes, { json: getJSON }, pins.get());
     clear(out).append(verifyResult(res));
     button.disabled = false;
   };
   button.addEventListener('click', run);
   const section = h('section', { id: 'verify-section', class: 'card' }, h('h2', null, 'Verification'),
-    note('Checks in this browser: the kernel\'s signature, the leaf hash, the inclusion proof up to the checkpoint root, the checkpoint\'s signature and the pinned witnesses\' cosignatures.'),
+    note('Checks in this browser, on the receipt shown on this page: the kernel\'s signature, the leaf hash, the inclusion proof up to the checkpoint root, the checkpoint\'s signature and the pinned witnesses\' cosignatures.'),
     button, out);
   return { section, run };
+}
+
+// unpinnedWarning says whose keys a check used unless the log key is
+// pinned: only a pinned log key ties the checkpoint to a log you chose, so
+// a pinned kernel key alone does not make the result independent.
+function unpinnedWarning(res) {
+  if (res.logPinned) return null;
+  const own = res.kernelPinned ? 'log key' : 'kernel key and log key';
+  const lead = res.kernelPinned ? 'The log key is not pinned' : 'No keys are pinned';
+  return h('p', { class: 'warning', id: 'verify-unpinned' },
+    `${lead}: this checked against the server's own keys (its ${own}). That proves the receipt, its proof and the checkpoint are consistent with each other, not whose log it is. Pin the log key you got another way on the Pinned keys page.`);
 }
 
 function verifyResult(res) {
   const el = h('div', { id: 'verify-result', class: res.ok ? 'verify ok' : 'verify failed', 'data-verify': res.ok ? 'ok' : 'failed', role: 'status' });
   el.append(h('p', { class: 'verdict' }, res.ok ? 'Verified' : 'Verification failed: ' + res.reason));
-  if (!res.pinned) {
-    el.append(h('p', { class: 'warning', id: 'verify-unpinned' },
-      'No keys are pinned: this checked against the server\'s own keys. That proves the receipt, its proof and the checkpoint are consistent with each other, not whose log it is. Pin keys you got another way on the Pinned keys page.'));
-  }
+  append(el, unpinnedWarning(res));
   el.append(kv([
     ['Kernel key', res.kernelKey ? h('span', null, mono(res.kernelKey), ` (${res.kernelKeySource === 'pinned' ? 'pinned' : 'server\'s own'})`) : ''],
     ['Log key', res.logKey ? h('span', null, mono(res.logKey), ` (${res.logKeySource === 'pinned' ? 'pinned' : 'server\'s own'})`) : ''],

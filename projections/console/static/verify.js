@@ -84,7 +84,9 @@ export function canonical(v) {
 // leafOf reads GET /v1/receipts/{id}'s body: {"receipt": …, "leaf_index"}
 // gives the leaf as the receipt's JCS (the body's JSON encoder may escape
 // characters the leaf holds literally, so its bytes are not the leaf's);
-// {"raw": base64, …} (a receipt no reader can decode) gives it as stored.
+// {"raw": base64, "unreadable": why, …} (a receipt no reader can decode)
+// gives it as stored. The receipt page draws from this and verifyReceipt
+// checks the same bytes, so what is shown is what was verified.
 export function leafOf(bodyBytes) {
   let body;
   try {
@@ -99,7 +101,7 @@ export function leafOf(bodyBytes) {
     const leaf = b64(body.raw, 'raw');
     let receipt = null;
     try { receipt = JSON.parse(new TextDecoder().decode(leaf)); } catch { /* unreadable: signature check fails below */ }
-    return { leaf, receipt, leafIndex: body.leaf_index };
+    return { leaf, receipt, leafIndex: body.leaf_index, unreadable: String(body.unreadable ?? 'undecodable') };
   }
   fail('the receipt answer holds neither a receipt nor its raw bytes');
 }
@@ -226,15 +228,17 @@ export async function checkCosignature(note, key) {
 
 // ---- the whole check ----
 
-// verifyReceipt runs every check against the API (get: {bytes, json}) and
-// pins ({logKey, kernelKey, witnessKeys}). It never throws: the result
+// verifyReceipt runs every check on bodyBytes, the body of GET
+// /v1/receipts/{id} the page drew (it is not fetched again: a second copy
+// could differ from the one shown), with the rest from the API ({json})
+// and pins ({logKey, kernelKey, witnessKeys}). It never throws: the result
 // says ok or names the first failure, with what was checked so far.
-export async function verifyReceipt(id, api, pin) {
-  const res = { ok: false, steps: [], pinned: Boolean(pin.logKey || pin.kernelKey), witnesses: [] };
+export async function verifyReceipt(id, bodyBytes, api, pin) {
+  const res = { ok: false, steps: [], logPinned: Boolean(pin.logKey), kernelPinned: Boolean(pin.kernelKey), witnesses: [] };
   const step = (text) => res.steps.push(text);
   try {
     const rid = encodeURIComponent(id);
-    const { leaf, receipt, leafIndex } = leafOf(await api.bytes(`/v1/receipts/${rid}`));
+    const { leaf, receipt, leafIndex } = leafOf(bodyBytes);
     if (receipt?.id !== undefined && receipt.id !== id) fail(`the log answered receipt ${receipt.id} for ${id}`);
     let serverKeys = null;
     if (!pin.logKey || !pin.kernelKey) serverKeys = await api.json('/v1/log/keys');
