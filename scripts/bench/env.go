@@ -29,6 +29,7 @@ func sections() []section {
 		{"evidence", "6. Evidence packages: export and verify as N grows", runEvidence},
 		{"workers", "7. Tools on workers (NATS services) vs in process", runWorkers},
 		{"tracing", "8. Tracing: chio up CPU per call with OpenTelemetry off and on", runTracing},
+		{"capacity", "9. Capacity: disk per receipt and RSS of chio up under a fixed load", runCapacity},
 	}
 }
 

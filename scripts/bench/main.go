@@ -2,7 +2,7 @@
 // know, in one run on one machine, and writes the figures to RESULTS.md:
 //
 //	go run -C scripts/bench .                 # the full run (tens of minutes)
-//	go run -C scripts/bench . -only ledger    # one section (limits, ledger, edge, proofs, scaleout, evidence, workers, tracing)
+//	go run -C scripts/bench . -only ledger    # one section (limits, ledger, edge, proofs, scaleout, evidence, workers, tracing, capacity)
 //	go run -C scripts/bench . -short          # seconds; what CI runs, through go test -short
 //
 // Sections:
@@ -22,6 +22,9 @@
 //     worker processes (chio up --workers), one worker and two.
 //  8. tracing: chio up's CPU per call with OpenTelemetry tracing off
 //     (the default) and on, exporting every call's spans over OTLP.
+//  9. capacity: chio up under a fixed load for N calls
+//     ($CHIO_BENCH_CAPACITY_CALLS, default 100000): bytes on disk per
+//     receipt in each store and RSS over time.
 //
 // It is its own module so that the peers (Tessera and its dependencies)
 // never enter the main module's go.mod.
