@@ -115,6 +115,10 @@ type Store struct {
 	kv     jetstream.KeyValue
 	stream jetstream.Stream // the bucket's backing stream
 	opts   storeOptions
+	// probe: ForTask first asks whether the task has any key at all,
+	// with one direct get (see ForTask); only on a single-replica bucket,
+	// where the one server that answers a direct get is the leader.
+	probe bool
 }
 
 // OpenStore creates or updates the config bucket and returns a Store on it.
@@ -140,7 +144,8 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, opts ...StoreOption)
 	if err != nil {
 		return nil, fmt.Errorf("open push store: bind stream %s: %w", bucketStream, err)
 	}
-	return &Store{kv: kv, stream: stream, opts: o}, nil
+	sc := stream.CachedInfo().Config
+	return &Store{kv: kv, stream: stream, opts: o, probe: sc.Replicas <= 1 && sc.AllowDirect}, nil
 }
 
 // Put stores cfg and returns it as stored: with a UUIDv7 ID when cfg.ID
@@ -352,9 +357,29 @@ func (s *Store) Expire(ctx context.Context, owner, taskID, id string, ttl time.D
 // ForTask returns every config of task taskID, of any owner, ordered by
 // owner token and ID: the delivery side's view, for enqueueing a task's
 // notifications.
+//
+// The edge asks it for every commit a client could see, and almost every
+// task has no config, so that answer must be cheap: on a single-replica
+// bucket one direct get of the first message under "<task>.>" (a few
+// hundred bytes each way, served by the stream's own subscription) says
+// "none" exactly, and only a task with a key pays for the listing (a
+// stream-info request with a subject filter) and the reads. An index kept
+// in memory from a watch of the bucket would cost no request, but could
+// not tell, without a request of its own, whether it had seen a config
+// stored just before the commit it is asked about: a notification would
+// be lost in that race. A replicated bucket skips the probe, since a
+// lagging follower may serve a direct get.
 func (s *Store) ForTask(ctx context.Context, taskID string) ([]Config, error) {
 	if taskID == "" || len(taskID) > MaxIDBytes {
 		return []Config{}, nil
+	}
+	if s.probe {
+		_, err := s.stream.GetMsg(ctx, 0, jetstream.WithGetMsgSubject(bucketSubjectPrefix+taskPrefix(taskID)+">"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return []Config{}, nil
+		}
+		// Found (a config, or the marker an expired one leaves) or not
+		// known: the listing decides.
 	}
 	all, err := s.scan(ctx, taskPrefix(taskID)+">")
 	if err != nil {

@@ -367,3 +367,49 @@ func TestStoreInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestForTaskProbe: on a single-replica bucket ForTask probes for the
+// task's keys first; the probe must answer "none" exactly, before any
+// config, after its owner deleted it and after DeleteTask, and must not
+// hide a config, whichever task's keys sort around it.
+func TestForTaskProbe(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	if !e.store.probe {
+		t.Fatal("a single-replica bucket does not probe")
+	}
+	task, before, after := newTaskID(), newTaskID(), newTaskID()
+	if all, err := e.store.ForTask(ctx, task); err != nil || len(all) != 0 {
+		t.Fatalf("ForTask before any config = %+v, %v", all, err)
+	}
+	for _, other := range []string{before, after} {
+		if _, err := e.store.Put(ctx, Config{TaskID: other, Owner: "alice", URL: "https://alice.example.com/"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if all, err := e.store.ForTask(ctx, task); err != nil || len(all) != 0 {
+		t.Fatalf("ForTask with only other tasks' configs = %+v, %v", all, err)
+	}
+	c, err := e.store.Put(ctx, Config{TaskID: task, Owner: "alice", URL: "https://alice.example.com/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all, err := e.store.ForTask(ctx, task); err != nil || len(all) != 1 || all[0].ID != c.ID {
+		t.Fatalf("ForTask with a config = %+v, %v", all, err)
+	}
+	if err := e.store.Delete(ctx, "alice", task, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if all, err := e.store.ForTask(ctx, task); err != nil || len(all) != 0 {
+		t.Fatalf("ForTask after Delete = %+v, %v", all, err)
+	}
+	if _, err := e.store.Put(ctx, Config{TaskID: task, Owner: "bob", URL: "https://bob.example.com/"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.DeleteTask(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if all, err := e.store.ForTask(ctx, task); err != nil || len(all) != 0 {
+		t.Fatalf("ForTask after DeleteTask = %+v, %v", all, err)
+	}
+}
