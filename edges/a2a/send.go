@@ -350,6 +350,12 @@ func directReply(t *taskstore.Task) *wire.Message {
 
 // encodeSendTask is a task as SendMessage answers it.
 func encodeSendTask(d wire.Dialect, t *taskstore.Task, historyLength *int) (any, *wire.Error) {
+	if raw, ok, err := encodeStored10(d, t, historyLength, true); ok || err != nil {
+		if err != nil {
+			return nil, wire.InternalError(err.Error())
+		}
+		return raw, nil
+	}
 	w, err := toWire(t, historyLength, true)
 	if err != nil {
 		return nil, wire.InternalError(err.Error())

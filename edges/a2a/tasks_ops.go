@@ -1,10 +1,12 @@
 package a2a
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
@@ -50,6 +52,12 @@ func (e *Edge) getTask(ctx context.Context, rc rpcCall, p *wire.GetTaskParams) (
 
 // encodeTask is a task as GetTask and CancelTask answer it.
 func encodeTask(d wire.Dialect, t *taskstore.Task, historyLength *int) (any, *wire.Error) {
+	if raw, ok, err := encodeStored10(d, t, historyLength, false); ok || err != nil {
+		if err != nil {
+			return nil, wire.InternalError(err.Error())
+		}
+		return raw, nil
+	}
 	w, err := toWire(t, historyLength, true)
 	if err != nil {
 		return nil, wire.InternalError(err.Error())
@@ -174,6 +182,70 @@ func toWire(t *taskstore.Task, historyLength *int, includeArtifacts bool) (*wire
 	}
 	w.Metadata = withGeneration(meta, t.Generation)
 	return w, nil
+}
+
+// encodeStored10 answers with t in 1.0 without the canonical model: the
+// task's messages and artifact are stored as 1.0 JSON already (see
+// storedDialect), so decoding them into wire types and encoding them back
+// only costs CPU and garbage on every answer (a send's answer among them).
+// ok is false when that does not apply: another dialect, or artifacts
+// that must be merged (chunks, a replacement), which toWire does. The
+// answer is the JSON value toWire's gives; only its spelling may differ
+// where the stored metadata spells a value otherwise than a re-encoding
+// would (a <, > or & escaped, a nested object's member order).
+func encodeStored10(d wire.Dialect, t *taskstore.Task, historyLength *int, asSendResult bool) (raw json.RawMessage, ok bool, err error) {
+	if d.Version() != wire.V10 || len(t.Artifacts) > 1 || (len(t.Artifacts) == 1 && t.Artifacts[0].Append) {
+		return nil, false, nil
+	}
+	state, known := wire.ParseTaskState(string(t.State))
+	if !known {
+		return nil, true, fmt.Errorf("task %s: unknown state %q", t.ID, t.State)
+	}
+	st := &wire.StoredTask{ID: t.ID, ContextID: t.ContextID, State: state, Timestamp: t.StatusTime,
+		StatusMessage: t.StatusMessage, History: t.History}
+	if historyLength != nil && *historyLength < len(st.History) {
+		st.History = st.History[len(st.History)-max(*historyLength, 0):]
+	}
+	if len(t.Artifacts) == 1 {
+		st.Artifacts = []json.RawMessage{t.Artifacts[0].Data}
+	}
+	if st.Metadata, err = servedMetadata(t.Metadata, t.ReceiptIDs, t.Generation); err != nil {
+		return nil, true, fmt.Errorf("task %s: metadata: %w", t.ID, err)
+	}
+	raw, err = wire.EncodeStoredTask10(st, asSendResult)
+	if err != nil {
+		return nil, true, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	return raw, true, nil
+}
+
+// servedMetadata is linkedMetadata with withGeneration as JSON, decoding
+// only the top level: nil when it is empty, as toWire omits it.
+func servedMetadata(raw json.RawMessage, receipts []string, g int64) (json.RawMessage, error) {
+	linked, err := schemas.LinkTaskReceipts(raw, receipts)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(linked, &m); err != nil {
+		return nil, err
+	}
+	if g > 0 {
+		if m == nil {
+			m = map[string]json.RawMessage{}
+		}
+		m[wire.GenerationKey] = strconv.AppendInt(nil, g, 10)
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // as the wire encoder: the stored bytes stay as they are
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // linkedMetadata is a task's metadata as served: as stored, with the

@@ -1,0 +1,149 @@
+package a2a
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/chio-ledger/chio/edges/a2a/taskstore"
+	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// answerTask is a task as a blocking send of hello_task leaves it, with
+// more of everything a message can carry.
+func answerTask(t testing.TB) *taskstore.Task {
+	t.Helper()
+	must := func(raw json.RawMessage, err error) json.RawMessage {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	task := &taskstore.Task{ID: "0190a0b0-0000-7000-8000-000000000001", TaskHead: schemas.TaskHead{
+		ContextID: "0190a0b0-0000-7000-8000-000000000002", State: taskstore.StateCompleted,
+		StatusTime: time.Date(2026, 11, 27, 7, 0, 0, 123456789, time.UTC), ReceiptIDs: []string{"0190a0b0-0000-7000-8000-000000000003"},
+		Generation: 3,
+	}}
+	data := json.RawMessage(`{"arguments":{"text":"world"},"message":"hello from a2a","n":1.5,"z":[1,2,{"b":null}]}`)
+	task.History = []json.RawMessage{
+		must(encodeStored(&wire.Message{MessageID: "m1", ContextID: task.ContextID, Role: wire.RoleUser, Parts: []wire.Part{wire.TextPart("world")}})),
+		must(encodeStored(&wire.Message{MessageID: "m2", ContextID: task.ContextID, TaskID: task.ID, Role: wire.RoleUser,
+			Parts:    []wire.Part{wire.URLPart("https://example.com/f", "text/plain", "f.txt"), wire.RawPart([]byte("raw"), "application/octet-stream", "")},
+			Metadata: map[string]any{"k": "v", "n": 2.0}, Extensions: []string{"https://example.com/ext"}, ReferenceTaskIDs: []string{"t0"}})),
+	}
+	task.StatusMessage = must(encodeStored(agentMessage(task, []wire.Part{wire.DataPart(data)})))
+	task.Artifacts = []taskstore.Artifact{{Data: must(storedDialect.EncodeArtifact(&wire.Artifact{ArtifactID: "a1", Name: "result", Parts: []wire.Part{wire.DataPart(data)}}))}}
+	task.Metadata = mustJSON(chioMeta(nil, modeBlocking, true, ""))
+	return task
+}
+
+// slowAnswer is the answer through the canonical model.
+func slowAnswer(t testing.TB, d wire.Dialect, task *taskstore.Task, hl *int, send bool) []byte {
+	t.Helper()
+	w, err := toWire(task, hl, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw json.RawMessage
+	if send {
+		raw, err = d.EncodeSendResult(w, nil)
+	} else {
+		raw, err = d.EncodeTask(w)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestStoredAnswerMatchesModel: the 1.0 answer spliced from the stored
+// JSON is byte for byte the one encoded through the canonical model, for
+// a send's result and a task, with and without history limits, metadata
+// and generation; where the stored metadata spells a value otherwise (an
+// escaped <), it is the same JSON value.
+func TestStoredAnswerMatchesModel(t *testing.T) {
+	d := wire.DialectOf(wire.V10)
+	zero, one := 0, 1
+	cases := map[string]func(*taskstore.Task){
+		"completed":     func(*taskstore.Task) {},
+		"no metadata":   func(t *taskstore.Task) { t.Metadata, t.ReceiptIDs, t.Generation = nil, nil, 0 },
+		"null metadata": func(t *taskstore.Task) { t.Metadata, t.Generation = json.RawMessage("null"), 0 },
+		"working":       func(t *taskstore.Task) { t.State, t.StatusMessage, t.Artifacts = taskstore.StateWorking, nil, nil },
+		"no history":    func(t *taskstore.Task) { t.History = nil },
+		"no time":       func(t *taskstore.Task) { t.StatusTime = time.Time{} },
+	}
+	for name, change := range cases {
+		for _, hl := range []*int{nil, &zero, &one} {
+			for _, send := range []bool{true, false} {
+				task := answerTask(t)
+				change(task)
+				raw, ok, err := encodeStored10(d, task, hl, send)
+				if err != nil || !ok {
+					t.Fatalf("%s: encodeStored10 = %v, %v", name, ok, err)
+				}
+				if want := slowAnswer(t, d, task, hl, send); string(raw) != string(want) {
+					t.Errorf("%s (history %v, send %v):\n got %s\nwant %s", name, hl, send, raw, want)
+				}
+			}
+		}
+	}
+
+	task := answerTask(t)
+	task.Metadata = json.RawMessage(`{"chio":{"denyReason":"a <b> & c"},"x":{"b":1,"a":2}}`)
+	raw, ok, err := encodeStored10(d, task, nil, true)
+	if err != nil || !ok {
+		t.Fatalf("encodeStored10 = %v, %v", ok, err)
+	}
+	var got, want any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(slowAnswer(t, d, task, nil, true), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("escaped metadata:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestStoredAnswerFallsBack: another dialect, chunks to merge and
+// metadata that is not an object take the canonical model's path (or
+// its error).
+func TestStoredAnswerFallsBack(t *testing.T) {
+	task := answerTask(t)
+	if _, ok, _ := encodeStored10(wire.DialectOf(wire.V03), task, nil, true); ok {
+		t.Error("0.3 took the 1.0 path")
+	}
+	chunked := answerTask(t)
+	chunked.Artifacts = append(chunked.Artifacts, taskstore.Artifact{Data: chunked.Artifacts[0].Data, Append: true})
+	if _, ok, _ := encodeStored10(wire.DialectOf(wire.V10), chunked, nil, true); ok {
+		t.Error("chunks were not merged")
+	}
+	bad := answerTask(t)
+	bad.Metadata = json.RawMessage(`[1]`)
+	if _, _, err := encodeStored10(wire.DialectOf(wire.V10), bad, nil, true); err == nil {
+		t.Error("metadata that is not an object was served")
+	}
+}
+
+func BenchmarkAnswerEncoding(b *testing.B) {
+	task := answerTask(b)
+	d := wire.DialectOf(wire.V10)
+	b.Run("model", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			slowAnswer(b, d, task, nil, true)
+		}
+	})
+	b.Run("stored", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := encodeStored10(d, task, nil, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
