@@ -50,6 +50,7 @@ type config struct {
 	// signedHere, set by WithTrustedLeaves, reports whether a ledger in
 	// this process signed the leaf of this RFC 6962 hash.
 	signedHere func(leafHash [32]byte) bool
+	mem        storeMemory // WithStoreMemory
 }
 
 // Option configures Open and Rebuild.
@@ -100,8 +101,17 @@ func WithTrustedLeaves(signedHere func(leafHash [32]byte) bool) Option {
 	return func(c *config) { c.signedHere = signedHere }
 }
 
+// WithStoreMemory sizes the store's Pebble block cache and memtables, in
+// bytes (defaults DefaultCacheSize and DefaultMemTableSize): the memory
+// the store holds once warm is about cache + 2×memTable, whatever the
+// store's size.
+func WithStoreMemory(cache, memTable int64) Option {
+	return func(c *config) { c.mem = storeMemory{cache: cache, memTable: memTable} }
+}
+
 func newConfig(opts []Option) (config, error) {
-	c := config{log: slog.Default(), name: DefaultName, replicas: 1, batch: DefaultBatch}
+	c := config{log: slog.Default(), name: DefaultName, replicas: 1, batch: DefaultBatch,
+		mem: storeMemory{cache: DefaultCacheSize, memTable: DefaultMemTableSize}}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -116,6 +126,8 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("projections: replicas %d not in 1..5", c.replicas)
 	case c.batch < 1 || c.batch > 100_000:
 		return c, fmt.Errorf("projections: batch %d not in 1..100000", c.batch)
+	case c.mem.cache < 0 || c.mem.memTable < 1<<20 || c.mem.memTable > 1<<30:
+		return c, fmt.Errorf("projections: store memory: cache %d must not be negative, memtable %d must be 1 MiB..1 GiB", c.mem.cache, c.mem.memTable)
 	}
 	c.log = c.log.With("component", "projections")
 	if c.auth == nil {
@@ -177,7 +189,7 @@ func Open(dir string, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(dir, schemas.EncodePublicKey(cfg.kernelKey), cfg.log)
+	st, err := openStore(dir, schemas.EncodePublicKey(cfg.kernelKey), cfg.mem, cfg.log)
 	if err != nil {
 		return nil, err
 	}

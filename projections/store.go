@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
 
 	"github.com/chio-ledger/chio/internal/pebblelog"
 )
@@ -54,6 +55,20 @@ const metaKernelKey = "kernel_key"
 // errNotFound is returned by reads of keys that do not exist.
 var errNotFound = errors.New("not found")
 
+// Memory of the store's Pebble database by default. The fold's reads are
+// mostly of keys that do not exist (bloom filters answer them) and of
+// tasks touched moments ago (still in the memtable), so the block cache
+// serves the HTTP reads; 32 MiB holds their recent pages. RSS holds the
+// cache once full and up to two memtables (the one filling, the one being
+// flushed), so together about DefaultCacheSize + 2×DefaultMemTableSize.
+const (
+	DefaultCacheSize    = 32 << 20
+	DefaultMemTableSize = 16 << 20
+)
+
+// storeMemory sizes the store's Pebble block cache and memtables (bytes).
+type storeMemory struct{ cache, memTable int64 }
+
 // store is the projections' Pebble database.
 type store struct {
 	db *pebble.DB
@@ -62,13 +77,17 @@ type store struct {
 // openStore opens (or creates) the store in dir. kernelKey is the trusted
 // kernel key in wire form; a store that was folded trusting another key is
 // refused, because its verified flags would be wrong.
-func openStore(dir string, kernelKey string, log *slog.Logger) (*store, error) {
-	opts := &pebble.Options{Logger: pebblelog.Logger{L: log}, CacheSize: 128 << 20, MemTableSize: 32 << 20}
+func openStore(dir string, kernelKey string, mem storeMemory, log *slog.Logger) (*store, error) {
+	opts := &pebble.Options{Logger: pebblelog.Logger{L: log}, CacheSize: mem.cache, MemTableSize: uint64(mem.memTable)}
 	for i := range opts.Levels {
 		// Most point reads during a fold are for keys that do not exist yet
 		// (a new receipt id, a new capability id).
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		opts.Levels[i].FilterType = pebble.TableFilter
+		// The values are JSON (receipts, task heads, history, lineage):
+		// zstd stores them in well under half of Snappy's bytes, for CPU
+		// spent in flushes and compactions, off the fold's path.
+		opts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.ZstdCompression }
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // Section 9: capacity. One `chio up` takes a fixed closed-loop A2A load
@@ -51,9 +53,12 @@ func storeOf(rel string) string {
 }
 
 // diskUsage is the bytes of a data directory's files per store: apparent
-// (the files' sizes) and allocated (blocks on disk).
-func diskUsage(dir string) (apparent, allocated map[string]int64, err error) {
-	apparent, allocated = map[string]int64{}, map[string]int64{}
+// (the files' sizes) and allocated (blocks on disk). s2 is, for the
+// streams' message blocks, their size S2-compressed block by block, as a
+// stream with compression s2 stores a block once it is full: an estimate
+// of what stream compression would save.
+func diskUsage(dir string) (apparent, allocated, s2est map[string]int64, err error) {
+	apparent, allocated, s2est = map[string]int64{}, map[string]int64{}, map[string]int64{}
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -66,9 +71,18 @@ func diskUsage(dir string) (apparent, allocated map[string]int64, err error) {
 		s := storeOf(rel)
 		apparent[s] += fi.Size()
 		allocated[s] += allocatedBytes(fi)
+		if strings.HasSuffix(path, ".blk") && strings.Contains(filepath.ToSlash(rel), "/msgs/") {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			s2est[s] += int64(len(s2.Encode(nil, b)))
+		} else {
+			s2est[s] += fi.Size()
+		}
 		return nil
 	})
-	return apparent, allocated, err
+	return apparent, allocated, s2est, err
 }
 
 // allocatedBytes is the disk space a file's blocks take (Linux).
@@ -296,12 +310,12 @@ func runCapacity(ctx context.Context, env *Env) (*Section, error) {
 	stopSampling()
 	<-sampled
 	idleRSS, peakRSS := procStatusKB(pid, "VmRSS"), procStatusKB(pid, "VmHWM")
-	runningApp, _, err := diskUsage(data)
+	runningApp, _, _, err := diskUsage(data)
 	if err != nil {
 		return nil, err
 	}
 	up.stop()
-	app, alloc, err := diskUsage(data)
+	app, alloc, s2est, err := diskUsage(data)
 	if err != nil {
 		return nil, err
 	}
@@ -318,21 +332,22 @@ func runCapacity(ctx context.Context, env *Env) (*Section, error) {
 	perReceipt := func(b int64) string { return fmt.Sprintf("%.0f", float64(b)/float64(max(receipts, 1))) }
 	t := Table{
 		Caption: fmt.Sprintf("Bytes on disk per receipt after %d calls (%d receipts in the log, mean receipt %.0f bytes)", done, receipts, receiptBytes),
-		Header:  []string{"store", "bytes per receipt", "× receipt", "total (allocated)"},
+		Header:  []string{"store", "bytes per receipt", "× receipt", "total (allocated)", "bytes per receipt, message blocks S2-compressed"},
 	}
-	var total, totalAlloc int64
+	var total, totalAlloc, totalS2 int64
 	for _, s := range capacityStores {
 		total += app[s]
 		totalAlloc += alloc[s]
+		totalS2 += s2est[s]
 		t.Rows = append(t.Rows, []string{s, perReceipt(app[s]), fmt.Sprintf("%.2f×", float64(app[s])/float64(max(receipts, 1))/receiptBytes),
-			fmtMiB(app[s]) + " (" + fmtMiB(alloc[s]) + ")"})
+			fmtMiB(app[s]) + " (" + fmtMiB(alloc[s]) + ")", perReceipt(s2est[s])})
 	}
 	var runningTotal int64
 	for _, v := range runningApp {
 		runningTotal += v
 	}
 	t.Rows = append(t.Rows, []string{"all", perReceipt(total), fmt.Sprintf("%.2f×", float64(total)/float64(max(receipts, 1))/receiptBytes),
-		fmtMiB(total) + " (" + fmtMiB(totalAlloc) + ")"})
+		fmtMiB(total) + " (" + fmtMiB(totalAlloc) + ")", perReceipt(totalS2)})
 	m := Table{
 		Caption: "RSS of chio up over the run",
 		Header:  []string{"time", "calls answered", "RSS"},
