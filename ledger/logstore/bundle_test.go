@@ -3,12 +3,15 @@ package logstore
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/chio-ledger/chio/internal/pebblelog"
 )
@@ -24,9 +27,9 @@ func wantBundle(all [][]byte, from, to int) []byte {
 }
 
 // Entry bundles, whole or partial, read the same whether the right edge
-// was built in one batch or leaf by leaf, before and after a reopen; the
-// right edge's leaves are stored once each, never as a growing record,
-// and go when their bundle completes.
+// was built in one batch or leaf by leaf, before and after a reopen; every
+// leaf is stored once, in the segment of the batch that appended it, never
+// again when its bundle completes.
 func TestRightEdgeBundle(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -83,18 +86,22 @@ func TestRightEdgeBundle(t *testing.T) {
 						t.Fatalf("size %d: entry %d differs", size, i)
 					}
 				}
-				// Leaves kept one by one: exactly those of the right edge.
-				n := 0
-				it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEdgeLeaf}, UpperBound: []byte{prefixEdgeLeaf + 1}})
+				// Every leaf is stored once: the bundle records hold
+				// exactly the leaves, and no leaf has a key of its own.
+				stored := 0
+				it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixBundle}, UpperBound: []byte{prefixBundle + 1}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				for it.First(); it.Valid(); it.Next() {
-					n++
+					stored += len(it.Value())
 				}
 				_ = it.Close()
-				if n != size%TileWidth {
-					t.Fatalf("size %d: %d right-edge leaves stored, want %d", size, n, size%TileWidth)
+				if want := len(wantBundle(all, 0, size)); stored != want {
+					t.Fatalf("size %d: bundle records hold %d bytes, the leaves encode to %d", size, stored, want)
+				}
+				if n := countKeys(t, s, prefixEdgeLeaf); n != 0 {
+					t.Fatalf("size %d: %d leaves stored under their own keys", size, n)
 				}
 			}
 			for k, n := range tc.sizes {
@@ -104,7 +111,7 @@ func TestRightEdgeBundle(t *testing.T) {
 					all = append(all, leaf(i))
 				}
 				check(s)
-				if k%3 == 2 { // reopen now and then: the edge is rebuilt from its leaves
+				if k%3 == 2 { // reopen now and then: the edge is rebuilt from its segments
 					if err := s.Close(); err != nil {
 						t.Fatal(err)
 					}
@@ -119,59 +126,185 @@ func TestRightEdgeBundle(t *testing.T) {
 	}
 }
 
-// A store whose incomplete bundle was written as one record (the layout
-// before leaves were kept one by one) opens, serves it, and grows on.
-func TestOldPartialBundleRecordOpens(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, WithCheckpointVerifier(testVerify), WithLogger(slog.New(slog.DiscardHandler)))
+func countKeys(t *testing.T, s *Store, prefix byte) int {
+	t.Helper()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, s, 0, 10)
-	var all [][]byte
-	for i := range 10 {
-		all = append(all, leaf(i))
+	defer it.Close()
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		n++
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// Rewrite the edge as the old layout had it.
+	return n
+}
+
+// toLayout2 rewrites a closed store of size leaves as layout 2 wrote it:
+// each complete bundle one record (e | u64 index), the right edge's leaves
+// under their own keys, the first record of them (if record > 0) as a
+// partial bundle record as stores older still had it, and layout 2 in the
+// state record.
+func toLayout2(t *testing.T, dir string, all [][]byte, record int) {
+	t.Helper()
 	db, err := pebble.Open(dir, &pebble.Options{Logger: pebblelog.Logger{L: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer db.Close()
 	b := db.NewBatch()
-	_ = b.Set(bundleKey(0), wantBundle(all, 0, 10), nil)
-	_ = b.DeleteRange(edgeLeafKey(0), edgeLeafKey(10), nil)
+	size := len(all)
+	_ = b.DeleteRange([]byte{prefixBundle}, []byte{prefixBundle + 1}, nil)
+	for i := 0; i+TileWidth <= size; i += TileWidth {
+		_ = b.Set(bundleKey(uint64(i/TileWidth)), wantBundle(all, i, i+TileWidth), nil)
+	}
+	if edge := size - size%TileWidth; edge < size {
+		if record > 0 {
+			_ = b.Set(bundleKey(uint64(edge/TileWidth)), wantBundle(all, edge, edge+record), nil)
+		}
+		for i := edge + record; i < size; i++ {
+			_ = b.Set(edgeLeafKey(uint64(i)), all[i], nil)
+		}
+	}
+	raw, closer, err := db.Get([]byte{prefixState})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st State
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	_ = closer.Close()
+	st.Layout = 2
+	raw, _ = json.Marshal(st)
+	_ = b.Set([]byte{prefixState}, raw, nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	_ = db.Close()
+}
 
-	if s, err = Open(dir, WithCheckpointVerifier(testVerify), WithLogger(slog.New(slog.DiscardHandler))); err != nil {
-		t.Fatal(err)
+// checkReads checks every read path over the leaves in all: entries one by
+// one and in ranges, entry bundles full and partial, stored leaf hashes and
+// inclusion proofs against the recomputed root, the receipt index and the
+// query summaries.
+func checkReads(t *testing.T, s *Store, all [][]byte) {
+	t.Helper()
+	size := uint64(len(all))
+	if st := s.State(); st.Size != size || !bytes.Equal(st.Root, mth(all)) {
+		t.Fatalf("state size %d root %x, want %d %x", st.Size, st.Root, size, mth(all))
 	}
-	appendN(t, s, 10, 5)
-	for i := 10; i < 15; i++ {
-		all = append(all, leaf(i))
+	i := uint64(0)
+	if err := s.Entries(0, size, func(idx uint64, l []byte) error {
+		if idx != i || !bytes.Equal(l, all[idx]) {
+			return fmt.Errorf("entries: entry %d (want %d) differs", idx, i)
+		}
+		i++
+		return nil
+	}); err != nil || i != size {
+		t.Fatalf("entries: %v after %d of %d", err, i, size)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
+	for b := uint64(0); b*TileWidth < size; b++ {
+		first := int(b * TileWidth)
+		w := min(TileWidth, int(size)-first)
+		width := w
+		if w == TileWidth {
+			width = 0
+		}
+		got, err := s.EntryBundle(b, width)
+		if err != nil || !bytes.Equal(got, wantBundle(all, first, first+w)) {
+			t.Fatalf("bundle %d width %d: %v", b, width, err)
+		}
 	}
-	if s, err = Open(dir, WithCheckpointVerifier(testVerify), WithLogger(slog.New(slog.DiscardHandler))); err != nil {
-		t.Fatal(err)
+	for _, idx := range []uint64{0, size / 2, size - 1, size - size%TileWidth} {
+		if idx >= size {
+			continue
+		}
+		e, err := s.Entry(idx)
+		if err != nil || !bytes.Equal(e, all[idx]) {
+			t.Fatalf("entry %d: %v", idx, err)
+		}
+		lh, path, err := s.InclusionProof(idx, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(lh, rfc6962.DefaultHasher.HashLeaf(all[idx])) {
+			t.Fatalf("leaf %d: stored hash differs", idx)
+		}
+		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, idx, size, lh, path, mth(all)); err != nil {
+			t.Fatalf("inclusion of %d: %v", idx, err)
+		}
+		if got, err := s.LeafIndex(fmt.Sprintf("r%d", idx)); err != nil || got != idx {
+			t.Fatalf("leaf index of r%d: %d, %v", idx, got, err)
+		}
+		if sum, err := s.Summary(idx); err != nil || sum.ReceiptID != fmt.Sprintf("r%d", idx) {
+			t.Fatalf("summary %d: %+v, %v", idx, sum, err)
+		}
 	}
-	defer s.Close()
-	got, err := s.EntryBundle(0, 15)
-	if err != nil || !bytes.Equal(got, wantBundle(all, 0, 15)) {
-		t.Fatalf("partial bundle after the old record and five leaves: %v", err)
-	}
-	appendN(t, s, 15, TileWidth-15)
-	for i := 15; i < TileWidth; i++ {
-		all = append(all, leaf(i))
-	}
-	if got, err = s.EntryBundle(0, 0); err != nil || !bytes.Equal(got, wantBundle(all, 0, TileWidth)) {
-		t.Fatalf("completed bundle: %v", err)
+}
+
+// A store written by layout 2 (complete bundles as one record, the right
+// edge as leaves under their own keys, in older stores a partial record
+// first) opens: Open migrates its right edge to a layout-3 segment in one
+// synced batch, every read path serves the same bytes, the log grows on
+// (completing the migrated bundle) and reopens.
+func TestLayout2StoreOpensAndMigrates(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		size, record int // leaves; of the right edge's, how many in an old partial record
+		grow         []int
+	}{
+		{"empty", 0, 0, []int{3}},
+		{"within the first bundle", 10, 0, []int{5, TileWidth}},
+		{"partial record then leaves", 10, 4, []int{TileWidth - 10, 1}},
+		{"partial record only", 10, 10, []int{300}},
+		{"complete bundles and an edge", 2*TileWidth + 37, 0, []int{1, TileWidth}},
+		{"complete bundles only", 2 * TileWidth, 0, []int{TileWidth + 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := Open(dir, WithCheckpointVerifier(testVerify), WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var all [][]byte
+			for i := range tc.size {
+				all = append(all, leaf(i))
+			}
+			appendN(t, s, 0, tc.size)
+			_ = s.Close()
+			toLayout2(t, dir, all, tc.record)
+
+			open := func() *Store {
+				t.Helper()
+				s, err := Open(dir, WithCheckpointVerifier(testVerify), WithLogger(slog.New(slog.DiscardHandler)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			s = open()
+			if st := s.State(); st.Layout != Layout {
+				t.Fatalf("after Open the state says layout %d, want %d", st.Layout, Layout)
+			}
+			if n := countKeys(t, s, prefixEdgeLeaf); n != 0 {
+				t.Fatalf("%d layout-2 leaf keys left after the migration", n)
+			}
+			if tc.size > 0 {
+				checkReads(t, s, all)
+			}
+			for _, n := range tc.grow {
+				from := len(all)
+				appendN(t, s, from, n)
+				for i := from; i < from+n; i++ {
+					all = append(all, leaf(i))
+				}
+				checkReads(t, s, all)
+			}
+			_ = s.Close()
+			s = open()
+			defer s.Close()
+			checkReads(t, s, all)
+		})
 	}
 }
 
@@ -249,4 +382,48 @@ func BenchmarkAppendOneLeafPerCommit(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(s.db.Metrics().WAL.BytesIn-before)/float64(b.N), "WAL-bytes/leaf")
+}
+
+// Each leaf crosses Pebble's WAL once: batches of several sizes, some
+// completing bundles part-way, write about one leaf's bytes per leaf (plus
+// its index entries and summary), where layout 2 wrote each twice (its own
+// key, then its completed bundle).
+func TestLeavesAreWrittenOnce(t *testing.T) {
+	const leafSize = 1200
+	for _, per := range []int{1, 100, TileWidth, 1000} {
+		t.Run(fmt.Sprint(per), func(t *testing.T) {
+			s, err := Open(t.TempDir(), WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			appendN(t, s, 0, 0) // the size-0 checkpoint, outside the measure
+			l := bytes.Repeat([]byte("x"), leafSize)
+			const total = 3*TileWidth + 17
+			before := s.db.Metrics().WAL.BytesIn
+			commits := 0
+			for done := 0; done < total; commits++ {
+				tx := s.Begin()
+				for i := done; i < min(done+per, total); i++ {
+					if _, err := tx.Append(l, Summary{ReceiptID: fmt.Sprint(i), CapabilityID: "c", ToolServer: "s", ToolName: "t"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := tx.Commit(testSign); err != nil {
+					t.Fatal(err)
+				}
+				done = min(done+per, total)
+			}
+			// Per commit: the state record, checkpoint, statement and the
+			// right-edge tile (up to 8 KiB) are rewritten; per leaf,
+			// everything but the leaf is under 200 bytes.
+			wal := s.db.Metrics().WAL.BytesIn - before
+			budget := uint64(total*(leafSize+2+200) + commits*(TileWidth*HashSize+1024))
+			if wal > budget {
+				t.Fatalf("%d leaves of %d bytes in %d commits wrote %d WAL bytes (%.0f per leaf), over the write-once budget %d",
+					total, leafSize, commits, wal, float64(wal)/total, budget)
+			}
+			t.Logf("%.0f WAL bytes per %d-byte leaf", float64(wal)/total, leafSize)
+		})
+	}
 }

@@ -34,8 +34,8 @@ import (
 const (
 	prefixState      = 's' // single state record
 	prefixTile       = 't' // t | u8 level | u64 index → tile hashes (partial tiles grow in place)
-	prefixBundle     = 'e' // e | u64 index → complete entry bundle (uint16-length-prefixed leaves)
-	prefixEdgeLeaf   = 'l' // l | u64 leaf index → a leaf of the incomplete right-edge bundle
+	prefixBundle     = 'e' // e | u64 index | u8 first → entries first.. of a bundle, as one batch appended them (uint16-length-prefixed leaves)
+	prefixEdgeLeaf   = 'l' // layout 2 only: l | u64 leaf index → a leaf of the incomplete right-edge bundle
 	prefixCheckpoint = 'c' // c | u64 size → signed checkpoint note
 	prefixStatement  = 'k' // k | u64 checkpoint_seq → chio.checkpoint_statement.v1 JSON
 	prefixDedup      = 'd' // d | event id → u64 leaf index of its receipt; empty while the call has none
@@ -53,7 +53,23 @@ const (
 // (prefixByOwner) that scopes reads to tenants; a store of an older layout
 // is refused on Open, since that index cannot be derived from the leaves
 // (a receipt does not carry its delegation chain).
-const Layout = 2
+//
+// Layout 3 writes every leaf once. Layout 2 kept the right edge's leaves
+// under their own keys (prefixEdgeLeaf) and wrote them all again as one
+// record (e | u64 index) when their bundle completed, so each leaf crossed
+// Pebble's WAL, memtable and compactions twice. Layout 3 stores a bundle as
+// segments, e | u64 index | u8 first, each holding the leaves one batch
+// appended to it, in that batch; a complete bundle is its segments in key
+// order (one when a batch covered it whole, as under load). Readers take
+// either form: a 9-byte key is a layout-2 complete bundle, which stays as
+// it is. Open migrates a layout-2 store's right edge (its prefixEdgeLeaf
+// leaves and any older partial record) into one segment, in one synced
+// batch that also records layout 3, so only complete bundles keep the old
+// form and nothing else reads prefixEdgeLeaf.
+const Layout = 3
+
+// oldestLayout is the oldest layout Open accepts (migrating it).
+const oldestLayout = 2
 
 // ErrOldLayout is returned by Open for a store written by an older layout.
 var ErrOldLayout = errors.New("store layout is older than this release")
@@ -181,11 +197,11 @@ func (s *Store) load(verify CheckpointVerifier) error {
 	if err := json.Unmarshal(raw, &s.state); err != nil {
 		return fmt.Errorf("decode state record: %w", err)
 	}
-	if s.state.Layout < Layout {
-		return fmt.Errorf("%w: it has layout %d (size %d), this release reads and writes layout %d, which indexes receipts by "+
+	if s.state.Layout < oldestLayout {
+		return fmt.Errorf("%w: it has layout %d (size %d), this release reads layouts %d and up, which index receipts by "+
 			"authority path so that reads are scoped to tenants; rebuild it from the event stream into a new directory "+
 			"(chio ledger rebuild --data-dir NEW: the same leaves, root and checkpoints' roots) and start the ledger on that directory",
-			ErrOldLayout, s.state.Layout, s.state.Size, Layout)
+			ErrOldLayout, s.state.Layout, s.state.Size, oldestLayout)
 	}
 	if s.state.Layout > Layout {
 		return fmt.Errorf("store has layout %d, newer than this release's %d: run a newer release", s.state.Layout, Layout)
@@ -225,9 +241,18 @@ func (s *Store) load(verify CheckpointVerifier) error {
 		}
 		s.edge[level] = t
 	}
+	if s.state.Layout < Layout {
+		if err := s.migrateEdge(); err != nil {
+			return fmt.Errorf("migrate layout %d to %d: %w", s.state.Layout, Layout, err)
+		}
+	}
 	if s.state.Size%TileWidth != 0 {
-		if s.bundle, err = s.loadEdgeBundle(); err != nil {
+		if s.bundle, err = s.readBundle(s.state.Size / TileWidth); err != nil {
 			return fmt.Errorf("load right-edge bundle: %w", err)
+		}
+		if n, err := bundleLen(s.bundle); err != nil || n != int(s.state.Size%TileWidth) {
+			return fmt.Errorf("integrity: right-edge bundle %d holds %d entries (%v), the tree size %d implies %d",
+				s.state.Size/TileWidth, n, err, s.state.Size, s.state.Size%TileWidth)
 		}
 	}
 	if s.latest, err = s.latestCheckpoint(); err != nil {
@@ -436,7 +461,10 @@ func tileKey(level uint, index uint64) []byte {
 	return k
 }
 
-func bundleKey(index uint64) []byte       { return u64Key(prefixBundle, index) }
+func bundleKey(index uint64) []byte { return u64Key(prefixBundle, index) }
+func segmentKey(index uint64, first int) []byte {
+	return append(u64Key(prefixBundle, index), byte(first))
+}
 func edgeLeafKey(index uint64) []byte     { return u64Key(prefixEdgeLeaf, index) }
 func checkpointKey(size uint64) []byte    { return u64Key(prefixCheckpoint, size) }
 func strKey(prefix byte, s string) []byte { return append([]byte{prefix}, s...) }
@@ -457,31 +485,112 @@ func decodeU64(v []byte) (uint64, error) {
 	return binary.BigEndian.Uint64(v), nil
 }
 
-// loadEdgeBundle assembles the incomplete right-edge bundle from its
-// leaves. A store written before leaves were kept one by one holds the
-// first part of it as a partial bundle record; leaves past that follow.
-func (s *Store) loadEdgeBundle() ([]byte, error) {
+// migrateEdge turns a layout-2 store into layout 3: its incomplete
+// right-edge bundle, kept as leaves one by one (after, in stores older
+// still, a partial record of its first part), becomes one segment, and the
+// state record says layout 3, all in one synced batch. A crash before it
+// commits leaves the layout-2 store as it was, to be migrated next time.
+// Complete layout-2 bundles are read as they are.
+func (s *Store) migrateEdge() error {
 	index := s.state.Size / TileWidth
-	b, err := s.get(bundleKey(index))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, err
-	}
-	have := 0
-	for off := 0; off < len(b); have++ {
-		if off+2 > len(b) {
-			return nil, fmt.Errorf("partial bundle %d is truncated", index)
+	b := s.db.NewBatch()
+	defer b.Close()
+	if s.state.Size%TileWidth != 0 {
+		bundle, err := s.get(bundleKey(index)) // a partial record of its first leaves, in older stores
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
 		}
-		off += 2 + int(binary.BigEndian.Uint16(b[off:]))
-	}
-	for i := index*TileWidth + uint64(have); i < s.state.Size; i++ {
-		leaf, err := s.get(edgeLeafKey(i))
+		have, err := bundleLen(bundle)
 		if err != nil {
-			return nil, fmt.Errorf("leaf %d of the right-edge bundle: %w", i, err)
+			return fmt.Errorf("partial bundle %d: %w", index, err)
 		}
-		b = binary.BigEndian.AppendUint16(b, uint16(len(leaf)))
-		b = append(b, leaf...)
+		for i := index*TileWidth + uint64(have); i < s.state.Size; i++ {
+			leaf, err := s.get(edgeLeafKey(i))
+			if err != nil {
+				return fmt.Errorf("leaf %d of the right-edge bundle: %w", i, err)
+			}
+			bundle = binary.BigEndian.AppendUint16(bundle, uint16(len(leaf)))
+			bundle = append(bundle, leaf...)
+		}
+		if err := b.Delete(bundleKey(index), nil); err != nil {
+			return err
+		}
+		if err := b.Set(segmentKey(index, 0), bundle, nil); err != nil {
+			return err
+		}
+	}
+	// Every leaf key goes, including any a crash left behind a completed
+	// bundle.
+	if err := b.DeleteRange([]byte{prefixEdgeLeaf}, []byte{prefixEdgeLeaf + 1}, nil); err != nil {
+		return err
+	}
+	st := s.state
+	st.Layout = Layout
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := b.Set([]byte{prefixState}, raw, nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	s.log.Info("log store migrated", "from_layout", s.state.Layout, "to_layout", Layout, "size", s.state.Size)
+	s.state.Layout = Layout
+	return nil
+}
+
+// readBundle reads entry bundle index from Pebble: a layout-2 record
+// (e | u64 index) as it is, or the concatenation of its segments, each of
+// which must start where the previous one ended. A bundle with nothing
+// stored is ErrNotFound.
+func (s *Store) readBundle(index uint64) ([]byte, error) {
+	lo := bundleKey(index)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: bundleKey(index + 1)})
+	if err != nil {
+		return nil, fmt.Errorf("read bundle %d: %w", index, err)
+	}
+	defer it.Close()
+	var b []byte
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		k, v := it.Key(), it.Value()
+		if len(k) == len(lo) { // layout 2: the whole bundle
+			return bytes.Clone(v), nil
+		}
+		if len(k) != len(lo)+1 || int(k[len(lo)]) != n {
+			return nil, fmt.Errorf("bundle %d: segment at entry %d follows %d entries", index, k[len(k)-1], n)
+		}
+		m, err := bundleLen(v)
+		if err != nil {
+			return nil, fmt.Errorf("bundle %d: segment at entry %d: %w", index, n, err)
+		}
+		b = append(b, v...) // one segment, the usual case: one copy, as a Get would make
+		n += m
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("read bundle %d: %w", index, err)
+	}
+	if n == 0 {
+		return nil, ErrNotFound
 	}
 	return b, nil
+}
+
+// bundleLen counts the entries of an encoded bundle or segment.
+func bundleLen(b []byte) (int, error) {
+	n := 0
+	for off := 0; off < len(b); n++ {
+		if off+2 > len(b) {
+			return 0, errors.New("truncated entry length")
+		}
+		off += 2 + int(binary.BigEndian.Uint16(b[off:]))
+		if off > len(b) {
+			return 0, errors.New("entry overruns the bundle")
+		}
+	}
+	return n, nil
 }
 
 // bundleAt returns the bytes of entry bundle index: the stored record of
@@ -496,5 +605,5 @@ func (s *Store) bundleAt(index uint64) ([]byte, error) {
 		return b, nil
 	}
 	s.mu.RUnlock()
-	return s.get(bundleKey(index))
+	return s.readBundle(index)
 }

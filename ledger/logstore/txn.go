@@ -24,10 +24,14 @@ type Txn struct {
 	edge   map[uint][]byte
 	dirty  map[uint]bool
 	bundle []byte
-	state  State
-	start  uint64
-	err    error
-	done   bool
+	// segFirst is the bundle slot of this batch's first leaf in the current
+	// bundle and segOff its byte offset in bundle: bundle[segOff:] is the
+	// segment this batch writes (layout 3, every leaf written once).
+	segFirst, segOff int
+	state            State
+	start            uint64
+	err              error
+	done             bool
 }
 
 // Begin starts a batch. The caller must Commit or Discard it.
@@ -40,7 +44,8 @@ func (s *Store) Begin() *Txn {
 		edge: make(map[uint][]byte, len(s.edge)), dirty: map[uint]bool{},
 		// Shared, not copied: the batch only appends past what readers
 		// see (len(s.bundle)), and starts a new array for a new bundle.
-		bundle: s.bundle[:len(s.bundle):cap(s.bundle)],
+		bundle:   s.bundle[:len(s.bundle):cap(s.bundle)],
+		segFirst: int(s.state.Size % TileWidth), segOff: len(s.bundle),
 	}
 	for l, e := range s.edge {
 		t.edge[l] = bytes.Clone(e)
@@ -147,16 +152,9 @@ func (t *Txn) AppendLeaf(p *Leaf) (uint64, error) {
 	t.bundle = binary.BigEndian.AppendUint16(t.bundle, uint16(len(leaf)))
 	t.bundle = append(t.bundle, leaf...)
 	if idx%TileWidth == TileWidth-1 {
-		// Complete: one record, and its leaves kept one by one go.
-		first := idx - (TileWidth - 1)
-		t.setErr(t.b.Set(bundleKey(idx/TileWidth), t.bundle, nil))
-		t.setErr(t.b.DeleteRange(edgeLeafKey(first), edgeLeafKey(idx+1), nil))
-		t.bundle = nil
-	} else {
-		// Incomplete: each leaf once under its own key, rather than the
-		// whole partial bundle again in every batch (up to 255 leaves,
-		// some 200 KB, per synced commit at low load).
-		t.setErr(t.b.Set(edgeLeafKey(idx), leaf, nil))
+		// Complete: this batch's part of it is its last segment.
+		t.setErr(t.b.Set(segmentKey(idx/TileWidth, t.segFirst), t.bundle[t.segOff:], nil))
+		t.bundle, t.segFirst, t.segOff = nil, 0, 0
 	}
 	t.setErr(t.b.Set(strKey(prefixReceipt, sum.ReceiptID), encodeU64(idx), nil))
 	t.setErr(t.b.Set(u64Key(prefixSummary, idx), p.summaryJSON, nil))
@@ -227,6 +225,11 @@ func (t *Txn) Commit(sign CheckpointFunc) error {
 			t.state.CheckpointSeq = seq
 			t.setErr(t.b.Set(u64Key(prefixStatement, seq), stmt, nil))
 		}
+	}
+	if len(t.bundle) > t.segOff {
+		// The incomplete right edge's new leaves: one segment, never
+		// rewritten; the next batch's leaves go in a segment of their own.
+		t.setErr(t.b.Set(segmentKey(size/TileWidth, t.segFirst), t.bundle[t.segOff:], nil))
 	}
 	for tl := range t.dirty {
 		idx := (size >> (TileHeight * tl)) / TileWidth
