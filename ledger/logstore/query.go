@@ -64,12 +64,14 @@ func (s *Store) Query(f Filter, from uint64, limit int) (Page, error) {
 	case f.CapabilityID != "":
 		prefix = append(append([]byte{prefixByCap}, f.CapabilityID...), 0)
 		rest.CapabilityID = ""
+	case len(f.Principals) == 1:
+		// A scoped reader's own index first: a principal= it names cannot
+		// make its query walk more than its own receipts.
+		prefix = append(append([]byte{prefixByOwner}, f.Principals[0]...), 0)
+		rest.Principals = nil
 	case f.Principal != "":
 		prefix = append(append([]byte{prefixByOwner}, f.Principal...), 0)
 		rest.Principal = ""
-	case len(f.Principals) == 1:
-		prefix = append(append([]byte{prefixByOwner}, f.Principals[0]...), 0)
-		rest.Principals = nil
 	case f.ToolServer != "" && f.ToolName != "":
 		prefix = append(append(append(append([]byte{prefixByTool}, f.ToolServer...), 0), f.ToolName...), 0)
 		rest.ToolServer, rest.ToolName = "", ""
