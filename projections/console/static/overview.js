@@ -54,7 +54,10 @@ async function lagStatus(sec) {
   try {
     const st = await getJSON('/v1/status');
     const l = st.ledger ?? {};
-    sec.append(kv([['Ledger behind', String(l.behind ?? '?')], ['Ledger integrated seq', String(l.integrated_seq ?? '?')]]),
+    // Readers of less than every receipt get no stream positions.
+    const rows = [['Ledger behind', String(l.behind ?? '?')]];
+    if (l.integrated_seq !== undefined) rows.push(['Ledger integrated seq', String(l.integrated_seq)]);
+    sec.append(kv(rows),
       table(['Stream', 'Consumer', 'Behind'], (st.projections ?? []).map((p) => [p.stream, p.consumer, String(p.behind)]), { id: 'lag-table' }));
   } catch (e) {
     sec.append(e instanceof APIError && e.status === 404 ? note('This server does not report lag (/v1/status).') : errorBox(e));
