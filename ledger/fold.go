@@ -59,9 +59,13 @@ type decoded struct {
 	parent *pending
 
 	// openRecord is the pending record an allow decision leaves while its
-	// call is open, encoded here so the sequential fold need not.
-	openRecord     *pending
-	openRecordJSON []byte
+	// call is open; it is stored as {"decision": raw}, raw being the
+	// event's own bytes (valid JSON of the same event, just decoded), so
+	// the sequential fold encodes nothing. raw is a sub-slice of the
+	// stream message: the batch copies it once when the record is put, and
+	// nothing holds it after the batch.
+	openRecord *pending
+	raw        []byte
 }
 
 // lookup fills in the committed state of the event's ids. The Txn is open,
@@ -156,9 +160,7 @@ func decode(log *slog.Logger, e *event) decoded {
 			// The record is {"decision": <the event as it came>}: the
 			// bytes decoded just now are valid JSON of the same event, so
 			// nothing is encoded again.
-			d.openRecord = &pending{Decision: d.decision}
-			d.openRecordJSON = make([]byte, 0, len(e.data)+14)
-			d.openRecordJSON = append(append(append(d.openRecordJSON, `{"decision":`...), e.data...), '}')
+			d.openRecord, d.raw = &pending{Decision: d.decision}, e.data
 		}
 	case d.outcome != nil:
 		d.eventID, d.receiptID = d.outcome.EventID, d.outcome.ReceiptID
@@ -203,14 +205,17 @@ func (f *folder) pendingOf(d *decoded) *pending {
 	return d.pending
 }
 
-// putPending stores p; raw is its encoding when the parallel phase already
-// made it (an allow decision's record), nil otherwise.
-func (f *folder) putPending(receiptID string, p *pending, raw []byte) error {
-	if raw == nil {
-		var err error
-		if raw, err = json.Marshal(p); err != nil {
-			return fmt.Errorf("encode pending record of %s: %w", receiptID, err)
-		}
+// The open-call record around an allow decision's own bytes.
+const (
+	openRecordPrefix = `{"decision":`
+	openRecordSuffix = `}`
+)
+
+// putPending encodes and stores p.
+func (f *folder) putPending(receiptID string, p *pending) error {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode pending record of %s: %w", receiptID, err)
 	}
 	f.tx.PutPending(receiptID, raw)
 	f.changes[receiptID] = p
@@ -266,9 +271,11 @@ func (f *folder) decision(d *decoded) (*schemas.ReceiptBody, error) {
 	}
 	f.newPending = append(f.newPending, e)
 	if class != schemas.EvidenceAsserted {
-		return nil, f.putPending(e.ReceiptID, &pending{Decision: e, ChainEvidence: class}, nil)
+		return nil, f.putPending(e.ReceiptID, &pending{Decision: e, ChainEvidence: class})
 	}
-	return nil, f.putPending(e.ReceiptID, d.openRecord, d.openRecordJSON)
+	f.tx.PutPendingParts(e.ReceiptID, []byte(openRecordPrefix), d.raw, []byte(openRecordSuffix))
+	f.changes[e.ReceiptID] = d.openRecord
+	return nil, nil
 }
 
 func (f *folder) outcome(d *decoded) (*schemas.ReceiptBody, error) {
@@ -288,7 +295,7 @@ func (f *folder) outcome(d *decoded) (*schemas.ReceiptBody, error) {
 		// Edges publish the outcome only after the decision's PubAck, so
 		// this is a stray; keep it until (if ever) its decision arrives.
 		f.log.Warn("outcome without a decision; held", "receipt_id", e.ReceiptID)
-		return nil, f.putPending(e.ReceiptID, &pending{Outcome: e}, nil)
+		return nil, f.putPending(e.ReceiptID, &pending{Outcome: e})
 	}
 	f.deletePending(e.ReceiptID)
 	return f.produce(bodyFromOutcome(p.Decision, chainClass(p), e), e.EventID, p.Decision), nil

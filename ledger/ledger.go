@@ -8,6 +8,43 @@
 // in that batch: a redelivery of a sequence already folded is acked and
 // skipped, and a duplicate publish is caught by the exact event-id index, so
 // crashes anywhere between commit and ack neither lose nor double a receipt.
+//
+// # Where the CPU goes, and why the batch is built this way
+//
+// A receipt costs one Ed25519 signature over its JCS body (the largest
+// single cost), the JSON decoding of the events that make it, a handful of
+// point lookups, and its share of one synced Pebble commit. The pieces are
+// arranged so that only what must be sequential is:
+//
+//   - Decoding and lookups run on every core (parallelWith): parsing an
+//     event and reading the committed state of its ids depend on nothing
+//     else in the batch. Events are parsed straight from the message's
+//     bytes (jetstream.Msg.Data, and an envelope's lines are sub-slices of
+//     it): the client allocates each delivered message its own buffer and
+//     never reuses it, and nothing keeps a slice of it past the batch, as
+//     the decoded values and the pending records written to the batch are
+//     copies.
+//   - The fold is sequential, in stream order: it is the log's order.
+//   - The signer pool (signAll) then signs, encodes, RFC 6962-hashes and
+//     summarises every receipt of the batch on every core. Workers claim
+//     chunks from a shared counter (a worker parked by the scheduler on a
+//     shared machine holds up only its chunk), and each writes only its
+//     own slots, so the result is in fold order however they interleave.
+//     The one writer appends slot by slot: leaf index order is fold order.
+//   - One synced Pebble commit holds the batch's leaves, tiles, indexes,
+//     stream position and the checkpoint signed over the new root; the ack
+//     follows it. So no checkpoint and no ack ever covers a leaf that is
+//     not durable, and a crash anywhere replays the batch from the stream.
+//
+// Each leaf is written to Pebble once (logstore layout 3): the leaves a
+// batch appends to an entry bundle are one segment of it, keyed by the
+// bundle and the slot they start at, and a complete bundle is its segments
+// read in key order. The layout before kept the right edge's leaves under
+// keys of their own and wrote the whole bundle again when it completed,
+// doubling the bytes every leaf costs in the WAL, the memtable and
+// compactions. Stores of that layout still open: Open turns their right
+// edge into a segment in one synced batch, and their complete bundles are
+// read as they are.
 package ledger
 
 import (

@@ -88,6 +88,25 @@ func (t *Txn) PutPending(id string, rec []byte) {
 	t.setErr(t.b.Set(strKey(prefixPending, id), rec, nil))
 }
 
+// PutPendingParts stores the concatenation of parts as a receipt id's
+// pending record, assembled in the batch's own buffer: a record that wraps
+// an event's bytes (the ledger's open-call record) costs one copy, into the
+// batch, however the parts are held.
+func (t *Txn) PutPendingParts(id string, parts ...[]byte) {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	op := t.b.SetDeferred(1+len(id), n)
+	op.Key[0] = prefixPending
+	copy(op.Key[1:], id)
+	off := 0
+	for _, p := range parts {
+		off += copy(op.Value[off:], p)
+	}
+	t.setErr(op.Finish())
+}
+
 // DeletePending removes a receipt id's pending record.
 func (t *Txn) DeletePending(id string) {
 	t.setErr(t.b.Delete(strKey(prefixPending, id), nil))
