@@ -241,6 +241,7 @@ func runCapacity(ctx context.Context, env *Env) (*Section, error) {
 	var (
 		mu      sync.Mutex
 		done    int
+		failed  int
 		samples = []rssSample{{0, 0, procStatusKB(pid, "VmRSS")}}
 	)
 	sampleCtx, stopSampling := context.WithCancel(ctx)
@@ -267,10 +268,14 @@ func runCapacity(ctx context.Context, env *Env) (*Section, error) {
 			stopSampling()
 			return nil, err
 		}
-		if err := res.Err(); err != nil {
+		// A call that failed (a timeout on a machine shared with other
+		// work) is counted, not fatal: its receipt may still be signed,
+		// and the stores are measured against the log's size.
+		if res.OK == 0 && res.Errors > 0 {
 			stopSampling()
-			return nil, fmt.Errorf("capacity load: %w", err)
+			return nil, fmt.Errorf("capacity load: every call failed: %w", res.Err())
 		}
+		failed += res.Errors
 		mu.Lock()
 		done += res.OK
 		mu.Unlock()
@@ -281,6 +286,8 @@ func runCapacity(ctx context.Context, env *Env) (*Section, error) {
 		env.Logf("capacity: %d/%d calls, RSS %s", done, calls, fmtMiB(procStatusKB(pid, "VmRSS")))
 	}
 	loadTime := time.Since(began)
+	// Failed calls may or may not have reached the log: at least the
+	// answered ones must.
 	if _, err := waitLogSize(ctx, up.base, logged+done, pick(env, 30*time.Second, 10*time.Minute)); err != nil {
 		stopSampling()
 		return nil, fmt.Errorf("capacity: receipts of the load: %w\n%s", err, up.tail())
@@ -364,8 +371,8 @@ func runCapacity(ctx context.Context, env *Env) (*Section, error) {
 		[]string{"peak (VmHWM)", strconv.Itoa(done), fmtMiB(peakRSS)})
 	sec.Tables = []Table{t, m}
 	sec.Findings = append(sec.Findings,
-		fmt.Sprintf("Load: %d calls in %s (%s), every receipt signed and folded %s after the start; chio up used %s of CPU per call (ledger and projections included).",
-			done, loadTime.Round(time.Second), fmtRate(float64(done)/loadTime.Seconds()), drained.Round(time.Second), fmtCPU(cpu, done)),
+		fmt.Sprintf("Load: %d calls answered (%d failed) in %s (%s), every receipt signed and folded %s after the start; chio up used %s of CPU per receipt (ledger and projections included).",
+			done, failed, loadTime.Round(time.Second), fmtRate(float64(done)/loadTime.Seconds()), drained.Round(time.Second), fmtCPU(cpu, receipts)),
 		fmt.Sprintf("Disk: %s bytes per receipt in all, %.1f× the receipt's own %.0f bytes; while running (before the clean stop) the data directory held %s.",
 			perReceipt(total), float64(total)/float64(max(receipts, 1))/receiptBytes, receiptBytes, fmtMiB(runningTotal)),
 		fmt.Sprintf("Memory: RSS %s at start, %s peak, %s idle after the drain.", fmtMiB(samples[0].rss), fmtMiB(peakRSS), fmtMiB(idleRSS)))
