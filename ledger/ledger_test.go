@@ -85,7 +85,7 @@ func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // offlineLedger opens a store in dir and a ledger over it with no
 // JetStream, for tests that fold events directly. The caller closes the
 // store.
-func offlineLedger(t *testing.T, dir string, keys Keys) (*logstore.Store, *Ledger) {
+func offlineLedger(t testing.TB, dir string, keys Keys) (*logstore.Store, *Ledger) {
 	t.Helper()
 	store, err := logstore.Open(dir, logstore.WithLogger(quiet()))
 	if err != nil {
