@@ -9,7 +9,9 @@
 //   - on Open the root recomputed from stored tiles must equal the state
 //     record's root and the latest stored checkpoint, or Open fails;
 //   - a checkpoint is stored only for a size the tree has just grown to, so
-//     no size ever has two checkpoints.
+//     no size ever has two checkpoints;
+//   - every leaf is written once, in the bundle segment of the batch that
+//     appended it (see Layout).
 package logstore
 
 import (
