@@ -69,6 +69,19 @@ func diskUsage(dir string) (apparent, allocated, s2est map[string]int64, err err
 		}
 		rel, _ := filepath.Rel(dir, path)
 		s := storeOf(rel)
+		if s == "Pebble log" || s == "projections" {
+			// Which of a Pebble store's files hold the bytes: tables
+			// (compressed, compacted), the write-ahead log (raw, and
+			// recycled files keep their size), the rest.
+			kind := "other"
+			switch filepath.Ext(path) {
+			case ".sst":
+				kind = "sst"
+			case ".log":
+				kind = "WAL"
+			}
+			apparent[s+" "+kind] += fi.Size()
+		}
 		apparent[s] += fi.Size()
 		allocated[s] += allocatedBytes(fi)
 		if strings.HasSuffix(path, ".blk") && strings.Contains(filepath.ToSlash(rel), "/msgs/") {
@@ -376,5 +389,9 @@ func runCapacity(ctx context.Context, env *Env) (*Section, error) {
 		fmt.Sprintf("Disk: %s bytes per receipt in all, %.1f× the receipt's own %.0f bytes; while running (before the clean stop) the data directory held %s.",
 			perReceipt(total), float64(total)/float64(max(receipts, 1))/receiptBytes, receiptBytes, fmtMiB(runningTotal)),
 		fmt.Sprintf("Memory: RSS %s at start, %s peak, %s idle after the drain.", fmtMiB(samples[0].rss), fmtMiB(peakRSS), fmtMiB(idleRSS)))
+	for _, s := range []string{"Pebble log", "projections"} {
+		sec.Findings = append(sec.Findings, fmt.Sprintf("%s per receipt: tables %s, write-ahead log %s, other files %s.", s,
+			perReceipt(app[s+" sst"]), perReceipt(app[s+" WAL"]), perReceipt(app[s+" other"])))
+	}
 	return sec, nil
 }
