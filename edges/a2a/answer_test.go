@@ -147,3 +147,27 @@ func BenchmarkAnswerEncoding(b *testing.B) {
 		}
 	})
 }
+
+// TestAnswerMarks: the quick read of metadata.chio says deny and reply
+// exactly when the full checks could apply, and both when it cannot read
+// the metadata.
+func TestAnswerMarks(t *testing.T) {
+	for _, c := range []struct {
+		meta        string
+		deny, reply bool
+	}{
+		{`{"chio":{"decision":"allow"}}`, false, false},
+		{`{"chio":{"decision":"deny","denyGuard":"grant"}}`, true, false},
+		{`{"chio":{"decision":"allow","reply":"message"}}`, false, true},
+		{`{"other":1}`, false, false},
+		{`null`, false, false},
+		{``, true, true},
+		{`[1]`, true, true},
+		{`{"chio":{"decision":1}}`, false, false},
+	} {
+		deny, reply := answerMarks(&taskstore.Task{TaskHead: schemas.TaskHead{Metadata: json.RawMessage(c.meta)}})
+		if deny != c.deny || reply != c.reply {
+			t.Errorf("answerMarks(%s) = %v, %v; want %v, %v", c.meta, deny, reply, c.deny, c.reply)
+		}
+	}
+}

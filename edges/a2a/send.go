@@ -41,8 +41,10 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, p *wire.SendParams, deferre
 		if err != nil {
 			return nil, wire.InternalError(err.Error())
 		}
-		if werr := refusedAnswer(done); werr != nil {
-			return nil, werr
+		if deny, _ := answerMarks(done); deny {
+			if werr := refusedAnswer(done); werr != nil {
+				return nil, werr
+			}
 		}
 		return encodeSendTask(rc.dialect, done, p.Configuration.HistoryLength)
 	}
@@ -63,8 +65,14 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, p *wire.SendParams, deferre
 	if err != nil {
 		return nil, wire.InternalError(err.Error())
 	}
-	if werr := refusedAnswer(done); werr != nil {
-		return nil, werr
+	deny, reply := answerMarks(done)
+	if deny {
+		if werr := refusedAnswer(done); werr != nil {
+			return nil, werr
+		}
+	}
+	if !reply {
+		return encodeSendTask(rc.dialect, done, p.Configuration.HistoryLength)
 	}
 	if reply := directReply(done); reply != nil {
 		raw, err := rc.dialect.EncodeSendResult(nil, reply)
@@ -290,6 +298,26 @@ func (e *Edge) refuse(ctx context.Context, c caller, req execRequest, d *kernel.
 	}
 	callFrom(ctx).executed("", req.RequestID, res, nil)
 	return refusedCapability(d, res.ReceiptID)
+}
+
+// answerMarks reads the two members of metadata.chio that can change a
+// blocking send's answer, so that the common answer (a task the call
+// completed) costs one small decode rather than the linked metadata's
+// full decode for each check: deny (the call was denied: refusedAnswer
+// may apply) and reply (an A2A-native tool answered with a message:
+// directReply may apply). Metadata it cannot read says both, and the
+// full checks decide.
+func answerMarks(t *taskstore.Task) (deny, reply bool) {
+	var m struct {
+		Chio struct {
+			Decision any `json:"decision"`
+			Reply    any `json:"reply"`
+		} `json:"chio"`
+	}
+	if err := json.Unmarshal(t.Metadata, &m); err != nil {
+		return true, true
+	}
+	return m.Chio.Decision == "deny", m.Chio.Reply == "message"
 }
 
 // refusedAnswer is the error a blocking send answers with when its call
