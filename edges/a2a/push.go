@@ -177,7 +177,11 @@ func (e *Edge) RunPush(ctx context.Context) error {
 	defer stop()
 	errs := make(chan error, 2)
 	go func() { errs <- e.cfg.Push.Outbox.Run(ctx) }()
-	go func() { errs <- e.tasks.Follow(ctx, pushDurable, e.notify) }()
+	// A task without a config has nothing to notify: its commits are not
+	// even decoded.
+	go func() {
+		errs <- e.tasks.Follow(ctx, pushDurable, e.notify, taskstore.FollowTasks(e.cfg.Push.Store.MayHaveConfigs))
+	}()
 	err := <-errs
 	stop()
 	if err2 := <-errs; err == nil {

@@ -18,6 +18,14 @@
 // closed for a while, so that a terminal task's last notifications, once
 // enqueued, are still delivered after it.
 //
+// Delivery asks, for every task commit, whether the task has a config
+// (Store.MayHaveConfigs): almost none has, so on a single-replica bucket
+// that is one direct get answering "none", and the commit is not even
+// decoded. Why a request and not an index kept in memory from a watch of
+// the bucket: such an index cannot tell, without a request of its own,
+// whether it has seen a config stored just before the commit it is asked
+// about, and a notification would be lost in that race.
+//
 // # URL policy
 //
 // Policy.CheckURL is called by the edge when a config is created: https

@@ -356,31 +356,18 @@ func (s *Store) Expire(ctx context.Context, owner, taskID, id string, ttl time.D
 
 // ForTask returns every config of task taskID, of any owner, ordered by
 // owner token and ID: the delivery side's view, for enqueueing a task's
-// notifications.
-//
-// The edge asks it for every commit a client could see, and almost every
-// task has no config, so that answer must be cheap: on a single-replica
-// bucket one direct get of the first message under "<task>.>" (a few
-// hundred bytes each way, served by the stream's own subscription) says
-// "none" exactly, and only a task with a key pays for the listing (a
-// stream-info request with a subject filter) and the reads. An index kept
-// in memory from a watch of the bucket would cost no request, but could
-// not tell, without a request of its own, whether it had seen a config
-// stored just before the commit it is asked about: a notification would
-// be lost in that race. A replicated bucket skips the probe, since a
-// lagging follower may serve a direct get.
+// notifications. A task MayHaveConfigs says has none costs that one
+// direct get; only a task with a key pays for the listing (a stream-info
+// request with a subject filter) and the reads.
 func (s *Store) ForTask(ctx context.Context, taskID string) ([]Config, error) {
 	if taskID == "" || len(taskID) > MaxIDBytes {
 		return []Config{}, nil
 	}
-	if s.probe {
-		_, err := s.stream.GetMsg(ctx, 0, jetstream.WithGetMsgSubject(bucketSubjectPrefix+taskPrefix(taskID)+">"))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return []Config{}, nil
-		}
-		// Found (a config, or the marker an expired one leaves) or not
-		// known: the listing decides.
+	if maybe, err := s.MayHaveConfigs(ctx, taskID); err == nil && !maybe {
+		return []Config{}, nil
 	}
+	// Found (a config, or the marker an expired one leaves) or not known:
+	// the listing decides.
 	all, err := s.scan(ctx, taskPrefix(taskID)+">")
 	if err != nil {
 		return nil, fmt.Errorf("configs of task: %w", err)
@@ -392,6 +379,27 @@ func (s *Store) ForTask(ctx context.Context, taskID string) ([]Config, error) {
 		}
 	}
 	return out, nil
+}
+
+// MayHaveConfigs reports false only when task taskID has no config: on a
+// single-replica bucket, from the one direct get ForTask starts with; on
+// a replicated one it always says true (ForTask decides). The delivery
+// side asks it before it even decodes a commit.
+func (s *Store) MayHaveConfigs(ctx context.Context, taskID string) (bool, error) {
+	if taskID == "" || len(taskID) > MaxIDBytes {
+		return false, nil
+	}
+	if !s.probe {
+		return true, nil
+	}
+	_, err := s.stream.GetMsg(ctx, 0, jetstream.WithGetMsgSubject(bucketSubjectPrefix+taskPrefix(taskID)+">"))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	case err != nil:
+		return true, fmt.Errorf("probe push configs of task: %w", err)
+	}
+	return true, nil
 }
 
 // DeleteTask removes every config of task taskID, of every owner, in one

@@ -40,7 +40,14 @@ type Commit struct {
 // arrive in order unless a redelivery reorders them. Each event carries
 // the generation Watch gives it (see Commit), read from the commit alone:
 // Follow folds no task.
-func (s *Store) Follow(ctx context.Context, durable string, fn func(context.Context, Commit) error) error {
+//
+// With FollowTasks, only the commits of the tasks its function accepts are
+// decoded and handed to fn.
+func (s *Store) Follow(ctx context.Context, durable string, fn func(context.Context, Commit) error, opts ...FollowOption) error {
+	var fo followOptions
+	for _, o := range opts {
+		o(&fo)
+	}
 	cons, err := s.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       durable,
 		Description:   "shared follower of every task commit",
@@ -67,6 +74,23 @@ func (s *Store) Follow(ctx context.Context, durable string, fn func(context.Cont
 			}
 			return fmt.Errorf("follow tasks: %w", err)
 		}
+		if fo.want != nil {
+			id, _ := strings.CutPrefix(m.Subject(), schemas.TasksSubjectPrefix)
+			want, err := fo.want(ctx, id)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.opts.log.Warn("taskstore: follow: commit not filtered; redelivering", "task", id, "err", err)
+				}
+				_ = m.NakWithDelay(redeliveryDelay(m))
+				continue
+			}
+			if !want {
+				if err := m.Ack(); err != nil {
+					s.opts.log.Debug("taskstore: follow: ack", "task", id, "err", err)
+				}
+				continue
+			}
+		}
 		c, err := decodeCommit(m)
 		if err != nil {
 			// Not a commit this store can read: nothing will ever make it
@@ -86,6 +110,22 @@ func (s *Store) Follow(ctx context.Context, durable string, fn func(context.Cont
 			s.opts.log.Debug("taskstore: follow: ack", "task", c.TaskID, "seq", c.Seq, "err", err)
 		}
 	}
+}
+
+// FollowOption configures Follow.
+type FollowOption func(*followOptions)
+
+type followOptions struct {
+	want func(ctx context.Context, taskID string) (bool, error)
+}
+
+// FollowTasks hands Follow's fn only the commits of the tasks want
+// accepts; the others are acknowledged without their bodies being
+// decoded, which is most of what following costs when few tasks are of
+// interest (push delivery: only tasks with a config). An error from want
+// offers the commit again, as one from fn does.
+func FollowTasks(want func(ctx context.Context, taskID string) (bool, error)) FollowOption {
+	return func(o *followOptions) { o.want = want }
 }
 
 func decodeCommit(m jetstream.Msg) (Commit, error) {

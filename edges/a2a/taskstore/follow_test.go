@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 // sending each commit of a task in ids to the returned channel, and
 // returns once the durable consumer exists, so that every commit written
 // afterwards reaches it.
-func startFollow(t *testing.T, s *Store) <-chan Commit {
+func startFollow(t *testing.T, s *Store, opts ...FollowOption) <-chan Commit {
 	t.Helper()
 	ctx, stop := context.WithCancel(t.Context())
 	durable := "follow-test-" + uuid.NewString()[:8]
@@ -33,7 +34,7 @@ func startFollow(t *testing.T, s *Store) <-chan Commit {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-		})
+		}, opts...)
 	}()
 	t.Cleanup(func() {
 		stop()
@@ -249,6 +250,70 @@ func TestNumberMutations(t *testing.T) {
 		numberMutations(evs, tc.after)
 		if got := gens(evs); !slices.Equal(got, tc.want) {
 			t.Fatalf("after %d: %v, want %v", tc.after, got, tc.want)
+		}
+	}
+}
+
+// TestFollowTasks: with FollowTasks, fn gets every commit of the tasks
+// the filter accepts and none of the others; a filter error offers the
+// commit again.
+func TestFollowTasks(t *testing.T) {
+	ctx := t.Context()
+	ns := startNATS(t)
+	s := openStore(t, ns)
+	var mu sync.Mutex
+	wanted, failed := map[string]bool{}, false
+	follow := startFollow(t, s, FollowTasks(func(_ context.Context, id string) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if wanted[id] && !failed {
+			failed = true
+			return false, errors.New("not now")
+		}
+		return wanted[id], nil
+	}))
+	start := func() *Task {
+		task, err := s.Start(ctx, NewTask{Owner: alice, Message: msg("start"), Request: json.RawMessage(`{}`),
+			Then: []Event{StatusEvent(StateWorking, nil)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	mu.Lock()
+	a := start()
+	wanted[a.ID] = true
+	mu.Unlock()
+	// Stored with its task already wanted, so the filter sees it wanted.
+	b := start()
+	if _, err := complete(ctx, s, b.ID, alice, StateCompleted, msg("done"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := complete(ctx, s, a.ID, alice, StateCompleted, msg("done"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := s.Watch(ctx, a.ID, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched := collect(t, ch, time.Minute)
+	got := followed(t, follow, a.ID, len(watched))
+	if len(got) != 2 {
+		t.Fatalf("followed %d commits of the wanted task, want 2", len(got))
+	}
+	for {
+		select {
+		case c := <-follow:
+			if c.TaskID != a.ID {
+				t.Fatalf("a commit of an unwanted task was handed over: %+v", c)
+			}
+		default:
+			mu.Lock()
+			defer mu.Unlock()
+			if !failed {
+				t.Fatal("the filter was never asked about the wanted task")
+			}
+			return
 		}
 	}
 }
