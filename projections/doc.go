@@ -56,10 +56,11 @@
 // the edge merges them), and two list indexes, by creation order and by
 // context and creation order, whose values are the task's state. Lineage:
 // one record per capability id, and per principal the principals of its
-// path's prefixes. Receipts: by id (dedup), by leaf index
-// (the record: flags, why it did not verify, the bytes as published), by
-// capability id and leaf index, and those naming no usable capability by
-// leaf index.
+// path's prefixes. Receipts: by id (dedup), by leaf index (the record:
+// flags, why it did not verify, and the bytes as published of a receipt
+// that did not verify; a verified one's bytes are the log's leaf at that
+// index), by capability id and leaf index, and those naming no usable
+// capability by leaf index.
 //
 // # HTTP
 //

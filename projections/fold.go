@@ -474,7 +474,14 @@ func (f receiptFold) prepare(m *streamMsg) any {
 	if flags&receiptVerified != 0 {
 		p.stats = callStatOf(r)
 	}
-	p.record = encodeReceiptRecord(flags, reason, m.data)
+	// A verified receipt's bytes are the log's leaf at its index, signed,
+	// and in CHIO_RECEIPTS: a third copy here would be read by nothing.
+	// Bytes that did not verify are kept: no log holds them.
+	raw := m.data
+	if flags&receiptVerified != 0 {
+		raw = nil
+	}
+	p.record = encodeReceiptRecord(flags, reason, raw)
 	// Decided here, once, so a report reads a small record per governed
 	// receipt instead of parsing every receipt again.
 	var g *authz.Governed
@@ -552,7 +559,8 @@ func unattributedKey(leaf uint64, id string) []byte {
 }
 
 // encodeReceiptRecord lays out a stored receipt: flags, the reason it did
-// not verify (u16 length, text) and the bytes as published.
+// not verify (u16 length, text) and, for one that did not verify, the
+// bytes as published.
 func encodeReceiptRecord(flags byte, reason string, raw []byte) []byte {
 	if len(reason) > 1024 {
 		reason = reason[:1024]

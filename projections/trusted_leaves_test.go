@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -112,6 +113,33 @@ func TestTrustedLeavesSkipOnlyExactBytes(t *testing.T) {
 		want := c.verified && c.id != "rcpt-planted"
 		if got := storedFlags(t, plain, uint64(i), c.id)&receiptVerified != 0; got != want {
 			t.Errorf("without the option, %s: verified %v, want %v", c.id, got, want)
+		}
+	}
+}
+
+// A verified receipt's record keeps no copy of its bytes (the log has
+// them); one that did not verify keeps them, the only copy outside the
+// stream.
+func TestReceiptRecordKeepsOnlyUnverifiedBytes(t *testing.T) {
+	h := newHarness(t)
+	good := receiptLeaf(t, kernelPriv, "rcpt-good", "cap-a", 1760000000, 1, true)
+	forged := receiptLeaf(t, otherPriv, "rcpt-forged", "cap-a", 1760000001, 1, true)
+	h.receipt("rcpt-good", 0, good)
+	h.receipt("rcpt-forged", 1, forged)
+	r := h.start("proj")
+	h.caughtUp(r)
+	for _, c := range []struct {
+		id   string
+		leaf uint64
+		raw  []byte
+	}{{"rcpt-good", 0, nil}, {"rcpt-forged", 1, forged}} {
+		rec, err := r.store.get(receiptLeafKey(c.leaf, c.id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 3 + int(binary.BigEndian.Uint16(rec[1:3])) // flags, u16 reason length, reason
+		if got := rec[n:]; !bytes.Equal(got, c.raw) {
+			t.Fatalf("%s: record holds %d bytes after its reason, want %d", c.id, len(got), len(c.raw))
 		}
 	}
 }
