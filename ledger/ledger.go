@@ -502,7 +502,7 @@ func (l *Ledger) apply(msgs []event, beforeCommit func() error) (_ []*schemas.De
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("ledger: %w", err)
 		}
-		pub[i] = pubLeaf{index: idx, id: b.ID, toolServer: b.ToolServer, verdict: string(b.Decision.Verdict), leaf: leaves[i].Data,
+		pub[i] = pubLeaf{index: idx, id: b.ID, toolServer: b.ToolServer, verdict: string(b.Decision.Verdict), leaf: leaves[i].Data, hash: leaves[i].Hash,
 			traceparent: bt.appended(by[i], b.ID, idx)}
 	}
 	if beforeCommit != nil {

@@ -95,6 +95,9 @@ type pubLeaf struct {
 	toolServer string
 	verdict    string // for metrics; empty when read back from the store
 	leaf       []byte
+	// hash is leaf's RFC 6962 leaf hash as the signer pool computed it for
+	// the log; nil when read back from the store.
+	hash []byte
 	// traceparent is the trace context of the receipt's append, carried
 	// on to its message; "" when untraced or read back from the store.
 	traceparent string

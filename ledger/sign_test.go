@@ -65,9 +65,14 @@ func TestParallelSigningKeepsFoldOrder(t *testing.T) {
 
 			var mu sync.Mutex
 			var sizes []uint64
+			var signed [][32]byte // WithSignedLeaves, in the order reported
 			r := h.start(store, WithBatch(tc.batch, time.Millisecond), WithOnCommit(func(c Commit) {
 				mu.Lock()
 				sizes = append(sizes, c.TreeSize)
+				mu.Unlock()
+			}), WithSignedLeaves(func(hashes [][32]byte) {
+				mu.Lock()
+				signed = append(signed, hashes...)
 				mu.Unlock()
 			}))
 			waitSize(t, store, uint64(len(want)))
@@ -93,8 +98,14 @@ func TestParallelSigningKeepsFoldOrder(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if want := rfc6962.DefaultHasher.HashLeaf(leaf); string(lh) != string(want) {
+				want := rfc6962.DefaultHasher.HashLeaf(leaf)
+				if string(lh) != string(want) {
 					return fmt.Errorf("leaf %d: stored hash %x, leaf hashes to %x", i, lh, want)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if i >= uint64(len(signed)) || string(signed[i][:]) != string(want) {
+					return fmt.Errorf("leaf %d: WithSignedLeaves did not report its hash in log order", i)
 				}
 				return nil
 			})
