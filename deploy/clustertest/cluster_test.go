@@ -287,9 +287,8 @@ func TestComposeFailover(t *testing.T) {
 	defer cancel()
 	c := &compose{t: t, root: repoRoot(t), dir: t.TempDir()}
 	_, _ = c.dc(ctx, "down", "-v", "--remove-orphans")
-	if out, err := c.dc(ctx, "up", "-d"); err != nil {
-		t.Fatal(err, out)
-	}
+	// Registered before up: a cluster that came up only in part is taken
+	// down too, so it holds no ports for the next run.
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs, _ := c.dc(context.Background(), "logs", "--no-color", "--tail", "80")
@@ -297,6 +296,9 @@ func TestComposeFailover(t *testing.T) {
 		}
 		_, _ = c.dc(context.Background(), "down", "-v", "--remove-orphans")
 	})
+	if out, err := c.dc(ctx, "up", "-d"); err != nil {
+		t.Fatal(err, out)
+	}
 	failover(ctx, t, c, filepath.Join(c.dir, "keys"))
 }
 
