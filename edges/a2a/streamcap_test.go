@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	pb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
 	"github.com/nats-io/nats.go/jetstream"
@@ -78,6 +79,13 @@ func TestStreamsPerCallerBounded(t *testing.T) {
 	raw := rawGRPC(t, cl.raw[0].cfg.GRPCURL)
 	gctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
 	id := startStepTask(t, url, tok)
+	// The task's call writes its decision in the background: wait for it,
+	// or a slow machine counts it below as written by a refused stream.
+	for deadline := time.Now().Add(time.Minute); eventCount(t, cl.js) < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the step task's decision was never written")
+		}
+	}
 	subscribe := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":%q}}`, id)
 	streamSend := `{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"role":"ROLE_USER","messageId":"m2","parts":[{"text":"x"}]},"metadata":{"chio":{"targetSkillId":"step_task"}}}}`
 
