@@ -8,6 +8,7 @@ import (
 
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
+	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -169,5 +170,38 @@ func TestAnswerMarks(t *testing.T) {
 		if deny != c.deny || reply != c.reply {
 			t.Errorf("answerMarks(%s) = %v, %v; want %v, %v", c.meta, deny, reply, c.deny, c.reply)
 		}
+	}
+}
+
+// TestSkillOfPublished: the registry resolves a published skill to the
+// very entry the edge read when it was built, so skillOf serves that
+// skill's facts without reading its definition again, and they are what
+// reading it gives; an entry the edge never saw is read now.
+func TestSkillOfPublished(t *testing.T) {
+	cl := startCluster(t, 1, "")
+	e := cl.raw[0]
+	hits := 0
+	for _, s := range e.published {
+		en, err := e.registry.ResolveTool(e.cfg.Exposure, s.entry.Tool.Name)
+		if err != nil {
+			continue // a name several servers offer resolves to none
+		}
+		if en != s.entry {
+			t.Errorf("%s resolves to another entry than the published one", s.entry.Tool.Name)
+			continue
+		}
+		hits++
+		got := e.skillOf(en)
+		h, _ := tools.ReadHints(en.Tool)
+		if !reflect.DeepEqual(got.hints, h) || got.native != isNative(en) || got.fidelity.Publishable() != tools.A2AFidelity(en.Tool, tools.A2AProfile{}).Publishable() {
+			t.Errorf("%s: skillOf = %+v", en.Tool.Name, got)
+		}
+	}
+	if hits == 0 {
+		t.Fatal("no published skill resolved")
+	}
+	other := *e.published[0].entry
+	if got := e.skillOf(&other); got.entry != &other || !got.fidelity.Publishable() {
+		t.Errorf("an unseen entry: %+v", got)
 	}
 }

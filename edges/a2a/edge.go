@@ -180,7 +180,8 @@ func (e *Edge) publishable() []skill {
 		if !f.Publishable() {
 			continue
 		}
-		out = append(out, skill{entry: en, fidelity: f})
+		h, _ := tools.ReadHints(en.Tool) // read already by A2AFidelity, which refuses bad ones
+		out = append(out, skill{entry: en, fidelity: f, hints: h, native: isNative(en)})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].entry.Tool.Name < out[j].entry.Tool.Name })
 	return out
@@ -189,6 +190,24 @@ func (e *Edge) publishable() []skill {
 type skill struct {
 	entry    *tools.Entry
 	fidelity tools.Fidelity
+	hints    tools.Hints
+	native   bool
+}
+
+// skillOf is what a send reads from en's definition (its fidelity, hints
+// and whether it is A2A-native): from e.published when en is one of its
+// entries, read when the edge was built, else read now. A registry never
+// changes a definition it handed out (it replaces the entry), so the
+// entry's identity says the facts still hold; reading them again on
+// every send cost ~25 µs of JSON-schema walking per call.
+func (e *Edge) skillOf(en *tools.Entry) skill {
+	for _, s := range e.published {
+		if s.entry == en {
+			return s
+		}
+	}
+	h, _ := tools.ReadHints(en.Tool)
+	return skill{entry: en, fidelity: tools.A2AFidelity(en.Tool, tools.A2AProfile{}), hints: h, native: isNative(en)}
 }
 
 // Card is the agent card of the HTTP edge reachable at baseURL. It declares
@@ -428,7 +447,7 @@ func (e *Edge) resolveSkill(p *wire.SendParams, forced string) (*tools.Entry, js
 	case err != nil:
 		return nil, nil, wire.InvalidParams(fmt.Sprintf("unknown skill %q; skills: %s", target, strings.Join(ids, ", ")))
 	}
-	if f := tools.A2AFidelity(en.Tool, tools.A2AProfile{}); !f.Publishable() {
+	if f := e.skillOf(en).fidelity; !f.Publishable() {
 		return nil, nil, wire.InvalidParams(fmt.Sprintf("skill %q is not published on A2A: %s", target, f.Reason))
 	}
 	if len(args) == 0 {

@@ -14,7 +14,6 @@ import (
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
-	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -196,7 +195,8 @@ func (e *Edge) sendRequest(ctx context.Context, rc rpcCall, p *wire.SendParams, 
 	}
 	// A client that streams, or that will subscribe, gets a streaming
 	// tool's chunks as they come; a blocking send its one result.
-	hints, _ := tools.ReadHints(en.Tool)
+	sk := e.skillOf(en)
+	hints := sk.hints
 	req := execRequest{ServerID: en.Manifest.ServerID, ToolName: en.Tool.Name, Arguments: args,
 		Stream: mode == modeDeferred || (mode != modeBlocking && hints.Streaming), Mode: mode}
 	if p.Message.MessageID == "" {
@@ -207,7 +207,7 @@ func (e *Edge) sendRequest(ctx context.Context, rc rpcCall, p *wire.SendParams, 
 	if req.Intent, werr = governedIntent(p); werr != nil {
 		return execRequest{}, werr
 	}
-	if isNative(en) {
+	if sk.native {
 		msg, err := encodeStored(&p.Message)
 		if err != nil {
 			return execRequest{}, wire.InvalidParams("message: " + err.Error())
