@@ -430,9 +430,12 @@ func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.Decis
 	}
 	var rawMeta json.RawMessage
 	if len(meta) > 0 {
-		b, err := schemas.Canonical(meta)
-		if err != nil {
-			return nil, nil, fmt.Errorf("decision metadata: %w", err)
+		b, plain := appendCanonical(nil, meta)
+		if !plain {
+			var err error
+			if b, err = schemas.Canonical(meta); err != nil {
+				return nil, nil, fmt.Errorf("decision metadata: %w", err)
+			}
 		}
 		rawMeta = b
 	}
