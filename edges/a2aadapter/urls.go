@@ -88,8 +88,17 @@ func safeURL(u *url.URL) string {
 	return c.String()
 }
 
-// safeRawURL is safeURL of raw, or a placeholder when it does not parse.
+// safeRawURL is safeURL of raw; a bare host:port as it is (a gRPC
+// interface's URL, which holds no user info or query, and which url.Parse
+// refuses or reads as a scheme); a placeholder for anything else that
+// does not parse.
 func safeRawURL(raw string) string {
+	if !strings.Contains(raw, "://") {
+		if host, port, err := net.SplitHostPort(raw); err == nil && host != "" && port != "" &&
+			strings.Trim(port, "0123456789") == "" && !strings.ContainsAny(host, "/?#@ ") {
+			return net.JoinHostPort(host, port)
+		}
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparsable URL)"
