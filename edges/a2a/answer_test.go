@@ -205,3 +205,53 @@ func TestSkillOfPublished(t *testing.T) {
 		t.Errorf("an unseen entry: %+v", got)
 	}
 }
+
+// TestServedMetadataLinks: servedMetadata is the JSON value of
+// schemas.LinkTaskReceipts' result with the generation added (the path
+// toWire takes), for every shape of metadata the rule distinguishes.
+func TestServedMetadataLinks(t *testing.T) {
+	metas := []string{
+		``, `null`, ` {} `, `{"chio":null}`, `{"chio":{}}`, `{"other":{"b":1,"a":[1,2]},"chio":{"decision":"allow","receiptId":"r0"}}`,
+		`{"chio":{"receiptPending":true}}`, `{"chio":{"receiptPending":true,"receiptId":null}}`, `{"chio":{"receiptPending":true,"receiptId":"r0"}}`,
+		`{"chio":{"receiptPending":false}}`, `{"chio":"not an object"}`, `{"chio":[1]}`, `{"x":"a <b> & c"}`,
+		`{"chio":{"receiptIds":["stale"],"receiptBearing":false,"receiptPending": true }}`,
+	}
+	for _, meta := range metas {
+		for _, receipts := range [][]string{nil, {}, {"r1"}, {"r1", "r2"}} {
+			for _, g := range []int64{0, 4} {
+				got, err := servedMetadata(json.RawMessage(meta), receipts, g)
+				if err != nil {
+					t.Fatalf("servedMetadata(%s, %v, %d): %v", meta, receipts, g, err)
+				}
+				wantMap, err := linkedMetadata(json.RawMessage(meta), receipts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantMap = withGeneration(wantMap, g)
+				if raw, err := json.Marshal(wantMap); err != nil || json.Unmarshal(raw, &wantMap) != nil {
+					t.Fatal(err) // the generation as a JSON number, as decoded
+				}
+				var gotMap map[string]any
+				if len(got) > 0 {
+					if err := json.Unmarshal(got, &gotMap); err != nil {
+						t.Fatalf("servedMetadata(%s): %s: %v", meta, got, err)
+					}
+				}
+				if len(gotMap) == 0 && len(wantMap) == 0 {
+					continue
+				}
+				if !reflect.DeepEqual(gotMap, wantMap) {
+					t.Errorf("servedMetadata(%s, %v, %d) = %s; want %v", meta, receipts, g, got, wantMap)
+				}
+			}
+		}
+	}
+	for _, meta := range []string{`[1]`, `"x"`, `1`} {
+		if _, err := servedMetadata(json.RawMessage(meta), nil, 0); err == nil {
+			t.Errorf("servedMetadata(%s) served metadata that is not an object", meta)
+		}
+		if _, err := linkedMetadata(json.RawMessage(meta), nil); err == nil {
+			t.Errorf("linkedMetadata(%s) served it: the two paths disagree", meta)
+		}
+	}
+}
