@@ -58,6 +58,16 @@
 // commit's outcome unknown, and each caller reads its task back as for a
 // lost acknowledgement: the batch landed whole or not at all.
 //
+// The task stream therefore costs a blocking send one synced write of its
+// own beside its outcome event's, and below the threshold those writes
+// queue behind each other's fsyncs. Carrying the task's commit in the
+// outcome's write instead (one fsync for both, on CHIO_EVENTS) would
+// remove it, but the commit must still reach this stream before the
+// answer, or a GetTask on any replica right after it misses the task, and
+// after a crash something must replay commits from CHIO_EVENTS that never
+// reached it, which the ledger and the projections would have to skip:
+// a change of both streams' contracts, not of this package alone.
+//
 // With more than one replica the stream's Raft log already writes
 // concurrent proposals together, so group commit is off there, and the
 // stream does not allow atomic batches (schemas.TasksStreamConfig decides
