@@ -282,6 +282,18 @@ func TestLayout2StoreOpensAndMigrates(t *testing.T) {
 				}
 				return s
 			}
+			// An Open that fails its integrity checks (here: a checkpoint
+			// verifier that refuses) migrates nothing: the store stays
+			// layout 2 for the next Open.
+			refuse := func([]byte) (uint64, []byte, error) { return 0, nil, errors.New("wrong key") }
+			if _, err := Open(dir, WithCheckpointVerifier(refuse), WithLogger(slog.New(slog.DiscardHandler))); err == nil && tc.size > 0 {
+				t.Fatal("Open with a verifier that refuses every checkpoint succeeded")
+			}
+			if tc.size%TileWidth > tc.record { // there are leaf keys to lose
+				if n := countLeafKeysIn(t, dir); n == 0 {
+					t.Fatal("a refused Open migrated the store: its layout-2 leaf keys are gone")
+				}
+			}
 			s = open()
 			if st := s.State(); st.Layout != Layout {
 				t.Fatalf("after Open the state says layout %d, want %d", st.Layout, Layout)
@@ -426,4 +438,24 @@ func TestLeavesAreWrittenOnce(t *testing.T) {
 			t.Logf("%.0f WAL bytes per %d-byte leaf", float64(wal)/total, leafSize)
 		})
 	}
+}
+
+// countLeafKeysIn counts the layout-2 leaf keys of the closed store in dir.
+func countLeafKeysIn(t *testing.T, dir string) int {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEdgeLeaf}, UpperBound: []byte{prefixEdgeLeaf + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		n++
+	}
+	return n
 }

@@ -116,7 +116,7 @@ type Store struct {
 	state  State
 	rng    *compact.Range  // frontier of [0, state.Size)
 	edge   map[uint][]byte // right-edge tile per tile level (its index follows from the size)
-	bundle []byte          // right-edge entry bundle, held only here and as its leaves (prefixEdgeLeaf)
+	bundle []byte          // right-edge entry bundle, as its segments in Pebble hold it
 	latest []byte          // latest checkpoint note
 	rf     *compact.RangeFactory
 	nodes  nodeCache // recomputed upper-level subtree hashes, for proofs
@@ -243,13 +243,21 @@ func (s *Store) load(verify CheckpointVerifier) error {
 		}
 		s.edge[level] = t
 	}
+	// An older layout is migrated in one batch, committed only once the
+	// migrated store has passed every integrity check below: a store that
+	// fails them (corrupt, or opened with the wrong key) is left as it was.
+	var migration *pebble.Batch
+	var migratedEdge []byte
 	if s.state.Layout < Layout {
-		if err := s.migrateEdge(); err != nil {
+		if migration, migratedEdge, err = s.migrateEdge(); err != nil {
 			return fmt.Errorf("migrate layout %d to %d: %w", s.state.Layout, Layout, err)
 		}
+		defer migration.Close()
 	}
 	if s.state.Size%TileWidth != 0 {
-		if s.bundle, err = s.readBundle(s.state.Size / TileWidth); err != nil {
+		if migration != nil {
+			s.bundle = migratedEdge
+		} else if s.bundle, err = s.readBundle(s.state.Size / TileWidth); err != nil {
 			return fmt.Errorf("load right-edge bundle: %w", err)
 		}
 		if n, err := bundleLen(s.bundle); err != nil || n != int(s.state.Size%TileWidth) {
@@ -268,6 +276,13 @@ func (s *Store) load(verify CheckpointVerifier) error {
 		if size != s.state.Size || !bytes.Equal(croot, root) {
 			return fmt.Errorf("integrity: latest checkpoint (size %d, root %x) does not match the tree recomputed from tiles (size %d, root %x)", size, croot, s.state.Size, root)
 		}
+	}
+	if migration != nil {
+		if err := migration.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("migrate layout %d to %d: %w", s.state.Layout, Layout, err)
+		}
+		s.log.Info("log store migrated", "from_layout", s.state.Layout, "to_layout", Layout, "size", s.state.Size)
+		s.state.Layout = Layout
 	}
 	return nil
 }
@@ -493,54 +508,51 @@ func decodeU64(v []byte) (uint64, error) {
 // state record says layout 3, all in one synced batch. A crash before it
 // commits leaves the layout-2 store as it was, to be migrated next time.
 // Complete layout-2 bundles are read as they are.
-func (s *Store) migrateEdge() error {
+func (s *Store) migrateEdge() (*pebble.Batch, []byte, error) {
 	index := s.state.Size / TileWidth
 	b := s.db.NewBatch()
-	defer b.Close()
+	fail := func(err error) (*pebble.Batch, []byte, error) { b.Close(); return nil, nil, err }
+	var bundle []byte
 	if s.state.Size%TileWidth != 0 {
-		bundle, err := s.get(bundleKey(index)) // a partial record of its first leaves, in older stores
+		var err error
+		bundle, err = s.get(bundleKey(index)) // a partial record of its first leaves, in older stores
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			return err
+			return fail(err)
 		}
 		have, err := bundleLen(bundle)
 		if err != nil {
-			return fmt.Errorf("partial bundle %d: %w", index, err)
+			return fail(fmt.Errorf("partial bundle %d: %w", index, err))
 		}
 		for i := index*TileWidth + uint64(have); i < s.state.Size; i++ {
 			leaf, err := s.get(edgeLeafKey(i))
 			if err != nil {
-				return fmt.Errorf("leaf %d of the right-edge bundle: %w", i, err)
+				return fail(fmt.Errorf("leaf %d of the right-edge bundle: %w", i, err))
 			}
 			bundle = binary.BigEndian.AppendUint16(bundle, uint16(len(leaf)))
 			bundle = append(bundle, leaf...)
 		}
 		if err := b.Delete(bundleKey(index), nil); err != nil {
-			return err
+			return fail(err)
 		}
 		if err := b.Set(segmentKey(index, 0), bundle, nil); err != nil {
-			return err
+			return fail(err)
 		}
 	}
 	// Every leaf key goes, including any a crash left behind a completed
 	// bundle.
 	if err := b.DeleteRange([]byte{prefixEdgeLeaf}, []byte{prefixEdgeLeaf + 1}, nil); err != nil {
-		return err
+		return fail(err)
 	}
 	st := s.state
 	st.Layout = Layout
 	raw, err := json.Marshal(st)
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	if err := b.Set([]byte{prefixState}, raw, nil); err != nil {
-		return err
+		return fail(err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return err
-	}
-	s.log.Info("log store migrated", "from_layout", s.state.Layout, "to_layout", Layout, "size", s.state.Size)
-	s.state.Layout = Layout
-	return nil
+	return b, bundle, nil
 }
 
 // readBundle reads entry bundle index from Pebble: a layout-2 record
