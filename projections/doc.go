@@ -58,8 +58,9 @@
 // one record per capability id, and per principal the principals of its
 // path's prefixes. Receipts: by id (dedup), by leaf index (the record:
 // flags, why it did not verify, and the bytes as published of a receipt
-// that did not verify; a verified one's bytes are the log's leaf at that
-// index), by capability id and leaf index, and those naming no usable
+// that did not verify; of a verified one, its RFC 6962 leaf hash, which
+// the log's leaf at that index must have), by capability id and leaf
+// index, and those naming no usable
 // capability by leaf index.
 //
 // # HTTP

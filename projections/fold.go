@@ -474,12 +474,15 @@ func (f receiptFold) prepare(m *streamMsg) any {
 	if flags&receiptVerified != 0 {
 		p.stats = callStatOf(r)
 	}
-	// A verified receipt's bytes are the log's leaf at its index, signed,
-	// and in CHIO_RECEIPTS: a third copy here would be read by nothing.
-	// Bytes that did not verify are kept: no log holds them.
+	// A verified receipt's bytes are in the log and in CHIO_RECEIPTS: a
+	// third copy here would be read by nothing. Its RFC 6962 leaf hash is
+	// kept instead, so whatever reads the log's leaf at the index the
+	// (unsigned) header named can check it is this receipt. Bytes that did
+	// not verify are kept: no log holds them.
 	raw := m.data
 	if flags&receiptVerified != 0 {
-		raw = nil
+		h := leafset.LeafHash(m.data)
+		raw = h[:]
 	}
 	p.record = encodeReceiptRecord(flags, reason, raw)
 	// Decided here, once, so a report reads a small record per governed

@@ -117,13 +117,14 @@ func TestTrustedLeavesSkipOnlyExactBytes(t *testing.T) {
 	}
 }
 
-// A verified receipt's record keeps no copy of its bytes (the log has
-// them); one that did not verify keeps them, the only copy outside the
+// A verified receipt's record keeps its leaf hash, not its bytes (the log
+// has them); one that did not verify keeps them, the only copy outside the
 // stream.
-func TestReceiptRecordKeepsOnlyUnverifiedBytes(t *testing.T) {
+func TestReceiptRecordKeepsUnverifiedBytesAndVerifiedLeafHash(t *testing.T) {
 	h := newHarness(t)
 	good := receiptLeaf(t, kernelPriv, "rcpt-good", "cap-a", 1760000000, 1, true)
 	forged := receiptLeaf(t, otherPriv, "rcpt-forged", "cap-a", 1760000001, 1, true)
+	goodHash := leafset.LeafHash(good) // what the log's leaf must hash to
 	h.receipt("rcpt-good", 0, good)
 	h.receipt("rcpt-forged", 1, forged)
 	r := h.start("proj")
@@ -132,7 +133,7 @@ func TestReceiptRecordKeepsOnlyUnverifiedBytes(t *testing.T) {
 		id   string
 		leaf uint64
 		raw  []byte
-	}{{"rcpt-good", 0, nil}, {"rcpt-forged", 1, forged}} {
+	}{{"rcpt-good", 0, goodHash[:]}, {"rcpt-forged", 1, forged}} {
 		rec, err := r.store.get(receiptLeafKey(c.leaf, c.id))
 		if err != nil {
 			t.Fatal(err)
