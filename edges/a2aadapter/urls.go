@@ -95,7 +95,9 @@ func safeURL(u *url.URL) string {
 func safeRawURL(raw string) string {
 	if !strings.Contains(raw, "://") {
 		if host, port, err := net.SplitHostPort(raw); err == nil && host != "" && port != "" &&
-			strings.Trim(port, "0123456789") == "" && !strings.ContainsAny(host, "/?#@ ") {
+			strings.Trim(port, "0123456789") == "" && !strings.ContainsFunc(host, func(r rune) bool {
+			return r <= ' ' || r == 0x7f || strings.ContainsRune("/?#@", r) // nothing a terminal or a URL reads
+		}) {
 			return net.JoinHostPort(host, port)
 		}
 	}

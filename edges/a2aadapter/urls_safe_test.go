@@ -11,6 +11,7 @@ func TestSafeRawURL(t *testing.T) {
 		{"agent.example:443", "agent.example:443"},
 		{"%zz", "(unparsable URL)"},
 		{"a b:1/x?y", "(unparsable URL)"},
+		{"evil\n\x1b[2J:1", "(unparsable URL)"}, // control bytes from a remote card never reach a terminal
 	} {
 		if got := safeRawURL(c.raw); got != c.want {
 			t.Errorf("safeRawURL(%q) = %q, want %q", c.raw, got, c.want)
