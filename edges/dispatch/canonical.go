@@ -26,6 +26,9 @@ func appendCanonical(b []byte, v any) ([]byte, bool) {
 	case int64:
 		return appendSafeInt(b, x)
 	case map[string]string:
+		if x == nil {
+			return append(b, "null"...), true // as encoding/json writes a nil map
+		}
 		keys := sortedKeys(x)
 		b = append(b, '{')
 		for i, k := range keys {
@@ -43,6 +46,9 @@ func appendCanonical(b []byte, v any) ([]byte, bool) {
 		}
 		return append(b, '}'), true
 	case map[string]any:
+		if x == nil {
+			return append(b, "null"...), true
+		}
 		keys := sortedKeys(x)
 		b = append(b, '{')
 		for i, k := range keys {

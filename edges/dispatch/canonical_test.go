@@ -19,6 +19,7 @@ func TestAppendCanonical(t *testing.T) {
 			"attribution": map[string]any{"subject_key": "k", "issuer_key": "i", "delegation_depth": 0, "grant_index": -3}},
 		map[string]any{"b": true, "a": false, "n": nil, "z": int64(1 << 53), "y": -(1 << 53), "s": "<&> 'x' ~"},
 		map[string]any{"Z": "1", "a": "2", "_": "3", "0": "4", "": ""},
+		map[string]any{"nil any": map[string]any(nil), "nil strings": map[string]string(nil)}, // null, as encoding/json
 	}
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for range 200 {
