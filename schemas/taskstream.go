@@ -33,5 +33,6 @@ func TasksStreamConfig(replicas int, maxMsgSize int32, duplicates time.Duration)
 		MaxMsgSize:         maxMsgSize,
 		AllowDirect:        true,
 		AllowAtomicPublish: replicas == 1,
+		Compression:        StreamCompression,
 	}
 }

@@ -31,6 +31,7 @@ func TestTasksStreamConfig(t *testing.T) {
 			MaxMsgSize:         1 << 20,
 			AllowDirect:        true,
 			AllowAtomicPublish: tt.atomic,
+			Compression:        jetstream.S2Compression,
 		}
 		if got := TasksStreamConfig(tt.replicas, 1<<20, 2*time.Minute); !reflect.DeepEqual(got, want) {
 			t.Errorf("replicas %d: %+v, want %+v", tt.replicas, got, want)
