@@ -126,8 +126,24 @@ type Store struct {
 type Option func(*options)
 
 type options struct {
-	log         *slog.Logger
-	checkpoints CheckpointVerifier
+	log              *slog.Logger
+	checkpoints      CheckpointVerifier
+	cache, memtables int64
+}
+
+// Default memory of a store: Pebble's block cache and memtable size.
+// Built without cgo, both are Go heap, so they bound most of the store's
+// share of the process's memory; the cache holds the tree's right edge and
+// recent bundles, which is what appends and fresh proofs read.
+const (
+	DefaultCacheBytes    = 128 << 20
+	DefaultMemTableBytes = 32 << 20
+)
+
+// WithMemory sizes the store's block cache and memtables (bytes; 0 keeps
+// the default).
+func WithMemory(cache, memtables int64) Option {
+	return func(o *options) { o.cache, o.memtables = cache, memtables }
 }
 
 // CheckpointVerifier checks a stored checkpoint note on Open and returns the
@@ -146,11 +162,17 @@ func WithCheckpointVerifier(v CheckpointVerifier) Option {
 
 // Open opens (or creates) the log in dir and checks its integrity.
 func Open(dir string, opts ...Option) (*Store, error) {
-	o := options{log: slog.Default()}
+	o := options{log: slog.Default(), cache: DefaultCacheBytes, memtables: DefaultMemTableBytes}
 	for _, f := range opts {
 		f(&o)
 	}
-	db, err := pebble.Open(dir, pebbleOptions(o.log))
+	if o.cache <= 0 {
+		o.cache = DefaultCacheBytes
+	}
+	if o.memtables <= 0 {
+		o.memtables = DefaultMemTableBytes
+	}
+	db, err := pebble.Open(dir, pebbleOptions(o))
 	if err != nil {
 		return nil, fmt.Errorf("open log store %s: %w", dir, err)
 	}
@@ -166,8 +188,8 @@ func Open(dir string, opts ...Option) (*Store, error) {
 // point lookups of keys that mostly do not exist (dedup, receipt id,
 // pending), so every level gets a bloom filter, and the block cache holds
 // the right edge of the tree and recent bundles.
-func pebbleOptions(l *slog.Logger) *pebble.Options {
-	opts := &pebble.Options{Logger: pebblelog.Logger{L: l}, CacheSize: 512 << 20, MemTableSize: 64 << 20}
+func pebbleOptions(o options) *pebble.Options {
+	opts := &pebble.Options{Logger: pebblelog.Logger{L: o.log}, CacheSize: o.cache, MemTableSize: uint64(o.memtables)}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		opts.Levels[i].FilterType = pebble.TableFilter
