@@ -227,33 +227,45 @@ func abbreviate(s string) string {
 
 // getTask serves GET /v1/tasks/{id}.
 func (s *Service) getTask(c echo.Context) error {
-	if _, ok, err := query(c); !ok {
-		return err
-	}
-	id, ok, err := pathID(c, "id")
-	if !ok {
-		return err
-	}
 	snap := s.store.db.NewSnapshot()
 	defer snap.Close()
-	h, err := loadHead(snap, id)
-	visible := err == nil
-	if visible {
-		visible, err = readerScope(c, snap).task(h.Owner.Subject)
-	}
-	switch {
-	case errors.Is(err, errNotFound) || (err == nil && !visible):
-		// A task the reader may not see is answered as one that does not
-		// exist: its existence is not the reader's to learn.
-		return reply(c, http.StatusNotFound, Error{Error: fmt.Sprintf("task %s is not known", id), Code: CodeTaskNotFound})
-	case err != nil:
-		return s.internal(c, err)
+	id, h, answered, err := s.visibleTask(c, snap)
+	if answered {
+		return err
 	}
 	t, err := buildTask(snap, id, h)
 	if err != nil {
 		return s.internal(c, err)
 	}
 	return c.JSON(http.StatusOK, t)
+}
+
+// visibleTask reads the head of the task the request's path names, from
+// v, as the request's reader may see it. answered is true when the answer
+// is already written (a bad query or id, a task not known or not the
+// reader's to see, a failure); err is then what the handler returns.
+func (s *Service) visibleTask(c echo.Context, v view) (id string, h *taskHead, answered bool, err error) {
+	if _, ok, err := query(c); !ok {
+		return "", nil, true, err
+	}
+	id, ok, err := pathID(c, "id")
+	if !ok {
+		return "", nil, true, err
+	}
+	h, err = loadHead(v, id)
+	visible := err == nil
+	if visible {
+		visible, err = readerScope(c, v).task(h.Owner.Subject)
+	}
+	switch {
+	case errors.Is(err, errNotFound) || (err == nil && !visible):
+		// A task the reader may not see is answered as one that does not
+		// exist: its existence is not the reader's to learn.
+		return "", nil, true, reply(c, http.StatusNotFound, Error{Error: fmt.Sprintf("task %s is not known", id), Code: CodeTaskNotFound})
+	case err != nil:
+		return "", nil, true, s.internal(c, err)
+	}
+	return id, h, false, nil
 }
 
 // TaskList is the body of GET /v1/tasks. Tasks are in creation order

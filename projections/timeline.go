@@ -3,7 +3,6 @@ package projections
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -122,25 +121,11 @@ type TimelineArtifact struct {
 // Commits folded before the projection kept timelines are not listed
 // (a rebuild lists them).
 func (s *Service) getTimeline(c echo.Context) error {
-	if _, ok, err := query(c); !ok {
-		return err
-	}
-	id, ok, err := pathID(c, "id")
-	if !ok {
-		return err
-	}
 	snap := s.store.db.NewSnapshot()
 	defer snap.Close()
-	h, err := loadHead(snap, id)
-	visible := err == nil
-	if visible {
-		visible, err = readerScope(c, snap).task(h.Owner.Subject)
-	}
-	switch {
-	case errors.Is(err, errNotFound) || (err == nil && !visible):
-		return reply(c, http.StatusNotFound, Error{Error: fmt.Sprintf("task %s is not known", id), Code: CodeTaskNotFound})
-	case err != nil:
-		return s.internal(c, err)
+	id, _, answered, err := s.visibleTask(c, snap)
+	if answered {
+		return err
 	}
 	tl, err := loadTimeline(snap, id)
 	if err != nil {

@@ -26,47 +26,34 @@ func appendCanonical(b []byte, v any) ([]byte, bool) {
 	case int64:
 		return appendSafeInt(b, x)
 	case map[string]string:
-		if x == nil {
-			return append(b, "null"...), true // as encoding/json writes a nil map
-		}
-		keys := sortedKeys(x)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var ok bool
-			if b, ok = appendPlainString(b, k); !ok {
-				return b, false
-			}
-			b = append(b, ':')
-			if b, ok = appendPlainString(b, x[k]); !ok {
-				return b, false
-			}
-		}
-		return append(b, '}'), true
+		return appendObject(b, x, appendPlainString)
 	case map[string]any:
-		if x == nil {
-			return append(b, "null"...), true
-		}
-		keys := sortedKeys(x)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var ok bool
-			if b, ok = appendPlainString(b, k); !ok {
-				return b, false
-			}
-			b = append(b, ':')
-			if b, ok = appendCanonical(b, x[k]); !ok {
-				return b, false
-			}
-		}
-		return append(b, '}'), true
+		return appendObject(b, x, appendCanonical)
 	}
 	return b, false
+}
+
+// appendObject appends m as a JCS object, each value by appendValue; a
+// nil map is null, as encoding/json writes it.
+func appendObject[V any](b []byte, m map[string]V, appendValue func([]byte, V) ([]byte, bool)) ([]byte, bool) {
+	if m == nil {
+		return append(b, "null"...), true
+	}
+	b = append(b, '{')
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = appendPlainString(b, k); !ok {
+			return b, false
+		}
+		b = append(b, ':')
+		if b, ok = appendValue(b, m[k]); !ok {
+			return b, false
+		}
+	}
+	return append(b, '}'), true
 }
 
 func sortedKeys[V any](m map[string]V) []string {
