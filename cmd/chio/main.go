@@ -1,6 +1,3 @@
-// Command chio runs Chio ledger: `chio up` runs everything in one process;
-// `chio ledger`, and later the edges and projections, run each part on its
-// own against a NATS cluster.
 package main
 
 import (
