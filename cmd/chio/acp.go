@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/edges/acp"
@@ -19,8 +18,9 @@ import (
 
 func newEdgeACPCmd() *cobra.Command {
 	var ef edgeFlags
-	var natsURL, listen, dataDir, token, keyFile string
-	var stdio, proxyMode bool
+	var sf stdioFlags
+	var listen, keyFile string
+	var proxyMode bool
 	var grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "acp (--stdio | --listen ADDR | --proxy -- AGENT [ARGS...]) --nats URL (--policy FILE | --issuer-pub FILE)",
@@ -50,16 +50,16 @@ func newEdgeACPCmd() *cobra.Command {
 			}
 			defer stopTracing() // last: after everything that makes spans
 			if proxyMode {
-				if stdio {
+				if sf.stdio {
 					return usageError(errors.New("--proxy and --stdio are two ways of using stdio: pick one"))
 				}
-				return runACPProxy(cmd, &ef, natsURL, dataDir, token, keyFile, grace, args)
+				return runACPProxy(cmd, &ef, sf.natsURL, sf.dataDir, sf.token, keyFile, grace, args)
 			}
-			token, err := stdioCapability(&ef, stdio, dataDir, token)
+			token, err := sf.capability(&ef)
 			if err != nil {
 				return err
 			}
-			sa, err := connectStandalone(natsURL, dataDir, "chio-edge-acp", stdio)
+			sa, err := sf.connect("chio-edge-acp")
 			if err != nil {
 				return err
 			}
@@ -73,7 +73,7 @@ func newEdgeACPCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if stdio {
+			if sf.stdio {
 				return e.ServeStdio(ctx, token, cmd.InOrStdin(), cmd.OutOrStdout())
 			}
 			ec := newEdgeEcho()
@@ -87,13 +87,10 @@ func newEdgeACPCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+"; with --stdio, an embedded server in --data-dir)")
+	sf.register(f, "the profile", "--stdio or --proxy")
 	f.StringVar(&listen, "listen", "127.0.0.1:8086", "HTTP listen address")
-	f.BoolVar(&stdio, "stdio", false, "serve the profile on stdin/stdout (newline-delimited JSON-RPC)")
 	f.BoolVar(&proxyMode, "proxy", false, "govern an ACP agent for an editor: relay stdio to the agent command given after --")
 	f.DurationVar(&grace, "agent-grace", 5*time.Second, "with --proxy: how long the agent gets to exit once the editor has gone")
-	f.StringVar(&token, "token", "", "with --stdio or --proxy: the capability every call acts under, or @FILE (default: a dev capability from --data-dir)")
-	f.StringVar(&dataDir, "data-dir", ".chio", "with --stdio or --proxy: keys and the embedded NATS store")
 	f.StringVar(&keyFile, "key", "", "with --proxy: the --token capability's subject key; the proxy signs a chio.dpop_proof.v1 for each governed call (needed when the capability can delegate)")
 	f.StringArrayVar(&ef.manifests, "manifest", nil, "chio.manifest.v1 file to register (repeatable)")
 	registerGovernanceFlags(f, &ef)

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -186,8 +185,8 @@ func (m *mcpFlags) start(ctx context.Context) ([]*mcpbridge.Server, func(), erro
 func newBridgeMCPCmd() *cobra.Command {
 	var ef edgeFlags
 	var m mcpFlags
-	var serverID, target, natsURL, listen, dataDir, token string
-	var stdio bool
+	var sf stdioFlags
+	var serverID, target, listen string
 	cmd := &cobra.Command{
 		Use:   "mcp --server-id ID (--url URL | -- COMMAND ARGS) (--listen ADDR | --stdio) --nats URL (--policy FILE | --issuer-pub FILE)",
 		Short: "Serve an MCP server's tools as governed MCP tools (streamable HTTP at /mcp, or stdio)",
@@ -222,10 +221,11 @@ func newBridgeMCPCmd() *cobra.Command {
 			}
 			defer srv.Close()
 			ef.servers = append(ef.servers, srv)
-			if token, err = stdioCapability(&ef, stdio, dataDir, token); err != nil {
+			token, err := sf.capability(&ef)
+			if err != nil {
 				return err
 			}
-			sa, err := connectStandalone(natsURL, dataDir, "chio-bridge-mcp", stdio)
+			sa, err := sf.connect("chio-bridge-mcp")
 			if err != nil {
 				return err
 			}
@@ -239,7 +239,7 @@ func newBridgeMCPCmd() *cobra.Command {
 			}
 			e := mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll)), mcpedge.WithPublicOrigin(ef.publicURL),
 				mcpedge.WithServerInfo("chio-mcp-bridge "+serverID, "0.1.0"))
-			if stdio {
+			if sf.stdio {
 				return e.ServeStdio(ctx, token, cmd.InOrStdin(), cmd.OutOrStdout())
 			}
 			ec := newEdgeEcho()
@@ -256,11 +256,8 @@ func newBridgeMCPCmd() *cobra.Command {
 	f.StringVar(&serverID, "server-id", "", "server id of the MCP server's tools (required)")
 	f.StringVar(&target, "url", "", "the MCP server's streamable HTTP endpoint (instead of a command after --)")
 	m.register(f, "")
-	f.StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+"; with --stdio, an embedded server in --data-dir)")
+	sf.register(f, "MCP", "--stdio")
 	f.StringVar(&listen, "listen", "127.0.0.1:8085", "HTTP listen address")
-	f.BoolVar(&stdio, "stdio", false, "serve MCP on stdin/stdout (newline-delimited JSON-RPC)")
-	f.StringVar(&token, "token", "", "with --stdio: the capability every call acts under, or @FILE (default: a dev capability from --data-dir)")
-	f.StringVar(&dataDir, "data-dir", ".chio", "with --stdio: keys and the embedded NATS store")
 	registerGovernanceFlags(f, &ef)
 	return cmd
 }

@@ -176,8 +176,9 @@ func newBridgeCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bridge", Short: "Bridge an outside API into governed tools"}
 	var ef edgeFlags
 	var o openapiFlags
-	var natsURL, listen, dataDir, token string
-	var stdio, simulate bool
+	var sf stdioFlags
+	var listen string
+	var simulate bool
 	bridge := &cobra.Command{
 		Use:   "openapi --spec FILE|URL (--listen ADDR | --stdio) --nats URL (--policy FILE | --issuer-pub FILE)",
 		Short: "Serve an OpenAPI-described HTTP API as governed MCP tools (streamable HTTP at /mcp, or stdio)",
@@ -199,10 +200,11 @@ func newBridgeCmd() *cobra.Command {
 				return err
 			}
 			ef.servers = append(ef.servers, srv)
-			if token, err = stdioCapability(&ef, stdio, dataDir, token); err != nil {
+			token, err := sf.capability(&ef)
+			if err != nil {
 				return err
 			}
-			sa, err := connectStandalone(natsURL, dataDir, "chio-bridge-openapi", stdio)
+			sa, err := sf.connect("chio-bridge-openapi")
 			if err != nil {
 				return err
 			}
@@ -213,7 +215,7 @@ func newBridgeCmd() *cobra.Command {
 			g := sa.g
 			e := mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll)), mcpedge.WithPublicOrigin(ef.publicURL),
 				mcpedge.WithSimulation(simulate), mcpedge.WithServerInfo("chio-openapi-bridge "+o.serverID, "0.1.0"))
-			if stdio {
+			if sf.stdio {
 				return e.ServeStdio(ctx, token, cmd.InOrStdin(), cmd.OutOrStdout())
 			}
 			ec := newEdgeEcho()
@@ -228,11 +230,8 @@ func newBridgeCmd() *cobra.Command {
 	}
 	f := bridge.Flags()
 	o.register(f, "")
-	f.StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+"; with --stdio, an embedded server in --data-dir)")
+	sf.register(f, "MCP", "--stdio")
 	f.StringVar(&listen, "listen", "127.0.0.1:8084", "HTTP listen address")
-	f.BoolVar(&stdio, "stdio", false, "serve MCP on stdin/stdout (newline-delimited JSON-RPC)")
-	f.StringVar(&token, "token", "", "with --stdio: the capability every call acts under, or @FILE (default: a dev capability from --data-dir)")
-	f.StringVar(&dataDir, "data-dir", ".chio", "with --stdio: keys and the embedded NATS store")
 	f.BoolVar(&simulate, "simulate", false, "answer with the request that would be sent (bridgeMode simulation): no upstream call, no receipt")
 	registerGovernanceFlags(f, &ef)
 	cmd.AddCommand(bridge, newBridgeMCPCmd())
