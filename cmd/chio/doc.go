@@ -9,13 +9,13 @@
 //
 // Invariants the commands keep:
 //
-//   - A mistake in the flags exits with status 2 (usageError), anything
-//     else with 1, before any component has started where it can be
-//     checked up front.
-//   - The log store is opened before anything else starts: its directory
-//     lock is what stops a second process on the same data dir.
-//   - Stopping (SIGINT or SIGTERM) drains the edges while the ledger still
-//     runs, so calls in flight finish and their events are folded into
+//   - A mistake in the flags exits with status 2 (usageError); any other
+//     failure with 1.
+//   - A command that owns a data dir opens its log store before it starts
+//     or connects to NATS: the store's directory lock is what stops a
+//     second process on the same data dir.
+//   - Stopping `chio up` (SIGINT or SIGTERM) drains the edges while the
+//     ledger still runs, so calls in flight finish and their events become
 //     receipts; NATS closes last.
 //   - `chio up` hands its dev capability to tokenless callers only on
 //     loopback addresses; elsewhere it needs --require-capability.
