@@ -5,28 +5,19 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/chio-ledger/chio/edges/tools"
 )
 
 // MaxToolName is the longest tool name MCP clients and the OpenAI function
 // API both accept; names use only [a-zA-Z0-9_-].
 const MaxToolName = 64
 
-// validToolName reports whether s matches ^[a-zA-Z0-9_-]{1,64}$.
-func validToolName(s string) bool {
-	if s == "" || len(s) > MaxToolName {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !nameByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
+// nameRule is the tool name rule: ^[a-zA-Z0-9_-]{1,MaxToolName}$.
+var nameRule = tools.NameRule{Allowed: tools.WordChar, MaxLen: MaxToolName}
 
-func nameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-}
+// validToolName reports whether s matches ^[a-zA-Z0-9_-]{1,64}$.
+func validToolName(s string) bool { return nameRule.Valid(s) }
 
 // derivedName is the name of an operation whose operationId is absent or
 // does not fit: the lower-case method, "_", and the path with every run of
@@ -39,7 +30,7 @@ func derivedName(method, path string) string {
 	sep := true // a "_" is due before the next kept byte
 	for i := 0; i < len(path); i++ {
 		c := path[i]
-		if !nameByte(c) || c == '_' {
+		if !nameRule.AllowsByte(c) || c == '_' {
 			sep = true
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"unicode/utf8"
 )
 
 // NameRule is an outward protocol's rule for tool names: the characters
@@ -46,4 +47,48 @@ func (r NameRule) sanitize(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// WordChar reports whether c is in [a-zA-Z0-9_-]: the characters of a tool
+// name that MCP clients and the OpenAI function API both accept.
+func WordChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+// AllowsByte reports whether the byte c may stand in a name. A byte of a
+// multi-byte character is refused, so the byte-wise functions below suit
+// rules of ASCII characters only.
+func (r NameRule) AllowsByte(c byte) bool {
+	return c < utf8.RuneSelf && r.Allowed(rune(c))
+}
+
+// Valid reports whether s is a name as it is: 1 to MaxLen bytes, each one
+// the rule allows.
+func (r NameRule) Valid(s string) bool {
+	if s == "" || len(s) > r.MaxLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !r.AllowsByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// SanitizeBytes is the first n bytes of s with every byte the rule refuses
+// replaced by "_". Unlike DigestName it works byte by byte, so a character
+// of several bytes becomes as many "_": names already derived this way
+// must not change.
+func (r NameRule) SanitizeBytes(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if !r.AllowsByte(c) {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
