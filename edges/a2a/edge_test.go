@@ -26,11 +26,10 @@ import (
 
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
-	"github.com/chio-ledger/chio/edges/dispatch"
-	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/edges/tools/conformance"
 	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/internal/govtest"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -115,39 +114,13 @@ func startCluster(t testing.TB, n int, devToken string, configure ...func(*Confi
 	ns, _, _ := natstest.Start(t)
 	cl := &cluster{tool: &countingHello{Server: hello.New()}, slow: newSlow(), step: newStep(), tick: newTick(),
 		conf: conformance.New(conformance.WithResubscribeHold(3 * time.Second))}
-	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{pub(issuerKey)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	policy := govtest.Policy(t, pub(issuerKey))
 	for i := range n {
-		_, js := natstest.Connect(t, ns)
+		env := govtest.New(t, govtest.On(ns), govtest.WithPolicy(policy), govtest.WithEdgeID(fmt.Sprintf("edge-%d", i)),
+			govtest.WithServers(cl.tool, cl.slow, cl.step, cl.tick, cl.conf))
+		js, k, reg, d := env.JS, env.Kernel, env.Registry, env.Dispatch
 		cl.js = js
 		ctx := context.Background()
-		reg := tools.NewRegistry()
-		if err := reg.Register(cl.tool); err != nil {
-			t.Fatal(err)
-		}
-		if err := reg.Register(cl.slow); err != nil {
-			t.Fatal(err)
-		}
-		if err := reg.Register(cl.step); err != nil {
-			t.Fatal(err)
-		}
-		if err := reg.Register(cl.tick); err != nil {
-			t.Fatal(err)
-		}
-		if err := reg.Register(cl.conf); err != nil {
-			t.Fatal(err)
-		}
-		k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(k.Close)
-		d, err := dispatch.New(ctx, js, k, reg, fmt.Sprintf("edge-%d", i), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
 		ts, err := taskstore.Open(ctx, js)
 		if err != nil {
 			t.Fatal(err)
@@ -175,22 +148,7 @@ func startCluster(t testing.TB, n int, devToken string, configure ...func(*Confi
 
 func token(t testing.TB, subject ed25519.PrivateKey, id string) string {
 	t.Helper()
-	now := time.Now()
-	tok, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{
-		ID: id, Issuer: pub(issuerKey), Subject: pub(subject),
-		Scope: schemas.Scope{Grants: []schemas.ToolGrant{
-			{ServerID: "hello-a2a-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
-			{ServerID: "slow-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
-			{ServerID: "step-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
-			{ServerID: conformance.ServerID, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}},
-			{ServerID: "tick-srv", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}}},
-		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _ := schemas.EncodeCapabilityHeader(tok)
-	return h
+	return govtest.Valid(t, issuerKey, subject, id, govtest.AllOf("hello-a2a-srv", "slow-srv", "step-srv", conformance.ServerID, "tick-srv")...)
 }
 
 type bearer struct {

@@ -13,15 +13,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/chio-ledger/chio/edges/dispatch"
-	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
-	"github.com/chio-ledger/chio/internal/natstest"
+	"github.com/chio-ledger/chio/internal/govtest"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -31,7 +28,7 @@ var (
 	otherKey  = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32))
 )
 
-func pub(k ed25519.PrivateKey) string { return schemas.EncodePublicKey(k.Public().(ed25519.PublicKey)) }
+func pub(k ed25519.PrivateKey) string { return govtest.Pub(k) }
 
 var exposed = map[string]json.RawMessage{"acp.expose": json.RawMessage(`true`)}
 
@@ -115,25 +112,8 @@ func start(t testing.TB, opts ...Option) *fixture {
 // startWith is start over srv.
 func startWith(t testing.TB, srv *testServer, opts ...Option) *fixture {
 	t.Helper()
-	_, _, js := natstest.Start(t)
-	reg := tools.NewRegistry()
-	if err := reg.Register(srv); err != nil {
-		t.Fatal(err)
-	}
-	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{pub(issuerKey)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Close)
-	d, err := dispatch.New(ctx, js, k, reg, "acp-test", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := govtest.New(t, govtest.WithServers(srv), govtest.WithIssuers(issuerKey), govtest.WithEdgeID("acp-test"))
+	js, k, reg, d := env.JS, env.Kernel, env.Registry, env.Dispatch
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e, err := New(k, reg, d, js, append([]Option{WithLogger(quiet), WithAgentInfo("chio-test", "1.2.3")}, opts...)...)
 	if err != nil {
@@ -155,22 +135,10 @@ func token(t testing.TB, id string, subject ed25519.PrivateKey, grants ...schema
 // tokenBy is token issued by issuer.
 func tokenBy(t testing.TB, issuer ed25519.PrivateKey, id string, subject ed25519.PrivateKey, grants ...schemas.ToolGrant) string {
 	t.Helper()
-	now := time.Now()
-	tok, err := schemas.IssueCapability(issuer, schemas.CapabilityBody{ID: id, Issuer: pub(issuer), Subject: pub(subject),
-		Scope: schemas.Scope{Grants: grants}, IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(time.Hour).Unix())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := schemas.EncodeCapabilityHeader(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return govtest.Valid(t, issuer, subject, id, grants...)
 }
 
-func grant(tool string) schemas.ToolGrant {
-	return schemas.ToolGrant{ServerID: srvID, ToolName: tool, Operations: []schemas.Operation{schemas.OpInvoke}}
-}
+func grant(tool string) schemas.ToolGrant { return govtest.Invoke(srvID, tool) }
 
 // wildcard grants every tool of the server, by "*".
 func wildcard(t testing.TB) string { return token(t, "cap-all", agentKey, grant("*")) }

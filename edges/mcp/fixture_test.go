@@ -19,10 +19,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/chio-ledger/chio/edges/dispatch"
-	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
-	"github.com/chio-ledger/chio/internal/natstest"
+	"github.com/chio-ledger/chio/internal/govtest"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -31,7 +29,7 @@ var (
 	agentKey  = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{2}, 32))
 )
 
-func pub(k ed25519.PrivateKey) string { return schemas.EncodePublicKey(k.Public().(ed25519.PublicKey)) }
+func pub(k ed25519.PrivateKey) string { return govtest.Pub(k) }
 
 var exposed = map[string]json.RawMessage{"mcp.expose": json.RawMessage(`true`)}
 
@@ -115,27 +113,8 @@ type fixture struct {
 
 func start(t testing.TB, opts ...Option) *fixture {
 	t.Helper()
-	_, _, js := natstest.Start(t)
-	reg := tools.NewRegistry()
-	for _, s := range testServers() {
-		if err := reg.Register(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{pub(issuerKey)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Close)
-	d, err := dispatch.New(ctx, js, k, reg, "mcp-test", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := govtest.New(t, govtest.WithServers(testServers()...), govtest.WithIssuers(issuerKey), govtest.WithEdgeID("mcp-test"))
+	js, k, reg, d := env.JS, env.Kernel, env.Registry, env.Dispatch
 	quietLog := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e := New(k, reg, d, append([]Option{WithLogger(quietLog), WithServerInfo("chio-test", "1.2.3")}, opts...)...)
 	ec := echo.New()
@@ -148,20 +127,7 @@ func start(t testing.TB, opts ...Option) *fixture {
 // capability issues a token with id granting servers, valid from..until.
 func capability(t testing.TB, id string, from, until time.Time, servers ...string) string {
 	t.Helper()
-	var grants []schemas.ToolGrant
-	for _, s := range servers {
-		grants = append(grants, schemas.ToolGrant{ServerID: s, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}})
-	}
-	tok, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{ID: id, Issuer: pub(issuerKey), Subject: pub(agentKey),
-		Scope: schemas.Scope{Grants: grants}, IssuedAt: uint64(from.Unix()), ExpiresAt: uint64(until.Unix())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := schemas.EncodeCapabilityHeader(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return govtest.Token(t, issuerKey, agentKey, id, from, until, govtest.AllOf(servers...)...)
 }
 
 func valid(t testing.TB, id string, servers ...string) string {

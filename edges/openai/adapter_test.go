@@ -20,10 +20,9 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
-	"github.com/chio-ledger/chio/edges/dispatch"
-	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/edges/tools/hello"
+	"github.com/chio-ledger/chio/internal/govtest"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -33,7 +32,7 @@ var (
 	agentKey  = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{2}, 32))
 )
 
-func pub(k ed25519.PrivateKey) string { return schemas.EncodePublicKey(k.Public().(ed25519.PublicKey)) }
+func pub(k ed25519.PrivateKey) string { return govtest.Pub(k) }
 
 // testServer is a real in-process tool server: "explode" fails, every
 // other tool echoes its call; "secret" is not exposed on OpenAI.
@@ -76,28 +75,9 @@ type fixture struct {
 
 func start(t testing.TB, opts ...Option) *fixture {
 	t.Helper()
-	_, _, js := natstest.Start(t)
-	reg := tools.NewRegistry()
-	for _, s := range []tools.Server{hello.New(), &testServer{id: "files-srv", names: []string{"explode", "fs.read_file", "echo", "secret"}},
-		&testServer{id: "twin-srv", names: []string{"echo"}}} {
-		if err := reg.Register(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{pub(issuerKey)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Close)
-	d, err := dispatch.New(ctx, js, k, reg, "openai-test", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := govtest.New(t, govtest.WithServers(hello.New(), &testServer{id: "files-srv", names: []string{"explode", "fs.read_file", "echo", "secret"}},
+		&testServer{id: "twin-srv", names: []string{"echo"}}), govtest.WithIssuers(issuerKey), govtest.WithEdgeID("openai-test"))
+	js, k, reg, d := env.JS, env.Kernel, env.Registry, env.Dispatch
 	a := New(k, reg, d, opts...)
 	ec := echo.New()
 	a.Register(ec)
@@ -109,20 +89,7 @@ func start(t testing.TB, opts ...Option) *fixture {
 // capability issues a token granting servers, valid from..until.
 func capability(t testing.TB, id string, from, until time.Time, servers ...string) string {
 	t.Helper()
-	var grants []schemas.ToolGrant
-	for _, s := range servers {
-		grants = append(grants, schemas.ToolGrant{ServerID: s, ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}})
-	}
-	tok, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{ID: id, Issuer: pub(issuerKey), Subject: pub(agentKey),
-		Scope: schemas.Scope{Grants: grants}, IssuedAt: uint64(from.Unix()), ExpiresAt: uint64(until.Unix())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := schemas.EncodeCapabilityHeader(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return govtest.Token(t, issuerKey, agentKey, id, from, until, govtest.AllOf(servers...)...)
 }
 
 func fullToken(t testing.TB) string {

@@ -19,10 +19,9 @@ import (
 	"github.com/mccutchen/go-httpbin/v2/httpbin"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/openapi"
-	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/internal/govtest"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -72,24 +71,8 @@ func startBounded(t testing.TB, maxResp int64) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := tools.NewRegistry()
-	if err := reg.Register(srv); err != nil {
-		t.Fatal(err)
-	}
-	_, _, js := natstest.Start(t)
-	policy, err := kernel.NewPolicy(kernel.Policy{TrustedIssuers: []string{schemas.EncodePublicKey(issuerKey.Public().(ed25519.PublicKey))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Close)
-	d, err := dispatch.New(ctx, js, k, reg, "protect-test", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := govtest.New(t, govtest.WithServers(srv), govtest.WithIssuers(issuerKey), govtest.WithEdgeID("protect-test"))
+	js, k, d := env.JS, env.Kernel, env.Dispatch
 	proxy := httptest.NewServer(New(k, d, b))
 	t.Cleanup(proxy.Close)
 	return &fixture{url: proxy.URL, js: js, upstream: &hits}
@@ -100,19 +83,10 @@ func capability(t testing.TB, from, until time.Time, toolNames ...string) string
 	t.Helper()
 	var grants []schemas.ToolGrant
 	for _, n := range toolNames {
-		grants = append(grants, schemas.ToolGrant{ServerID: "httpbin", ToolName: n, Operations: []schemas.Operation{schemas.OpInvoke}})
+		grants = append(grants, govtest.Invoke("httpbin", n))
 	}
-	tok, err := schemas.IssueCapability(issuerKey, schemas.CapabilityBody{ID: "cap-" + strings.ReplaceAll(strings.Join(toolNames, "-"), "*", "all"),
-		Issuer: schemas.EncodePublicKey(issuerKey.Public().(ed25519.PublicKey)), Subject: schemas.EncodePublicKey(agentKey.Public().(ed25519.PublicKey)),
-		Scope: schemas.Scope{Grants: grants}, IssuedAt: uint64(from.Unix()), ExpiresAt: uint64(until.Unix())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := schemas.EncodeCapabilityHeader(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	id := "cap-" + strings.ReplaceAll(strings.Join(toolNames, "-"), "*", "all")
+	return govtest.Token(t, issuerKey, agentKey, id, from, until, grants...)
 }
 
 func valid(t testing.TB, toolNames ...string) string {
