@@ -2,26 +2,32 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chio-ledger/chio/edges/a2a"
 	"github.com/chio-ledger/chio/edges/acp"
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
+	"github.com/chio-ledger/chio/edges/mcpbridge"
 	"github.com/chio-ledger/chio/edges/openai"
 	"github.com/chio-ledger/chio/edges/openapi"
 	"github.com/chio-ledger/chio/edges/protect"
+	"github.com/chio-ledger/chio/internal/health"
 	"github.com/chio-ledger/chio/internal/leafset"
 	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/ledger"
 	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
@@ -39,311 +45,372 @@ const signedLeavesKept = 1 << 16
 const operatorTokenTTL = 30 * 24 * time.Hour
 
 func newUpCmd() *cobra.Command {
-	var dataDir, listen, natsListen string
-	var lf ledgerFlags
-	var ef edgeFlags
-	var of openaiFlags
-	var oapi openapiFlags
-	var protectListen string
-	var a2af a2aFlags
-	var a2aTargets []string
-	var mcpf mcpFlags
-	var requireCapability bool
-	var serviceToken string
+	var c upConfig
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run everything in one process: embedded NATS JetStream, the ledger, the A2A edge with the demo tools, one HTTP address",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := of.proxy(); err != nil {
-				return err // a flag mistake, before anything starts
-			}
-			tp, stopTracing, err := startTracing(cmd.Context(), "chio")
-			if err != nil {
-				return err
-			}
-			defer stopTracing() // first deferred, so it flushes last
-			ef.tracer, lf.tracer = tp, tp
-			if protectListen != "" && oapi.spec == "" {
-				return usageError(errors.New("--openapi-protect-listen needs --openapi"))
-			}
-			var bridge *openapi.Bridge
-			if oapi.spec != "" {
-				b, srv, err := oapi.server(cmd.Context())
-				if err != nil {
-					return err
-				}
-				bridge, ef.servers = b, append(ef.servers, srv)
-			}
-			// Wrapped MCP servers are listed before the kernel is built:
-			// one that cannot be started fails the start.
-			mcpServers, stopMCP, err := mcpf.start(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer stopMCP()
-			for _, s := range mcpServers {
-				ef.servers = append(ef.servers, s)
-			}
-			// The log store is opened first: its directory lock is what stops
-			// a second `chio up` on the same data dir, before anything else starts.
-			keys, store, err := openDataDir(dataDir, &lf)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			cfg := natsembed.Config{StoreDir: filepath.Join(dataDir, "nats"), ServerName: "chio-up", DontListen: natsListen == "none"}
-			if !cfg.DontListen {
-				host, port, err := net.SplitHostPort(natsListen)
-				if err != nil {
-					return usageError(fmt.Errorf("--nats-listen: %w", err))
-				}
-				if cfg.Port, err = strconv.Atoi(port); err != nil {
-					return usageError(errors.New("--nats-listen: port must be a number"))
-				}
-				if cfg.Port == 0 {
-					cfg.Port = -1 // any free port (nats-server reads 0 as its default, 4222)
-				}
-				cfg.Host = host
-			}
-			ns, js, stopNATS, err := startEmbeddedNATS(cfg)
-			if err != nil {
-				return err
-			}
-			defer stopNATS()
-			out := cmd.OutOrStdout()
-			// Partner agents' skills become tools before the kernel is
-			// built: discovery fails closed at start.
-			partners, err := a2af.adapters(cmd.Context(), js, lf.replicas, a2aTargets)
-			if err != nil {
-				return err
-			}
-			ef.servers = append(ef.servers, partners...)
-			if ef.workers {
-				// Workers sign with chio up's manifest key unless told
-				// otherwise; it exists before workers learn the NATS address.
-				if ef.workerKey, err = ef.upWorkerKey(keys.Dir); err != nil {
-					return err
-				}
-			}
-			if !cfg.DontListen {
-				fmt.Fprintf(out, "chio up: NATS JetStream on %s (data under %s)\n", ns.ClientURL(), dataDir)
-			}
-			if ef.workers {
-				if cfg.DontListen {
-					return usageError(errors.New("--workers needs a NATS address workers can reach (--nats-listen)"))
-				}
-				// Workers found before the dev capability is issued are in it.
-				if ef.servers, err = awaitWorkers(cmd.Context(), js.Conn(), ef.servers, out, ns.ClientURL(), ef.workerKey); err != nil {
-					return err
-				}
-			}
-			fmt.Fprintf(out, "chio up: keys in %s (log origin %q, kernel key %s)\n", keys.Dir, keys.Origin(), keys.KernelPub)
-			if ef.policyFile == "" && ef.issuerPub == "" {
-				ef.issuerPub = filepath.Join(keys.Dir, issuerPubFile)
-			}
-			if ef.cardKey == "" {
-				ef.cardKey = filepath.Join(keys.Dir, cardKeyFile) // the agent card is signed
-			}
-			if ef.manifestKey == "" {
-				ef.manifestKey = filepath.Join(keys.Dir, manifestKeyFile) // every manifest is signed
-			}
-			if !cmd.Flags().Changed("push-allow-loopback") {
-				ef.pushLoopback = true // one machine: webhooks are local
-			}
-			if ef.edgeID == "" {
-				ef.edgeID = "chio-up"
-			}
-			ef.replicas = lf.replicas
-			reg, err := ef.registry()
-			if err != nil {
-				return err
-			}
-			devToken, tokenPath, err := devCapability(dataDir, keys, reg)
-			if err != nil {
-				return err
-			}
-			if !requireCapability && !loopbackAddr(listen) {
-				// The dev capability acts for every tokenless caller: never
-				// hand it to the network.
-				return usageError(fmt.Errorf("--listen %s is not a loopback address: pass --require-capability (callers must then present their own capability)", listen))
-			}
-			grpcAddr, err := ef.grpcAddr(listen)
-			if err != nil {
-				return err
-			}
-			ef.httpOrigin = listenOrigin(listen)
-			if !requireCapability && grpcAddr != "" && !loopbackAddr(grpcAddr) {
-				return usageError(fmt.Errorf("--grpc-listen %s is not a loopback address: pass --require-capability (callers must then present their own capability)", grpcAddr))
-			}
-			grpcLn, err := ef.listenGRPC(grpcAddr)
-			if err != nil {
-				return err
-			}
-			if grpcLn != nil {
-				defer grpcLn.Close()
-			}
-			edgeToken := devToken
-			if requireCapability {
-				edgeToken = "" // tokenless callers get an A2A authentication error
-			}
-			// One registry for the whole process, served at /metrics.
-			metrics := newMetricsRegistry()
-			r, err := startEdge(cmd.Context(), js, &ef, edgeToken, metrics)
-			if err != nil {
-				return err
-			}
-			defer r.close()
-			edge := r.edge
-			for _, s := range mcpServers {
-				if err := s.Follow(r.registry); err != nil { // its tool list changes reach the edges
-					return err
-				}
-			}
-			// The OpenAI surface shares the A2A edge's kernel and dispatcher;
-			// its exposure reads openai.expose (--tier is A2A's).
-			oaOpts, err := openaiOptions(js, r.policy, &ef, &of, "", edgeToken)
-			if err != nil {
-				return err
-			}
-			oa := openai.New(r.kernel, r.registry, r.dispatch, oaOpts...)
-			// MCP serves the tools whose manifests set mcp.expose (the
-			// bridged API's, with --openapi).
-			mcpEdge := mcpedge.New(r.kernel, r.registry, r.dispatch, mcpedge.WithExposure(r.policy.ToolExposure("mcp", ef.exposeAll)),
-				mcpedge.WithDevToken(edgeToken), mcpedge.WithPublicOrigin(ef.publicURL))
-			acpEdge, err := acp.New(r.kernel, r.registry, r.dispatch, js, acp.WithExposure(r.policy.ToolExposure("acp", ef.exposeAll)),
-				acp.WithDevToken(edgeToken), acp.WithReplicas(lf.replicas), acp.WithPublicOrigin(ef.publicURL))
-			if err != nil {
-				return err
-			}
-			if protectListen != "" {
-				pln, err := net.Listen("tcp", protectListen)
-				if err != nil {
-					return fmt.Errorf("listen on %s: %w", protectListen, err)
-				}
-				fmt.Fprintf(out, "chio up: api protect  http://%s -> %s\n", pln.Addr(), orDefault(oapi.upstream, "the spec's server"))
-				pctx, stopProtect := context.WithCancel(cmd.Context())
-				protected := make(chan struct{})
-				go func() {
-					defer close(protected)
-					if err := serveHandler(pctx, protect.New(r.kernel, r.dispatch, bridge), pln, ef.drainTimeout); err != nil {
-						slog.Error("api protect stopped", "err", err)
-					}
-				}()
-				defer func() { stopProtect(); <-protected }()
-			}
-			hc, err := ef.httpConfig()
-			if err != nil {
-				return err
-			}
-			drains := []runOption{withDrain(ef.drainTimeout, edge.Drain)}
-			if grpcLn != nil {
-				drainGRPC, stopGRPC := serveGRPC(edge, grpcLn)
-				defer stopGRPC()
-				drains = append(drains, withDrain(ef.drainTimeout, drainGRPC))
-			}
-			go edge.Sweep(cmd.Context(), sweepEvery)
-			go runPush(cmd.Context(), edge)
-			kernelPub, err := schemas.ParsePublicKey(keys.KernelPub)
-			if err != nil {
-				return err
-			}
-			// Reads: capabilities from this data dir's issuer, each within its
-			// scope; an operator token that reads everything; and the service
-			// token, if one is given.
-			rf := readFlags{issuers: []string{filepath.Join(keys.Dir, issuerPubFile)}, serviceToken: serviceToken, requireDPoP: ef.requireDPoP, publicOrigin: ef.publicURL}
-			auth, stopAuth, err := rf.authenticator(cmd.Context(), js, lf.replicas)
-			if err != nil {
-				return err
-			}
-			defer stopAuth()
-			opPath, err := operatorToken(dataDir, keys.Dir, operatorTokenTTL, ef.requireDPoP)
-			if err != nil {
-				return err
-			}
-			// The projections trust exactly the bytes this process's ledger
-			// signed, by leaf hash; everything else they verify.
-			signed, err := leafset.New(signedLeavesKept)
-			if err != nil {
-				return err
-			}
-			lf.extra = append(lf.extra, ledger.WithSignedLeaves(signed.Add))
-			proj, err := projections.Open(projectionsDir(dataDir), projections.WithLogger(slog.Default()),
-				projections.WithKernelKey(kernelPub), projections.WithAuthenticator(auth), projections.WithMetrics(metrics), projections.WithTracerProvider(tp),
-				projections.WithTrustedLeaves(signed.Contains))
-			if err != nil {
-				return err
-			}
-			defer proj.Close()
-			projCtx, stopProj := context.WithCancel(cmd.Context())
-			projDone := make(chan struct{})
-			var projErr error // read only after projDone is closed
-			go func() {
-				defer close(projDone)
-				projErr = proj.Run(projCtx, js)
-				if projErr != nil && projCtx.Err() == nil {
-					slog.Error("projections stopped", "err", projErr)
-				}
-			}()
-			defer func() { stopProj(); <-projDone }()
-			mount := func(e *echo.Echo, addr net.Addr) {
-				if ef.publicURL == "" {
-					edge.AddOrigin(listenOrigin(addr.String())) // the bound port, for --listen HOST:0
-				}
-				edge.Register(e, hc)
-				oa.Register(e)
-				mcpEdge.Register(e)
-				acpEdge.Register(e)
-				proj.Register(e)
-				mountConsole(e)
-				mountToolsListing(e, r, &ef, grpcLn != nil, auth) // operators: every tool, its origin and signed manifest
-				base := "http://" + addr.String()
-				fmt.Fprintf(out, "chio up: agent card   %s/.well-known/agent-card.json\n", base)
-				fmt.Fprintf(out, "chio up: JSON-RPC     %s/a2a\n", base)
-				fmt.Fprintf(out, "chio up: HTTP+JSON    %s%s\n", base, a2a.RESTPath)
-				fmt.Fprintf(out, "chio up: OpenAI       %s%s  %s%s\n", base, openai.ToolsPath, base, openai.ToolCallsPath)
-				if of.upstream != "" {
-					fmt.Fprintf(out, "chio up: OpenAI proxy %s/openai/v1 (chat/completions, responses) -> %s\n", base, of.upstream)
-				}
-				fmt.Fprintf(out, "chio up: MCP          %s%s   ACP %s%s\n", base, mcpedge.Path, base, acp.Path)
-				if grpcLn != nil {
-					fmt.Fprintf(out, "chio up: gRPC         %s (A2A 1.0, lf.a2a.v1.A2AService)\n", grpcLn.Addr())
-				}
-				fmt.Fprintf(out, "chio up: checkpoint   %s/log/checkpoint\n", base)
-				fmt.Fprintf(out, "chio up: tasks        %s/v1/tasks   authorization report %s/v1/reports/authorization-context\n", base, base)
-				fmt.Fprintf(out, "chio up: probes       %s/healthz %s/readyz   metrics %s/metrics\n", base, base, base)
-				fmt.Fprintf(out, "chio up: console      %s/console/ (sign in with the operator token below, or any read credential)\n", base)
-				fmt.Fprintf(out, "chio up: dev capability in %s (used for callers that send none)\n", tokenPath)
-				if ef.requireDPoP {
-					fmt.Fprintf(out, "chio up: operator token in %s, its key in %s (reads every receipt, task and report: --require-dpop, so send it as Authorization: DPoP with a proof, chio capability proof)\n",
-						opPath, filepath.Join(dataDir, operatorTokenKeyFile))
-				} else {
-					fmt.Fprintf(out, "chio up: operator token in %s (reads every receipt, task and report: send it as Authorization: Bearer)\n", opPath)
-				}
-				fmt.Fprintf(out, "chio up: try: curl -s %s/a2a -H 'Content-Type: application/json' -H \"Authorization: Bearer $(cat %s)\" -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"role\":\"user\",\"messageId\":\"m1\",\"parts\":[{\"kind\":\"text\",\"text\":\"world\"}]}}}'\n", base, tokenPath)
-			}
-			slog.Debug("starting ledger", "data_dir", dataDir)
-			// Stopping drains the edge (its calls finish and publish their
-			// events) while the ledger still runs; NATS closes after.
-			return runLedger(cmd.Context(), out, js, store, keys, listen, &lf, mount, append(drains, withRegistry(metrics), withReadAuth(auth),
-				withChecks(append(r.checks, projectionsCheck("projections", proj, projDone, &projErr))...))...)
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runUp(cmd, &c) },
 	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "where keys, the log and the JetStream store live")
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "HTTP listen address")
-	cmd.Flags().StringVar(&natsListen, "nats-listen", "127.0.0.1:4222", `client address of the embedded NATS server ("none": in-process only)`)
-	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
-	ef.register(cmd)
-	of.register(cmd.Flags())
-	oapi.register(cmd.Flags(), "openapi")
-	cmd.Flags().StringVar(&protectListen, "openapi-protect-listen", "", "serve `chio api protect` for the --openapi API on this address")
-	cmd.Flags().StringArrayVar(&a2aTargets, "a2a-target", nil, "a partner A2A agent (base or card URL) whose skills become tools a2a:<host>/<skill> (repeatable; the --a2a-* flags configure them)")
-	a2af.register(cmd.Flags(), "a2a-")
-	mcpf.register(cmd.Flags(), "mcp-")
-	ef.registerGRPC(cmd, grpcAuto, `gRPC listen address of the A2A 1.0 gRPC binding ("auto": the --listen host, port+1, e.g. 127.0.0.1:8081; "none": off)`)
-	cmd.Flags().StringVar(&serviceToken, "service-token", "", "bootstrap operator credential: a bearer token that reads everything (default $"+serviceTokenEnv+"); the operator token chio up writes does the same")
-	cmd.Flags().BoolVar(&requireCapability, "require-capability", false, "refuse callers without a capability instead of acting under the dev capability")
+	c.register(cmd)
 	return cmd
+}
+
+// runUp assembles chio up. The order matters: flag mistakes and tool
+// sources fail before anything listens, the log store's lock is taken
+// before NATS starts, and the deferred stops unwind in reverse, so the
+// edges drain while the ledger runs and NATS closes last.
+func runUp(cmd *cobra.Command, c *upConfig) error {
+	ctx, out := cmd.Context(), cmd.OutOrStdout()
+	if _, err := c.of.proxy(); err != nil {
+		return err // a flag mistake, before anything starts
+	}
+	tp, stopTracing, err := startTracing(ctx, "chio")
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // first deferred, so it flushes last
+	c.ef.tracer, c.lf.tracer = tp, tp
+	bridge, mcpServers, stopMCP, err := c.startLocalTools(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopMCP()
+	// The log store is opened first: its directory lock is what stops
+	// a second `chio up` on the same data dir, before anything else starts.
+	keys, store, err := openDataDir(c.dataDir, &c.lf)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ns, js, listening, stopNATS, err := c.startNATS()
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
+	if err := c.addRemoteTools(ctx, out, ns, js, keys, listening); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "chio up: keys in %s (log origin %q, kernel key %s)\n", keys.Dir, keys.Origin(), keys.KernelPub)
+	c.edgeDefaults(cmd, keys)
+	reg, err := c.ef.registry()
+	if err != nil {
+		return err
+	}
+	devToken, tokenPath, err := devCapability(c.dataDir, keys, reg)
+	if err != nil {
+		return err
+	}
+	grpcLn, err := c.listenGRPC()
+	if err != nil {
+		return err
+	}
+	if grpcLn != nil {
+		defer grpcLn.Close()
+	}
+	edgeToken := devToken
+	if c.requireCapability {
+		edgeToken = "" // tokenless callers get an A2A authentication error
+	}
+	// One registry for the whole process, served at /metrics.
+	metrics := newMetricsRegistry()
+	edges, err := c.startEdges(ctx, js, edgeToken, metrics, mcpServers)
+	if err != nil {
+		return err
+	}
+	defer edges.r.close()
+	stopProtect, err := c.startProtect(ctx, out, edges.r, bridge)
+	if err != nil {
+		return err
+	}
+	defer stopProtect()
+	hc, err := c.ef.httpConfig()
+	if err != nil {
+		return err
+	}
+	drains, stopGRPC := c.serveA2A(ctx, edges.r.edge, grpcLn)
+	defer stopGRPC()
+	kernelPub, err := schemas.ParsePublicKey(keys.KernelPub)
+	if err != nil {
+		return err
+	}
+	// Reads: capabilities from this data dir's issuer, each within its
+	// scope; an operator token that reads everything; and the service
+	// token, if one is given.
+	rf := readFlags{issuers: []string{filepath.Join(keys.Dir, issuerPubFile)}, serviceToken: c.serviceToken, requireDPoP: c.ef.requireDPoP, publicOrigin: c.ef.publicURL}
+	auth, stopAuth, err := rf.authenticator(ctx, js, c.lf.replicas)
+	if err != nil {
+		return err
+	}
+	defer stopAuth()
+	opPath, err := operatorToken(c.dataDir, keys.Dir, operatorTokenTTL, c.ef.requireDPoP)
+	if err != nil {
+		return err
+	}
+	proj, err := c.startProjections(ctx, js, kernelPub, auth, metrics, tp)
+	if err != nil {
+		return err
+	}
+	defer proj.stop()
+	mount := func(e *echo.Echo, addr net.Addr) {
+		c.mountEdges(e, addr, edges, proj.svc, hc, grpcLn != nil, auth)
+		c.announce(out, "http://"+addr.String(), grpcLn, tokenPath, opPath)
+	}
+	slog.Debug("starting ledger", "data_dir", c.dataDir)
+	// Stopping drains the edge (its calls finish and publish their
+	// events) while the ledger still runs; NATS closes after.
+	return runLedger(ctx, out, js, store, keys, c.listen, &c.lf, mount, append(drains, withRegistry(metrics), withReadAuth(auth),
+		withChecks(append(edges.r.checks, proj.check())...))...)
+}
+
+// startLocalTools starts the tool sources that live beside chio up: the
+// --openapi bridge and the wrapped MCP servers. They are listed before the
+// kernel is built, so one that cannot be started fails the start.
+func (c *upConfig) startLocalTools(ctx context.Context) (*openapi.Bridge, []*mcpbridge.Server, func(), error) {
+	if c.protectListen != "" && c.oapi.spec == "" {
+		return nil, nil, nil, usageError(errors.New("--openapi-protect-listen needs --openapi"))
+	}
+	var bridge *openapi.Bridge
+	if c.oapi.spec != "" {
+		b, srv, err := c.oapi.server(ctx)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		bridge, c.ef.servers = b, append(c.ef.servers, srv)
+	}
+	mcpServers, stopMCP, err := c.mcpf.start(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, s := range mcpServers {
+		c.ef.servers = append(c.ef.servers, s)
+	}
+	return bridge, mcpServers, stopMCP, nil
+}
+
+// startNATS starts the embedded NATS JetStream server; listening is false
+// when it serves this process only (--nats-listen none).
+func (c *upConfig) startNATS() (ns *natsembed.Server, js jetstream.JetStream, listening bool, stop func(), err error) {
+	cfg, err := c.natsConfig()
+	if err != nil {
+		return nil, nil, false, nil, err
+	}
+	ns, js, stop, err = startEmbeddedNATS(cfg)
+	return ns, js, !cfg.DontListen, stop, err
+}
+
+// addRemoteTools adds the tools that live across NATS or HTTP: partner A2A
+// agents' skills and, with --workers, the workers found at start. Both
+// come before the kernel is built and the dev capability is issued, so
+// discovery fails closed and what is found is in the capability.
+func (c *upConfig) addRemoteTools(ctx context.Context, out io.Writer, ns *natsembed.Server, js jetstream.JetStream, keys *ledgerKeys, listening bool) error {
+	ef := &c.ef
+	partners, err := c.a2af.adapters(ctx, js, c.lf.replicas, c.a2aTargets)
+	if err != nil {
+		return err
+	}
+	ef.servers = append(ef.servers, partners...)
+	if ef.workers {
+		// Workers sign with chio up's manifest key unless told
+		// otherwise; it exists before workers learn the NATS address.
+		if ef.workerKey, err = ef.upWorkerKey(keys.Dir); err != nil {
+			return err
+		}
+	}
+	if listening {
+		fmt.Fprintf(out, "chio up: NATS JetStream on %s (data under %s)\n", ns.ClientURL(), c.dataDir)
+	}
+	if ef.workers {
+		if !listening {
+			return usageError(errors.New("--workers needs a NATS address workers can reach (--nats-listen)"))
+		}
+		if ef.servers, err = awaitWorkers(ctx, js.Conn(), ef.servers, out, ns.ClientURL(), ef.workerKey); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listenGRPC checks the listen addresses and binds the gRPC one, if any.
+// The dev capability acts for every tokenless caller, so it is never
+// handed to the network: off loopback, --require-capability is needed.
+func (c *upConfig) listenGRPC() (net.Listener, error) {
+	if !c.requireCapability && !loopbackAddr(c.listen) {
+		return nil, usageError(fmt.Errorf("--listen %s is not a loopback address: pass --require-capability (callers must then present their own capability)", c.listen))
+	}
+	grpcAddr, err := c.ef.grpcAddr(c.listen)
+	if err != nil {
+		return nil, err
+	}
+	c.ef.httpOrigin = listenOrigin(c.listen)
+	if !c.requireCapability && grpcAddr != "" && !loopbackAddr(grpcAddr) {
+		return nil, usageError(fmt.Errorf("--grpc-listen %s is not a loopback address: pass --require-capability (callers must then present their own capability)", grpcAddr))
+	}
+	return c.ef.listenGRPC(grpcAddr)
+}
+
+// upEdges are chio up's edges; all share the A2A replica's kernel,
+// dispatcher and registry.
+type upEdges struct {
+	r   *replica
+	oa  *openai.Adapter
+	mcp *mcpedge.Edge
+	acp *acp.Edge
+}
+
+// startEdges builds the A2A edge (startEdge, as chio edge a2a does) and
+// the OpenAI, MCP and ACP edges on its kernel. On error nothing is left
+// running.
+func (c *upConfig) startEdges(ctx context.Context, js jetstream.JetStream, edgeToken string, metrics *prometheus.Registry, mcpServers []*mcpbridge.Server) (*upEdges, error) {
+	ef := &c.ef
+	r, err := startEdge(ctx, js, ef, edgeToken, metrics)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*upEdges, error) { r.close(); return nil, err }
+	for _, s := range mcpServers {
+		if err := s.Follow(r.registry); err != nil { // its tool list changes reach the edges
+			return fail(err)
+		}
+	}
+	// The OpenAI surface shares the A2A edge's kernel and dispatcher;
+	// its exposure reads openai.expose (--tier is A2A's).
+	oaOpts, err := openaiOptions(js, r.policy, ef, &c.of, "", edgeToken)
+	if err != nil {
+		return fail(err)
+	}
+	oa := openai.New(r.kernel, r.registry, r.dispatch, oaOpts...)
+	// MCP serves the tools whose manifests set mcp.expose (the
+	// bridged API's, with --openapi).
+	mcpEdge := mcpedge.New(r.kernel, r.registry, r.dispatch, mcpedge.WithExposure(r.policy.ToolExposure("mcp", ef.exposeAll)),
+		mcpedge.WithDevToken(edgeToken), mcpedge.WithPublicOrigin(ef.publicURL))
+	acpEdge, err := acp.New(r.kernel, r.registry, r.dispatch, js, acp.WithExposure(r.policy.ToolExposure("acp", ef.exposeAll)),
+		acp.WithDevToken(edgeToken), acp.WithReplicas(c.lf.replicas), acp.WithPublicOrigin(ef.publicURL))
+	if err != nil {
+		return fail(err)
+	}
+	return &upEdges{r: r, oa: oa, mcp: mcpEdge, acp: acpEdge}, nil
+}
+
+// startProtect serves `chio api protect` for the --openapi API on its own
+// address, if asked; stop cancels it and waits for it to drain.
+func (c *upConfig) startProtect(ctx context.Context, out io.Writer, r *replica, bridge *openapi.Bridge) (stop func(), err error) {
+	if c.protectListen == "" {
+		return func() {}, nil
+	}
+	pln, err := net.Listen("tcp", c.protectListen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", c.protectListen, err)
+	}
+	fmt.Fprintf(out, "chio up: api protect  http://%s -> %s\n", pln.Addr(), orDefault(c.oapi.upstream, "the spec's server"))
+	pctx, stopProtect := context.WithCancel(ctx)
+	protected := make(chan struct{})
+	go func() {
+		defer close(protected)
+		if err := serveHandler(pctx, protect.New(r.kernel, r.dispatch, bridge), pln, c.ef.drainTimeout); err != nil {
+			slog.Error("api protect stopped", "err", err)
+		}
+	}()
+	return func() { stopProtect(); <-protected }, nil
+}
+
+// serveA2A starts the A2A edge's background work (sweeping expired tasks,
+// push notifications) and its gRPC binding, and returns how the ledger's
+// shutdown drains them.
+func (c *upConfig) serveA2A(ctx context.Context, edge *a2a.Edge, grpcLn net.Listener) (drains []runOption, stop func()) {
+	drains = []runOption{withDrain(c.ef.drainTimeout, edge.Drain)}
+	stop = func() {}
+	if grpcLn != nil {
+		drainGRPC, stopGRPC := serveGRPC(edge, grpcLn)
+		stop = stopGRPC
+		drains = append(drains, withDrain(c.ef.drainTimeout, drainGRPC))
+	}
+	go edge.Sweep(ctx, sweepEvery)
+	go runPush(ctx, edge)
+	return drains, stop
+}
+
+// upProjections is the projections service chio up runs beside its ledger.
+type upProjections struct {
+	svc  *projections.Service
+	done chan struct{}
+	err  error // read only after done is closed
+	stop func()
+}
+
+// check is the projections' readiness check.
+func (p *upProjections) check() health.Check {
+	return projectionsCheck("projections", p.svc, p.done, &p.err)
+}
+
+// startProjections opens the projections and runs them. They trust exactly
+// the bytes this process's ledger signed, by leaf hash (registered with the
+// ledger here, so this comes before runLedger); everything else they verify.
+func (c *upConfig) startProjections(ctx context.Context, js jetstream.JetStream, kernelPub ed25519.PublicKey, auth *readauth.Authenticator, metrics *prometheus.Registry, tp trace.TracerProvider) (*upProjections, error) {
+	signed, err := leafset.New(signedLeavesKept)
+	if err != nil {
+		return nil, err
+	}
+	c.lf.extra = append(c.lf.extra, ledger.WithSignedLeaves(signed.Add))
+	svc, err := projections.Open(projectionsDir(c.dataDir), projections.WithLogger(slog.Default()),
+		projections.WithKernelKey(kernelPub), projections.WithAuthenticator(auth), projections.WithMetrics(metrics), projections.WithTracerProvider(tp),
+		projections.WithTrustedLeaves(signed.Contains))
+	if err != nil {
+		return nil, err
+	}
+	p := &upProjections{svc: svc, done: make(chan struct{})}
+	projCtx, stopProj := context.WithCancel(ctx)
+	go func() {
+		defer close(p.done)
+		p.err = svc.Run(projCtx, js)
+		if p.err != nil && projCtx.Err() == nil {
+			slog.Error("projections stopped", "err", p.err)
+		}
+	}()
+	p.stop = func() { stopProj(); <-p.done; svc.Close() }
+	return p, nil
+}
+
+// mountEdges puts every surface on the ledger's HTTP server.
+func (c *upConfig) mountEdges(e *echo.Echo, addr net.Addr, edges *upEdges, proj *projections.Service, hc a2a.HTTPConfig, grpc bool, auth *readauth.Authenticator) {
+	if c.ef.publicURL == "" {
+		edges.r.edge.AddOrigin(listenOrigin(addr.String())) // the bound port, for --listen HOST:0
+	}
+	edges.r.edge.Register(e, hc)
+	edges.oa.Register(e)
+	edges.mcp.Register(e)
+	edges.acp.Register(e)
+	proj.Register(e)
+	mountConsole(e)
+	mountToolsListing(e, edges.r, &c.ef, grpc, auth) // operators: every tool, its origin and signed manifest
+}
+
+// announce prints where everything is served, once the HTTP address is
+// bound, and the credentials to call it with.
+func (c *upConfig) announce(out io.Writer, base string, grpcLn net.Listener, tokenPath, opPath string) {
+	fmt.Fprintf(out, "chio up: agent card   %s/.well-known/agent-card.json\n", base)
+	fmt.Fprintf(out, "chio up: JSON-RPC     %s/a2a\n", base)
+	fmt.Fprintf(out, "chio up: HTTP+JSON    %s%s\n", base, a2a.RESTPath)
+	fmt.Fprintf(out, "chio up: OpenAI       %s%s  %s%s\n", base, openai.ToolsPath, base, openai.ToolCallsPath)
+	if c.of.upstream != "" {
+		fmt.Fprintf(out, "chio up: OpenAI proxy %s/openai/v1 (chat/completions, responses) -> %s\n", base, c.of.upstream)
+	}
+	fmt.Fprintf(out, "chio up: MCP          %s%s   ACP %s%s\n", base, mcpedge.Path, base, acp.Path)
+	if grpcLn != nil {
+		fmt.Fprintf(out, "chio up: gRPC         %s (A2A 1.0, lf.a2a.v1.A2AService)\n", grpcLn.Addr())
+	}
+	fmt.Fprintf(out, "chio up: checkpoint   %s/log/checkpoint\n", base)
+	fmt.Fprintf(out, "chio up: tasks        %s/v1/tasks   authorization report %s/v1/reports/authorization-context\n", base, base)
+	fmt.Fprintf(out, "chio up: probes       %s/healthz %s/readyz   metrics %s/metrics\n", base, base, base)
+	fmt.Fprintf(out, "chio up: console      %s/console/ (sign in with the operator token below, or any read credential)\n", base)
+	fmt.Fprintf(out, "chio up: dev capability in %s (used for callers that send none)\n", tokenPath)
+	if c.ef.requireDPoP {
+		fmt.Fprintf(out, "chio up: operator token in %s, its key in %s (reads every receipt, task and report: --require-dpop, so send it as Authorization: DPoP with a proof, chio capability proof)\n",
+			opPath, filepath.Join(c.dataDir, operatorTokenKeyFile))
+	} else {
+		fmt.Fprintf(out, "chio up: operator token in %s (reads every receipt, task and report: send it as Authorization: Bearer)\n", opPath)
+	}
+	fmt.Fprintf(out, "chio up: try: curl -s %s/a2a -H 'Content-Type: application/json' -H \"Authorization: Bearer $(cat %s)\" -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"role\":\"user\",\"messageId\":\"m1\",\"parts\":[{\"kind\":\"text\",\"text\":\"world\"}]}}}'\n", base, tokenPath)
 }
 
 // loopbackAddr reports whether a listen address is on loopback only.
