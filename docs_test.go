@@ -96,14 +96,17 @@ func TestDocNoOutsideReferences(t *testing.T) {
 	}
 }
 
-// TestDocTourInScript checks that every command of the README's tour (the
-// shell blocks right after a `<!-- tour -->` line) is one scripts/tour.sh
-// runs, so the README's tour cannot rot.
+// TestDocTourInScript checks that every command of the tours in README.md
+// and docs/tour.md (the shell blocks right after a `<!-- tour -->` line)
+// is one scripts/tour.sh runs, so neither tour can rot.
 func TestDocTourInScript(t *testing.T) {
-	readme := readDoc(t, "README.md")
-	blocks := markedShellBlocks(readme, "<!-- tour -->")
-	if len(blocks) == 0 {
-		t.Fatal("README.md has no shell block marked <!-- tour -->")
+	var blocks []string
+	for _, doc := range []string{"README.md", "docs/tour.md"} {
+		marked := markedShellBlocks(readDoc(t, doc), "<!-- tour -->")
+		if len(marked) == 0 {
+			t.Fatalf("%s has no shell block marked <!-- tour -->", doc)
+		}
+		blocks = append(blocks, marked...)
 	}
 	script := commandLines(readDoc(t, "scripts/tour.sh"))
 	for _, block := range blocks {
@@ -114,7 +117,7 @@ func TestDocTourInScript(t *testing.T) {
 						return
 					}
 				}
-				t.Errorf("README tour command is not in scripts/tour.sh: %s", cmd)
+				t.Errorf("tour command is not in scripts/tour.sh: %s", cmd)
 			})
 		}
 	}
@@ -202,14 +205,23 @@ func commandLines(text string) []string {
 // README's fixed addresses become the script's variables, quotes go, and
 // curl's -sf (the script fails on an HTTP error) is the README's -s.
 func normalise(cmd string) []string {
+	if i := strings.Index(cmd, " #"); i >= 0 {
+		cmd = cmd[:i] // a trailing comment
+	}
 	r := strings.NewReplacer(
 		"127.0.0.1:8080", "$http",
 		"127.0.0.1:4222", "$natsaddr",
+		"127.0.0.1:8082", "$edgeaddr",
+		"127.0.0.1:8084", "$bridgeaddr",
+		"127.0.0.1:8085", "$adapteraddr",
+		"127.0.0.1:9090", "$protectaddr",
 		`"`, "",
 		`'`, "",
 	)
 	fields := strings.Fields(r.Replace(cmd))
 	for i, f := range fields {
+		f = strings.TrimSuffix(f, ";") // the script's "cmd; echo"
+		fields[i] = f
 		switch f {
 		case "-sf":
 			fields[i] = "-s"
