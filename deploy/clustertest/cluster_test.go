@@ -147,6 +147,10 @@ func serviceToken() string {
 
 // get reads url with token as its bearer credential, or anonymously.
 func get(ctx context.Context, token, url string) (int, []byte, error) {
+	// Bounded on its own: a read from a node that was just killed or cut
+	// off must fail and be retried, not wait for the run's deadline.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, nil, err
@@ -358,6 +362,11 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 		t.Fatal(err)
 	}
 	writer := func() string {
+		// Each look bounded on its own: a JetStream request takes its
+		// deadline from the context, and a reply lost while the cluster
+		// heals must not hold the test until the whole run's deadline.
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		kv, err := js.KeyValue(ctx, lease.DefaultBucket)
 		if err != nil {
 			return ""
