@@ -4,6 +4,7 @@ package chio_test
 
 import (
 	"bufio"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -72,8 +73,8 @@ func TestDocReadmeLength(t *testing.T) {
 	}
 }
 
-// TestDocNoOutsideReferences checks the docs do not refer to things a reader
-// of this repository cannot see.
+// TestDocNoOutsideReferences checks the docs, and the comments of the code,
+// do not refer to things a reader of this repository cannot see.
 func TestDocNoOutsideReferences(t *testing.T) {
 	forbidden := []struct {
 		name string
@@ -81,10 +82,11 @@ func TestDocNoOutsideReferences(t *testing.T) {
 	}{
 		{"a sibling checkout", regexp.MustCompile(`\.\./shared`)},
 		{"an issue number", regexp.MustCompile(`(?i)\bissues? #?\d+`)},
-		{"the seed", regexp.MustCompile(`(?i)\bthe seed\b`)},
+		{"the seed", regexp.MustCompile(`(?i)\bthe seed\b|\bseed's\b`)},
 		{"the bridges spec", regexp.MustCompile(`(?i)\bbridges spec`)},
+		{"a wire reference section", regexp.MustCompile(`(?i)wire reference §|chio-wire(\.md)? §`)},
 	}
-	for _, file := range docFiles(t) {
+	for _, file := range append(docFiles(t), sourceFiles(t)...) {
 		text := readDoc(t, file)
 		for i, line := range strings.Split(text, "\n") {
 			for _, f := range forbidden {
@@ -94,6 +96,32 @@ func TestDocNoOutsideReferences(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sourceFiles are the repository's Go, JavaScript and shell files, but
+// this one (which names what it forbids).
+func sourceFiles(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != ".") {
+			return filepath.SkipDir // .git, .chio, .artifacts
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".js", ".sh":
+			if path != "docs_test.go" {
+				out = append(out, path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestDocTourInScript checks that every command of the tours in README.md

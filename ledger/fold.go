@@ -364,7 +364,7 @@ func withTraceID(meta json.RawMessage, traceID string) json.RawMessage {
 const traceIDKey = "trace_id"
 
 // bodyFromOutcome maps an allowed call's outcome onto the receipt decision:
-// completed → allow; failed → deny by the tool server (the bridges spec's
+// completed → allow; failed → deny by the tool server (Chio's rule:
 // "tool server error → signed denial receipt"); cancelled → cancelled.
 func bodyFromOutcome(d *schemas.DecisionEvent, class string, o *schemas.OutcomeEvent) *schemas.ReceiptBody {
 	dec := schemas.Decision{Verdict: schemas.VerdictAllow}

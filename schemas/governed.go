@@ -193,7 +193,7 @@ func (g *GovernedIntent) Hash() (string, error) {
 	return SHA256Hex(c), nil
 }
 
-// Call-chain evidence classes (wire reference §5.1): how much the log
+// Call-chain evidence classes: how much the log
 // itself supports a caller's claim to act within a chain. A report never
 // shows asserted data as more.
 const (
@@ -295,7 +295,7 @@ func (g *GovernedIntent) Transaction(evidenceClass string) (*GovernedTransaction
 	return t, nil
 }
 
-// Attribution is metadata.attribution of a receipt (wire reference §1.8):
+// Attribution is metadata.attribution of a receipt:
 // whose capability the call exercised and which grant matched.
 type Attribution struct {
 	SubjectKey      string `json:"subject_key"`

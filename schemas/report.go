@@ -3,7 +3,7 @@ package schemas
 import "encoding/json"
 
 // AuthorizationContextReportSchema is the value of the authorization-context
-// report's "schema" field (wire reference §5.3).
+// report's "schema" field.
 const AuthorizationContextReportSchema = "chio.oauth.authorization-context-report.v1"
 
 // Identifiers of the authorization profile a report is projected under.
@@ -112,7 +112,7 @@ func DefaultAuthorizationProfile() AuthorizationProfile {
 // SenderBoundReceipts counts the rows honoured on a proof of possession of
 // the subject key (any ProofType); DPoPBoundReceipts those whose proof is
 // a DPoP proof in either form, RFC 9449 (dpop) or chio.dpop_proof.v1
-// (chio_dpop_v1, the seed's DPoP). Today every proof of possession is one
+// (chio_dpop_v1, Chio's DPoP profile). Today every proof of possession is one
 // of the two, so the counters are equal; a row's ProofType tells the forms
 // apart.
 type AuthorizationSummary struct {

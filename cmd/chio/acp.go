@@ -24,7 +24,7 @@ func newEdgeACPCmd() *cobra.Command {
 	var grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "acp (--stdio | --listen ADDR | --proxy -- AGENT [ARGS...]) --nats URL (--policy FILE | --issuer-pub FILE)",
-		Short: "Run the ACP edge: Chio tools as ACP capabilities (the seed's profile) over stdio or POST /acp",
+		Short: "Run the ACP edge: Chio tools as ACP capabilities (Chio's ACP profile) over stdio or POST /acp",
 		Long: "Serves session/list_capabilities, session/request_permission, tool/invoke, tool/stream, tool/resume and\n" +
 			"tool/cancel (also as _chio/ extension methods) and answers ACP's initialize. Tools are shown when their\n" +
 			"manifest sets acp.expose: true. Over HTTP callers present a capability (Authorization: Bearer or\n" +

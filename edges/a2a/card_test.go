@@ -145,8 +145,8 @@ func TestCardSecurityOnlyWhenEnforced(t *testing.T) {
 	}
 }
 
-// The HTTP card says the edge streams; the stdio card keeps the seed's
-// deferred, collated caveats.
+// The HTTP card says the edge streams; the stdio card keeps the
+// deferred, collated caveats of Chio's stdio profile.
 func TestCardFidelityPerProfile(t *testing.T) {
 	cl := startCluster(t, 1, "")
 	rating := func(c *wire.AgentCard) *wire.BridgeFidelity {

@@ -424,7 +424,7 @@ func (r *turnResult) events(cur *taskstore.Task, edgeID string) []taskstore.Even
 	return append(evs, taskstore.FinishEvent(r.state, r.statusRaw))
 }
 
-// resultParts converts a tool result per the bridges spec's table; a
+// resultParts converts a tool result per Chio's result-conversion table; a
 // streamed result becomes one part list of its chunks in order.
 func resultParts(res *dispatch.Result) ([]wire.Part, error) {
 	if len(res.Chunks) > 0 {

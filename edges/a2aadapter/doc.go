@@ -12,7 +12,7 @@
 // gRPC channel cannot use.
 //
 // The Adapter is a tools.Server under server id "a2a:<host>". Its tools take
-// the seed's tool contract (see schema.go): a SendMessage superset, or one of
+// Chio's tool contract (see schema.go): a SendMessage superset, or one of
 // the follow-up modes get_task, subscribe_task, cancel_task,
 // create_push_config, get_push_config, list_push_configs and
 // delete_push_config. The contract is narrowed to what the card advertises:

@@ -4,7 +4,7 @@ import (
 	"github.com/chio-ledger/chio/edges/tools"
 )
 
-// Capability is a tool as ACP sees it (bridges spec, capability mapping).
+// Capability is a tool as ACP sees it.
 type Capability struct {
 	ID                 string            `json:"id"`
 	Name               string            `json:"name"`

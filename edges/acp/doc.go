@@ -1,5 +1,5 @@
-// Package acp is the ACP edge in the seed's profile: it exposes Chio's
-// kernel-governed tools as ACP capabilities (bridges spec, "ACP Edge")
+// Package acp is the ACP edge in Chio's ACP profile: it exposes Chio's
+// kernel-governed tools as ACP capabilities
 // over newline-delimited JSON-RPC 2.0 on stdio and over HTTP POST.
 //
 // The profile's methods are session/list_capabilities,

@@ -100,7 +100,7 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, js jetst
 
 // bind builds the capability table. A capability id is a bare tool name,
 // so a name two servers expose is withheld rather than silently given to
-// one of them; unsupported fidelity is withheld as the seed requires.
+// one of them; unsupported fidelity is withheld as Chio's ACP profile requires.
 func (e *Edge) bind(key tools.Version, entries []*tools.Entry) *capTable {
 	t := &capTable{key: key, byID: map[string]*binding{}}
 	count := map[string]int{}

@@ -11,7 +11,7 @@ import (
 	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
-// The seed profile's methods and ACP's handshake.
+// The methods of Chio's ACP profile and ACP's handshake.
 const (
 	MethodInitialize        = "initialize"
 	MethodListCapabilities  = "session/list_capabilities"

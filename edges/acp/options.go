@@ -33,13 +33,13 @@ func WithExposure(e tools.Exposure) Option { return func(o *options) { o.exposur
 func WithDevToken(tok string) Option { return func(o *options) { o.devToken = tok } }
 
 // WithDefaultCategory sets the category of a tool whose name matches no
-// keyword (the seed's AcpEdgeConfig.default_category; "tool" by default).
+// keyword (the edge's default category; "tool" by default).
 func WithDefaultCategory(c tools.ACPCategory) Option {
 	return func(o *options) { o.defaultCategory = c }
 }
 
 // WithPermissionRequired marks every capability requiresPermission, not
-// only those with side effects (the seed's "config requires permission").
+// only those with side effects (Chio's "config requires permission" rule).
 func WithPermissionRequired(on bool) Option { return func(o *options) { o.requirePermission = on } }
 
 // WithLogger sets the logger.

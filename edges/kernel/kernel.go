@@ -207,7 +207,7 @@ func (d *Decision) Verdict() schemas.Decision {
 	return schemas.Decision{Verdict: schemas.VerdictDeny, Reason: d.Reason, Guard: d.Guard}
 }
 
-// Attribution is metadata.attribution of the receipt (wire reference §1.8).
+// Attribution is metadata.attribution of the receipt.
 func (d *Decision) Attribution() map[string]any {
 	if d.Subject == "" {
 		return nil

@@ -13,7 +13,7 @@ import (
 )
 
 // StepDPoP is the validation step of proof of possession: after
-// revocation, before the guards (the seed's order). Its deny reasons start
+// revocation, before the guards (Chio's order). Its deny reasons start
 // with "dpop <check>:" naming the check that failed (dpop.Check).
 const StepDPoP = "dpop"
 

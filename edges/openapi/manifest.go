@@ -17,7 +17,7 @@ import (
 	"github.com/chio-ledger/chio/schemas"
 )
 
-// Operation extensions with a meaning here (chio-wire §4.1); every x-chio-*
+// Operation extensions with a meaning here; every x-chio-*
 // extension is also carried into the tool's metadata under its own name.
 const (
 	ExtPublish          = "x-chio-publish"
@@ -121,7 +121,7 @@ func toolDefinition(cs *components, c *candidate, cfg Config) (schemas.ToolDefin
 	md[MetaOpenAIExpose] = json.RawMessage(`true`)
 	md[MetaMethod] = jsonString(rt.Method)
 	md[MetaPath] = jsonString(rt.Path)
-	// Approval forces deny-by-default over everything else (chio-wire §4.1).
+	// Approval forces deny-by-default over everything else.
 	if rt.SideEffects || ext.approval {
 		md[tools.MetaDenyByDefault] = json.RawMessage(`true`)
 	}

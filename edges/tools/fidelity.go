@@ -10,7 +10,7 @@ import (
 // FidelityKind rates how honestly a protocol can carry a tool.
 type FidelityKind string
 
-// Fidelity levels (bridges spec).
+// Fidelity levels: how faithfully a bridged protocol can carry a tool.
 const (
 	// FidelityLossless: maps to the protocol's native primitives; no caveats.
 	FidelityLossless FidelityKind = "lossless"
@@ -71,7 +71,7 @@ const (
 type A2AProfile struct {
 	// Stdio is the hello-a2a stdio profile: 'message/stream' creates a
 	// deferred task whose output is collated and returned by a follow-up
-	// 'task/get', so streaming and partial output carry the seed's
+	// 'task/get', so streaming and partial output carry Chio's
 	// caveats. False is the HTTP edge, which streams artifact updates over
 	// SSE.
 	Stdio bool
@@ -155,7 +155,7 @@ const (
 	acpReasonCategory   = "default ACP category is not filesystem, terminal, browser or tool"
 )
 
-// InferACPCategory infers a category from a tool name with the bridges spec's
+// InferACPCategory infers a category from a tool name with Chio's
 // keyword rules, in its order; with no match it returns fallback ("tool" when
 // empty). Matching ignores case, so "ExecCommand" is a terminal and
 // "Browser_Click" a browser tool (which then stays suppressed).

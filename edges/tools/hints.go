@@ -11,7 +11,7 @@ import (
 	"github.com/chio-ledger/chio/schemas"
 )
 
-// The x-chio-* bridge hint keys (chio-wire.md §4.1), read from the top level
+// The x-chio-* bridge hint keys, read from the top level
 // of input_schema with output_schema as the fallback.
 const (
 	HintPublish          = "x-chio-publish"

@@ -92,7 +92,7 @@ const MetaA2ANative = "a2a.native"
 // MetaDenyByDefault is the tool metadata key (value true) of a tool that
 // runs only under a grant that names it: a wildcard grant ("*") on its
 // server does not reach it. The OpenAPI bridge sets it on side-effecting
-// operations (the bridges spec's DenyByDefault).
+// operations (DenyByDefault).
 const MetaDenyByDefault = "chio.deny_by_default"
 
 // Server is an in-process tool server.

@@ -1,5 +1,5 @@
 // Package authz builds the authorization-context report
-// (chio.oauth.authorization-context-report.v1, wire reference §5.3) from
+// (chio.oauth.authorization-context-report.v1) from
 // signed receipts and capability lineage. It is pure: the caller supplies
 // the receipts and a lineage lookup, and Build does no other I/O.
 //

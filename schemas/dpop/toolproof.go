@@ -99,7 +99,7 @@ type Call struct {
 	Skew         time.Duration
 }
 
-// VerifyCall checks the proof against the call in the seed's order: key,
+// VerifyCall checks the proof against the call in Chio's order: key,
 // then the call it names, then freshness.
 func (p *ToolProof) VerifyCall(c Call) error {
 	if p.AgentKey != c.Subject {

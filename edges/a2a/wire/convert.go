@@ -9,8 +9,8 @@ import (
 	"unicode"
 )
 
-// ResultToParts converts a tool result to A2A parts per the bridges spec's
-// Result Conversion table:
+// ResultToParts converts a tool result to A2A parts per Chio's
+// result-conversion table:
 //   - a JSON string → one text part with the string;
 //   - an object with a "content" array → one part per entry: a text part for
 //     an entry with a string "text", a data part holding any other entry (an
