@@ -364,8 +364,8 @@ type receiptFold struct {
 // parameter hash: nil when a ledger in this process signed exactly these
 // bytes (schemas.SignReceiptLeaf validated and hashed them before
 // signing), r.Verify() otherwise.
-func (f receiptFold) signatureCheck(r *schemas.Receipt, raw []byte) (signedHere bool, err error) {
-	if f.signedHere != nil && f.signedHere(leafset.LeafHash(raw)) {
+func (f receiptFold) signatureCheck(r *schemas.Receipt, leafHash [32]byte) (signedHere bool, err error) {
+	if f.signedHere != nil && f.signedHere(leafHash) {
 		return true, nil
 	}
 	return false, r.Verify()
@@ -449,8 +449,10 @@ func (f receiptFold) prepare(m *streamMsg) any {
 	if lerr == nil {
 		p.leaf = leaf
 	}
+	// Hashed once: the trust check and a verified receipt's record use it.
+	leafHash := leafset.LeafHash(m.data)
 	if flags&receiptParsed != 0 {
-		signedHere, err := f.signatureCheck(r, m.data)
+		signedHere, err := f.signatureCheck(r, leafHash)
 		switch {
 		case err != nil:
 			reason = err.Error()
@@ -481,8 +483,7 @@ func (f receiptFold) prepare(m *streamMsg) any {
 	// not verify are kept: no log holds them.
 	raw := m.data
 	if flags&receiptVerified != 0 {
-		h := leafset.LeafHash(m.data)
-		raw = h[:]
+		raw = leafHash[:]
 	}
 	p.record = encodeReceiptRecord(flags, reason, raw)
 	// Decided here, once, so a report reads a small record per governed
