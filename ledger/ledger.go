@@ -348,6 +348,7 @@ func (l *Ledger) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		MaxAckPending: 16 * l.cfg.maxBatch, MaxDeliver: -1,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
 		Replicas: l.cfg.replicas,
+		Metadata: schemas.ReaderMetadata(), // edges may write envelopes to it
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: create consumer at stream sequence %d: %w", next, err)

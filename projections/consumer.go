@@ -143,7 +143,8 @@ func (c *consumer) durableAt(ctx context.Context, js jetstream.JetStream, pos ui
 	case err == nil:
 		ci := cons.CachedInfo()
 		if ci.AckFloor.Stream == pos && ci.NumAckPending == 0 && ci.Config.AckPolicy == jetstream.AckAllPolicy &&
-			ci.Config.FilterSubject == "" && len(ci.Config.FilterSubjects) == 0 {
+			ci.Config.FilterSubject == "" && len(ci.Config.FilterSubjects) == 0 &&
+			schemas.ReadsEnvelopeLayout(ci.Config.Metadata) {
 			c.log.Debug("reusing durable consumer", "consumer", c.durable, "ack_floor", pos)
 			return cons, nil
 		}
@@ -160,6 +161,7 @@ func (c *consumer) durableAt(ctx context.Context, js jetstream.JetStream, pos ui
 		AckPolicy: jetstream.AckAllPolicy, AckWait: 30 * time.Second,
 		MaxAckPending: 4 * c.svc.cfg.batch, MaxDeliver: -1, Replicas: c.svc.cfg.replicas,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Metadata:      schemas.ReaderMetadata(), // edges may write envelopes to it
 	}
 	if pos > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, pos+1

@@ -173,3 +173,39 @@ func UnpackEvents(subject string, data []byte) ([]StreamEvent, error) {
 	}
 	return out, nil
 }
+
+// # Who reads envelopes: the gate on writing them
+//
+// A consumer from a release before envelopes skips SubjectEnvelope as an
+// unknown subject and moves past it, so the calls an envelope carries
+// would never get receipts. An edge therefore writes envelopes only while
+// every durable consumer of the events stream declares that it reads
+// them, in its JetStream consumer metadata: MetadataReads holding
+// ReadsEnvelopes. A consumer that declares nothing is taken to be older
+// and gets every event as a message of its own, the layout every release
+// reads. Ephemeral consumers (ordered replays, tools, a standby following
+// the stream) hold no position across restarts and do not count.
+
+const (
+	// MetadataReads is the consumer metadata key listing, comma-separated,
+	// the event layouts a consumer reads beyond one event per message.
+	MetadataReads = "chio.reads"
+	// ReadsEnvelopes is the MetadataReads entry of a consumer that reads
+	// envelopes (SubjectEnvelope).
+	ReadsEnvelopes = "envelope/1"
+)
+
+// ReaderMetadata is the consumer metadata a consumer of the events stream
+// from this release declares: it reads envelopes.
+func ReaderMetadata() map[string]string { return map[string]string{MetadataReads: ReadsEnvelopes} }
+
+// ReadsEnvelopeLayout reports whether a consumer's metadata declares that
+// it reads envelopes.
+func ReadsEnvelopeLayout(metadata map[string]string) bool {
+	for _, v := range strings.Split(metadata[MetadataReads], ",") {
+		if strings.TrimSpace(v) == ReadsEnvelopes {
+			return true
+		}
+	}
+	return false
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -36,6 +37,10 @@ func (f *fixture) streamMessages(t *testing.T) map[string]int {
 // stream exactly once, in fewer messages than events.
 func TestConcurrentCallsShareWrites(t *testing.T) {
 	f := setup(t)
+	natstest.EnvelopeReader(t, f.js)
+	if err := f.d.w.Look(context.Background()); err != nil || !f.d.w.Envelopes() {
+		t.Fatalf("no envelopes with a reader that declares them: %v", err)
+	}
 	const calls = 64
 	var wg sync.WaitGroup
 	errs := make(chan error, calls)

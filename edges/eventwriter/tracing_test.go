@@ -29,7 +29,11 @@ func TestWriterCarriesEachEventsTraceContext(t *testing.T) {
 	}
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	natstest.EnvelopeReader(t, js)
 	w := New(js, WithTracerProvider(tp))
+	if err := w.Look(ctx); err != nil {
+		t.Fatal(err)
+	}
 	const n = 64
 	callers := make(map[string]trace.SpanContext, n) // event id → its caller's span
 	var mu sync.Mutex

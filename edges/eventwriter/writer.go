@@ -38,6 +38,7 @@ type Writer struct {
 	metrics  *metrics
 	tracer   trace.Tracer // nil: tracing off
 	maxBytes int          // an envelope's events, body and kinds header
+	gate     *gate        // whether every consumer reads envelopes yet
 
 	mu      sync.Mutex
 	queue   []*queued
@@ -65,7 +66,12 @@ type Option func(*Writer)
 // a write took until its PubAck, by event, and how many events each
 // write carried.
 func WithMetrics(reg prometheus.Registerer) Option {
-	return func(w *Writer) { w.metrics = newMetrics(reg) }
+	return func(w *Writer) {
+		w.metrics = newMetrics(reg)
+		if reg != nil {
+			reg.MustRegister(w.gate.open)
+		}
+	}
 }
 
 // WithTracerProvider traces each event's write as a PRODUCER span
@@ -80,7 +86,8 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // New returns a Writer publishing on js. It starts nothing: a flusher runs
 // only while events are queued.
 func New(js jetstream.JetStream, opts ...Option) *Writer {
-	w := &Writer{js: js, metrics: newMetrics(nil), maxBytes: schemas.MaxEnvelopeBytes - schemas.EnvelopeOverhead}
+	w := &Writer{js: js, metrics: newMetrics(nil), maxBytes: schemas.MaxEnvelopeBytes - schemas.EnvelopeOverhead,
+		gate: newGate(js, DefaultGateRefresh)}
 	if mp := int(js.Conn().MaxPayload()); mp > 0 && mp-schemas.EnvelopeOverhead < w.maxBytes {
 		w.maxBytes = mp - schemas.EnvelopeOverhead // a server configured below the envelope bound
 	}
@@ -110,8 +117,17 @@ func (w *Writer) Write(ctx context.Context, id string, ev schemas.StreamEvent) e
 	return err
 }
 
-// write queues q and waits for its write (Write).
+// write queues q and waits for its write (Write). While some consumer of
+// the stream does not read envelopes (gate.go), q is written alone, at
+// once, on the caller's goroutine, as every write was before envelopes.
 func (w *Writer) write(ctx context.Context, q *queued) error {
+	if !w.gate.allows() {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("publish %s: %w", q.id, err)
+		}
+		q.taken = true
+		return w.publish([]*queued{q})
+	}
 	w.mu.Lock()
 	w.queue = append(w.queue, q)
 	if !w.running {

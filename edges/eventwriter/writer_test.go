@@ -21,7 +21,12 @@ func setup(t *testing.T) (jetstream.JetStream, *Writer) {
 	if _, err := js.CreateOrUpdateStream(context.Background(), schemas.EventsStreamConfig(1)); err != nil {
 		t.Fatal(err)
 	}
-	return js, New(js)
+	natstest.EnvelopeReader(t, js)
+	w := New(js)
+	if err := w.Look(context.Background()); err != nil || !w.Envelopes() {
+		t.Fatalf("writer does not write envelopes with a reader that declares them: %v", err)
+	}
+	return js, w
 }
 
 // stored reads the stream: its messages by subject and every event id,

@@ -65,3 +65,16 @@ func events(t testing.TB, js jetstream.JetStream, subject string) []json.RawMess
 	}
 	return out
 }
+
+// EnvelopeReader creates a durable consumer of CHIO_EVENTS that declares
+// it reads event envelopes, as the ledger's and the projections' do, so
+// that an edge's writer may write them (without one, every event is
+// written alone). The stream must exist.
+func EnvelopeReader(t testing.TB, js jetstream.JetStream) {
+	t.Helper()
+	if _, err := js.CreateOrUpdateConsumer(context.Background(), schemas.EventsStream, jetstream.ConsumerConfig{
+		Durable: "test-envelope-reader", AckPolicy: jetstream.AckNonePolicy, Metadata: schemas.ReaderMetadata(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

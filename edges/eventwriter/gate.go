@@ -1,0 +1,156 @@
+package eventwriter
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// DefaultGateRefresh is how often the writer looks again at who consumes
+// the events stream (WithGateRefresh). A consumer of an older release
+// that appears between two looks may miss the envelopes written in
+// between; a look is one JetStream API request, so this is cheap.
+const DefaultGateRefresh = 5 * time.Second
+
+// gateLookWithin bounds one look at the stream's consumers.
+const gateLookWithin = 2 * time.Second
+
+// gate decides whether the writer may pack events into envelopes: only
+// while every durable consumer of the events stream declares that it
+// reads them (schemas.ReadsEnvelopeLayout). Until a look has answered,
+// after a look that failed, and while no durable consumer exists at all
+// (nobody has said so yet), it is shut: every event is then written as a
+// message of its own, which every release reads. So edges can be
+// upgraded before or after the ledgers and projections, in any order.
+//
+// There is no goroutine to start or stop: a write that finds the last
+// look older than the refresh interval starts the next look in the
+// background and goes on with what the last one found.
+type gate struct {
+	js    jetstream.JetStream
+	every time.Duration
+	open  prometheus.Gauge
+
+	mu       sync.Mutex
+	allowed  bool
+	looked   time.Time // when the last look answered (zero: never)
+	looking  bool
+	blockers []string // durable consumers that declare nothing, as last seen
+}
+
+func newGate(js jetstream.JetStream, every time.Duration) *gate {
+	return &gate{js: js, every: every, open: prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "chio_edge_event_envelopes_enabled",
+		Help: "1 while every durable consumer of CHIO_EVENTS declares it reads event envelopes, so concurrent calls share writes; 0 while events are written one per message.",
+	})}
+}
+
+// allows reports whether envelopes may be written now, and starts the
+// next look when the last one is stale.
+func (g *gate) allows() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.looking && time.Since(g.looked) >= g.every {
+		g.looking = true
+		go g.look()
+	}
+	return g.allowed
+}
+
+// look lists the events stream's consumers and opens or shuts the gate.
+func (g *gate) look() {
+	ctx, cancel := context.WithTimeout(context.Background(), gateLookWithin)
+	defer cancel()
+	allowed, blockers, err := envelopeReaders(ctx, g.js)
+	g.mu.Lock()
+	was, wasBlockers := g.allowed, g.blockers
+	g.allowed, g.blockers, g.looked, g.looking = allowed, blockers, time.Now(), false
+	g.mu.Unlock()
+	if allowed {
+		g.open.Set(1)
+	} else {
+		g.open.Set(0)
+	}
+	switch {
+	case err != nil:
+		if was {
+			slog.Warn("event envelopes off: cannot list the consumers of the events stream", "stream", schemas.EventsStream, "err", err)
+		}
+	case allowed && !was:
+		slog.Info("event envelopes on: every durable consumer of the events stream reads them", "stream", schemas.EventsStream)
+	case !allowed && (was || !slices.Equal(blockers, wasBlockers)) && len(blockers) > 0:
+		slog.Warn("event envelopes off: consumers of the events stream that do not declare they read them (an older release) get one event per message",
+			"stream", schemas.EventsStream, "consumers", blockers)
+	}
+}
+
+// envelopeReaders reports whether every durable consumer of the events
+// stream, and at least one, declares that it reads envelopes; blockers
+// names those that do not.
+func envelopeReaders(ctx context.Context, js jetstream.JetStream) (bool, []string, error) {
+	stream, err := js.Stream(ctx, schemas.EventsStream)
+	if err != nil {
+		return false, nil, fmt.Errorf("look up stream %s: %w", schemas.EventsStream, err)
+	}
+	lister := stream.ListConsumers(ctx)
+	durable := 0
+	var blockers []string
+	for ci := range lister.Info() {
+		if ci.Config.Durable == "" {
+			continue // ephemeral: holds no position across restarts
+		}
+		durable++
+		if !schemas.ReadsEnvelopeLayout(ci.Config.Metadata) {
+			blockers = append(blockers, ci.Name)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return false, nil, fmt.Errorf("list the consumers of %s: %w", schemas.EventsStream, err)
+	}
+	slices.Sort(blockers)
+	return durable > 0 && len(blockers) == 0, blockers, nil
+}
+
+// WithGateRefresh sets how often the writer looks again at the events
+// stream's consumers to decide whether it may write envelopes
+// (DefaultGateRefresh when d <= 0).
+func WithGateRefresh(d time.Duration) Option {
+	return func(w *Writer) {
+		if d > 0 {
+			w.gate.every = d
+		}
+	}
+}
+
+// Envelopes reports whether the writer currently writes envelopes (every
+// durable consumer of the events stream declared it reads them, as of the
+// last look).
+func (w *Writer) Envelopes() bool {
+	w.gate.mu.Lock()
+	defer w.gate.mu.Unlock()
+	return w.gate.allowed
+}
+
+// Look looks at the events stream's consumers now, and waits for the
+// answer: an edge does it once before it serves, so its first calls
+// already share writes when they may. Later looks happen by themselves.
+func (w *Writer) Look(ctx context.Context) error {
+	allowed, blockers, err := envelopeReaders(ctx, w.gate.js)
+	w.gate.mu.Lock()
+	w.gate.allowed, w.gate.blockers, w.gate.looked = allowed, blockers, time.Now()
+	w.gate.mu.Unlock()
+	if allowed {
+		w.gate.open.Set(1)
+	} else {
+		w.gate.open.Set(0)
+	}
+	return err
+}
