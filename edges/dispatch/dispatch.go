@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"slices"
 	"strconv"
@@ -81,6 +82,12 @@ func New(ctx context.Context, js jetstream.JetStream, k *kernel.Kernel, reg *too
 		o(d)
 	}
 	d.w = eventwriter.New(js, d.wopts...)
+	// Whether the stream's consumers read envelopes, known before the
+	// first call; a failed look leaves each event its own message, which
+	// every consumer reads, and the writer looks again by itself.
+	if err := d.w.Look(ctx); err != nil {
+		slog.Debug("dispatch: first look at the events stream's consumers", "err", err)
+	}
 	return d, nil
 }
 
