@@ -17,6 +17,9 @@ var (
 	// ErrTooMany means a task already has the maximum number of configs;
 	// nothing was written.
 	ErrTooMany = errors.New("too many push configs for the task")
+	// ErrOwnerQuota means the owner already holds the maximum number of
+	// configs over all its tasks; nothing was written.
+	ErrOwnerQuota = errors.New("push config quota exceeded")
 	// ErrInvalidArgument means a caller-supplied argument is malformed.
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrInvalidPageToken means a List page token was not issued by List.
@@ -141,5 +144,8 @@ func ownerToken(owner string) string {
 func taskPrefix(taskID string) string { return encodeID(taskID) + "." }
 
 func ownerPrefix(owner, taskID string) string { return taskPrefix(taskID) + ownerToken(owner) + "." }
+
+// ownerFilter matches every config key of owner, of any task.
+func ownerFilter(owner string) string { return "*." + ownerToken(owner) + ".*" }
 
 func configKey(owner, taskID, id string) string { return ownerPrefix(owner, taskID) + encodeID(id) }

@@ -12,7 +12,11 @@
 // key the edge chooses). Every read and write is scoped to the owner: a
 // config of another owner is ErrNotFound, exactly like a missing one, and
 // cannot be replaced by reusing its id. A task has at most
-// DefaultMaxConfigsPerTask configs (all owners together). Delete is
+// DefaultMaxConfigsPerTask configs (all owners together), and an owner at
+// most DefaultMaxConfigsPerOwner over all its tasks (ErrOwnerQuota), so a
+// caller keeping many tasks open cannot grow the bucket without bound;
+// both are counted from the bucket itself, so they hold across replicas.
+// Delete is
 // idempotent, and notifications still queued for a deleted config are
 // dropped. DeleteTask drops every config of a task and marks the task
 // closed for a while, so that a terminal task's last notifications, once

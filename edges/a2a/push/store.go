@@ -29,6 +29,10 @@ const (
 
 	// DefaultMaxConfigsPerTask bounds the configs of one task (all owners).
 	DefaultMaxConfigsPerTask = 16
+	// DefaultMaxConfigsPerOwner bounds the configs one owner holds over
+	// all its tasks: a task's configs go when it ends, so only a caller
+	// keeping thousands of tasks open with webhooks on each reaches it.
+	DefaultMaxConfigsPerOwner = 4096
 	// DefaultClosedTaskTTL is how long the closed mark DeleteTask leaves
 	// is kept: notifications of the task still queued within it are
 	// delivered, later ones dropped.
@@ -66,6 +70,7 @@ type StoreOption func(*storeOptions)
 type storeOptions struct {
 	replicas   int
 	maxConfigs int
+	maxOwner   int
 	closedTTL  time.Duration
 	log        *slog.Logger
 }
@@ -79,6 +84,11 @@ func WithStoreLogger(l *slog.Logger) StoreOption { return func(o *storeOptions) 
 // WithMaxConfigsPerTask bounds the configs of one task, of all owners
 // together (default DefaultMaxConfigsPerTask).
 func WithMaxConfigsPerTask(n int) StoreOption { return func(o *storeOptions) { o.maxConfigs = n } }
+
+// WithMaxConfigsPerOwner bounds the configs one owner holds over all its
+// tasks (default DefaultMaxConfigsPerOwner): the per-task limit alone
+// lets a caller with many open tasks store without bound.
+func WithMaxConfigsPerOwner(n int) StoreOption { return func(o *storeOptions) { o.maxOwner = n } }
 
 // WithClosedTaskTTL sets how long the closed mark DeleteTask leaves is
 // kept (default DefaultClosedTaskTTL). Keep it far above the longest time
@@ -94,6 +104,8 @@ func (o *storeOptions) check() error {
 		return fmt.Errorf("%w: WithStoreLogger: nil logger", ErrInvalidArgument)
 	case o.maxConfigs < 1 || o.maxConfigs > 1000:
 		return fmt.Errorf("%w: WithMaxConfigsPerTask: max configs per task %d not in 1..1000", ErrInvalidArgument, o.maxConfigs)
+	case o.maxOwner < 1 || o.maxOwner > 1<<20:
+		return fmt.Errorf("%w: WithMaxConfigsPerOwner: max configs per owner %d not in 1..%d", ErrInvalidArgument, o.maxOwner, 1<<20)
 	case o.closedTTL < time.Second:
 		return fmt.Errorf("%w: WithClosedTaskTTL: closed task TTL %s below 1s", ErrInvalidArgument, o.closedTTL)
 	}
@@ -123,7 +135,7 @@ type Store struct {
 
 // OpenStore creates or updates the config bucket and returns a Store on it.
 func OpenStore(ctx context.Context, js jetstream.JetStream, opts ...StoreOption) (*Store, error) {
-	o := storeOptions{replicas: 1, maxConfigs: DefaultMaxConfigsPerTask, closedTTL: DefaultClosedTaskTTL, log: slog.Default()}
+	o := storeOptions{replicas: 1, maxConfigs: DefaultMaxConfigsPerTask, maxOwner: DefaultMaxConfigsPerOwner, closedTTL: DefaultClosedTaskTTL, log: slog.Default()}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -151,12 +163,13 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, opts ...StoreOption)
 // Put stores cfg and returns it as stored: with a UUIDv7 ID when cfg.ID
 // is empty and Created set when it is zero. A config with the ID of one of
 // the owner's configs of the task replaces it. A new config beyond the
-// task's limit (all owners together) is ErrTooMany. Put checks the URL's
+// task's limit (all owners together) is ErrTooMany; one beyond the
+// owner's limit over all its tasks is ErrOwnerQuota. Put checks the URL's
 // syntax only: the edge applies its Policy (Policy.CheckURL) first.
 //
-// The limit holds under concurrent Puts: a new config is created only if
-// the task had room, and counted again after the write; a Put that then
-// finds the task over the limit removes its own config and, after a
+// The limits hold under concurrent Puts: a new config is created only if
+// the task and the owner had room, and both are counted again after the
+// write; a Put that then finds either over its limit removes its own config and, after a
 // random pause, tries again (a few times, then ErrTooMany). Racing Puts
 // for the last slot may thus all fail, never all succeed.
 func (s *Store) Put(ctx context.Context, cfg Config) (Config, error) {
@@ -189,7 +202,7 @@ func (s *Store) Put(ctx context.Context, cfg Config) (Config, error) {
 			return cfg, nil
 		}
 		if attempt == maxPutAttempts {
-			return Config{}, fmt.Errorf("put push config: %w: limit %d (concurrent creates)", ErrTooMany, s.opts.maxConfigs)
+			return Config{}, fmt.Errorf("put push config: %w: limit %d per task, %d per owner (concurrent creates)", ErrTooMany, s.opts.maxConfigs, s.opts.maxOwner)
 		}
 		if err := putRetry.Wait(ctx, attempt); err != nil {
 			return Config{}, fmt.Errorf("put push config: %w", err)
@@ -222,6 +235,13 @@ func (s *Store) put(ctx context.Context, cfg Config, val []byte) (lost bool, err
 	if len(keys) >= s.opts.maxConfigs {
 		return false, fmt.Errorf("%w: limit %d", ErrTooMany, s.opts.maxConfigs)
 	}
+	mine, err := s.keys(ctx, ownerFilter(cfg.Owner))
+	if err != nil {
+		return false, err
+	}
+	if len(mine) >= s.opts.maxOwner {
+		return false, fmt.Errorf("%w: the owner holds %d push configs (limit %d); delete some or let their tasks end", ErrOwnerQuota, len(mine), s.opts.maxOwner)
+	}
 	if _, err := s.kv.Create(ctx, key, val); err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return false, fmt.Errorf("create: %w", err)
@@ -233,8 +253,10 @@ func (s *Store) put(ctx context.Context, cfg Config, val []byte) (lost bool, err
 		return false, nil
 	}
 	keys, err = s.keys(ctx, taskPrefix(cfg.TaskID)+">")
-	if err == nil && len(keys) <= s.opts.maxConfigs {
-		return false, nil
+	if err == nil {
+		if mine, err = s.keys(ctx, ownerFilter(cfg.Owner)); err == nil && len(keys) <= s.opts.maxConfigs && len(mine) <= s.opts.maxOwner {
+			return false, nil
+		}
 	}
 	// Over the limit (or unknown): take the new config back.
 	if perr := s.purge(context.WithoutCancel(ctx), key); perr != nil {
