@@ -20,40 +20,89 @@ import (
 // below it.
 const DefaultMaxStreamsPerCaller = 32
 
-// streamSlots counts the streams each caller holds open.
+// DefaultMaxStreams is how many streams a replica holds open at once, all
+// callers together, unless LimitStreams says otherwise. The per-caller
+// bound does not bound the replica: many callers (or one caller under
+// many principals) could each hold their share. At the bound a new
+// stream is refused, not queued, so the streams already open and the
+// replica's unary calls keep their memory and goroutines.
+const DefaultMaxStreams = 4096
+
+// streamSlots counts the streams each caller holds open, and all of them.
 type streamSlots struct {
-	max  int
-	mu   sync.Mutex
-	held map[string]int
+	mu    sync.Mutex
+	max   int // per caller
+	total int // per replica
+	open  int
+	held  map[string]int
 }
 
 func newStreamSlots(max int) *streamSlots {
 	if max <= 0 {
 		max = DefaultMaxStreamsPerCaller
 	}
-	return &streamSlots{max: max, held: map[string]int{}}
+	return &streamSlots{max: max, total: DefaultMaxStreams, held: map[string]int{}}
+}
+
+// limit sets the bounds (<= 0 leaves one as it is); streams already open
+// keep their slots.
+func (s *streamSlots) limit(perCaller, total int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if perCaller > 0 {
+		s.max = perCaller
+	}
+	if total > 0 {
+		s.total = total
+	}
 }
 
 // take holds one of key's slots, and returns the func that gives it back
-// (once, whatever the number of calls), or false when key holds them all.
-func (s *streamSlots) take(key string) (func(), bool) {
+// (once, whatever the number of calls), or which bound is reached.
+func (s *streamSlots) take(key string) (func(), slotRefusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.open >= s.total {
+		return nil, replicaFull
+	}
 	if s.held[key] >= s.max {
-		return nil, false
+		return nil, callerFull
 	}
 	s.held[key]++
+	s.open++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			s.open--
 			if s.held[key]--; s.held[key] <= 0 {
 				delete(s.held, key)
 			}
 		})
-	}, true
+	}, slotTaken
 }
+
+// slotRefusal is take's answer: taken, or the bound that is reached.
+type slotRefusal int
+
+const (
+	slotTaken slotRefusal = iota
+	callerFull
+	replicaFull
+)
+
+// bounds are the per-caller and per-replica bounds now.
+func (s *streamSlots) bounds() (perCaller, total int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max, s.total
+}
+
+// LimitStreams bounds the streams (SSE and gRPC together) one caller may
+// hold open on this replica, and all callers together; 0 leaves a bound as
+// it is (Config.MaxStreamsPerCaller, DefaultMaxStreams).
+func (e *Edge) LimitStreams(perCaller, total int) { e.streams.limit(perCaller, total) }
 
 // streamKey is who a stream counts against: the principal (the whole
 // authority path, as task ownership is scoped) of a capability the
@@ -70,11 +119,16 @@ func (e *Edge) streamKey(rc rpcCall) string {
 }
 
 // takeStream holds a stream slot for rc's caller, or answers
-// ResourceExhausted.
+// ResourceExhausted when the caller or the replica holds as many as it
+// may.
 func (e *Edge) takeStream(rc rpcCall) (func(), *wire.Error) {
-	release, ok := e.streams.take(e.streamKey(rc))
-	if !ok {
-		return nil, wire.ResourceExhausted(fmt.Sprintf("this caller already holds %d open streams here; end one before opening another", e.streams.max))
+	release, why := e.streams.take(e.streamKey(rc))
+	perCaller, total := e.streams.bounds()
+	switch why {
+	case callerFull:
+		return nil, wire.ResourceExhausted(fmt.Sprintf("this caller already holds %d open streams here; end one before opening another", perCaller))
+	case replicaFull:
+		return nil, wire.ResourceExhausted(fmt.Sprintf("this replica already holds %d open streams, its bound; retry later or on another replica", total))
 	}
 	return release, nil
 }

@@ -169,16 +169,39 @@ func TestStreamSlots(t *testing.T) {
 	r2, ok2 := s.take("a")
 	_, ok3 := s.take("a")
 	_, okB := s.take("b")
-	if !ok1 || !ok2 || ok3 || !okB {
+	if ok1 != slotTaken || ok2 != slotTaken || ok3 != callerFull || okB != slotTaken {
 		t.Fatalf("takes: %v %v %v %v", ok1, ok2, ok3, okB)
 	}
 	r1()
 	r1() // a second release gives nothing back twice
-	if _, ok := s.take("a"); !ok {
+	if _, ok := s.take("a"); ok != slotTaken {
 		t.Fatal("a released slot was not given back")
 	}
-	if _, ok := s.take("a"); ok {
+	if _, ok := s.take("a"); ok != callerFull {
 		t.Fatal("a slot was given back twice")
 	}
 	r2()
+
+	// The replica's bound holds across callers, and a slot given back
+	// is there for any of them.
+	s = newStreamSlots(2)
+	s.limit(0, 3)
+	var releases []func()
+	for _, key := range []string{"a", "b", "c"} {
+		r, ok := s.take(key)
+		if ok != slotTaken {
+			t.Fatalf("%s: %v", key, ok)
+		}
+		releases = append(releases, r)
+	}
+	if _, ok := s.take("d"); ok != replicaFull {
+		t.Fatalf("a fourth stream on a replica bounded at 3: %v", ok)
+	}
+	releases[0]()
+	if _, ok := s.take("d"); ok != slotTaken {
+		t.Fatalf("after one ended: %v", ok)
+	}
+	if perCaller, total := s.bounds(); perCaller != 2 || total != 3 {
+		t.Fatalf("bounds %d %d", perCaller, total)
+	}
 }
