@@ -45,8 +45,21 @@ func (h *deadlineHeap) Pop() any {
 
 func newTimeouts() *timeouts { return &timeouts{wake: make(chan struct{}, 1)} }
 
+// deadlineOf is when an allow decision with no outcome times out: after
+// incomplete-after, or at the decision's own outcome_deadline when that is
+// later (a call waiting for a person). Both come from the event and the
+// ledger's configuration, never the wall clock, so every ledger publishes
+// the same timeout event.
 func deadlineOf(d *schemas.DecisionEvent, after time.Duration) uint64 {
-	return d.Timestamp + uint64((after+time.Second-1)/time.Second)
+	return max(d.Timestamp+uint64((after+time.Second-1)/time.Second), d.OutcomeDeadline)
+}
+
+// timeoutReason is the timeout event's reason for d.
+func timeoutReason(d *schemas.DecisionEvent, after time.Duration) string {
+	if d.OutcomeDeadline > d.Timestamp+uint64((after+time.Second-1)/time.Second) {
+		return fmt.Sprintf("no outcome by the decision's outcome_deadline (%d s after it)", d.OutcomeDeadline-d.Timestamp)
+	}
+	return fmt.Sprintf("no outcome within %s of the allow decision", after)
 }
 
 func (t *timeouts) add(decisions []*schemas.DecisionEvent, after time.Duration) {
@@ -150,7 +163,7 @@ func (l *Ledger) publishTimeout(ctx context.Context, d deadline) error {
 	ev := schemas.TimeoutEvent{
 		Schema: schemas.TimeoutEventSchema, EventID: schemas.TimeoutEventID(d.receiptID), ReceiptID: d.receiptID,
 		Timestamp: deadlineOf(p.Decision, l.cfg.incompleteAfter),
-		Reason:    fmt.Sprintf("no outcome within %s of the allow decision", l.cfg.incompleteAfter),
+		Reason:    timeoutReason(p.Decision, l.cfg.incompleteAfter),
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {

@@ -50,7 +50,18 @@ type DecisionEvent struct {
 	// into the receipt's metadata as "trace_id", so a receipt leads to
 	// its trace.
 	TraceID string `json:"trace_id,omitempty"`
+	// OutcomeDeadline, set only on an allow decision whose call may
+	// rightly wait longer than the ledger's incomplete-after (a person
+	// answering a permission request), is the unix second until which
+	// the call is still expected to end: the ledger does not time it out
+	// before then. At most MaxOutcomeDeadline after Timestamp; absent
+	// (0), the ledger's incomplete-after alone applies.
+	OutcomeDeadline uint64 `json:"outcome_deadline,omitempty"`
 }
+
+// MaxOutcomeDeadline bounds a decision's OutcomeDeadline after its
+// timestamp: a call cannot keep its receipt open longer than a day.
+const MaxOutcomeDeadline = 24 * 60 * 60
 
 // Outcome of a tool call that was allowed to run.
 type Outcome string
@@ -208,6 +219,14 @@ func (e *DecisionEvent) Validate() error {
 	}
 	if e.TraceID != "" && !ValidTraceID(e.TraceID) {
 		return fmt.Errorf("decision event: trace_id %q is not 32 lowercase hex digits", abbreviate(e.TraceID))
+	}
+	if e.OutcomeDeadline != 0 {
+		switch {
+		case e.Decision.Verdict != VerdictAllow:
+			return errors.New("decision event: outcome_deadline is for an allow decision (a deny is final)")
+		case e.OutcomeDeadline <= e.Timestamp || e.OutcomeDeadline-e.Timestamp > MaxOutcomeDeadline:
+			return fmt.Errorf("decision event: outcome_deadline %d must be after timestamp %d and at most %d s after it", e.OutcomeDeadline, e.Timestamp, MaxOutcomeDeadline)
+		}
 	}
 	if len(e.CapabilityLineage) > 0 {
 		if err := checkLineage(e.CapabilityLineage); err != nil {

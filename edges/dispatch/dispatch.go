@@ -40,6 +40,24 @@ import (
 // the call was refused and no tool ran.
 var ErrNotDurable = errors.New("event not durable")
 
+// ErrEventStoreUnavailable marks an ErrNotDurable whose cause is the event
+// store itself (full, or not answering) rather than the call: every call
+// fails alike until it is back, so an edge answers "unavailable, retry
+// later" (HTTP 503, gRPC UNAVAILABLE) rather than an internal error. Its
+// message starts with "event store unavailable:".
+var ErrEventStoreUnavailable = eventwriter.ErrUnavailable
+
+// notDurable is the error of an event of what (e.g. "decision of R") that
+// the writer could not make durable: it matches ErrNotDurable and, when
+// the store was the cause, ErrEventStoreUnavailable, whose message it
+// then leads with.
+func notDurable(what string, werr error) error {
+	if errors.Is(werr, ErrEventStoreUnavailable) {
+		return fmt.Errorf("%w (%w: %s, no tool ran)", werr, ErrNotDurable, what)
+	}
+	return fmt.Errorf("%w: %s: %v (no tool ran)", ErrNotDurable, what, werr)
+}
+
 // ErrBadArguments means the arguments are not a JSON object within the
 // size bound: a protocol error, refused before the kernel.
 var ErrBadArguments = errors.New("arguments must be a JSON object")
@@ -127,6 +145,12 @@ type Call struct {
 	// the tool has run (e.g. the answer a human gave); the ledger adds its
 	// keys to the receipt's metadata, never over the decision's.
 	OutcomeMetadata func(res *Result) map[string]any
+	// OutcomeWithin, if set, is how long an allowed call may rightly take
+	// (a person answering): its decision event then carries an
+	// outcome_deadline that long after it (at most
+	// schemas.MaxOutcomeDeadline), and the ledger does not end it
+	// incomplete before then.
+	OutcomeWithin time.Duration
 
 	// traceID is the call's trace id when it is traced, for its
 	// decision event.
@@ -310,7 +334,7 @@ func (d *Dispatcher) decide(ctx context.Context, c Call, dec *kernel.Decision) (
 	werr := d.w.Write(ctx, ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw})
 	serr := <-settled
 	if werr != nil {
-		return nil, fmt.Errorf("%w: decision of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, werr)
+		return nil, notDurable("decision of "+c.ReceiptID, werr)
 	}
 	if serr != nil {
 		return &Result{ReceiptID: c.ReceiptID, Decision: d.kernel.RefuseProof(ctx, dec, serr)}, nil
@@ -334,7 +358,7 @@ func (d *Dispatcher) refuseAllowed(ctx context.Context, c Call, dec *kernel.Deci
 	if err != nil {
 		// The allow decision is durable and no outcome is: the ledger's
 		// timeout closes the call incomplete. Still nothing ran.
-		return fmt.Errorf("%w: refusal of %s: %v (no tool ran)", ErrNotDurable, c.ReceiptID, err)
+		return notDurable("refusal of "+c.ReceiptID, err)
 	}
 	return nil
 }
@@ -461,6 +485,9 @@ func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.Decis
 		Parameters: params, Decision: dec.Verdict(), PolicyHash: dec.PolicyHash, Evidence: evidence, Metadata: rawMeta,
 		TrustLevel: schemas.TrustMediated, TenantID: c.TenantID, RequestID: c.RequestID, TaskID: c.TaskID, EdgeID: d.edgeID,
 		GovernedIntent: c.GovernedIntent, CapabilityLineage: dec.CapabilityLineage, TraceID: c.traceID,
+	}
+	if c.OutcomeWithin > 0 && ev.Decision.Verdict == schemas.VerdictAllow {
+		ev.OutcomeDeadline = ev.Timestamp + min(uint64((c.OutcomeWithin+time.Second-1)/time.Second), schemas.MaxOutcomeDeadline)
 	}
 	if err := ev.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrBadArguments, err)
