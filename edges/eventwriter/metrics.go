@@ -12,6 +12,8 @@ type metrics struct {
 	publish *prometheus.HistogramVec
 	// events counts the events per write: above 1, calls shared a write.
 	events prometheus.Histogram
+	// failed counts events whose write failed for good, by reason.
+	failed *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -22,9 +24,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		events: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chio_edge_publish_events_per_write",
 			Help:    "Events carried by one write to CHIO_EVENTS (group commit: concurrent calls share a write).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chio_edge_event_writes_failed_total",
+			Help: "Events whose write to CHIO_EVENTS failed for good (the call failed closed), by event and reason: storage (JetStream refused it for want of storage), no_answer (no PubAck within the write's bound), refused (refused for another reason), other."},
+			[]string{"event", "reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.publish, m.events)
+		reg.MustRegister(m.publish, m.events, m.failed)
 	}
 	return m
 }

@@ -161,7 +161,7 @@ func (w *Writer) flush() {
 		}
 		err := w.publish(batch)
 		var refused *jetstream.APIError
-		if len(batch) > 1 && (errors.As(err, &refused) || errors.Is(err, nats.ErrMaxPayload)) {
+		if len(batch) > 1 && !errors.Is(err, ErrUnavailable) && (errors.As(err, &refused) || errors.Is(err, nats.ErrMaxPayload)) {
 			// Refused, so nothing of it was stored: each event alone gets
 			// its own answer, and one bad event fails no other.
 			for _, q := range batch {
@@ -263,13 +263,61 @@ func (w *Writer) publish(batch []*queued) error {
 		if err == nil {
 			return nil
 		}
-		if !retryablePublish(err) || ctx.Err() != nil {
-			return fmt.Errorf("publish %s: %w", id, err)
-		}
-		if publishRetry.Wait(ctx, n) != nil {
-			return fmt.Errorf("publish %s: %w", id, err)
+		if !retryablePublish(err) || ctx.Err() != nil || publishRetry.Wait(ctx, n) != nil {
+			return w.failed(batch, id, err)
 		}
 	}
+}
+
+// ErrUnavailable marks a write that failed because the event store could
+// not take it: JetStream refused it for want of storage, or did not answer
+// within publishWithin. The event is not durable, and no other event is
+// being written either; callers answer "unavailable, retry later".
+var ErrUnavailable = errors.New("event store unavailable")
+
+// failed returns the error of a write that failed for good and counts it
+// by reason for each of its events.
+func (w *Writer) failed(batch []*queued, id string, err error) error {
+	reason := failReason(err)
+	for _, q := range batch {
+		w.metrics.failed.WithLabelValues(q.kind, reason).Inc()
+	}
+	switch reason {
+	case reasonStorage:
+		return fmt.Errorf("%w: the stream refused the write for want of storage: publish %s: %w", ErrUnavailable, id, err)
+	case reasonNoAnswer:
+		return fmt.Errorf("%w: no answer within %s: publish %s: %w", ErrUnavailable, publishWithin, id, err)
+	}
+	return fmt.Errorf("publish %s: %w", id, err)
+}
+
+// Reasons a write failed, the label of chio_edge_event_writes_failed_total.
+const (
+	reasonStorage  = "storage"   // JetStream refused it: its store, or the account's storage limit, is full
+	reasonNoAnswer = "no_answer" // no PubAck within publishWithin (no responders, timeouts)
+	reasonRefused  = "refused"   // refused for another reason (too large, …)
+	reasonOther    = "other"
+)
+
+// storageCodes are JetStream's answers to a write it has no room for.
+var storageCodes = map[jetstream.ErrorCode]bool{
+	10002: true, // account resource limits exceeded (what the embedded server's store watchdog sets)
+	10023: true, // insufficient resources
+	10047: true, // storage resources exceeded
+	10077: true, // the stream's store failed the write
+}
+
+func failReason(err error) string {
+	var api *jetstream.APIError
+	switch {
+	case errors.As(err, &api) && storageCodes[api.ErrorCode]:
+		return reasonStorage
+	case errors.As(err, &api), errors.Is(err, nats.ErrMaxPayload):
+		return reasonRefused
+	case retryablePublish(err):
+		return reasonNoAnswer
+	}
+	return reasonOther
 }
 
 // Bounds of publishing one write: each attempt, and all of them.
