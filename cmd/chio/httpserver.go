@@ -1,11 +1,226 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/chio-ledger/chio/edges/a2a"
+	"github.com/chio-ledger/chio/edges/acp"
+	mcpedge "github.com/chio-ledger/chio/edges/mcp"
+	"github.com/chio-ledger/chio/internal/ratelimit"
+	"github.com/chio-ledger/chio/internal/readauth"
 )
 
-// newHTTPServer is the http.Server every chio HTTP surface is served by.
-func newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// The bounds every chio HTTP server keeps by default. A header block past
+// MaxHeaderBytes is answered 431 before any handler runs; a connection that
+// has not sent its headers within the read-header timeout, or its whole
+// request within the read timeout, or that sits idle between requests
+// past the idle timeout, is closed. A long response (an SSE stream) is not
+// bound by them: its writes carry their own deadlines.
+const (
+	// Capability tokens with delegation chains and DPoP proofs travel in
+	// headers: a few KB each, far below this.
+	defaultMaxHeaderBytes    = 64 << 10
+	defaultReadHeaderTimeout = 10 * time.Second
+	defaultReadTimeout       = time.Minute
+	defaultIdleTimeout       = 2 * time.Minute
+)
+
+// httpLimits are what the --max-header-bytes, --*-timeout and --rate-limit-*
+// flags say of a command's HTTP servers, and the limiters they build.
+type httpLimits struct {
+	maxHeaderBytes    int
+	readHeaderTimeout time.Duration
+	readTimeout       time.Duration
+	idleTimeout       time.Duration
+	addr, principal   ratelimit.Config
+	// command names the surface of a path no route table below knows.
+	command string
+
+	// Built by prepare.
+	guard      *ratelimit.Guard
+	metrics    *ratelimit.Metrics
+	principals *ratelimit.Keyed
+}
+
+// defaultHTTPLimits are the limits of a server whose command has no flags
+// for them (chio monitor's metrics).
+func defaultHTTPLimits() *httpLimits {
+	return &httpLimits{maxHeaderBytes: defaultMaxHeaderBytes, readHeaderTimeout: defaultReadHeaderTimeout,
+		readTimeout: defaultReadTimeout, idleTimeout: defaultIdleTimeout, command: "http"}
+}
+
+type httpLimitsKey struct{}
+
+// limitHTTP gives every command under root that serves HTTP (it has a
+// --listen flag) the HTTP limit flags, and puts what they say in the
+// command's context before it runs, for newHTTPServer and the read
+// authenticator.
+func limitHTTP(root *cobra.Command) {
+	for _, cmd := range root.Commands() {
+		limitHTTP(cmd)
+	}
+	if root.Flags().Lookup("listen") == nil {
+		return
+	}
+	l := defaultHTTPLimits()
+	l.command = root.Name()
+	l.register(root)
+	pre := root.PreRunE
+	root.PreRunE = func(cmd *cobra.Command, args []string) error {
+		if pre != nil {
+			if err := pre(cmd, args); err != nil {
+				return err
+			}
+		}
+		if err := l.prepare(cmd); err != nil {
+			return usageError(err)
+		}
+		cmd.SetContext(context.WithValue(cmd.Context(), httpLimitsKey{}, l))
+		return nil
+	}
+}
+
+func (l *httpLimits) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.IntVar(&l.maxHeaderBytes, "max-header-bytes", l.maxHeaderBytes, "largest request header block accepted (a larger one is answered 431)")
+	f.DurationVar(&l.readHeaderTimeout, "read-header-timeout", l.readHeaderTimeout, "a connection that has not sent a request's headers within this is closed")
+	f.DurationVar(&l.readTimeout, "read-timeout", l.readTimeout, "a connection that has not sent a whole request (headers and body) within this is closed")
+	f.DurationVar(&l.idleTimeout, "idle-timeout", l.idleTimeout, "a keep-alive connection idle between requests for this long is closed")
+	f.Float64Var(&l.addr.Rate, "rate-limit-address", 0, "requests a second one client address (an IPv6 /64) may make, over every HTTP surface together; more are answered 429 (0: no limit)")
+	f.IntVar(&l.addr.Burst, "rate-limit-address-burst", 0, "requests one address may make at once above --rate-limit-address (default: one second's worth)")
+	f.Float64Var(&l.principal.Rate, "rate-limit-principal", 0, "reads a second one principal (the root of its capability's chain) may make of receipts, tasks and reports, from any address; more are answered 429 (0: no limit)")
+	f.IntVar(&l.principal.Burst, "rate-limit-principal-burst", 0, "reads one principal may make at once above --rate-limit-principal (default: one second's worth)")
+	if f.Lookup("trusted-proxy") == nil {
+		f.StringArray("trusted-proxy", nil, "CIDR of a reverse proxy whose X-Forwarded-For is believed: the client address is the first hop from the right not in one (repeatable)")
+	}
+}
+
+// prepare checks the flags and builds the limiters.
+func (l *httpLimits) prepare(cmd *cobra.Command) error {
+	switch {
+	case l.maxHeaderBytes < 1<<10:
+		return fmt.Errorf("--max-header-bytes %d: at least 1024", l.maxHeaderBytes)
+	case l.readHeaderTimeout <= 0 || l.readTimeout <= 0 || l.idleTimeout <= 0:
+		return errors.New("--read-header-timeout, --read-timeout and --idle-timeout must be positive")
+	case l.addr.Rate < 0 || l.principal.Rate < 0 || l.addr.Burst < 0 || l.principal.Burst < 0:
+		return errors.New("--rate-limit-* must not be negative")
+	}
+	for _, c := range []*ratelimit.Config{&l.addr, &l.principal} {
+		if c.Burst == 0 {
+			c.Burst = max(1, int(c.Rate+0.5))
+		}
+	}
+	cidrs, err := cmd.Flags().GetStringArray("trusted-proxy")
+	if err != nil {
+		return err
+	}
+	var trusted []netip.Prefix
+	for _, s := range cidrs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("--trusted-proxy %q: %w", s, err)
+		}
+		trusted = append(trusted, p)
+	}
+	l.metrics = ratelimit.NewMetrics(nil)
+	l.principals = ratelimit.New(l.principal)
+	l.guard = &ratelimit.Guard{Address: ratelimit.New(l.addr), Trusted: trusted, Metrics: l.metrics, Surface: l.surface}
+	return nil
+}
+
+// surface names the surface a request is for, and how it answers errors.
+func (l *httpLimits) surface(r *http.Request) (string, ratelimit.Form) {
+	p := r.URL.Path
+	rpc := r.Method == http.MethodPost
+	switch {
+	case p == "/a2a" || p == "/" && rpc:
+		return "a2a", ratelimit.JSONRPC
+	case p == mcpedge.Path:
+		if rpc {
+			return "mcp", ratelimit.JSONRPC
+		}
+		return "mcp", ratelimit.JSON
+	case p == acp.Path:
+		return "acp", ratelimit.JSONRPC
+	case strings.HasPrefix(p, a2a.RESTPath+"/") || strings.HasPrefix(p, "/.well-known/"):
+		return "a2a", ratelimit.JSON
+	case strings.HasPrefix(p, "/openai/"):
+		return "openai", ratelimit.JSON
+	case strings.HasPrefix(p, "/log/") || strings.HasPrefix(p, "/v1/receipts") || strings.HasPrefix(p, "/v1/log/") || strings.HasPrefix(p, "/v1/checkpoints/"):
+		return "log", ratelimit.JSON
+	case strings.HasPrefix(p, "/v1/") && l.command != "protect" && l.command != "openapi":
+		return "projections", ratelimit.JSON
+	case p == "/metrics" || p == "/healthz" || p == "/readyz":
+		return "probes", ratelimit.JSON
+	}
+	return l.command, ratelimit.JSON
+}
+
+// httpLimitsFrom is the limits ctx carries, the defaults if none.
+func httpLimitsFrom(ctx context.Context) *httpLimits {
+	if l, ok := ctx.Value(httpLimitsKey{}).(*httpLimits); ok {
+		return l
+	}
+	return defaultHTTPLimits()
+}
+
+// readOptions are the read authenticator's per-principal limit.
+func (l *httpLimits) readOptions() []readauth.Option {
+	if l.principals == nil {
+		return nil
+	}
+	return []readauth.Option{readauth.WithRateLimit(l.principals, l.metrics)}
+}
+
+// newHTTPServer is the http.Server every chio HTTP surface is served by:
+// bounded headers, timeouts for connections that stall before or between
+// requests, and h behind the per-address limit.
+func newHTTPServer(ctx context.Context, h http.Handler) *http.Server {
+	l := httpLimitsFrom(ctx)
+	return &http.Server{Handler: l.withMetrics(l.guard.Wrap(h)), MaxHeaderBytes: l.maxHeaderBytes,
+		ReadHeaderTimeout: l.readHeaderTimeout, ReadTimeout: l.readTimeout, IdleTimeout: l.idleTimeout}
+}
+
+type limitMetricsKey struct{}
+
+// withMetrics hands the refusal counters to GET /metrics (metricsHandler)
+// through the request's context: the command's registry is built after
+// the limits.
+func (l *httpLimits) withMetrics(h http.Handler) http.Handler {
+	if l.metrics == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			r = r.WithContext(context.WithValue(r.Context(), limitMetricsKey{}, l.metrics))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// metricsHandler serves reg, and the rate-limit refusals of the server
+// the request came through.
+func metricsHandler(reg *prometheus.Registry) http.Handler {
+	opts := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}
+	plain := promhttp.HandlerFor(reg, opts)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m, ok := r.Context().Value(limitMetricsKey{}).(*ratelimit.Metrics)
+		if !ok {
+			plain.ServeHTTP(w, r)
+			return
+		}
+		extra := prometheus.NewRegistry()
+		extra.MustRegister(m.Collector())
+		promhttp.HandlerFor(prometheus.Gatherers{reg, extra}, opts).ServeHTTP(w, r)
+	})
 }

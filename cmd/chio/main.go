@@ -13,7 +13,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 )
 
@@ -71,6 +70,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newEvidenceCmd())
 	root.AddCommand(newMonitorCmd())
 	root.AddCommand(newWorkerCmd())
+	limitHTTP(root) // after every command is added: it gives each that listens its HTTP limit flags
 	return root
 }
 
@@ -89,8 +89,9 @@ func newMetricsRegistry() *prometheus.Registry {
 	return reg
 }
 
-// serveMetrics mounts GET /metrics for reg. A collector that fails does
-// not fail the scrape: the other series are still served.
+// serveMetrics mounts GET /metrics for reg, and the rate-limit refusals of
+// the server it is reached through (metricsHandler). A collector that
+// fails does not fail the scrape: the other series are still served.
 func serveMetrics(e *echo.Echo, reg *prometheus.Registry) {
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})))
+	e.GET("/metrics", echo.WrapHandler(metricsHandler(reg)))
 }

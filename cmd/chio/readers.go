@@ -56,6 +56,7 @@ func (f *readFlags) any() bool {
 func (f *readFlags) authenticator(ctx context.Context, js jetstream.JetStream, replicas int) (*readauth.Authenticator, func(), error) {
 	opts := []readauth.Option{readauth.WithServiceToken(orDefault(f.serviceToken, os.Getenv(serviceTokenEnv))),
 		readauth.WithRequireDPoP(f.requireDPoP), readauth.WithPublicOrigin(f.publicOrigin)}
+	opts = append(opts, httpLimitsFrom(ctx).readOptions()...) // --rate-limit-principal
 	stop := func() {}
 	if len(f.issuers) > 0 {
 		for _, s := range f.issuers {

@@ -25,7 +25,7 @@ func serve(ctx context.Context, e *echo.Echo, ln net.Listener, drainTimeout time
 
 // serveHandler is serve for any handler.
 func serveHandler(ctx context.Context, h http.Handler, ln net.Listener, drainTimeout time.Duration, drains ...func(context.Context) error) error {
-	srv := newHTTPServer(h)
+	srv := newHTTPServer(ctx, h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

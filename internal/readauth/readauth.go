@@ -34,6 +34,10 @@
 // an unavailable revocation state): a proof whose single use cannot be
 // recorded is not accepted, and the condition is the server's, not the
 // caller's.
+//
+// WithRateLimit bounds how fast each principal reads, whatever addresses
+// it reads from: a read past the bound is refused with 429 and a
+// Retry-After.
 package readauth
 
 import (
@@ -44,12 +48,14 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/chio-ledger/chio/internal/dpopreplay"
+	"github.com/chio-ledger/chio/internal/ratelimit"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
@@ -72,6 +78,11 @@ type Reader struct {
 	// dpop.MethodDPoP with the proving key's RFC 7638 Thumbprint.
 	Binding    string
 	Thumbprint string
+	// limitKey is who the reader's reads are counted against
+	// (WithRateLimit): the root principal of its chain, so delegating to
+	// fresh subjects does not multiply its budget; "service" for the
+	// service token.
+	limitKey string
 }
 
 // AllReceipts reports whether r may read every receipt.
@@ -112,6 +123,8 @@ type Authenticator struct {
 	origin      string
 	replay      *dpopreplay.Store
 	requireDPoP bool
+	limit       *ratelimit.Keyed
+	refused     *ratelimit.Metrics
 }
 
 // Option configures New.
@@ -170,6 +183,15 @@ func WithReplay(r *dpopreplay.Store) Option { return func(a *Authenticator) { a.
 // capability and stays a bearer credential.
 func WithRequireDPoP(on bool) Option { return func(a *Authenticator) { a.requireDPoP = on } }
 
+// WithRateLimit bounds how fast each principal may read (the root of its
+// capability's chain; the service token counts as one principal), from
+// however many addresses: a read past the limit is refused with 429
+// (CodeRateLimited, Error.RetryAfter) and counted on m as surface "reads",
+// reason "principal". A nil limit is no limit.
+func WithRateLimit(limit *ratelimit.Keyed, m *ratelimit.Metrics) Option {
+	return func(a *Authenticator) { a.limit, a.refused = limit, m }
+}
+
 // New returns an authenticator.
 func New(opts ...Option) *Authenticator {
 	a := &Authenticator{trusted: map[string]bool{}, now: time.Now, skew: 30 * time.Second}
@@ -189,6 +211,8 @@ type Error struct {
 	Code    string
 	Message string
 	Check   dpop.Check
+	// RetryAfter is when to try again, for a 429 (CodeRateLimited).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -200,6 +224,9 @@ const (
 	CodeInvalidProof = "invalid_dpop_proof"
 	// CodeProofState: the proofs' one-time state cannot be reached.
 	CodeProofState = "dpop_state_unavailable"
+	// CodeRateLimited: the reader's principal read faster than
+	// WithRateLimit allows (Status 429).
+	CodeRateLimited = "rate_limited"
 )
 
 func refuse(format string, args ...any) *Error {
@@ -243,7 +270,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Reader, error) {
 				return nil, refuseProof(&dpop.Error{Check: dpop.CheckMalformed,
 					Msg: "the service token is a bearer credential with no key to prove: send it as Authorization: Bearer, without a DPoP proof"})
 			}
-			return &Reader{All: true, Binding: dpop.MethodBearer}, nil
+			return &Reader{All: true, Binding: dpop.MethodBearer, limitKey: "service"}, nil
 		}
 	}
 	if len(a.trusted) == 0 {
@@ -286,7 +313,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Reader, error) {
 		return nil, refuseProof(err)
 	}
 	principals := chain.Principals()
-	rd := &Reader{Principals: principals[len(principals)-1:], CapabilityIDs: ids, Binding: binding, Thumbprint: thumbprint}
+	rd := &Reader{Principals: principals[len(principals)-1:], CapabilityIDs: ids, Binding: binding, Thumbprint: thumbprint, limitKey: principals[0]}
 	for _, g := range tok.Scope.Grants {
 		if g.ServerID != schemas.ReadServer || !slices.Contains(g.Operations, schemas.OpRead) {
 			continue
@@ -360,13 +387,19 @@ func Middleware(a *Authenticator, deny func(c echo.Context, e *Error) error) ech
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r, err := a.Authenticate(c.Request())
+			if err == nil {
+				err = a.charge(r)
+			}
 			if err != nil {
 				var e *Error
 				if !errors.As(err, &e) {
 					e = refuse("%v", err)
 				}
-				if e.Status == http.StatusUnauthorized {
+				switch e.Status {
+				case http.StatusUnauthorized:
 					Challenge(c.Response().Header(), e.Check)
+				case http.StatusTooManyRequests:
+					c.Response().Header().Set("Retry-After", strconv.Itoa(ratelimit.RetryAfterSeconds(e.RetryAfter)))
 				}
 				return deny(c, e)
 			}
@@ -374,6 +407,21 @@ func Middleware(a *Authenticator, deny func(c echo.Context, e *Error) error) ech
 			return next(c)
 		}
 	}
+}
+
+// charge takes one read from r's principal's budget; anonymous reads are
+// bounded per address, where the HTTP server is.
+func (a *Authenticator) charge(r *Reader) error {
+	if a.limit == nil || r == nil {
+		return nil
+	}
+	ok, wait := a.limit.Allow(r.limitKey, a.now())
+	if ok {
+		return nil
+	}
+	a.refused.Refused("reads", ratelimit.ReasonPrincipal)
+	return &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, RetryAfter: wait,
+		Message: fmt.Sprintf("too many reads by this principal: retry after %ds", ratelimit.RetryAfterSeconds(wait))}
 }
 
 const contextKeyName = "chio.reader"
