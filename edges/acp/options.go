@@ -18,6 +18,7 @@ type options struct {
 	taskTTL           time.Duration
 	name, version     string
 	origin            string
+	writeTimeout      time.Duration
 }
 
 // Option configures an Edge.
@@ -62,3 +63,8 @@ func WithPublicOrigin(origin string) Option { return func(o *options) { o.origin
 func WithAgentInfo(name, version string) Option {
 	return func(o *options) { o.name, o.version = name, version }
 }
+
+// WithWriteTimeout bounds the write of one stdio answer (default 10 s):
+// an editor that stops reading must not hold the edge's calls, or its
+// shutdown, forever. Non-positive means the default.
+func WithWriteTimeout(d time.Duration) Option { return func(o *options) { o.writeTimeout = d } }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/chio-ledger/chio/edges/acp/internal/linewriter"
 )
 
 // MaxLineBytes bounds one stdio message.
@@ -28,7 +30,10 @@ const maxInflight = 32
 // of order (JSON-RPC matches them by id); every request read is answered
 // before ServeStdio returns. A capability the kernel refuses at the start
 // is an error. in is closed at the end when it is an io.Closer, which
-// ends a read blocked on it; out is not.
+// ends a read blocked on it; out is not. Each answer is written within
+// the write timeout (WithWriteTimeout): an editor that stops reading
+// fails that write and every later one (logged), so ServeStdio still
+// returns once in ends or ctx is done.
 func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out io.Writer) error {
 	if token == "" {
 		token = e.opts.devToken
@@ -40,7 +45,7 @@ func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out i
 		return fmt.Errorf("serve acp over stdio: capability refused at %s: %s", dec.Guard, dec.Reason)
 	}
 	conn := credential{token: token, held: true}
-	w := &lineWriter{w: out}
+	w := &lineWriter{w: linewriter.New(out, e.opts.writeTimeout)}
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
 	done := make(chan struct{})
@@ -100,10 +105,10 @@ func isBlank(b []byte) bool {
 	return true
 }
 
-// lineWriter writes one JSON message per line, one at a time.
+// lineWriter writes one JSON message per line, one at a time, each
+// within the write timeout.
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	w *linewriter.Writer
 }
 
 func (l *lineWriter) write(v any) error {
@@ -111,9 +116,7 @@ func (l *lineWriter) write(v any) error {
 	if err != nil {
 		return fmt.Errorf("encode answer: %w", err)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.w.Write(append(raw, '\n')); err != nil {
+	if err := l.w.WriteLine(raw); err != nil {
 		return fmt.Errorf("write answer: %w", err)
 	}
 	return nil

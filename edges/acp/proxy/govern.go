@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/coder/acp-go-sdk"
 	"github.com/google/uuid"
@@ -287,7 +288,7 @@ func (s *session) forward(ctx context.Context, agentID json.RawMessage, method s
 	}()
 	raw, err := json.Marshal(message{JSONRPC: "2.0", ID: pid, Method: method, Params: params})
 	if err == nil {
-		err = s.editor.write(raw)
+		err = s.editor.WriteLine(raw)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("send to the editor: %w", err) // it never got there: failed, not unknown
@@ -352,6 +353,11 @@ func (s *session) permission(m *message, c *call, dc dispatch.Call) message {
 		by = byPolicy
 	}
 	dc.Metadata["acp"].(map[string]any)["permission_by"] = by
+	if by == byHuman {
+		// A person may take longer than the ledger's incomplete-after:
+		// the decision says until when its outcome is still expected.
+		dc.OutcomeWithin = s.p.approvalWait + approvalMargin
+	}
 	rid := dc.ReceiptID
 	var answer *message
 	var resp acp.RequestPermissionResponse
@@ -360,6 +366,8 @@ func (s *session) permission(m *message, c *call, dc dispatch.Call) message {
 			resp = choose(req.Options, true)
 			return json.Marshal(resp)
 		}
+		ctx, cancel := context.WithTimeoutCause(ctx, s.p.approvalWait, errNoAnswer)
+		defer cancel()
 		a, out, err := s.forward(ctx, m.ID, m.Method, c.params)
 		answer = a
 		if err == nil && strictjson.Unmarshal(out, &resp) != nil {
@@ -388,6 +396,13 @@ func (s *session) permission(m *message, c *call, dc dispatch.Call) message {
 	}
 	return relayed(m.ID, answer, rid)
 }
+
+// approvalMargin is the time past the approval wait a permission
+// request's outcome_deadline allows for recording its answer.
+const approvalMargin = time.Minute
+
+// errNoAnswer cuts a permission request the person did not answer in time.
+var errNoAnswer = errors.New("no answer from the person at the editor within the approval wait")
 
 // choose selects the allow_once option, or a reject option (reject_once
 // first); none of the kind is a cancelled outcome. The policy never picks

@@ -11,9 +11,11 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/coder/acp-go-sdk"
 
+	"github.com/chio-ledger/chio/edges/acp/internal/linewriter"
 	"github.com/chio-ledger/chio/edges/dispatch"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
@@ -42,11 +44,21 @@ type Proxy struct {
 	id       *kernel.Identity
 	signer   *dpop.Signer
 	log      *slog.Logger
+	// writeTimeout bounds one line's write to either side; approvalWait
+	// how long a person may take to answer a permission request.
+	writeTimeout time.Duration
+	approvalWait time.Duration
 }
 
+// DefaultApprovalWait is how long the proxy waits, by default, for the
+// person at the editor to answer a permission request.
+const DefaultApprovalWait = time.Hour
+
 type options struct {
-	log    *slog.Logger
-	signer *dpop.Signer
+	log          *slog.Logger
+	signer       *dpop.Signer
+	writeTimeout time.Duration
+	approvalWait time.Duration
 }
 
 // Option configures a Proxy.
@@ -63,6 +75,22 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // proxy's token.
 func WithSigner(s *dpop.Signer) Option { return func(o *options) { o.signer = s } }
 
+// WithWriteTimeout bounds the write of one message to the editor or the
+// agent (default linewriter.DefaultTimeout, 10 s). A side that stops
+// reading then fails that write and every later one to it, rather than
+// holding the governed calls waiting on it, and the session's end,
+// forever. Non-positive means the default.
+func WithWriteTimeout(d time.Duration) Option { return func(o *options) { o.writeTimeout = d } }
+
+// WithApprovalWait bounds how long a permission request waits for the
+// person at the editor (default DefaultApprovalWait, at most
+// schemas.MaxOutcomeDeadline). Its decision event carries an
+// outcome_deadline that long (and a minute to record the answer) after
+// it, so the ledger does not end it incomplete at its global
+// --incomplete-after while the person still may answer. Non-positive
+// means the default.
+func WithApprovalWait(d time.Duration) Option { return func(o *options) { o.approvalWait = d } }
+
 // New returns a proxy acting under token, whose governed calls run on t
 // (registered in reg, the registry of k and d). A capability the kernel
 // refuses is an error: no session could do anything. So is one that needs
@@ -72,6 +100,10 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, t *Tools
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.approvalWait <= 0 {
+		o.approvalWait = DefaultApprovalWait
+	}
+	o.approvalWait = min(o.approvalWait, schemas.MaxOutcomeDeadline*time.Second-approvalMargin)
 	if e, ok := reg.Tool(ServerID, MethodRead); !ok || e.Server != t {
 		return nil, errors.New("acp proxy: the tool server is not registered")
 	}
@@ -92,7 +124,8 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, t *Tools
 			return nil, fmt.Errorf("acp proxy: capability refused at %s: %s", dec.Guard, dec.Reason)
 		}
 	}
-	return &Proxy{registry: reg, dispatch: d, tools: t, token: token, id: id, signer: o.signer, log: o.log}, nil
+	return &Proxy{registry: reg, dispatch: d, tools: t, token: token, id: id, signer: o.signer, log: o.log,
+		writeTimeout: o.writeTimeout, approvalWait: o.approvalWait}, nil
 }
 
 // proof is the proof of possession of a governed call of tool with args:
@@ -122,7 +155,7 @@ func (p *Proxy) proof(tool string, args json.RawMessage) (*kernel.Proof, error) 
 func (p *Proxy) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Writer, agentIn io.WriteCloser, agentOut io.Reader) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	s := &session{p: p, ctx: sctx, editor: &lineWriter{w: editorOut}, agent: &lineWriter{w: agentIn},
+	s := &session{p: p, ctx: sctx, editor: linewriter.New(editorOut, p.writeTimeout), agent: linewriter.New(agentIn, p.writeTimeout),
 		outbound: map[string]*outbound{}, inflight: map[string]bool{}, editorCalls: map[string]string{}, terminals: map[string]string{}}
 	defer s.close()
 	defer agentIn.Close()
@@ -247,8 +280,8 @@ func leading(prefix []byte) (id json.RawMessage, method string) {
 type session struct {
 	p      *Proxy
 	ctx    context.Context // ends when either side does
-	editor *lineWriter
-	agent  *lineWriter
+	editor *linewriter.Writer
+	agent  *linewriter.Writer
 	calls  sync.WaitGroup // governed calls in flight
 
 	mu     sync.Mutex
@@ -615,28 +648,13 @@ func reply(id json.RawMessage, result any, rerr *acp.RequestError) message {
 	return m
 }
 
-func (s *session) write(w *lineWriter, m message) {
+func (s *session) write(w *linewriter.Writer, m message) {
 	m.JSONRPC = "2.0"
 	raw, err := json.Marshal(m)
 	if err == nil {
-		err = w.write(raw)
+		err = w.WriteLine(raw)
 	}
 	if err != nil {
 		s.p.log.Warn("acp proxy: message not written", "err", err)
 	}
-}
-
-// lineWriter writes one message per line, one at a time.
-type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lineWriter) write(line []byte) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.w.Write(append(line[:len(line):len(line)], '\n')); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	return nil
 }
