@@ -12,6 +12,9 @@
 #                 or "5000x" for a number of executions)
 #   FUZZPARALLEL  fuzzing workers per target (1): one core; the machine's
 #                 others stay free
+#   FUZZMINIMIZETIME  how long go test may minimize each new interesting
+#                 input (go test's own default, 60s, when unset); large inputs
+#                 such as OpenAPI documents minimize slowly
 #   FUZZLOGDIR    where each target's full go test output goes (a new
 #                 directory under ${TMPDIR:-/tmp})
 #
@@ -29,6 +32,8 @@ cd "$repo"
 
 fuzztime=${FUZZTIME:-10m}
 parallel=${FUZZPARALLEL:-1}
+minimize=()
+[ -z "${FUZZMINIMIZETIME:-}" ] || minimize=(-fuzzminimizetime "$FUZZMINIMIZETIME")
 list_only=0
 if [ "${1:-}" = "-l" ]; then
   list_only=1
@@ -84,7 +89,7 @@ for t in "${targets[@]}"; do
   echo "fuzz: === ${pkg} ${name} (started $(date -u +%H:%M:%S) UTC)"
   start=$(date +%s)
   rc=0
-  go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -parallel "$parallel" "$pkg" >"$log" 2>&1 || rc=$?
+  go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -parallel "$parallel" ${minimize[@]+"${minimize[@]}"} "$pkg" >"$log" 2>&1 || rc=$?
   secs=$(($(date +%s) - start))
 
   # The last progress line carries the totals:
