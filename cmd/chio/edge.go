@@ -335,6 +335,7 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		return nil, err
 	}
 	e := a2a.New(cfg, k, reg, d, ts)
+	e.LimitStreams(httpLimitsFrom(ctx).streams()) // --max-streams-per-caller, --max-streams
 	return &replica{edge: e, checks: edgeChecks(js, k), close: k.Close, kernel: k, dispatch: d, registry: reg, policy: policy}, nil
 }
 

@@ -43,6 +43,9 @@ type httpLimits struct {
 	readTimeout       time.Duration
 	idleTimeout       time.Duration
 	addr, principal   ratelimit.Config
+	// The A2A edge's stream bounds (0: the edge's defaults), on the
+	// commands that serve it.
+	maxStreams, maxStreamsPerCaller int
 	// command names the surface of a path no route table below knows.
 	command string
 
@@ -100,6 +103,10 @@ func (l *httpLimits) register(cmd *cobra.Command) {
 	f.IntVar(&l.addr.Burst, "rate-limit-address-burst", 0, "requests one address may make at once above --rate-limit-address (default: one second's worth)")
 	f.Float64Var(&l.principal.Rate, "rate-limit-principal", 0, "reads a second one principal (the root of its capability's chain) may make of receipts, tasks and reports, from any address; more are answered 429 (0: no limit)")
 	f.IntVar(&l.principal.Burst, "rate-limit-principal-burst", 0, "reads one principal may make at once above --rate-limit-principal (default: one second's worth)")
+	if p := cmd.CommandPath(); p == "chio up" || p == "chio edge a2a" {
+		f.IntVar(&l.maxStreams, "max-streams", a2a.DefaultMaxStreams, "A2A streams (SSE and gRPC) this replica holds open at once, all callers together; one more is refused 429 / RESOURCE_EXHAUSTED")
+		f.IntVar(&l.maxStreamsPerCaller, "max-streams-per-caller", a2a.DefaultMaxStreamsPerCaller, "A2A streams one caller (principal, or address without a capability) holds open at once on this replica")
+	}
 	if f.Lookup("trusted-proxy") == nil {
 		f.StringArray("trusted-proxy", nil, "CIDR of a reverse proxy whose X-Forwarded-For is believed: the client address is the first hop from the right not in one (repeatable)")
 	}
@@ -112,6 +119,8 @@ func (l *httpLimits) prepare(cmd *cobra.Command) error {
 		return fmt.Errorf("--max-header-bytes %d: at least 1024", l.maxHeaderBytes)
 	case l.readHeaderTimeout <= 0 || l.readTimeout <= 0 || l.idleTimeout <= 0:
 		return errors.New("--read-header-timeout, --read-timeout and --idle-timeout must be positive")
+	case l.maxStreams < 0 || l.maxStreamsPerCaller < 0:
+		return errors.New("--max-streams and --max-streams-per-caller must not be negative")
 	case l.addr.Rate < 0 || l.principal.Rate < 0 || l.addr.Burst < 0 || l.principal.Burst < 0:
 		return errors.New("--rate-limit-* must not be negative")
 	}
@@ -181,6 +190,9 @@ func (l *httpLimits) readOptions() []readauth.Option {
 	}
 	return []readauth.Option{readauth.WithRateLimit(l.principals, l.metrics)}
 }
+
+// streams are the A2A edge's stream bounds, for a2a.Edge.LimitStreams.
+func (l *httpLimits) streams() (perCaller, total int) { return l.maxStreamsPerCaller, l.maxStreams }
 
 // newHTTPServer is the http.Server every chio HTTP surface is served by:
 // bounded headers, timeouts for connections that stall before or between
