@@ -83,7 +83,7 @@ func newEdgeACPCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "chio edge acp: http://%s%s\n", ln.Addr(), acp.Path)
-			return serveTraced(ctx, ec, ef.tracer, ln, ef.drainTimeout)
+			return serveTraced(withDrainDelay(ctx, ef.drainDelay), ec, ef.tracer, ln, ef.drainTimeout)
 		},
 	}
 	f := cmd.Flags()
@@ -94,6 +94,7 @@ func newEdgeACPCmd() *cobra.Command {
 	f.StringVar(&keyFile, "key", "", "with --proxy: the --token capability's subject key; the proxy signs a chio.dpop_proof.v1 for each governed call (needed when the capability can delegate)")
 	f.StringArrayVar(&ef.manifests, "manifest", nil, "chio.manifest.v1 file to register (repeatable)")
 	registerGovernanceFlags(f, &ef)
+	registerDrainDelay(f, &ef.drainDelay, defaultDrainDelay)
 	return cmd
 }
 

@@ -62,6 +62,7 @@ type edgeFlags struct {
 	relayToken     string
 	relayKey       string
 	drainTimeout   time.Duration
+	drainDelay     time.Duration // --drain-delay, where the command has it
 	// The gRPC binding: --grpc-listen, --grpc-public-url, and the address
 	// the card advertises (set by listenGRPC).
 	grpcListen    string
@@ -586,7 +587,7 @@ func newEdgeA2ACmd() *cobra.Command {
 			// serve returns once the calls in flight have finished and
 			// published their events (or the drain timed out): only then
 			// do the deferred closes of the kernel and NATS run.
-			return serveTraced(ctx, ec, ef.tracer, ln, ef.drainTimeout, drains...)
+			return serveTraced(withDrainDelay(ctx, ef.drainDelay), ec, ef.tracer, ln, ef.drainTimeout, drains...)
 		},
 	}
 	ef.register(cmd)
@@ -596,6 +597,7 @@ func newEdgeA2ACmd() *cobra.Command {
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve the hello-a2a stdio profile on stdin/stdout")
 	cmd.Flags().IntVar(&ef.replicas, "replicas", 1, "replicas of the streams and buckets the edge creates (3 on a cluster)")
 	ef.registerGRPC(cmd, "", `gRPC listen address of the A2A 1.0 gRPC binding (default off; "none": off)`)
+	registerDrainDelay(cmd.Flags(), &ef.drainDelay, defaultDrainDelay)
 	cmd.AddCommand(newAgentCardCmd())
 	return cmd
 }

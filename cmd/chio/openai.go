@@ -165,7 +165,7 @@ func newEdgeOpenAICmd() *cobra.Command {
 			}
 			// Shutdown waits for the batches in flight: each call's events
 			// are published before the kernel and NATS close.
-			return serveTraced(ctx, ec, ef.tracer, ln, ef.drainTimeout)
+			return serveTraced(withDrainDelay(ctx, ef.drainDelay), ec, ef.tracer, ln, ef.drainTimeout)
 		},
 	}
 	f := cmd.Flags()
@@ -181,6 +181,7 @@ func newEdgeOpenAICmd() *cobra.Command {
 	f.IntVar(&ef.replicas, "replicas", 1, "replicas of the streams and buckets the edge creates (3 on a cluster)")
 	f.DurationVar(&ef.awaitReceipt, "await-receipt", 0, "wait up to this long for the ledger to integrate each call's receipt and embed it under chio.receipt")
 	f.DurationVar(&ef.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGINT/SIGTERM, how long batches in flight get to finish")
+	registerDrainDelay(f, &ef.drainDelay, defaultDrainDelay)
 	registerHolderFlags(f, &ef)
 	of.register(f)
 	return cmd

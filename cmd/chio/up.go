@@ -53,6 +53,9 @@ func newUpCmd() *cobra.Command {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runUp(cmd, &c) },
 	}
 	c.register(cmd)
+	// One process, usually at a terminal: no delay unless a load balancer
+	// fronts it and asks for one.
+	registerDrainDelay(cmd.Flags(), &c.ef.drainDelay, 0)
 	return cmd
 }
 
@@ -61,7 +64,7 @@ func newUpCmd() *cobra.Command {
 // before NATS starts, and the deferred stops unwind in reverse, so the
 // edges drain while the ledger runs and NATS closes last.
 func runUp(cmd *cobra.Command, c *upConfig) error {
-	ctx, out := cmd.Context(), cmd.OutOrStdout()
+	ctx, out := withDrainDelay(cmd.Context(), c.ef.drainDelay), cmd.OutOrStdout()
 	if _, err := c.of.proxy(); err != nil {
 		return err // a flag mistake, before anything starts
 	}

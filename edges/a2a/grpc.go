@@ -207,9 +207,10 @@ func (g *grpcService) stream(op wire.Operation, req proto.Message, ss grpc.Serve
 }
 
 // streamEnd is the status a stream that ran ends with. SSE can only stop
-// writing; gRPC can say why, so a subscription cut by this replica's
-// drain before its task ended is UNAVAILABLE (retry elsewhere), not OK,
-// which a client would read as "the task is done".
+// writing; gRPC can say why, so a stream cut by this replica's drain
+// before its task ended is UNAVAILABLE (retry elsewhere), not OK, which a
+// client would read as "the task is done"; its trailer carries the last
+// generation sent, the resume point of SubscribeToTask.
 func (g *grpcService) streamEnd(op wire.Operation, s *grpcSink, rec *callRecord) error {
 	switch {
 	case s.werr != nil:
@@ -217,19 +218,10 @@ func (g *grpcService) streamEnd(op wire.Operation, s *grpcSink, rec *callRecord)
 		return grpcError(s.werr)
 	case s.sendErr != nil:
 		return s.sendErr // the client went away; its status is already set
-	case op == wire.OpSubscribeToTask && !s.ended && g.drained():
-		return status.Error(codes.Unavailable, "this replica is shutting down; subscribe to the task again")
+	case s.handedOver:
+		return status.Error(codes.Unavailable, "this replica is shutting down; subscribe to the task again (metadata "+mdLastEventID+" names the last generation sent)")
 	}
 	return nil
-}
-
-func (g *grpcService) drained() bool {
-	select {
-	case <-g.e.draining:
-		return true
-	default:
-		return false
-	}
 }
 
 // recoverInto turns a panic into INTERNAL: a bug must not take the
@@ -458,6 +450,8 @@ type grpcSink struct {
 	werr    *wire.Error // a failure to end the RPC with
 	sendErr error       // the client went away
 	ended   bool        // the last event closes the stream by itself
+	// handedOver: the replica's drain cut the stream (handover).
+	handedOver bool
 }
 
 func (s *grpcSink) event(_ string, ev json.RawMessage) error {
@@ -481,6 +475,15 @@ func (s *grpcSink) fail(werr *wire.Error) {
 }
 
 func (s *grpcSink) keepAlive() error { return nil }
+
+// handover marks the stream cut by the drain and puts the resume point in
+// its trailer (metadata last-event-id, as a resubscribe sends it).
+func (s *grpcSink) handover(last int64) {
+	s.handedOver = true
+	if last > 0 {
+		s.ss.SetTrailer(metadata.Pairs(mdLastEventID, wire.GenerationEventID(last)))
+	}
+}
 
 // closesStream reports whether msg ends a subscription by itself (the
 // only stream it is asked of): a lone message, or a terminal task or

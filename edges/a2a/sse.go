@@ -3,6 +3,7 @@ package a2a
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/chio-ledger/chio/edges/a2a/wire"
@@ -48,3 +49,21 @@ func (s *sse) event(id string, ev json.RawMessage) error {
 func (s *sse) fail(werr *wire.Error) { _ = s.write(wire.SSEFrame("", s.errData(werr))) }
 
 func (s *sse) keepAlive() error { return s.write([]byte(wire.SSEKeepAlive)) }
+
+// handover ends the stream with a comment naming the resume point, and
+// nothing else: the response then ends cleanly before the task's final
+// status, which is how A2A tells a client its stream was interrupted
+// (it resubscribes, SubscribeToTask, and the proxy sends that to
+// another replica). The client's resume point is the id of the last event
+// it received, sent back as Last-Event-ID (or params.metadata
+// lastGeneration); repeating it in the comment is for the humans reading
+// the wire. No field (id:, retry:) is written: several SSE parsers
+// dispatch such a frame as an event with empty data, which an A2A client
+// then fails to decode.
+func (s *sse) handover(last int64) {
+	msg := ": this replica is stopping; subscribe to the task again"
+	if last > 0 {
+		msg += " with Last-Event-ID: " + strconv.FormatInt(last, 10)
+	}
+	_ = s.write([]byte(msg + "\n\n"))
+}

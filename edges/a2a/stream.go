@@ -37,10 +37,11 @@ type stream struct {
 	// continues the turn, and the stream ends with the terminal status. A
 	// send's stream ends at interrupted, as the binding says.
 	untilTerminal bool
-	// draining, for a subscription, ends the stream when the replica
-	// drains: the task may run elsewhere for long, and its client can
-	// subscribe again at another replica. A send's stream (nil here)
-	// follows a run of this replica, which the drain waits for.
+	// draining ends the stream when the replica drains, once the client
+	// has been sent the task (so it knows what to resubscribe to): the
+	// task goes on (a send's run here, which the drain waits for, or a
+	// run anywhere), and the client subscribes again at another replica
+	// with the last generation it has (sink.handover).
 	draining <-chan struct{}
 	// release gives back the caller's stream slot when the stream ends.
 	release func()
@@ -52,6 +53,10 @@ type sink interface {
 	event(id string, ev json.RawMessage) error
 	fail(werr *wire.Error)
 	keepAlive() error
+	// handover ends a stream the replica's drain cuts before its task
+	// ended: it tells the client to subscribe again elsewhere, after
+	// generation last (the last event it was sent; 0 if none had one).
+	handover(last int64)
 }
 
 // openStream validates a streaming call and returns its stream, or the
@@ -107,7 +112,8 @@ func (e *Edge) sendStream(ctx context.Context, rc rpcCall, p *wire.SendParams) (
 	}
 	var req execRequest
 	_ = json.Unmarshal(t.Request, &req)
-	return &stream{dialect: rc.dialect, taskID: t.ID, task: t, after: t.Generation, events: events, cancel: cancel, holdTask: req.Native}, nil
+	return &stream{dialect: rc.dialect, taskID: t.ID, task: t, after: t.Generation, events: events, cancel: cancel, holdTask: req.Native,
+		draining: e.draining}, nil
 }
 
 // subscribe streams an existing task: without a resume point, the current
@@ -161,7 +167,7 @@ func (st *stream) run(ctx context.Context, s sink, keepAlive time.Duration) {
 	if st.release != nil {
 		defer st.release()
 	}
-	w := &streamWriter{st: st, s: s, tr: newTracker(st.taskID), sentTask: st.task == nil} // a resumed stream has no snapshot
+	w := &streamWriter{st: st, s: s, tr: newTracker(st.taskID), sentTask: st.task == nil, last: st.after} // a resumed stream has no snapshot
 	if !w.sentTask && !st.holdTask {
 		if !w.sendTask() {
 			return
@@ -195,7 +201,8 @@ type streamWriter struct {
 	st       *stream
 	s        sink
 	tr       *tracker
-	sentTask bool // the snapshot went out (or a resume needs none)
+	sentTask bool  // the snapshot went out (or a resume needs none)
+	last     int64 // the generation the client has: the last event id sent
 }
 
 // sendTask sends the task snapshot; false if the stream must end (it
@@ -214,18 +221,27 @@ func (w *streamWriter) sendTask() bool {
 		w.s.fail(wire.InternalError(err.Error()))
 		return false
 	}
+	w.last = w.st.task.Generation
 	return true
 }
 
 // await is the task's next event, keeping the stream alive while it is
 // idle; false when the stream must end (the client went away, the replica
 // drains, a keep-alive failed, or the event source ended before the task).
+// A drain hands the stream over only once the client knows the task: a
+// send's stream that has sent nothing yet waits for the run's first
+// event, which this replica produces.
 func (w *streamWriter) await(ctx context.Context, tick *time.Ticker) (taskstore.Event, bool) {
 	for {
+		draining := w.st.draining
+		if !w.sentTask {
+			draining = nil
+		}
 		select {
 		case <-ctx.Done():
 			return taskstore.Event{}, false
-		case <-w.st.draining:
+		case <-draining:
+			w.s.handover(w.last)
 			return taskstore.Event{}, false
 		case <-tick.C:
 			if w.s.keepAlive() != nil {
@@ -262,6 +278,7 @@ func (w *streamWriter) deliver(ev taskstore.Event) (sent, done bool) {
 			if err != nil {
 				w.s.fail(wire.InternalError(err.Error()))
 			}
+			w.last = ev.Generation
 			return err == nil, true
 		}
 		if !w.sendTask() {
@@ -276,6 +293,7 @@ func (w *streamWriter) deliver(ev taskstore.Event) (sent, done bool) {
 	if w.s.event(id, raw) != nil {
 		return false, true
 	}
+	w.last = ev.Generation
 	// A stream ends with the task; a send's also when the task waits for
 	// its client (the binding's "terminal or interrupted").
 	return true, ev.Terminal() || (!w.st.untilTerminal && ev.Type == taskstore.EventStatus && ev.State.Interrupted())
