@@ -171,8 +171,8 @@ type checkpoint struct {
 }
 
 // parseCheckpoint parses a C2SP checkpoint's note text strictly: origin,
-// size without leading zeros, a base64 SHA-256 root hash, then optional
-// non-empty extension lines.
+// size without leading zeros, a canonical base64 SHA-256 root hash, then
+// optional non-empty extension lines.
 func parseCheckpoint(text string) (checkpoint, error) {
 	lines := strings.SplitN(text, "\n", 4)
 	if len(lines) != 4 || lines[0] == "" {
@@ -182,7 +182,8 @@ func parseCheckpoint(text string) (checkpoint, error) {
 	if err != nil || lines[1] != strconv.FormatUint(size, 10) {
 		return checkpoint{}, fmt.Errorf("malformed checkpoint: size %q", lines[1])
 	}
-	hash, err := base64.StdEncoding.DecodeString(lines[2])
+	// Strict: padding bits set would give one root hash a second text.
+	hash, err := base64.StdEncoding.Strict().DecodeString(lines[2])
 	if err != nil || len(hash) != sha256.Size {
 		return checkpoint{}, fmt.Errorf("malformed checkpoint: root hash %q", lines[2])
 	}
