@@ -14,7 +14,9 @@
 //     wins and the old holder has been fenced for at least TTL/2 by then
 //     (the revision was written before the standby first saw it).
 //   - A holder that stops cleanly deletes the entry (compare-and-set again),
-//     so a standby takes over at once instead of after a TTL.
+//     so a standby takes over at once instead of after a TTL: a waiting
+//     contender watches the entry and looks again the moment it changes,
+//     not only at its next poll.
 //
 // The revision that a holder's term began with is its epoch: strictly
 // increasing across terms, usable as a fencing token in logs and headers.
@@ -134,6 +136,9 @@ func (l *Lease) Holder(ctx context.Context) (string, uint64, error) {
 // released or lost, and its holder must Release it.
 func (l *Lease) Acquire(ctx context.Context) (*Term, error) {
 	poll := l.cfg.ttl / 4
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	changed := l.watch(wctx)
 	var (
 		seenRev uint64
 		seenAt  time.Time
@@ -166,8 +171,43 @@ func (l *Lease) Acquire(ctx context.Context) (*Term, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(poll):
+		case <-changed:
 		}
 	}
+}
+
+// watch signals (without blocking, coalesced) each change of the entry
+// until ctx ends. The polls stay the rule: a watch that cannot be opened,
+// or lags, only loses the shortcut, and one that stops is not reopened,
+// so the signal channel is nil then and never fires.
+func (l *Lease) watch(ctx context.Context) <-chan struct{} {
+	w, err := l.kv.Watch(ctx, l.cfg.key, jetstream.UpdatesOnly())
+	if err != nil {
+		l.cfg.log.Debug("lease: watch", "key", l.cfg.key, "err", err)
+		return nil
+	}
+	changed := make(chan struct{}, 1)
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue // the end of the initial values (none: updates only)
+				}
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return changed
 }
 
 // Term is one tenure of the lease.

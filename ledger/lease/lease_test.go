@@ -209,3 +209,60 @@ func TestNewRejectsBadArguments(t *testing.T) {
 		}
 	}
 }
+
+// A standby waiting for a held lease takes it the moment the holder
+// releases it, not at its next poll: with a TTL of an hour a poll is 15
+// minutes away, so only the watch on the entry can wake it within the
+// test's minute.
+func TestWaitingStandbyWakesOnRelease(t *testing.T) {
+	ns := bus(t)
+	long := func(holder string) *lease.Lease {
+		nc, err := nats.Connect(ns.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv, err := lease.Bucket(context.Background(), js, lease.DefaultBucket, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := lease.New(kv, holder, lease.WithTTL(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, b := long("a"), long("b")
+	ta, err := acquire(t, a, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	var tb *lease.Term
+	go func() {
+		var err error
+		tb, err = acquire(t, b, time.Minute)
+		got <- err
+	}()
+	// b has read the held entry (and waits for it to change) once it is
+	// seen contending: give it until its first read is certainly done.
+	select {
+	case err := <-got:
+		t.Fatalf("the standby acquired a held lease: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := ta.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the standby did not take the released lease: %v", err)
+	}
+	defer tb.Release(context.Background())
+	if who, _, err := b.Holder(context.Background()); err != nil || who != "b" {
+		t.Fatalf("holder %q, %v", who, err)
+	}
+}
