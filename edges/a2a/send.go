@@ -129,6 +129,11 @@ func (e *Edge) accept(ctx context.Context, rc rpcCall, p *wire.SendParams, mode 
 	if werr != nil {
 		return nil, nil, werr
 	}
+	if prior == nil {
+		if werr := admitError(e.tasks.AdmitOwner(ctx, owner)); werr != nil {
+			return nil, nil, werr
+		}
+	}
 	pc, werr := e.inlinePush(ctx, rc.dialect.Version(), p)
 	if werr != nil {
 		return nil, nil, werr
@@ -266,6 +271,21 @@ func (e *Edge) storeAccepted(ctx context.Context, owner taskstore.Owner, prior *
 		return nil, wire.InternalError(fmt.Sprintf("claim new task %s: won=%v err=%v", t.ID, won, err))
 	}
 	return claimed, nil
+}
+
+// admitError is the answer to a send refused a new task: its principal
+// holds its quota of live tasks (ResourceExhausted: it may retry once one
+// ends), or the task store is full or its state unreadable (Unavailable).
+func admitError(err error) *wire.Error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, taskstore.ErrQuotaExceeded):
+		return wire.ResourceExhausted(err.Error())
+	case errors.Is(err, taskstore.ErrStoreFull):
+		return wire.Unavailable(err.Error(), time.Minute)
+	}
+	return wire.Unavailable("task store: "+err.Error(), 5*time.Second)
 }
 
 // acceptError is the answer to a send whose task could not be stored.

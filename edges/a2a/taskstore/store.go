@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -78,6 +79,11 @@ type options struct {
 	now             func() time.Time
 	log             *slog.Logger
 	replicaID       string
+	// Limits (quota.go); 0 means none.
+	maxStreamBytes    int64
+	maxStreamMsgs     int64
+	maxCommitsPerTask int64
+	maxLiveTasks      int
 }
 
 // WithReplicas sets the stream's replica count (default 1).
@@ -118,6 +124,26 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // readers can tell who wrote what. Default: no header.
 func WithReplicaID(id string) Option { return func(o *options) { o.replicaID = id } }
 
+// WithMaxStreamBytes caps the task stream's bytes (default
+// DefaultMaxStreamBytes, none; 0: no cap). New tasks are refused
+// (ErrStoreFull) at 90% of it, the rest kept for the tasks already
+// accepted. The server reserves the cap from its storage and refuses to
+// open the stream if it has less.
+func WithMaxStreamBytes(n int64) Option { return func(o *options) { o.maxStreamBytes = n } }
+
+// WithMaxStreamMsgs caps the task stream's commits (default
+// DefaultMaxStreamMsgs; 0: no cap), with the same 90% rule.
+func WithMaxStreamMsgs(n int64) Option { return func(o *options) { o.maxStreamMsgs = n } }
+
+// WithMaxCommitsPerTask caps one task's commits, enforced by the server
+// (default DefaultMaxCommitsPerTask; 0: no cap).
+func WithMaxCommitsPerTask(n int64) Option { return func(o *options) { o.maxCommitsPerTask = n } }
+
+// WithMaxLiveTasksPerOwner bounds the live (not terminal) tasks of one
+// principal (default DefaultMaxLiveTasksPerOwner; 0: no bound); see
+// AdmitOwner.
+func WithMaxLiveTasksPerOwner(n int) Option { return func(o *options) { o.maxLiveTasks = n } }
+
 // check refuses an invalid option, naming it.
 func (o *options) check() error {
 	switch {
@@ -137,6 +163,14 @@ func (o *options) check() error {
 		return fmt.Errorf("%w: WithClock: nil clock", ErrInvalidArgument)
 	case o.log == nil:
 		return fmt.Errorf("%w: WithLogger: nil logger", ErrInvalidArgument)
+	case o.maxStreamBytes < 0 || (o.maxStreamBytes > 0 && o.maxStreamBytes < 1<<20):
+		return fmt.Errorf("%w: WithMaxStreamBytes: %d is neither 0 (no cap) nor at least 1 MiB", ErrInvalidArgument, o.maxStreamBytes)
+	case o.maxStreamMsgs < 0 || (o.maxStreamMsgs > 0 && o.maxStreamMsgs < 100):
+		return fmt.Errorf("%w: WithMaxStreamMsgs: %d is neither 0 (no cap) nor at least 100", ErrInvalidArgument, o.maxStreamMsgs)
+	case o.maxCommitsPerTask < 0 || (o.maxCommitsPerTask > 0 && o.maxCommitsPerTask < 16):
+		return fmt.Errorf("%w: WithMaxCommitsPerTask: %d is neither 0 (no cap) nor at least 16", ErrInvalidArgument, o.maxCommitsPerTask)
+	case o.maxLiveTasks < 0:
+		return fmt.Errorf("%w: WithMaxLiveTasksPerOwner: %d is negative", ErrInvalidArgument, o.maxLiveTasks)
 	}
 	return nil
 }
@@ -153,6 +187,10 @@ type Store struct {
 	opts      options
 	readBatch int        // messages per direct get request
 	batch     *committer // group commit; nil: one publish per commit
+
+	limits   streamLimits
+	ownersMu sync.Mutex
+	ownerIdx *ownerIndex // live tasks per principal, started by AdmitOwner
 }
 
 // Open creates or updates the task stream and returns a Store on it.
@@ -166,6 +204,11 @@ func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Store, 
 		batchThreshold:  DefaultBatchThreshold,
 		now:             time.Now,
 		log:             slog.Default(),
+
+		maxStreamBytes:    DefaultMaxStreamBytes,
+		maxStreamMsgs:     DefaultMaxStreamMsgs,
+		maxCommitsPerTask: DefaultMaxCommitsPerTask,
+		maxLiveTasks:      DefaultMaxLiveTasksPerOwner,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -181,7 +224,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Store, 
 		o.maxMessageBytes = mp
 	}
 	o.maxTaskBytes = max(o.maxTaskBytes, o.maxMessageBytes)
-	cfg := StreamConfig(o.replicas, int32(o.maxMessageBytes), o.duplicates)
+	cfg := withLimits(StreamConfig(o.replicas, int32(o.maxMessageBytes), o.duplicates), &o)
 	stream, err := js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open task store: create stream %s: %w", StreamName, err)
@@ -295,6 +338,7 @@ func (s *Store) Start(ctx context.Context, nt NewTask) (*Task, error) {
 			got, err := s.fold(ctx, id)
 			switch {
 			case err == nil && landed(got, mine):
+				s.noteStarted(id, owner)
 				return got, nil
 			case err == nil:
 				return nil, fmt.Errorf("create task: %w: id %s taken", ErrConflict, id)
@@ -308,6 +352,7 @@ func (s *Store) Start(ctx context.Context, nt NewTask) (*Task, error) {
 		var unknown *unknownOutcomeError
 		switch {
 		case err == nil:
+			s.noteStarted(id, owner)
 			return next, nil
 		case errors.As(err, &unknown) && attempt+1 < s.opts.maxAttempts:
 			s.opts.log.Warn("taskstore: append outcome unknown; reading back", "task", id, "err", err)
@@ -580,6 +625,11 @@ func (s *Store) commit(ctx context.Context, t *Task, events []Event, commitID st
 		len(jetstream.ExpectedLastSubjSeqHeader) + 20 + 64 + len(schemas.HeaderReplica) + len(s.opts.replicaID)
 	if size > s.opts.maxMessageBytes {
 		return nil, fmt.Errorf("%w: commit of %d bytes exceeds the %d-byte message limit", ErrTooLarge, size, s.opts.maxMessageBytes)
+	}
+	if m := s.opts.maxCommitsPerTask; m > 0 && int64(len(t.commitIDs)) >= m-1 && !next.State.Terminal() {
+		// The stream refuses a task's commit past m; the last one is kept
+		// for the commit that ends the task, so it can always end.
+		return nil, fmt.Errorf("%w: task has %d commits, limit %d (the last kept for its end)", ErrTooLarge, len(t.commitIDs), m)
 	}
 	if t.size+len(body) > s.opts.maxTaskBytes {
 		return nil, fmt.Errorf("%w: task would grow to %d bytes, limit %d", ErrTooLarge, t.size+len(body), s.opts.maxTaskBytes)

@@ -1,0 +1,87 @@
+package a2a
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/chio-ledger/chio/edges/a2a/taskstore"
+	"github.com/chio-ledger/chio/internal/govtest"
+	"github.com/chio-ledger/chio/internal/natstest"
+)
+
+// TestTaskQuota: a principal holding its quota of live tasks is refused
+// another with ResourceExhausted (-31429) naming the count and limit,
+// before any tool runs, on either replica (the count is the stream's);
+// another principal is not; once one of its tasks ends it may send again.
+func TestTaskQuota(t *testing.T) {
+	ns, _, _ := natstest.Start(t)
+	slow := newSlow()
+	policy := govtest.Policy(t, pub(issuerKey))
+	var urls []string
+	for i := range 2 {
+		env := govtest.New(t, govtest.On(ns), govtest.WithPolicy(policy), govtest.WithEdgeID(fmt.Sprintf("edge-%d", i)), govtest.WithServers(slow))
+		ts, err := taskstore.Open(context.Background(), env.JS, taskstore.WithMaxLiveTasksPerOwner(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := New(Config{EdgeID: fmt.Sprintf("edge-%d", i), ClaimLease: 2 * time.Second}, env.Kernel, env.Registry, env.Dispatch, ts)
+		ec := echo.New()
+		e.Register(ec, HTTPConfig{ServeRoot: true})
+		srv := httptest.NewServer(ec)
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL)
+	}
+	tok := govtest.Valid(t, issuerKey, agentKey, "cap-quota", govtest.AllOf("slow-srv")...)
+	other := govtest.Valid(t, issuerKey, otherKey, "cap-quota-other", govtest.AllOf("slow-srv")...)
+	send := func(url, tok string, n int) map[string]any {
+		return rpc(t, url, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m%d","parts":[{"text":"x"}]},"configuration":{"returnImmediately":true},"metadata":{"chio":{"targetSkillId":"slow_task"}}}}`, n, n))
+	}
+	var ids []string
+	for i := range 2 {
+		m := send(urls[i], tok, i)
+		task, ok := m["result"].(map[string]any)["task"].(map[string]any)
+		if !ok {
+			t.Fatalf("send %d: %v", i, m)
+		}
+		ids = append(ids, task["id"].(string))
+	}
+	t.Cleanup(func() {
+		for _, id := range ids {
+			rpc(t, urls[0], tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":9,"method":"CancelTask","params":{"id":%q}}`, id))
+		}
+	})
+	for _, url := range urls {
+		m := send(url, tok, 3)
+		msg, _ := m["error"].(map[string]any)["message"].(string)
+		if errCode(m) != -31429 || !strings.Contains(msg, "task quota exceeded") || !strings.Contains(msg, "holds 2 live tasks (limit 2)") {
+			t.Fatalf("a third live task: %v", m)
+		}
+	}
+	if len(slow.started) > 2 {
+		t.Fatalf("%d tools started for 2 admitted tasks", len(slow.started))
+	}
+	if m := send(urls[1], other, 4); m["result"] == nil {
+		t.Fatalf("another principal: %v", m)
+	}
+	if m := rpc(t, urls[1], tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":5,"method":"CancelTask","params":{"id":%q}}`, ids[0])); m["result"] == nil {
+		t.Fatalf("cancel: %v", m)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := send(urls[0], tok, 6)
+		if task, ok := m["result"].(map[string]any); ok {
+			ids = append(ids, task["task"].(map[string]any)["id"].(string))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a task ended: %v", m)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
