@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// clientFrom is an HTTP client whose connections come from the loopback
+// address local: each address is a distinct client to a server on
+// 127.0.0.1 (Linux routes all of 127.0.0.0/8 to the loopback interface).
+func clientFrom(local string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: 5 * time.Second}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}, Timeout: 15 * time.Second}
+}
+
+// do sends one request and returns its status, headers and JSON body.
+func do(t *testing.T, c *http.Client, method, url, token, body string) (int, http.Header, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return resp.StatusCode, resp.Header, m
+}
+
+// refusals is chio_rate_limited_total by "surface/reason", as /metrics
+// serves it.
+func refusals(t *testing.T, c *http.Client, base string) map[string]float64 {
+	t.Helper()
+	resp, err := c.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	re := regexp.MustCompile(`(?m)^chio_rate_limited_total\{reason="([a-z]+)",surface="([a-z0-9-]+)"\} ([0-9.e+]+)$`)
+	for _, m := range re.FindAllStringSubmatch(string(raw), -1) {
+		v, _ := strconv.ParseFloat(m[3], 64)
+		out[m[2]+"/"+m[1]] = v
+	}
+	return out
+}
+
+const sendHello = `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"world"}]}}}`
+
+// Every surface chio up serves on its one listener is behind the
+// per-address limit: past it, a request is answered 429 with Retry-After,
+// in the surface's own form (a JSON-RPC error with id null and code
+// -31429 on the JSON-RPC endpoints, a JSON object elsewhere), and counted
+// by surface; another address is not held back. Reads are also limited
+// per principal: a principal past its limit is refused from any address,
+// while another principal reads on.
+func TestUpRateLimitsEverySurface(t *testing.T) {
+	up := startUp(t, "--grpc-listen", "none", "--service-token", "svc-token-for-rate-limits",
+		"--rate-limit-address", "0.001", "--rate-limit-address-burst", "1",
+		"--rate-limit-principal", "0.001", "--rate-limit-principal-burst", "1")
+	base := up.httpURL
+	rpcRefused := func(m map[string]any) bool {
+		e, _ := m["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		return m["jsonrpc"] == "2.0" && m["id"] == nil && e["code"] == float64(-31429) && strings.HasPrefix(msg, "too many requests from this address")
+	}
+	jsonRefused := func(m map[string]any) bool {
+		msg, _ := m["error"].(string)
+		return m["code"] == "rate_limited" && m["retry_after_seconds"] == float64(1000) && strings.HasPrefix(msg, "too many requests from this address")
+	}
+	for i, tc := range []struct {
+		surface, method, path, body string
+		refused                     func(map[string]any) bool
+	}{
+		{"a2a", http.MethodPost, "/a2a", sendHello, rpcRefused},
+		{"a2a", http.MethodGet, "/a2a/rest/v1/card", "", jsonRefused},
+		{"a2a", http.MethodGet, "/.well-known/agent-card.json", "", jsonRefused},
+		{"openai", http.MethodGet, "/openai/v1/tools", "", jsonRefused},
+		{"mcp", http.MethodPost, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, rpcRefused},
+		{"acp", http.MethodPost, "/acp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`, rpcRefused},
+		{"log", http.MethodGet, "/log/checkpoint", "", jsonRefused},
+		{"projections", http.MethodGet, "/v1/tasks", "", jsonRefused},
+	} {
+		t.Run(tc.surface+tc.path, func(t *testing.T) {
+			c := clientFrom(fmt.Sprintf("127.0.0.%d", 10+i))
+			if status, _, m := do(t, c, tc.method, base+tc.path, "", tc.body); status == http.StatusTooManyRequests {
+				t.Fatalf("first request refused: %v", m)
+			}
+			status, h, m := do(t, c, tc.method, base+tc.path, "", tc.body)
+			if status != http.StatusTooManyRequests || h.Get("Retry-After") != "1000" || !tc.refused(m) {
+				t.Fatalf("second request: HTTP %d, Retry-After %q, %v", status, h.Get("Retry-After"), m)
+			}
+		})
+	}
+	// One address being refused holds back no other: the tool still runs
+	// for a fresh one.
+	if status, _, m := do(t, clientFrom("127.0.0.40"), http.MethodPost, base+"/a2a", "", sendHello); status != http.StatusOK || m["result"] == nil {
+		t.Fatalf("another address: HTTP %d %v", status, m)
+	}
+
+	// Per principal: the operator's second read is refused even from a
+	// fresh address; the service token is another principal.
+	if status, _, m := do(t, clientFrom("127.0.0.41"), http.MethodGet, base+"/v1/tasks", up.token, ""); status != http.StatusOK {
+		t.Fatalf("operator's first read: HTTP %d %v", status, m)
+	}
+	status, h, m := do(t, clientFrom("127.0.0.42"), http.MethodGet, base+"/v1/receipts/query", up.token, "")
+	if msg, _ := m["error"].(string); status != http.StatusTooManyRequests || m["code"] != "rate_limited" || h.Get("Retry-After") != "1000" ||
+		!strings.HasPrefix(msg, "too many reads by this principal") {
+		t.Fatalf("operator's second read, from another address: HTTP %d, Retry-After %q, %v", status, h.Get("Retry-After"), m)
+	}
+	if status, _, m := do(t, clientFrom("127.0.0.43"), http.MethodGet, base+"/v1/tasks", "svc-token-for-rate-limits", ""); status != http.StatusOK {
+		t.Fatalf("another principal: HTTP %d %v", status, m)
+	}
+
+	got := refusals(t, clientFrom("127.0.0.44"), base)
+	want := map[string]float64{"a2a/address": 3, "openai/address": 1, "mcp/address": 1, "acp/address": 1, "log/address": 1,
+		"projections/address": 1, "reads/principal": 1}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("chio_rate_limited_total %s = %v, want %v (all: %v)", k, got[k], v, got)
+		}
+	}
+}
+
+// By default nothing is rate limited: a burst from one address far past
+// any limit a test would set is served.
+func TestUpDoesNotRateLimitByDefault(t *testing.T) {
+	up := startUp(t, "--grpc-listen", "none")
+	c := clientFrom("127.0.0.50")
+	for i := range 300 {
+		if status, _, m := do(t, c, http.MethodGet, up.httpURL+"/.well-known/agent-card.json", "", ""); status != http.StatusOK {
+			t.Fatalf("request %d: HTTP %d %v", i, status, m)
+		}
+	}
+}
+
+// A header block past --max-header-bytes is answered 431 before any
+// handler runs: no tool call, no event; the same call with a header under
+// the bound runs.
+func TestUpRefusesOversizedHeaders(t *testing.T) {
+	up := startUp(t, "--grpc-listen", "none", "--max-header-bytes", "8192")
+	nc, err := nats.Connect(up.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := func() uint64 {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, schemas.EventsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	call := func(pad int) (int, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, up.httpURL+"/a2a", strings.NewReader(sendHello))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Pad", strings.Repeat("a", pad))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	before := events()
+	for _, pad := range []int{16 << 10, 1 << 20} {
+		if status, body := call(pad); status != http.StatusRequestHeaderFieldsTooLarge || bytes.Contains(body, []byte("result")) {
+			t.Fatalf("a %d-byte header: HTTP %d %s", pad, status, body)
+		}
+	}
+	// Events are written in the background: give a call that ran time to
+	// have written its decision before counting.
+	time.Sleep(500 * time.Millisecond)
+	if after := events(); after != before {
+		t.Fatalf("refused calls wrote %d events", after-before)
+	}
+	if status, body := call(4 << 10); status != http.StatusOK || !bytes.Contains(body, []byte(`"result"`)) {
+		t.Fatalf("a 4 KiB header: HTTP %d %s", status, body)
+	}
+	for deadline := time.Now().Add(10 * time.Second); events() == before; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call under the bound wrote no event")
+		}
+	}
+}
