@@ -75,7 +75,7 @@ func refusals(t *testing.T, c *http.Client, base string) map[string]float64 {
 	return out
 }
 
-const sendHello = `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"world"}]}}}`
+const helloSendBody = `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"world"}]}}}`
 
 // Every surface chio up serves on its one listener is behind the
 // per-address limit: past it, a request is answered 429 with Retry-After,
@@ -102,7 +102,7 @@ func TestUpRateLimitsEverySurface(t *testing.T) {
 		surface, method, path, body string
 		refused                     func(map[string]any) bool
 	}{
-		{"a2a", http.MethodPost, "/a2a", sendHello, rpcRefused},
+		{"a2a", http.MethodPost, "/a2a", helloSendBody, rpcRefused},
 		{"a2a", http.MethodGet, "/a2a/rest/v1/card", "", jsonRefused},
 		{"a2a", http.MethodGet, "/.well-known/agent-card.json", "", jsonRefused},
 		{"openai", http.MethodGet, "/openai/v1/tools", "", jsonRefused},
@@ -124,7 +124,7 @@ func TestUpRateLimitsEverySurface(t *testing.T) {
 	}
 	// One address being refused holds back no other: the tool still runs
 	// for a fresh one.
-	if status, _, m := do(t, clientFrom("127.0.0.40"), http.MethodPost, base+"/a2a", "", sendHello); status != http.StatusOK || m["result"] == nil {
+	if status, _, m := do(t, clientFrom("127.0.0.40"), http.MethodPost, base+"/a2a", "", helloSendBody); status != http.StatusOK || m["result"] == nil {
 		t.Fatalf("another address: HTTP %d %v", status, m)
 	}
 
@@ -193,7 +193,7 @@ func TestUpRefusesOversizedHeaders(t *testing.T) {
 		return info.State.Msgs
 	}
 	call := func(pad int) (int, []byte) {
-		req, _ := http.NewRequest(http.MethodPost, up.httpURL+"/a2a", strings.NewReader(sendHello))
+		req, _ := http.NewRequest(http.MethodPost, up.httpURL+"/a2a", strings.NewReader(helloSendBody))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Pad", strings.Repeat("a", pad))
 		resp, err := http.DefaultClient.Do(req)
