@@ -89,7 +89,7 @@ func TestRightEdgeBundle(t *testing.T) {
 				// Every leaf is stored once: the bundle records hold
 				// exactly the leaves, and no leaf has a key of its own.
 				stored := 0
-				it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixBundle}, UpperBound: []byte{prefixBundle + 1}})
+				it, err := s.cur.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixBundle}, UpperBound: []byte{prefixBundle + 1}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -128,7 +128,7 @@ func TestRightEdgeBundle(t *testing.T) {
 
 func countKeys(t *testing.T, s *Store, prefix byte) int {
 	t.Helper()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
+	it, err := s.cur.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +383,7 @@ func BenchmarkAppendOneLeafPerCommit(b *testing.B) {
 	}
 	defer s.Close()
 	leaf := bytes.Repeat([]byte("x"), 1200)
-	before := s.db.Metrics().WAL.BytesIn
+	before := s.cur.db.Metrics().WAL.BytesIn
 	for i := 0; b.Loop(); i++ {
 		tx := s.Begin()
 		if _, err := tx.Append(leaf, Summary{ReceiptID: fmt.Sprint(i), CapabilityID: "c", ToolServer: "s", ToolName: "t"}); err != nil {
@@ -393,7 +393,7 @@ func BenchmarkAppendOneLeafPerCommit(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(s.db.Metrics().WAL.BytesIn-before)/float64(b.N), "WAL-bytes/leaf")
+	b.ReportMetric(float64(s.cur.db.Metrics().WAL.BytesIn-before)/float64(b.N), "WAL-bytes/leaf")
 }
 
 // Each leaf crosses Pebble's WAL once: batches of several sizes, some
@@ -412,7 +412,7 @@ func TestLeavesAreWrittenOnce(t *testing.T) {
 			appendN(t, s, 0, 0) // the size-0 checkpoint, outside the measure
 			l := bytes.Repeat([]byte("x"), leafSize)
 			const total = 3*TileWidth + 17
-			before := s.db.Metrics().WAL.BytesIn
+			before := s.cur.db.Metrics().WAL.BytesIn
 			commits := 0
 			for done := 0; done < total; commits++ {
 				tx := s.Begin()
@@ -429,7 +429,7 @@ func TestLeavesAreWrittenOnce(t *testing.T) {
 			// Per commit: the state record, checkpoint, statement and the
 			// right-edge tile (up to 8 KiB) are rewritten; per leaf,
 			// everything but the leaf is under 200 bytes.
-			wal := s.db.Metrics().WAL.BytesIn - before
+			wal := s.cur.db.Metrics().WAL.BytesIn - before
 			budget := uint64(total*(leafSize+2+200) + commits*(TileWidth*HashSize+1024))
 			if wal > budget {
 				t.Fatalf("%d leaves of %d bytes in %d commits wrote %d WAL bytes (%.0f per leaf), over the write-once budget %d",

@@ -114,7 +114,12 @@ func (s *Store) Query(f Filter, from uint64, limit int) (Page, error) {
 func (s *Store) scan(prefix []byte, from uint64, f func(idx uint64) (bool, error)) error {
 	upper := bytes.Clone(prefix)
 	upper[len(upper)-1]++
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
+	db, done, err := s.acquire()
+	if err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	defer done()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
 	if err != nil {
 		return fmt.Errorf("query: %w", err)
 	}

@@ -22,12 +22,15 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/rfc6962"
 
+	"github.com/chio-ledger/chio/internal/diskspace"
 	"github.com/chio-ledger/chio/internal/pebblelog"
 )
 
@@ -108,8 +111,12 @@ type Summary struct {
 
 // Store is an open log.
 type Store struct {
-	db  *pebble.DB
-	log *slog.Logger
+	dbmu  sync.Mutex // guards cur, and is held for nothing else
+	cur   *dbRef     // nil while Recover reopens the database
+	log   *slog.Logger
+	dir   string
+	opts  options
+	guard diskspace.Guard
 
 	wmu    sync.Mutex   // held by the one open Txn
 	mu     sync.RWMutex // guards the fields below
@@ -120,6 +127,9 @@ type Store struct {
 	latest []byte          // latest checkpoint note
 	rf     *compact.RangeFactory
 	nodes  nodeCache // recomputed upper-level subtree hashes, for proofs
+	// broken is why the database can take no more writes (Pebble met a
+	// write error it treats as fatal); Recover reopens it.
+	broken error
 }
 
 // Option configures Open.
@@ -129,6 +139,20 @@ type options struct {
 	log              *slog.Logger
 	checkpoints      CheckpointVerifier
 	cache, memtables int64
+	reserve          uint64
+	reserveSet       bool
+}
+
+// DefaultReserveBytes is the free space a store leaves on its filesystem:
+// below it Commit refuses the batch (ErrNoSpace) instead of letting Pebble
+// meet ENOSPC in its WAL or MANIFEST, which it treats as fatal. It covers a
+// flush of both default memtables and a compaction's output.
+const DefaultReserveBytes = 2*DefaultMemTableBytes + 32<<20
+
+// WithReserve sets the free space the store leaves on its filesystem
+// (DefaultReserveBytes by default; 0 turns the check off).
+func WithReserve(bytes uint64) Option {
+	return func(o *options) { o.reserve, o.reserveSet = bytes, true }
 }
 
 // Default memory of a store: Pebble's block cache and memtable size.
@@ -172,16 +196,191 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if o.memtables <= 0 {
 		o.memtables = DefaultMemTableBytes
 	}
-	db, err := pebble.Open(dir, pebbleOptions(o))
-	if err != nil {
-		return nil, fmt.Errorf("open log store %s: %w", dir, err)
+	if !o.reserveSet {
+		o.reserve = DefaultReserveBytes
 	}
-	s := &Store{db: db, log: o.log, edge: map[uint][]byte{}, rf: &compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}}
-	if err := s.load(o.checkpoints); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("open log store %s: %w", dir, err)
+	s := &Store{dir: dir, opts: o, log: o.log, guard: diskspace.Guard{Store: "log store", Dir: dir, Reserve: o.reserve}}
+	if err := s.open(); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// open opens the Pebble database in s.dir and loads the log from it,
+// checking its integrity. s is not shared yet.
+func (s *Store) open() error {
+	db, err := pebble.Open(s.dir, pebbleOptions(s.opts))
+	if err != nil {
+		return fmt.Errorf("open log store %s: %w", s.dir, err)
+	}
+	s.cur, s.edge, s.rf = &dbRef{db: db}, map[uint][]byte{}, &compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
+	if err := s.load(s.opts.checkpoints); err != nil {
+		_ = db.Close()
+		s.cur = nil
+		return fmt.Errorf("open log store %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// dbRef is the open database and how many reads are using it, so that
+// Recover closes it only once they are done.
+type dbRef struct {
+	db   *pebble.DB
+	refs atomic.Int64
+}
+
+// errReopening is what reads get while Recover reopens the database.
+var errReopening = errors.New("log store is being reopened")
+
+// acquire returns the database for one read, and what to call when the
+// read is done.
+func (s *Store) acquire() (*pebble.DB, func(), error) {
+	s.dbmu.Lock()
+	r := s.cur
+	if r != nil {
+		r.refs.Add(1)
+	}
+	s.dbmu.Unlock()
+	if r == nil {
+		return nil, nil, &unavailableError{errReopening}
+	}
+	return r.db, func() { r.refs.Add(-1) }, nil
+}
+
+// ErrUnavailable matches the errors of a store that takes no writes for
+// now: its filesystem has less free space than the reserve, or Pebble
+// failed a write and the database must be reopened (Recover). Nothing of
+// the refused batch is durable; the caller retries it once Err is nil.
+var ErrUnavailable = errors.New("log store unavailable")
+
+// unavailableError marks err as ErrUnavailable, keeping err's message.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string        { return e.err.Error() }
+func (e *unavailableError) Unwrap() error        { return e.err }
+func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Err returns why the store takes no writes now (its filesystem is short
+// of the reserve, or its database failed a write and is not reopened yet),
+// or nil: the storage readiness of the ledger.
+func (s *Store) Err() error {
+	s.mu.RLock()
+	broken := s.broken
+	s.mu.RUnlock()
+	if broken != nil {
+		return broken
+	}
+	if err := s.guard.Check(); err != nil {
+		return &unavailableError{err}
+	}
+	return nil
+}
+
+// Free returns the free bytes of the store's filesystem.
+func (s *Store) Free() (uint64, error) { return diskspace.Free(s.dir) }
+
+// Reserve returns the free space the store leaves on its filesystem.
+func (s *Store) Reserve() uint64 { return s.guard.Reserve }
+
+// commitBatch commits b durably. Pebble treats a failed WAL write as
+// fatal (its logger's Fatalf, which panics): the panic is caught here and,
+// like any commit error, leaves the store broken until Recover reopens it.
+func (s *Store) commitBatch(b *pebble.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("pebble: %v", r)
+		}
+		if err != nil {
+			err = s.fail(err)
+		}
+	}()
+	return b.Commit(pebble.Sync)
+}
+
+// fail records that the database failed a write.
+func (s *Store) fail(err error) error {
+	if diskspace.IsNoSpace(err) {
+		free, _ := diskspace.Free(s.dir)
+		err = &diskspace.Error{Store: "log store", Free: free, Reserve: s.guard.Reserve, Err: err}
+	} else {
+		err = fmt.Errorf("log store: write failed, reopening needed: %w", err)
+	}
+	s.log.Error("log store: a write failed; no more batches until it is reopened", "err", err)
+	ue := &unavailableError{err}
+	s.mu.Lock()
+	s.broken = ue
+	s.mu.Unlock()
+	return ue
+}
+
+// reopenWait bounds how long Recover waits for reads of the failed
+// database to finish before closing it anyway.
+const reopenWait = 10 * time.Second
+
+// Recover makes a broken store usable again once its filesystem has the
+// reserve free: it closes the failed database and opens it anew, which
+// replays its WAL up to the last synced batch and checks the log's
+// integrity as Open does (the recomputed root against the state record
+// and the latest checkpoint). Nothing a failed commit wrote counts: the
+// log is what the last successful commit left. For a store that is not
+// broken it returns Err at once; a broken one stays broken while space is
+// short. Nil means the store takes writes.
+func (s *Store) Recover() error {
+	s.wmu.Lock() // no batch is open while the database changes
+	defer s.wmu.Unlock()
+	s.mu.RLock()
+	broken := s.broken
+	s.mu.RUnlock()
+	if broken == nil {
+		return s.Err()
+	}
+	// Closing flushes the memtables: with less room than that, Close
+	// would wait for a flush that cannot finish.
+	need := max(s.guard.Reserve, 2*uint64(s.opts.memtables))
+	if free, err := diskspace.Free(s.dir); err != nil || free < need {
+		return broken
+	}
+	s.dbmu.Lock()
+	old := s.cur
+	s.cur = nil
+	s.dbmu.Unlock()
+	if old != nil {
+		for deadline := time.Now().Add(reopenWait); old.refs.Load() > 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		closeFailed(old.db, s.log)
+	}
+	fresh := &Store{dir: s.dir, opts: s.opts, log: s.log, guard: s.guard}
+	if err := fresh.open(); err != nil {
+		ue := &unavailableError{fmt.Errorf("log store: reopen after a failed write: %w", err)}
+		s.mu.Lock()
+		s.broken = ue
+		s.mu.Unlock()
+		return ue
+	}
+	s.mu.Lock()
+	s.state, s.rng, s.edge, s.bundle, s.latest, s.rf = fresh.state, fresh.rng, fresh.edge, fresh.bundle, fresh.latest, fresh.rf
+	s.broken = nil
+	s.mu.Unlock()
+	s.dbmu.Lock()
+	s.cur = fresh.cur
+	s.dbmu.Unlock()
+	s.log.Info("log store reopened", "size", fresh.state.Size, "stream_seq", fresh.state.StreamSeq)
+	return nil
+}
+
+// closeFailed closes a database that failed a write; Pebble may panic or
+// complain closing it, and either is only logged: what matters is that
+// its directory lock is released for the reopen.
+func closeFailed(db *pebble.DB, log *slog.Logger) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Warn("log store: close the failed database", "panic", r)
+		}
+	}()
+	if err := db.Close(); err != nil {
+		log.Warn("log store: close the failed database", "err", err)
+	}
 }
 
 // pebbleOptions tunes Pebble for this workload: every event costs a few
@@ -201,7 +400,14 @@ func pebbleOptions(o options) *pebble.Options {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.db.Close(); err != nil {
+	s.dbmu.Lock()
+	r := s.cur
+	s.cur = nil
+	s.dbmu.Unlock()
+	if r == nil {
+		return nil // a reopen failed: nothing is open
+	}
+	if err := r.db.Close(); err != nil {
 		return fmt.Errorf("close log store: %w", err)
 	}
 	return nil
@@ -300,7 +506,7 @@ func (s *Store) load(verify CheckpointVerifier) error {
 		}
 	}
 	if migration != nil {
-		if err := migration.Commit(pebble.Sync); err != nil {
+		if err := s.commitBatch(migration); err != nil {
 			return fmt.Errorf("migrate layout %d to %d: %w", s.state.Layout, Layout, err)
 		}
 		s.log.Info("log store migrated", "from_layout", s.state.Layout, "to_layout", Layout, "size", s.state.Size)
@@ -349,7 +555,12 @@ func (s *Store) Head() (size uint64, note []byte) {
 func (s *Store) Checkpoint(size uint64) ([]byte, error) { return s.get(checkpointKey(size)) }
 
 func (s *Store) latestCheckpoint() ([]byte, error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCheckpoint}, UpperBound: []byte{prefixCheckpoint + 1}})
+	db, done, err := s.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCheckpoint}, UpperBound: []byte{prefixCheckpoint + 1}})
 	if err != nil {
 		return nil, err
 	}
@@ -395,24 +606,32 @@ func (s *Store) LeafIndex(receiptID string) (uint64, error) {
 // does not exist yet (a new event id, a new receipt id). Not safe for
 // concurrent use; Close it when done.
 type Lookup struct {
-	it  *pebble.Iterator
-	err error
+	it   *pebble.Iterator
+	done func()
+	err  error
 }
 
 // NewLookup opens a Lookup on the committed state; an error opening it is
 // returned by every read.
 func (s *Store) NewLookup() *Lookup {
-	it, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+	db, done, err := s.acquire()
 	if err != nil {
 		return &Lookup{err: fmt.Errorf("open lookup: %w", err)}
 	}
-	return &Lookup{it: it}
+	it, err := db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+	if err != nil {
+		done()
+		return &Lookup{err: fmt.Errorf("open lookup: %w", err)}
+	}
+	return &Lookup{it: it, done: done}
 }
 
 // Close releases the view.
 func (l *Lookup) Close() {
 	if l.it != nil {
 		_ = l.it.Close()
+		l.it = nil
+		l.done()
 	}
 }
 
@@ -466,7 +685,12 @@ func (s *Store) Pending(receiptID string) ([]byte, error) {
 
 // ForEachPending calls f for every pending record, in key order.
 func (s *Store) ForEachPending(f func(receiptID string, rec []byte) error) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixPending}, UpperBound: []byte{prefixPending + 1}})
+	db, done, err := s.acquire()
+	if err != nil {
+		return err
+	}
+	defer done()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixPending}, UpperBound: []byte{prefixPending + 1}})
 	if err != nil {
 		return err
 	}
@@ -480,7 +704,12 @@ func (s *Store) ForEachPending(f func(receiptID string, rec []byte) error) error
 }
 
 func (s *Store) get(key []byte) ([]byte, error) {
-	v, closer, err := s.db.Get(key)
+	db, done, err := s.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	v, closer, err := db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, ErrNotFound
 	}
@@ -532,7 +761,7 @@ func decodeU64(v []byte) (uint64, error) {
 // Complete layout-2 bundles are read as they are.
 func (s *Store) migrateEdge() (*pebble.Batch, []byte, error) {
 	index := s.state.Size / TileWidth
-	b := s.db.NewBatch()
+	b := s.cur.db.NewBatch() // during Open: s is not shared yet
 	fail := func(err error) (*pebble.Batch, []byte, error) { b.Close(); return nil, nil, err }
 	var bundle []byte
 	if s.state.Size%TileWidth != 0 {
@@ -583,7 +812,12 @@ func (s *Store) migrateEdge() (*pebble.Batch, []byte, error) {
 // stored is ErrNotFound.
 func (s *Store) readBundle(index uint64) ([]byte, error) {
 	lo := bundleKey(index)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: bundleKey(index + 1)})
+	db, done, err := s.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: bundleKey(index + 1)})
 	if err != nil {
 		return nil, fmt.Errorf("read bundle %d: %w", index, err)
 	}

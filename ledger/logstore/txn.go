@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -39,8 +40,16 @@ func (s *Store) Begin() *Txn {
 	s.wmu.Lock()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	// cur changes only under wmu (Recover), which this batch now holds.
+	var b *pebble.Batch
+	var unavailable error
+	if s.cur != nil {
+		b = s.cur.db.NewBatch()
+	} else {
+		b, unavailable = new(pebble.Batch), cmp.Or(s.broken, error(&unavailableError{errReopening}))
+	}
 	t := &Txn{
-		s: s, b: s.db.NewBatch(), state: s.state, start: s.state.Size,
+		s: s, b: b, state: s.state, start: s.state.Size, err: unavailable,
 		edge: make(map[uint][]byte, len(s.edge)), dirty: map[uint]bool{},
 		// Shared, not copied: the batch only appends past what readers
 		// see (len(s.bundle)), and starts a new array for a new bundle.
@@ -55,7 +64,9 @@ func (s *Store) Begin() *Txn {
 	for i, h := range hashes {
 		cp[i] = bytes.Clone(h)
 	}
-	t.rng, t.err = s.rf.NewRange(0, s.rng.End(), cp)
+	var err error
+	t.rng, err = s.rf.NewRange(0, s.rng.End(), cp)
+	t.setErr(err)
 	return t
 }
 
@@ -223,6 +234,9 @@ func (t *Txn) Commit(sign CheckpointFunc) error {
 	if t.err != nil {
 		return fmt.Errorf("commit: %w", t.err)
 	}
+	if err := t.s.Err(); err != nil {
+		return fmt.Errorf("commit batch at size %d: %w", t.rng.End(), err) // refused before Pebble meets ENOSPC
+	}
 	root, err := t.s.rootOf(t.rng)
 	if err != nil {
 		return err
@@ -262,7 +276,7 @@ func (t *Txn) Commit(sign CheckpointFunc) error {
 	if t.err != nil {
 		return fmt.Errorf("commit: %w", t.err)
 	}
-	if err := t.b.Commit(pebble.Sync); err != nil {
+	if err := t.s.commitBatch(t.b); err != nil {
 		return fmt.Errorf("commit batch at size %d: %w", size, err)
 	}
 	t.s.mu.Lock()
