@@ -12,6 +12,26 @@
 // CHIO_ACP_TASKS key-value bucket, so any replica can resume or cancel
 // them, and compare-and-set makes a resume run the tool at most once.
 //
+// Tasks and leases. The resume that moves a task to running takes its
+// lease (the replica's instance id, WithTaskLease, 30 s by default) and
+// renews it while the tool runs. Every replica watches the bucket; one
+// whose sweep finds a running task's lease run out (its edge died, or was
+// closed mid-run) claims it by compare-and-set, so exactly one replica
+// takes it over, and runs it again under the capability its resume
+// stored, as a new attempt with a receipt of its own; a capability
+// honoured only with its holder's proof of possession cannot be, and
+// its task is failed. A principal holds at most WithMaxLiveTasks (1000)
+// pending or running tasks, counted from that watch on every replica
+// (so across replicas, give or take the streams in flight at the same
+// moment), and the bucket at most WithMaxTasks (1,000,000) tasks, a cap
+// the server enforces (DiscardNew: a new key is refused, the tasks held
+// can still be updated to their end). Either refusal is
+// CodeResourceExhausted, and nothing is stored.
+//
+// Writes to the editor over stdio have a deadline (WithWriteTimeout):
+// an editor that stops reading fails them, so the edge's calls and its
+// shutdown never wait on it forever.
+//
 // Every message is read with strictjson before anything of it is: a
 // member name repeated in one object, exactly or but for case, nesting
 // past strictjson.MaxDepth, invalid UTF-8 or a lone surrogate, or data

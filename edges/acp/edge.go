@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/edges/dispatch"
@@ -37,6 +38,14 @@ type Edge struct {
 	// exposed tools (see table).
 	mu  sync.Mutex
 	cur atomic.Pointer[capTable]
+
+	// id holds this replica's task leases; life ends with Close, which
+	// cuts its runs and stops its renewals, the sweep and the index.
+	id    string
+	life  context.Context
+	stop  context.CancelFunc
+	index *taskIndex
+	runs  sync.WaitGroup // tasks taken over by the sweep
 }
 
 // capTable is the capability table built from one state of the registry.
@@ -69,7 +78,8 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, js jetst
 		return nil, errors.New("new acp edge: kernel, registry, dispatcher and JetStream are required")
 	}
 	o := options{exposure: tools.Exposure{Protocol: "acp"}, defaultCategory: tools.ACPTool, replicas: 1,
-		taskTTL: DefaultTaskTTL, name: "chio", version: "dev"}
+		taskTTL: DefaultTaskTTL, name: "chio", version: "dev",
+		maxTasks: DefaultMaxTasks, maxLiveTasks: DefaultMaxLiveTasks, taskLease: DefaultTaskLease}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -85,6 +95,12 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, js jetst
 	if o.replicas < 1 {
 		o.replicas = 1
 	}
+	if o.taskLease < 3*time.Millisecond {
+		o.taskLease = DefaultTaskLease
+	}
+	if o.instanceID == "" {
+		o.instanceID = uuid.NewString()
+	}
 	// New takes no context (it is built once at start); a bounded wait
 	// keeps an unreachable JetStream from hanging it.
 	ctx, cancel := context.WithTimeout(context.Background(), bucketTimeout)
@@ -93,7 +109,22 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, js jetst
 	if err != nil {
 		return nil, fmt.Errorf("new acp edge: tasks bucket: %w", err)
 	}
-	e := &Edge{kernel: k, dispatch: d, tasks: kv, opts: o, log: o.log, reg: reg}
+	if err := capTasks(ctx, js, o.maxTasks); err != nil {
+		return nil, fmt.Errorf("new acp edge: %w", err)
+	}
+	e := &Edge{kernel: k, dispatch: d, tasks: kv, opts: o, log: o.log, reg: reg, id: o.instanceID, index: newTaskIndex(o.taskTTL)}
+	e.life, e.stop = context.WithCancel(context.Background())
+	if err := e.index.follow(e.life, kv); err != nil {
+		e.stop()
+		return nil, fmt.Errorf("new acp edge: %w", err)
+	}
+	select {
+	case <-e.index.ready:
+	case <-ctx.Done():
+		e.stop()
+		return nil, fmt.Errorf("new acp edge: read the tasks bucket: %w", ctx.Err())
+	}
+	go e.sweep()
 	e.table()
 	return e, nil
 }

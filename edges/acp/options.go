@@ -19,6 +19,10 @@ type options struct {
 	name, version     string
 	origin            string
 	writeTimeout      time.Duration
+	maxTasks          int64
+	maxLiveTasks      int
+	taskLease         time.Duration
+	instanceID        string
 }
 
 // Option configures an Edge.
@@ -68,3 +72,24 @@ func WithAgentInfo(name, version string) Option {
 // an editor that stops reading must not hold the edge's calls, or its
 // shutdown, forever. Non-positive means the default.
 func WithWriteTimeout(d time.Duration) Option { return func(o *options) { o.writeTimeout = d } }
+
+// WithMaxTasks caps the tasks the CHIO_ACP_TASKS bucket holds, of every
+// state, until their TTL (DefaultMaxTasks by default; 0: no cap). Past
+// it tool/stream answers CodeResourceExhausted; the tasks held can still
+// be resumed, canceled and finished.
+func WithMaxTasks(n int64) Option { return func(o *options) { o.maxTasks = n } }
+
+// WithMaxLiveTasks bounds the pending and running tasks of one principal
+// (DefaultMaxLiveTasks by default; 0: no bound), counted on every replica
+// from the bucket itself.
+func WithMaxLiveTasks(n int) Option { return func(o *options) { o.maxLiveTasks = n } }
+
+// WithTaskLease sets how long a running task's lease lasts unrenewed
+// (DefaultTaskLease by default): the edge running it renews it every
+// third of that; once it runs out another replica's Sweep takes the task
+// over. Keep it far above the clock skew between replicas.
+func WithTaskLease(d time.Duration) Option { return func(o *options) { o.taskLease = d } }
+
+// WithInstanceID names this edge replica as the holder of the task leases
+// it takes (a random id by default).
+func WithInstanceID(id string) Option { return func(o *options) { o.instanceID = id } }

@@ -35,6 +35,10 @@ const (
 	CodeTaskState = -32006
 	// CodeForbidden: a cross-site browser request under the dev capability.
 	CodeForbidden = -32007
+	// CodeResourceExhausted: the caller holds as many live tasks as it
+	// may (data names the count and the limit), or the task store holds
+	// as many tasks as it may; nothing was stored. Retry once some end.
+	CodeResourceExhausted = -32008
 )
 
 // Error is a JSON-RPC error object.

@@ -56,6 +56,16 @@ type taskRecord struct {
 	Arguments json.RawMessage `json:"arguments"`
 	Result    json.RawMessage `json:"result,omitempty"`
 	Error     *Error          `json:"error,omitempty"`
+	// While running: the edge replica that runs it, until when its lease
+	// holds (it renews it), how many edges have taken it, and the
+	// capability its resume ran under, for another replica to run it
+	// again if this one dies. All cleared once the task ends. A running
+	// task without a holder was stored before leases: it is never taken
+	// over.
+	Holder       string    `json:"holder,omitempty"`
+	LeaseExpires time.Time `json:"leaseExpires,omitzero"`
+	Attempt      int       `json:"attempt,omitempty"`
+	Token        string    `json:"token,omitempty"`
 }
 
 // taskParams are tool/resume's and tool/cancel's.
@@ -97,9 +107,16 @@ func (e *Edge) stream(ctx context.Context, c *call) (any, *Error) {
 	if err != nil {
 		return nil, rpcErr(CodeInternal, nil, "chio: encode task: %v", err)
 	}
+	if perr := e.admit(ctx, c.id.Principal); perr != nil {
+		return nil, perr
+	}
 	if _, err := e.tasks.Create(ctx, rec.Task.ID, raw); err != nil {
+		if bucketFull(err) {
+			return nil, rpcErr(CodeResourceExhausted, nil, "%v: the task bucket holds as many tasks as it may (%d); retry once some have expired", errTasksFull, e.opts.maxTasks)
+		}
 		return nil, rpcErr(CodeInternal, nil, "chio: store task: %v", err)
 	}
+	e.index.note(rec.Task.ID, rec.Principal, now)
 	return taskAnswer{Task: rec.Task}, nil
 }
 
@@ -125,7 +142,9 @@ func (e *Edge) resume(ctx context.Context, c *call) (any, *Error) {
 	if perr := e.permitted(ctx, c, b, rec.Arguments, rec.Task.ID); perr != nil {
 		return nil, perr // the task stays pending: a permitted caller may resume it
 	}
-	rec.Task.State, rec.Task.UpdatedAt = TaskRunning, time.Now().UTC()
+	now := time.Now().UTC()
+	rec.Task.State, rec.Task.UpdatedAt = TaskRunning, now
+	rec.Holder, rec.LeaseExpires, rec.Attempt, rec.Token = e.id, now.Add(e.opts.taskLease), 1, c.token
 	rev, err := e.putTask(ctx, rec, rev)
 	if errors.Is(err, errLostRace) {
 		if rec, _, rerr = e.loadTask(ctx, c); rerr != nil {
@@ -138,9 +157,33 @@ func (e *Edge) resume(ctx context.Context, c *call) (any, *Error) {
 	}
 	// From here the task is this call's: it finishes and is recorded even
 	// if the client goes away.
-	ctx = context.WithoutCancel(ctx)
-	res, derr := e.dispatch.Do(ctx, e.dispatchCall(c, b, rec.Arguments, rec.Task.ID))
+	return e.run(context.WithoutCancel(ctx), c, b, rec, rev)
+}
+
+// run dispatches a task this edge holds the lease of (at revision rev),
+// renewing the lease while the tool runs, and stores how it ended. If
+// the edge closes meanwhile the run is cut and nothing more is written:
+// the lease runs out and another replica's sweep takes the task over. If
+// another replica took it over (this edge stalled past its lease), the
+// outcome is not written over the taker's.
+func (e *Edge) run(ctx context.Context, c *call, b *binding, rec *taskRecord, rev uint64) (any, *Error) {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(e.life, cancel)()
+	lease := e.keepLease(*rec, rev)
+	res, derr := e.dispatch.Do(rctx, e.dispatchCall(c, b, rec.Arguments, rec.Task.ID))
+	rev, lost := lease.stop()
+	if e.life.Err() != nil {
+		return nil, rpcErr(CodeInternal, map[string]any{"task": rec.Task},
+			"chio: task %s: this edge stopped while it ran; another replica takes it over", rec.Task.ID)
+	}
+	if lost {
+		e.log.Warn("acp: task taken over by another replica while it ran here; its outcome here is not stored", "task_id", rec.Task.ID)
+		return nil, rpcErr(CodeTaskState, map[string]any{"task": rec.Task},
+			"task %s was taken over by another replica while it ran here", rec.Task.ID)
+	}
 	out, oerr := e.outcome(res, derr)
+	rec.Holder, rec.LeaseExpires, rec.Token = "", time.Time{}, ""
 	rec.Task.UpdatedAt = time.Now().UTC()
 	if res != nil {
 		rec.Task.ReceiptID = res.ReceiptID
@@ -153,9 +196,21 @@ func (e *Edge) resume(ctx context.Context, c *call) (any, *Error) {
 	default:
 		rec.Task.State, rec.Error = TaskFailed, oerr
 	}
-	if _, err := e.putTask(ctx, rec, rev); err != nil {
-		// The receipt holds the truth; the task stays running, so no
-		// other resume can run it again.
+	_, err := e.putTask(ctx, rec, rev)
+	if err != nil && !errors.Is(err, errLostRace) && rec.Result != nil {
+		// The result may not fit the bucket: end the task without it,
+		// rather than leave it running for a sweep to run again.
+		e.log.Warn("acp: task result not stored; failing the task", "task_id", rec.Task.ID, "err", err)
+		full := *rec
+		rec.Result, rec.Task.State = nil, TaskFailed
+		rec.Error = rpcErr(CodeInternal, nil, "chio: task %s ran (receipt %s) but its result could not be stored: %v", rec.Task.ID, rec.Task.ReceiptID, err)
+		if _, err = e.putTask(ctx, rec, rev); err == nil {
+			return storedOutcome(&full)
+		}
+	}
+	if err != nil {
+		// The receipt holds the truth; the task stays running, and its
+		// lease ends: the sweep runs it again.
 		e.log.Error("acp: task outcome not stored", "task_id", rec.Task.ID, "receipt_id", rec.Task.ReceiptID, "err", err)
 	}
 	return storedOutcome(rec)
