@@ -156,7 +156,11 @@ func pushError(err error) *wire.Error {
 	switch {
 	case errors.Is(err, push.ErrNotFound):
 		return wire.InvalidParams("no such push notification config")
-	case errors.Is(err, push.ErrTooMany), errors.Is(err, push.ErrOwnerQuota), errors.Is(err, push.ErrInvalidArgument),
+	case errors.Is(err, push.ErrOwnerQuota):
+		// The caller holds as many configs as it may: it may add one once
+		// some are deleted or their tasks end.
+		return wire.ResourceExhausted(err.Error())
+	case errors.Is(err, push.ErrTooMany), errors.Is(err, push.ErrInvalidArgument),
 		errors.Is(err, push.ErrInvalidPageToken), errors.Is(err, push.ErrTooLarge), errors.Is(err, push.ErrForbiddenURL):
 		return wire.InvalidParams(err.Error())
 	}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/edges/a2a/push"
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/internal/govtest"
 	"github.com/chio-ledger/chio/internal/natstest"
@@ -83,5 +85,60 @@ func TestTaskQuota(t *testing.T) {
 			t.Fatalf("after a task ended: %v", m)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPushConfigQuota: a caller holding its maximum of push configs over
+// all its tasks is refused another with ResourceExhausted (-31429), the
+// message naming the count and the limit; deleting one makes room.
+func TestPushConfigQuota(t *testing.T) {
+	cl := startCluster(t, 1, "", func(c *Config, js jetstream.JetStream) {
+		withPush(t)(c, js)
+		store, err := push.OpenStore(context.Background(), js, push.WithMaxConfigsPerOwner(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Push.Store = store
+	})
+	tok := token(t, agentKey, "cap-push-quota")
+	url := cl.edges[0].URL
+	var tasks []string
+	for i := range 3 {
+		m := rpc(t, url, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"pq%d","parts":[{"text":"x"}]},"configuration":{"returnImmediately":true},"metadata":{"chio":{"targetSkillId":"slow_task"}}}}`, i, i))
+		task, ok := m["result"].(map[string]any)["task"].(map[string]any)
+		if !ok {
+			t.Fatalf("send %d: %v", i, m)
+		}
+		tasks = append(tasks, task["id"].(string))
+	}
+	t.Cleanup(func() {
+		for _, id := range tasks {
+			rpc(t, url, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":9,"method":"CancelTask","params":{"id":%q}}`, id))
+		}
+	})
+	create := func(task string) map[string]any {
+		return rpc(t, url, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":%q,"url":"http://127.0.0.1:9/hook"}}`, task))
+	}
+	var first map[string]any
+	for i := range 2 {
+		m := create(tasks[i])
+		if m["result"] == nil {
+			t.Fatalf("config %d: %v", i, m)
+		}
+		if i == 0 {
+			first = m["result"].(map[string]any)
+		}
+	}
+	m := create(tasks[2])
+	msg, _ := m["error"].(map[string]any)["message"].(string)
+	if errCode(m) != -31429 || !strings.Contains(msg, "push config quota exceeded") || !strings.Contains(msg, "holds 2 push configs (limit 2)") {
+		t.Fatalf("a third config: %v", m)
+	}
+	del := rpc(t, url, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"DeleteTaskPushNotificationConfig","params":{"taskId":%q,"id":%q}}`, tasks[0], first["id"]))
+	if del["error"] != nil {
+		t.Fatalf("delete: %v", del)
+	}
+	if m := create(tasks[2]); m["result"] == nil {
+		t.Fatalf("after a delete: %v", m)
 	}
 }

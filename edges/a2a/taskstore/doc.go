@@ -90,6 +90,29 @@
 // against the local clock and must be far longer than the clock skew
 // between replicas.
 //
+// # Limits
+//
+// Nothing a caller does may grow the stream without bound, and nothing
+// may leave a task stuck half way. The stream has caps the server
+// enforces (WithMaxStreamMsgs, 100M commits; WithMaxStreamBytes, none by
+// default since a byte cap reserves that much of the server's storage;
+// WithMaxCommitsPerTask, 100k per task), all under DiscardNew (per
+// subject too): a write past a cap is refused, never made room for by
+// dropping old commits, which would cut a task's fold in half. A full
+// stream would then refuse the commits of tasks already running too, so
+// AdmitOwner refuses new tasks (ErrStoreFull) once the stream is at 90%
+// of a cap, keeping the rest for the tasks it holds; a task's last commit
+// below its own cap is kept for the commit that ends it.
+//
+// AdmitOwner also bounds the live tasks of a principal (not terminal:
+// submitted, working or waiting for input; WithMaxLiveTasksPerOwner,
+// 1000), ErrQuotaExceeded past it. The count comes from the stream
+// itself: an index that follows the summary header of every task's last
+// commit (as Live does), on every replica, so the quota is one across
+// replicas rather than one per replica, which would multiply it by the
+// replica count and change with it. Its only slack is the tasks being
+// accepted at the same moment that no index has seen yet.
+//
 // # Listing
 //
 // Every commit also carries, in a header, the summary of the task it
