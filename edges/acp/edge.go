@@ -118,12 +118,6 @@ func New(k *kernel.Kernel, reg *tools.Registry, d *dispatch.Dispatcher, js jetst
 		e.stop()
 		return nil, fmt.Errorf("new acp edge: %w", err)
 	}
-	select {
-	case <-e.index.ready:
-	case <-ctx.Done():
-		e.stop()
-		return nil, fmt.Errorf("new acp edge: read the tasks bucket: %w", ctx.Err())
-	}
 	go e.sweep()
 	e.table()
 	return e, nil

@@ -29,6 +29,10 @@ const (
 	DefaultTaskLease = 30 * time.Second
 )
 
+// indexWait bounds how long tool/stream waits for the task index to read
+// the bucket (at start): a caller is answered, not held.
+const indexWait = 10 * time.Second
+
 // tasksStream is the bucket's backing stream (the KV layout of nats.go).
 const tasksStream = "KV_" + TasksBucket
 
@@ -81,10 +85,13 @@ func bucketFull(err error) bool {
 // and the running tasks with their leases. Every replica sees every
 // update, so both hold across replicas.
 type taskIndex struct {
-	ttl   time.Duration
-	mu    sync.Mutex
-	live  map[string]indexed // task id → its entry, pending or running only
-	mine  map[string]indexed // written here, not yet seen by the watch
+	ttl  time.Duration
+	mu   sync.Mutex
+	live map[string]indexed // task id → its entry, pending or running only
+	mine map[string]indexed // written here, not yet seen by the watch
+	// owned: each principal's ids in live or mine, so that counting costs
+	// a principal's tasks, not every task.
+	owned map[string]map[string]struct{}
 	ready chan struct{}
 }
 
@@ -103,7 +110,8 @@ func (x indexed) current(now time.Time, ttl time.Duration) bool {
 }
 
 func newTaskIndex(ttl time.Duration) *taskIndex {
-	return &taskIndex{ttl: ttl, live: map[string]indexed{}, mine: map[string]indexed{}, ready: make(chan struct{})}
+	return &taskIndex{ttl: ttl, live: map[string]indexed{}, mine: map[string]indexed{}, owned: map[string]map[string]struct{}{},
+		ready: make(chan struct{})}
 }
 
 // follow watches the bucket until ctx ends; ready is closed once the
@@ -139,19 +147,41 @@ func (x *taskIndex) apply(kve jetstream.KeyValueEntry) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	id := kve.Key()
-	delete(x.mine, id)
+	x.forget(id)
 	var rec taskRecord
 	if kve.Operation() != jetstream.KeyValuePut || json.Unmarshal(kve.Value(), &rec) != nil {
-		delete(x.live, id)
 		return
 	}
-	switch rec.Task.State {
-	case TaskPending, TaskRunning:
+	if rec.Task.State == TaskPending || rec.Task.State == TaskRunning {
 		x.live[id] = indexed{principal: rec.Principal, stored: kve.Created(), running: rec.Task.State == TaskRunning,
 			holder: rec.Holder, expires: rec.LeaseExpires}
-	default:
-		delete(x.live, id)
+		x.own(rec.Principal, id)
 	}
+}
+
+// forget drops task id from the index; x.mu is held.
+func (x *taskIndex) forget(id string) {
+	for _, m := range []map[string]indexed{x.live, x.mine} {
+		if t, ok := m[id]; ok {
+			delete(m, id)
+			if ids := x.owned[t.principal]; ids != nil {
+				delete(ids, id)
+				if len(ids) == 0 {
+					delete(x.owned, t.principal)
+				}
+			}
+		}
+	}
+}
+
+// own files id under principal; x.mu is held.
+func (x *taskIndex) own(principal, id string) {
+	ids := x.owned[principal]
+	if ids == nil {
+		ids = map[string]struct{}{}
+		x.owned[principal] = ids
+	}
+	ids[id] = struct{}{}
 }
 
 // note counts a task this edge just created until the watch delivers it.
@@ -160,22 +190,25 @@ func (x *taskIndex) note(id, principal string, now time.Time) {
 	defer x.mu.Unlock()
 	if _, seen := x.live[id]; !seen {
 		x.mine[id] = indexed{principal: principal, stored: now}
+		x.own(principal, id)
 	}
 }
 
-// count is how many live tasks principal holds.
+// count is how many live tasks principal holds; tasks the bucket's TTL
+// has removed are dropped on the way.
 func (x *taskIndex) count(principal string, now time.Time) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := 0
-	for _, m := range []map[string]indexed{x.live, x.mine} {
-		for id, t := range m {
-			switch {
-			case !t.current(now, x.ttl):
-				delete(m, id)
-			case t.principal == principal:
-				n++
-			}
+	for id := range x.owned[principal] {
+		t, ok := x.live[id]
+		if !ok {
+			t, ok = x.mine[id]
+		}
+		if ok && t.current(now, x.ttl) {
+			n++
+		} else {
+			x.forget(id)
 		}
 	}
 	return n
@@ -199,8 +232,12 @@ func (e *Edge) admit(ctx context.Context, principal string) *Error {
 	if e.opts.maxLiveTasks <= 0 {
 		return nil
 	}
+	wait := time.NewTimer(indexWait)
+	defer wait.Stop()
 	select {
 	case <-e.index.ready:
+	case <-wait.C:
+		return rpcErr(CodeInternal, nil, "chio: the task index is still reading the tasks bucket; retry")
 	case <-ctx.Done():
 		return rpcErr(CodeInternal, nil, "chio: the task index is not ready: %v", ctx.Err())
 	}

@@ -194,3 +194,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestTaskQuotaAfterTTL: a task the bucket's TTL removed no longer counts
+// against its principal (the removal leaves nothing for the watch to see,
+// so the index ages entries out by the same TTL).
+func TestTaskQuotaAfterTTL(t *testing.T) {
+	f := start(t, WithMaxLiveTasks(1), WithTaskTTL(time.Second))
+	tok := wildcard(t)
+	f.newTask(t, tok, "read_file")
+	stream := map[string]any{"capabilityId": "read_file", "arguments": map[string]any{"path": "/x"}}
+	if ans := f.call(t, tok, MethodStream, stream); ans.code() != CodeResourceExhausted {
+		t.Fatalf("second task within the TTL: %+v", ans.Error)
+	}
+	waitFor(t, "the expired task frees its slot", func() bool { return f.call(t, tok, MethodStream, stream).Error == nil })
+}

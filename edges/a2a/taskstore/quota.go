@@ -41,6 +41,9 @@ const (
 	admitHeadroomPct = 90
 	// streamInfoTTL is how long AdmitOwner reuses the stream's state.
 	streamInfoTTL = time.Second
+	// indexWait bounds how long AdmitOwner waits for the live-task index
+	// to read the stream (at start): a caller is answered, not held.
+	indexWait = 10 * time.Second
 )
 
 var (
@@ -83,7 +86,9 @@ func (s *Store) AdmitOwner(ctx context.Context, owner Owner) error {
 	if s.opts.maxLiveTasks <= 0 {
 		return nil
 	}
-	idx, err := s.owners(ctx)
+	wctx, cancel := context.WithTimeout(ctx, indexWait)
+	defer cancel()
+	idx, err := s.owners(wctx)
 	if err != nil {
 		return fmt.Errorf("admit task: count live tasks: %w", err)
 	}

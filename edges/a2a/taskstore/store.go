@@ -246,6 +246,11 @@ func Open(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Store, 
 	if sc := stream.CachedInfo().Config; o.batchThreshold > 0 && sc.Replicas <= 1 && sc.AllowAtomicPublish {
 		s.batch = newCommitter(js, o.batchThreshold, o.log)
 	}
+	if o.maxLiveTasks > 0 {
+		// Warm the live-task index now, so the first send need not wait
+		// for it to read the stream.
+		go func() { _, _ = s.owners(context.WithoutCancel(ctx)) }()
+	}
 	return s, nil
 }
 
