@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/ledger/logstore"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -17,8 +18,22 @@ import (
 // acks nothing, publishes nothing and schedules no timeouts, which remain
 // the active writer's. Because the fold is a function of the stream, the
 // standby's log is the active's, leaf for leaf and root for root, and a
-// takeover starts from a warm store. Follow returns nil when ctx ends.
+// takeover starts from a warm store. Follow returns nil when ctx ends. A
+// store out of space pauses it (as it does Run) until the store takes
+// writes again.
 func (l *Ledger) Follow(ctx context.Context) error {
+	for {
+		err := l.follow(ctx)
+		if ctx.Err() != nil || !errors.Is(err, logstore.ErrUnavailable) {
+			return err
+		}
+		if !l.awaitStore(ctx, err) {
+			return nil
+		}
+	}
+}
+
+func (l *Ledger) follow(ctx context.Context) error {
 	if err := l.init(); err != nil {
 		return err
 	}

@@ -184,7 +184,7 @@ func New(js jetstream.JetStream, store *logstore.Store, keys Keys, opts ...Optio
 	if cfg.maxBatch < 1 || cfg.incompleteAfter < time.Second {
 		return nil, errors.New("ledger: batch size must be positive and the incomplete timeout at least 1s")
 	}
-	return &Ledger{js: js, store: store, keys: keys, cfg: cfg, log: cfg.log.With("component", "ledger"), metrics: newMetrics(cfg.registry, checkpointAge(store, cfg.now)),
+	return &Ledger{js: js, store: store, keys: keys, cfg: cfg, log: cfg.log.With("component", "ledger"), metrics: newMetrics(cfg.registry, checkpointAge(store, cfg.now), store),
 		timeouts: newTimeouts(), pending: newPendingCache(),
 		publish: make(chan struct{}, 1), fresh: make(chan []pubLeaf, 16)}, nil
 }
@@ -213,10 +213,48 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) er
 }
 
 // Run consumes events until ctx ends. It returns nil on a clean stop and an
-// error if the log cannot make progress (storage failure).
+// error if the log cannot make progress (storage failure). A store that is
+// out of space is not such a failure: the batch it refused stays un-acked,
+// Run waits until the store takes writes again (Recover) and resumes from
+// the log's position, so the stream's backlog is folded without a restart.
 // Run and Follow may be called in turn on one Ledger (a standby that
 // becomes the writer, and back), never at once.
 func (l *Ledger) Run(ctx context.Context) error {
+	for {
+		err := l.run(ctx)
+		if ctx.Err() != nil || !errors.Is(err, logstore.ErrUnavailable) {
+			return err
+		}
+		if !l.awaitStore(ctx, err) {
+			return nil
+		}
+	}
+}
+
+// storePoll is how often a ledger waiting for its store looks again.
+const storePoll = 250 * time.Millisecond
+
+// awaitStore waits until the store takes writes again after err, with
+// the storage gauge up meanwhile; false means ctx ended first.
+func (l *Ledger) awaitStore(ctx context.Context, err error) bool {
+	l.metrics.storageUnavailable.Set(1)
+	l.metrics.storageFailures.Inc()
+	l.log.Error("log store takes no writes: integration paused, nothing acked, until it does", "err", err)
+	since := l.cfg.now()
+	for {
+		if !sleep(ctx, storePoll) {
+			return false
+		}
+		if rerr := l.store.Recover(); rerr == nil {
+			l.metrics.storageUnavailable.Set(0)
+			l.log.Info("log store takes writes again: integration resumes", "paused_for", l.cfg.now().Sub(since).Round(time.Millisecond))
+			return true
+		}
+	}
+}
+
+// run is one life of Run: it returns when ctx ends or a batch fails.
+func (l *Ledger) run(ctx context.Context) error {
 	if err := EnsureStreams(ctx, l.js, l.cfg.replicas); err != nil {
 		return err
 	}

@@ -24,9 +24,13 @@ type metrics struct {
 	streamSeq   prometheus.Gauge
 	published   prometheus.Counter
 	timeouts    prometheus.Counter
+	// storageUnavailable is 1 while the log store takes no writes and
+	// integration is paused; storageFailures counts such pauses.
+	storageUnavailable prometheus.Gauge
+	storageFailures    prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, checkpointAge func() float64) *metrics {
+func newMetrics(reg prometheus.Registerer, checkpointAge func() float64, store *logstore.Store) *metrics {
 	m := &metrics{
 		batches: prometheus.NewCounter(prometheus.CounterOpts{Name: "chio_ledger_batches_total",
 			Help: "Batches committed to the log."}),
@@ -48,9 +52,23 @@ func newMetrics(reg prometheus.Registerer, checkpointAge func() float64) *metric
 			Help: "Receipts published to CHIO_RECEIPTS, republications after a restart included."}),
 		timeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "chio_ledger_timeout_events_published_total",
 			Help: "Timeout events published for allow decisions with no outcome."}),
+		storageUnavailable: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chio_ledger_storage_unavailable",
+			Help: "1 while the log store takes no writes (its filesystem is short of the reserve, or a failed write awaits a reopen): integration is paused and nothing is acked."}),
+		storageFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "chio_ledger_storage_pauses_total",
+			Help: "Times integration paused because the log store took no writes."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.batches, m.events, m.receipts, m.batch, m.integration, m.treeSize, m.streamSeq, m.published, m.timeouts)
+		reg.MustRegister(m.batches, m.events, m.receipts, m.batch, m.integration, m.treeSize, m.streamSeq, m.published, m.timeouts,
+			m.storageUnavailable, m.storageFailures)
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chio_ledger_store_free_bytes",
+			Help: "Free bytes on the log store's filesystem (NaN if they cannot be measured); below the reserve it takes no writes."},
+			func() float64 {
+				free, err := store.Free()
+				if err != nil {
+					return math.NaN()
+				}
+				return float64(free)
+			}))
 		// Computed at scrape time, so it keeps growing while no checkpoint
 		// is signed (nothing new to log, or a stuck ledger) and is right
 		// from the first scrape after a restart.

@@ -12,6 +12,7 @@ import (
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/internal/health"
+	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/ledger/logstore"
 	"github.com/chio-ledger/chio/projections"
@@ -50,17 +51,29 @@ func withDrain(timeout time.Duration, drain func(context.Context) error) runOpti
 	return func(c *runConfig) { c.drainTimeout, c.drains = timeout, append(c.drains, drain) }
 }
 
-// logStorageCheck is the ledger's "storage" check: the log store answers a
-// read of its latest checkpoint (absent only before the ledger has
-// initialised a new log, which is still a store that works).
+// logStorageCheck is the ledger's "storage" check: the log store takes
+// writes (its filesystem has the reserve free, and no failed write awaits
+// a reopen: otherwise integration is paused, and the check says why) and
+// answers a read of its latest checkpoint (absent only before the ledger
+// has initialised a new log, which is still a store that works).
 func logStorageCheck(store *logstore.Store) health.Check {
 	return health.Check{Name: "storage", Func: func(context.Context) error {
+		if err := store.Err(); err != nil {
+			return err
+		}
 		size, _ := store.Head()
 		if _, err := store.Checkpoint(size); err != nil && !errors.Is(err, logstore.ErrNotFound) {
 			return fmt.Errorf("read the checkpoint of size %d: %w", size, err)
 		}
 		return nil
 	}}
+}
+
+// eventStoreCheck is chio up's "event_store" check: the embedded NATS
+// server's store watchdog accepts writes (it refuses them while the
+// JetStream store's filesystem is short of space, and says so).
+func eventStoreCheck(ns *natsembed.Server) health.Check {
+	return health.Check{Name: "event_store", Func: func(context.Context) error { return ns.StoreErr() }}
 }
 
 // projectionsCheck is the projections' readiness check beyond NATS: their

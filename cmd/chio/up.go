@@ -163,7 +163,7 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 	// Stopping drains the edge (its calls finish and publish their
 	// events) while the ledger still runs; NATS closes after.
 	return runLedger(ctx, out, js, store, keys, c.listen, &c.lf, mount, append(drains, withRegistry(metrics), withReadAuth(auth),
-		withChecks(append(edges.r.checks, proj.check())...))...)
+		withChecks(append(edges.r.checks, proj.check(), eventStoreCheck(ns))...))...)
 }
 
 // startLocalTools starts the tool sources that live beside chio up: the
