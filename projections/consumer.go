@@ -214,8 +214,13 @@ func (c *consumer) process(ctx context.Context, stream jetstream.Stream, batch [
 		next = seq + 1
 	}
 	if len(folded) > 0 {
+		// A store short of space folds nothing and acks nothing: the
+		// batch waits here, and is folded once space is back.
+		if !c.svc.awaitSpace(ctx) {
+			return ctx.Err()
+		}
 		spans := c.startProcess(folded)
-		if err := foldBatch(c.svc.store, c.f, folded); err != nil {
+		if err := foldCommit(c.svc.store, c.f, folded); err != nil {
 			endProcess(spans, err)
 			return &fatalError{err}
 		}
@@ -236,6 +241,62 @@ func (c *consumer) process(ctx context.Context, stream jetstream.Stream, batch [
 		}
 	}
 	return nil
+}
+
+// foldCommit is foldBatch, with a panic turned into an error: Pebble
+// treats a failed WAL write as fatal (its logger's Fatalf), and the space
+// guard makes that the rare case of a filesystem filled between the check
+// and the write. The store then takes no more writes until the process
+// restarts; the stream keeps everything not acked.
+func foldCommit(s *store, f fold, msgs []streamMsg) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("projection store failed a write, restart to reopen it: %v", r)
+		}
+	}()
+	return foldBatch(s, f, msgs)
+}
+
+// spacePoll is how often a fold waiting for space looks again.
+const spacePoll = 250 * time.Millisecond
+
+// awaitSpace returns at once while the store has its reserve free;
+// otherwise it marks the service paused for storage and waits until the
+// reserve is free again (true) or ctx ends (false).
+func (s *Service) awaitSpace(ctx context.Context) bool {
+	err := s.store.writable()
+	if err == nil {
+		return true
+	}
+	s.mu.Lock()
+	first := s.paused == nil
+	s.paused = err
+	s.mu.Unlock()
+	if first {
+		s.metrics.storagePaused.Set(1)
+		s.log.Error("projection store takes no writes: folding paused, nothing acked, until it does", "err", err)
+	}
+	since := time.Now()
+	for err != nil {
+		if backoff.Sleep(ctx, spacePoll) != nil {
+			return false
+		}
+		err = s.store.writable()
+		s.mu.Lock()
+		if err != nil {
+			s.paused = err
+		}
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	resumed := s.paused != nil
+	s.paused = nil
+	s.mu.Unlock()
+	if resumed {
+		s.metrics.storagePaused.Set(0)
+		s.log.Info("projection store takes writes again: folding resumes", "paused_for", time.Since(since).Round(time.Millisecond))
+	}
+	return true
 }
 
 // consumerTracing is the projections' tracing configuration.

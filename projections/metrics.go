@@ -3,9 +3,12 @@ package projections
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chio-ledger/chio/internal/diskspace"
 )
 
 // WithMetrics registers the service's Prometheus series on reg: events
@@ -18,6 +21,8 @@ type metrics struct {
 	folded *prometheus.CounterVec
 	// receipts counts parsed receipts by how their signature was settled.
 	receipts *prometheus.CounterVec
+	// storagePaused is 1 while folding waits for the store's reserve.
+	storagePaused prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, s *Service) *metrics {
@@ -26,8 +31,19 @@ func newMetrics(reg prometheus.Registerer, s *Service) *metrics {
 			Help: "Stream messages folded into the projection store, by projection (tasks, events, receipts)."}, []string{"projection"}),
 		receipts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chio_projection_receipts_checked_total",
 			Help: "Receipt messages that parsed, by check: verified (signature checked here), signed_here (exact bytes a ledger in this process signed: not checked again), unverified (kept, flagged). Redeliveries count again."}, []string{"check"}),
+		storagePaused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chio_projection_storage_unavailable",
+			Help: "1 while the projection store's filesystem is short of its reserve: folding is paused and nothing is acked."}),
 	}
 	if reg != nil {
+		reg.MustRegister(m.storagePaused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chio_projection_store_free_bytes",
+			Help: "Free bytes on the projection store's filesystem (NaN if they cannot be measured); below the reserve folding pauses."},
+			func() float64 {
+				free, err := diskspace.Free(s.store.guard.Dir)
+				if err != nil {
+					return math.NaN()
+				}
+				return float64(free)
+			}))
 		reg.MustRegister(m.folded, m.receipts, &lagCollector{svc: s, desc: prometheus.NewDesc("chio_projection_lag",
 			"Messages of the projection's stream not folded yet: the stream's last sequence minus the folded position, read at scrape time.",
 			[]string{"projection"}, nil)})
@@ -81,11 +97,12 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// CheckStorage reads from the projection store: nil while it is open and
-// answering. It is the storage readiness check of the service.
+// CheckStorage reads from the projection store and measures its free
+// space: nil while it answers and has its reserve free, so that folding
+// goes on. It is the storage readiness check of the service.
 func (s *Service) CheckStorage() error {
 	if _, err := s.store.get(metaKey(metaKernelKey)); err != nil {
 		return fmt.Errorf("read projection store: %w", err)
 	}
-	return nil
+	return s.store.writable()
 }

@@ -181,6 +181,7 @@ type Service struct {
 	js      jetstream.JetStream
 	running chan struct{} // closed once Run has a JetStream
 	statusC statusCache   // GET /v1/status, reused for a moment
+	paused  error         // why a fold waits for space (awaitSpace); nil while none does
 }
 
 // Open opens (or creates) the store in dir.

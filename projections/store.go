@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
 
+	"github.com/chio-ledger/chio/internal/diskspace"
 	"github.com/chio-ledger/chio/internal/pebblelog"
 )
 
@@ -72,7 +73,19 @@ type storeMemory struct{ cache, memTable int64 }
 // store is the projections' Pebble database.
 type store struct {
 	db *pebble.DB
+	// guard refuses a fold's commit while the filesystem is short of its
+	// reserve: Pebble treats a failed WAL write as fatal.
+	guard diskspace.Guard
 }
+
+// reserveFor is the free space a store with memtables of memTable bytes
+// leaves on its filesystem: a flush of both memtables and a compaction's
+// output.
+func reserveFor(memTable int64) uint64 { return 2*uint64(memTable) + 32<<20 }
+
+// writable returns why the store takes no fold now (its filesystem is
+// short of the reserve), or nil.
+func (s *store) writable() error { return s.guard.Check() }
 
 // openStore opens (or creates) the store in dir. kernelKey is the trusted
 // kernel key in wire form; a store that was folded trusting another key is
@@ -93,7 +106,7 @@ func openStore(dir string, kernelKey string, mem storeMemory, log *slog.Logger) 
 	if err != nil {
 		return nil, fmt.Errorf("open projection store %s: %w", dir, err)
 	}
-	s := &store{db: db}
+	s := &store{db: db, guard: diskspace.Guard{Store: "projection store", Dir: dir, Reserve: reserveFor(mem.memTable)}}
 	if err := s.pinKernelKey(kernelKey); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open projection store %s: %w", dir, err)
