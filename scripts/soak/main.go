@@ -41,6 +41,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -58,6 +59,7 @@ type options struct {
 	dir          string
 	chio         string
 	keep         bool
+	replot       string
 }
 
 func main() {
@@ -73,6 +75,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "scratch directory for chio up's data and binary (default: a temporary one, removed afterwards)")
 	flag.StringVar(&o.chio, "chio", "", "a chio binary to run instead of building ./cmd/chio")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory (chio up's data and log)")
+	flag.StringVar(&o.replot, "replot", "", "draw soak.svg and soak.png again from this soak.csv into -out (default: its directory), and exit")
 	flag.Parse()
 	if o.short {
 		if !flagSet("duration") {
@@ -86,6 +89,13 @@ func main() {
 		o.title = fmt.Sprintf("chio up soak, %s at %.0f operations/s", o.duration, o.rate)
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if o.replot != "" {
+		if err := replot(o); err != nil {
+			fmt.Fprintln(os.Stderr, "soak:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
@@ -111,4 +121,16 @@ func flagSet(name string) bool {
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+func replot(o options) error {
+	samples, err := readCSV(o.replot)
+	if err != nil {
+		return err
+	}
+	out := o.out
+	if out == "" {
+		out = filepath.Dir(o.replot)
+	}
+	return writePlots(out, o.title, samples)
 }

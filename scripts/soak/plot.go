@@ -30,10 +30,10 @@ type panel struct {
 	lines       []line
 }
 
-// plot renders the samples as an SVG: one panel per series, the x axis the
-// run's elapsed minutes, each y axis labelled with its unit.
-func plot(title string, samples []sample) string {
-	x := make([]float64, len(samples))
+// panelsOf are the charts of a run: one per series, over the elapsed
+// minutes x.
+func panelsOf(samples []sample) (x []float64, panels []panel) {
+	x = make([]float64, len(samples))
 	f := func(get func(s sample) float64) []float64 {
 		y := make([]float64, len(samples))
 		for i, s := range samples {
@@ -53,6 +53,7 @@ func plot(title string, samples []sample) string {
 	rate := func(count func(s sample) int) []float64 {
 		y := make([]float64, len(samples))
 		for i, s := range samples {
+			y[i] = math.NaN() // the sample before the load ends no window
 			if w := windowLen(i); w > 0 {
 				y[i] = float64(count(s)) / w
 			}
@@ -70,7 +71,7 @@ func plot(title string, samples []sample) string {
 		}
 		return y
 	}
-	panels := []panel{
+	panels = []panel{
 		{"Resident memory of chio up (VmRSS)", "MiB", []line{{"RSS", "#1f77b4", f(func(s sample) float64 { return float64(s.rss) / (1 << 20) })}}},
 		{"Goroutines (go_goroutines on /metrics)", "goroutines", []line{{"goroutines", "#2ca02c", f(func(s sample) float64 { return s.goroutines })}}},
 		{"Open file descriptors (/proc/PID/fd)", "files", []line{{"open files", "#9467bd", f(func(s sample) float64 { return float64(s.fds) })}}},
@@ -91,6 +92,13 @@ func plot(title string, samples []sample) string {
 			})},
 		}},
 	}
+	return x, panels
+}
+
+// plot renders the samples as an SVG: one panel per series, the x axis the
+// run's elapsed minutes, each y axis labelled with its unit.
+func plot(title string, samples []sample) string {
+	x, panels := panelsOf(samples)
 	height := plotTop + len(panels)*(panelHeight+panelGap)
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", plotWidth, height, plotWidth, height)
@@ -160,7 +168,7 @@ func drawPanel(b *strings.Builder, p panel, x []float64, xmax, top float64) {
 		}
 		fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="1.6"/>`+"\n", strings.TrimSpace(path.String()), l.color)
 		if len(p.lines) > 1 {
-			lx := right - 150 + float64(li)*75
+			lx := right - 180 + float64(li)*90
 			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", lx, top-12, lx+18, top-12, l.color)
 			fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", lx+22, top-8, html.EscapeString(l.label))
 		}

@@ -293,10 +293,22 @@ func counts(m map[string]int) string {
 
 func (r *result) text() string { return r.markdown() }
 
-// write puts soak.md and soak.svg in dir (soak.csv is written as it runs).
+// write puts soak.md and the plot in dir (soak.csv is written as it runs).
 func (r *result) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "soak.md"), []byte(r.markdown()), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "soak.svg"), []byte(plot(r.opts.title, r.samples)), 0o644)
+	return writePlots(dir, r.opts.title, r.samples)
+}
+
+// writePlots writes soak.svg and soak.png.
+func writePlots(dir, title string, samples []sample) error {
+	if err := os.WriteFile(filepath.Join(dir, "soak.svg"), []byte(plot(title, samples)), 0o644); err != nil {
+		return err
+	}
+	b, err := plotPNG(title, samples)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, "soak.png"), b, 0o644)
 }

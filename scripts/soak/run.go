@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -56,6 +57,39 @@ type sample struct {
 	p50, p99   time.Duration
 	calls      map[string]int
 	errors     map[string]int
+}
+
+// readCSV reads back the samples a run wrote, to plot them again.
+func readCSV(path string) ([]sample, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(rows) == 0 || !slices.Equal(rows[0], csvHeader) {
+		return nil, fmt.Errorf("%s: not a soak CSV (header %v)", path, rows[:min(len(rows), 1)])
+	}
+	var out []sample
+	for i, row := range rows[1:] {
+		v := make([]float64, len(row))
+		for j, cell := range row {
+			if v[j], err = strconv.ParseFloat(cell, 64); err != nil {
+				return nil, fmt.Errorf("%s line %d column %s: %w", path, i+2, csvHeader[j], err)
+			}
+		}
+		s := sample{at: time.Duration(v[0] * float64(time.Second)), rss: int64(v[1]), goroutines: v[2], fds: int(v[3]), disk: int64(v[4]),
+			logSize: int(v[5]), ok: int(v[6]), p50: time.Duration(v[7] * float64(time.Millisecond)), p99: time.Duration(v[8] * float64(time.Millisecond)),
+			calls: map[string]int{}, errors: map[string]int{}}
+		for k, su := range surfaces {
+			s.calls[su], s.errors[su] = int(v[9+k]), int(v[13+k])
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 var csvHeader = []string{"elapsed_s", "rss_bytes", "goroutines", "open_fds", "disk_bytes", "log_size", "calls_ok",
@@ -314,7 +348,7 @@ sampling:
 		return err
 	}
 	fmt.Println(res.text())
-	fmt.Printf("soak: wrote %s, %s and %s\n", filepath.Join(out, "soak.csv"), filepath.Join(out, "soak.svg"), filepath.Join(out, "soak.md"))
+	fmt.Printf("soak: wrote soak.csv, soak.md, soak.svg and soak.png in %s\n", out)
 	if len(res.problems) > 0 {
 		return &failure{res.problems}
 	}
