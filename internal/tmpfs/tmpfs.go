@@ -20,11 +20,26 @@ const EnableVar = "CHIO_FAULT_TEST"
 // CHIO_FAULT_TEST=1, and fails if it is set but the mount is impossible.
 func Mount(t testing.TB, sizeMiB int) string {
 	t.Helper()
+	Enabled(t)
+	dir := filepath.Join(t.TempDir(), "fs")
+	MountAt(t, dir, sizeMiB)
+	return dir
+}
+
+// Enabled skips the test unless CHIO_FAULT_TEST=1.
+func Enabled(t testing.TB) {
+	t.Helper()
 	if os.Getenv(EnableVar) != "1" {
 		t.Skipf("fault test: set %s=1 (needs root to mount a tmpfs)", EnableVar)
 	}
-	dir := filepath.Join(t.TempDir(), "fs")
-	if err := os.Mkdir(dir, 0o755); err != nil {
+}
+
+// MountAt mounts a tmpfs of sizeMiB on dir (created if missing), as Mount
+// does: a store's own directory inside a data dir, say.
+func MountAt(t testing.TB, dir string, sizeMiB int) {
+	t.Helper()
+	Enabled(t)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%dm", sizeMiB)); err != nil {
@@ -35,7 +50,6 @@ func Mount(t testing.TB, sizeMiB int) string {
 			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
-	return dir
 }
 
 // Filler is a file that takes a filesystem's free space.
