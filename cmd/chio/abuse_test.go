@@ -62,7 +62,7 @@ type child struct {
 func startChild(t *testing.T, args ...string) *child {
 	t.Helper()
 	dir := t.TempDir()
-	args = append([]string{"--log-level", "warn", "up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "none", "--grpc-listen", "none"}, args...)
+	args = append([]string{"--log-level", "error", "up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "none", "--grpc-listen", "none"}, args...)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChioChild$", "-test.count=1")
 	argv, _ := json.Marshal(args)
 	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(argv))
@@ -338,5 +338,176 @@ func TestUpHoldsTenThousandIdleConnections(t *testing.T) {
 	}
 	if after.goroutines > before.goroutines+50 {
 		t.Errorf("%d goroutines after every connection was cut, %d before", after.goroutines, before.goroutines)
+	}
+}
+
+// stalledDialer dials with a small receive buffer and a small maximum
+// segment (which keeps the server's send buffer from growing to
+// megabytes, as it does over loopback's 64 KiB segments), so a
+// connection that is never read stops taking data after about 100 KiB,
+// as a stalled reader across a slow network would.
+var stalledDialer = net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		serr = errors.Join(syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096),
+			syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 536))
+	})
+	return errors.Join(err, serr)
+}}
+
+// rpcCall posts one JSON-RPC request and decodes the answer.
+func rpcCall(t *testing.T, base, body string) map[string]any {
+	t.Helper()
+	c := &http.Client{Timeout: 15 * time.Second}
+	resp, err := c.Post(base+"/a2a", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatalf("HTTP %d: %v", resp.StatusCode, err)
+	}
+	return m
+}
+
+// 1,000 SSE subscriptions opened and never read: the replica holds its
+// --max-streams of them and refuses the rest (429, JSON-RPC -31429), keeps
+// answering real calls, and, once the task's events fill what the stalled
+// readers will take, cuts each at its write deadline, giving the slots
+// back; memory stays bounded throughout.
+func TestUpCutsStalledStreamReaders(t *testing.T) {
+	const (
+		readers    = 1000
+		maxStreams = 900
+		chunk      = 24 << 10 // a tool's arguments are at most 32 KiB
+		followUps  = 8 // 200 KiB: twice what a stalled reader takes
+		// sse.go's per-write deadline, and a margin for the fan-out.
+		writeDeadline = 30 * time.Second
+	)
+	raiseFileLimit(t, readers+4096)
+	c := startChild(t, "--demo", "conformance", "--max-streams", strconv.Itoa(maxStreams), "--max-streams-per-caller", strconv.Itoa(2*readers))
+	addr := strings.TrimPrefix(c.httpURL, "http://")
+	m := rpcCall(t, c.httpURL, `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"tck-conversation-stalled","parts":[{"kind":"text","text":"hold"}]}}}`)
+	task, _ := m["result"].(map[string]any)
+	id, _ := task["id"].(string)
+	if st, _ := task["status"].(map[string]any); id == "" || st["state"] != "input-required" {
+		t.Fatalf("conversation task: %v", m)
+	}
+	realCall(t, c.httpURL)
+	time.Sleep(500 * time.Millisecond)
+	before := c.load(t)
+
+	subscribe := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":%q}}`, id)
+	request := fmt.Sprintf("POST /a2a HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: %d\r\n\r\n%s", addr, len(subscribe), subscribe)
+	var mu sync.Mutex
+	var streams []net.Conn
+	refused := 0
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for next.Add(1) <= readers {
+				conn, err := stalledDialer.Dial("tcp", addr)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := io.WriteString(conn, request); err != nil {
+					t.Error(err)
+					conn.Close()
+					return
+				}
+				// The status and headers only: the stream itself is never read.
+				_ = conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 16), nil)
+				if err != nil {
+					t.Error(err)
+					conn.Close()
+					return
+				}
+				_ = conn.SetReadDeadline(time.Time{})
+				if resp.StatusCode == http.StatusOK {
+					mu.Lock()
+					streams = append(streams, conn)
+					mu.Unlock()
+					continue
+				}
+				var body map[string]any
+				_ = json.NewDecoder(resp.Body).Decode(&body)
+				conn.Close()
+				e, _ := body["error"].(map[string]any)
+				msg, _ := e["message"].(string)
+				if resp.StatusCode != http.StatusTooManyRequests || e["code"] != float64(-31429) || !strings.Contains(msg, "this replica already holds") {
+					t.Errorf("a stream past the replica's bound: HTTP %d %v", resp.StatusCode, body)
+				}
+				mu.Lock()
+				refused++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, s := range streams {
+			s.Close()
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	if len(streams) != maxStreams || refused != readers-maxStreams {
+		t.Fatalf("%d streams open and %d refused, want %d and %d", len(streams), refused, maxStreams, readers-maxStreams)
+	}
+	var worst time.Duration
+	for range 20 {
+		worst = max(worst, realCall(t, c.httpURL))
+	}
+	held := c.load(t)
+
+	// Each follow-up's echo goes to every stream; a few fill what a
+	// reader that never reads will take, and each stream's writer blocks.
+	big := strings.Repeat("x", chunk)
+	for i := range followUps {
+		m := rpcCall(t, c.httpURL, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"f%d","taskId":%q,"parts":[{"kind":"text","text":%q}]}}}`, i, id, big))
+		if m["result"] == nil {
+			t.Fatalf("follow-up %d: %v", i, m)
+		}
+	}
+	blocked := c.load(t)
+	for range 5 {
+		worst = max(worst, realCall(t, c.httpURL))
+	}
+	// Not one byte is read until the write deadline has passed: reading
+	// sooner would unblock the writers.
+	time.Sleep(writeDeadline + 5*time.Second)
+	if open := cutWithin(streams, 10*time.Second); open > 0 {
+		t.Fatalf("%d of %d stalled streams still open %s after their writes blocked", open, len(streams), writeDeadline+5*time.Second)
+	}
+	time.Sleep(time.Second)
+	after := c.load(t)
+	t.Logf("chio up before: %s", before)
+	t.Logf("holding %d stalled streams (%d refused): %s; RSS %+d KiB, %.1f KiB a stream", len(streams), refused, held, held.rss-before.rss,
+		float64(held.rss-before.rss)/float64(len(streams)))
+	t.Logf("their writers blocked on %d KiB of follow-ups: %s", followUps*chunk>>10, blocked)
+	t.Logf("after the write deadline cut them: %s; slowest of 25 real calls meanwhile %s", after, worst.Round(time.Millisecond))
+	if after.goroutines > before.goroutines+50 {
+		t.Errorf("%d goroutines after every stream was cut, %d before", after.goroutines, before.goroutines)
+	}
+	if growth := blocked.rss - before.rss; growth > maxStreams*512 {
+		t.Errorf("%d blocked streams grew RSS by %d KiB (more than 512 KiB each)", maxStreams, growth)
+	}
+	// The slots are back: a new subscription is served.
+	conn, err := stalledDialer.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, request); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("a subscription after the stalled ones were cut: %v %v", resp, err)
 	}
 }
