@@ -381,7 +381,7 @@ func TestUpCutsStalledStreamReaders(t *testing.T) {
 		readers    = 1000
 		maxStreams = 900
 		chunk      = 24 << 10 // a tool's arguments are at most 32 KiB
-		followUps  = 8 // 200 KiB: twice what a stalled reader takes
+		followUps  = 8        // 200 KiB: twice what a stalled reader takes
 		// sse.go's per-write deadline, and a margin for the fan-out.
 		writeDeadline = 30 * time.Second
 	)
