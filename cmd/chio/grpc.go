@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/chio-ledger/chio/edges/a2a"
 )
@@ -100,7 +101,13 @@ func (f *edgeFlags) advertisedGRPC(addr net.Addr) (string, error) {
 // finish, subscriptions ending as the edge drains; at the deadline what is
 // left is cut), and stop, to defer for the paths that never drain.
 func serveGRPC(e *a2a.Edge, ln net.Listener) (drain func(context.Context) error, stop func()) {
-	srv := grpc.NewServer(append(a2a.GRPCServerOptions(), e.GRPCTracing()...)...)
+	// The HTTP servers' connection bounds, in gRPC's terms: a connection
+	// must finish its handshake within the header timeout, and one with
+	// no call for the idle timeout is sent GOAWAY (a client reconnects
+	// when it next calls).
+	opts := append(a2a.GRPCServerOptions(), grpc.ConnectionTimeout(defaultReadHeaderTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: defaultIdleTimeout}))
+	srv := grpc.NewServer(append(opts, e.GRPCTracing()...)...)
 	e.RegisterGRPC(srv)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
