@@ -293,6 +293,8 @@ func acceptError(err error) *wire.Error {
 	switch {
 	case errors.Is(err, taskstore.ErrInvalidArgument), errors.Is(err, taskstore.ErrTooLarge):
 		return wire.InvalidParams(err.Error())
+	case errors.Is(err, taskstore.ErrStoreFull):
+		return wire.Unavailable(err.Error(), time.Minute)
 	case errors.Is(err, errTurnTaken):
 		return wire.UnsupportedOperation(err.Error())
 	case generationError(err) != nil:

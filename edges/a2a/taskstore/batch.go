@@ -125,6 +125,8 @@ func (s *Store) publishOne(ctx context.Context, msg *nats.Msg, commitID string, 
 		case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
 			return 0, ErrConflict
+		case apiErr != nil && atLimit(apiErr) != nil:
+			return 0, fmt.Errorf("append to %s: %w: %s", msg.Subject, atLimit(apiErr), apiErr.Description) // refused: nothing written
 		case apiErr != nil, errors.Is(err, jetstream.ErrNoStreamResponse):
 			return 0, fmt.Errorf("append to %s: %w", msg.Subject, err) // refused: nothing written
 		}

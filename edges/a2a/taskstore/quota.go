@@ -55,6 +55,26 @@ var (
 	ErrStoreFull = errors.New("task store full")
 )
 
+// jsStoreFailed is the JetStream API error code of a message the stream
+// refused to store; at a DiscardNew cap its description names the cap.
+const jsStoreFailed jetstream.ErrorCode = 10077
+
+// atLimit is the error of a commit the stream refused at one of its
+// caps: ErrTooLarge at the task's own, ErrStoreFull at the stream's; nil
+// for any other refusal.
+func atLimit(e *jetstream.APIError) error {
+	if e.ErrorCode != jsStoreFailed {
+		return nil
+	}
+	switch d := e.Description; {
+	case strings.Contains(d, "per subject"):
+		return ErrTooLarge
+	case strings.Contains(d, "maximum messages"), strings.Contains(d, "maximum bytes"):
+		return ErrStoreFull
+	}
+	return nil
+}
+
 // withLimits is cfg with the store's caps: DiscardNew (from the schema)
 // refuses a write past them rather than dropping history, and the
 // per-task cap refuses a task's next commit (DiscardNewPerSubject) rather

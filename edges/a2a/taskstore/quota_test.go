@@ -87,6 +87,13 @@ func TestStreamCaps(t *testing.T) {
 	}); err != nil || long.State != StateCompleted {
 		t.Fatalf("the task's end as its 16th commit: %v", err)
 	}
+	// Past its cap the server refuses the task's commit (a receipt link,
+	// which a terminal task still takes) and keeps its first ones.
+	if _, err := s.TransitionFrom(ctx, long, func(*Task) ([]Event, error) {
+		return []Event{ReceiptEvent("01900000-0000-7000-8000-000000000001")}, nil
+	}); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "per subject") {
+		t.Fatalf("a 17th commit: %v, want the server's per-task refusal as ErrTooLarge", err)
+	}
 
 	// Fill the stream to 90 commits: then no new task is admitted.
 	var open *Task
@@ -121,8 +128,8 @@ func TestStreamCaps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Create(ctx, bob, "", msg("over"), nil, nil); err == nil {
-		t.Fatal("a write past the stream's cap was accepted")
+	if _, err := s.Create(ctx, bob, "", msg("over"), nil, nil); !errors.Is(err, ErrStoreFull) {
+		t.Fatalf("a write past the stream's cap: %v, want ErrStoreFull", err)
 	}
 	if got, err := s.Load(ctx, long.ID, alice); err != nil || got.State != StateCompleted || len(got.commitIDs) != 16 {
 		t.Fatalf("the first task after the stream filled: %v", err)
