@@ -11,6 +11,11 @@ import (
 	"time"
 
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
+	pb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 )
@@ -152,6 +157,47 @@ func TestDrainHandsStreamsOver(t *testing.T) {
 	if got := strings.Join(contiguous(t, rs.all(t), 4), " "); got != "artifactUpdate artifactUpdate statusUpdate:TASK_STATE_COMPLETED" {
 		t.Fatalf("resumed frames %s", got)
 	}
+	if err := <-drained; err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+}
+
+// Over gRPC a drain hands a send's stream over with UNAVAILABLE (retry
+// elsewhere, never OK, which reads as "done") and the last generation sent
+// in the trailer's last-event-id, which a SubscribeToTask sends back.
+func TestDrainHandsGRPCStreamsOver(t *testing.T) {
+	var g grpcListeners
+	cl := startCluster(t, 1, "", g.configure(t))
+	g.serve(t, cl)
+	tok := token(t, agentKey, "cap-grpc-drain")
+	raw := rawGRPC(t, cl.raw[0].cfg.GRPCURL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+	msg := &pb.Message{MessageId: "m-grpc-drain", Role: pb.Role_ROLE_USER, Parts: []*pb.Part{{Content: &pb.Part_Text{Text: "go"}}}}
+	meta, _ := structpb.NewStruct(stepTarget)
+	st, err := raw.SendStreamingMessage(ctx, &pb.SendMessageRequest{Message: msg, Metadata: meta})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.Recv()
+	if err != nil || first.GetTask() == nil {
+		t.Fatalf("first event %v %v, want the task", first, err)
+	}
+	cl.step.open(1)
+	if ev, err := st.Recv(); err != nil || ev.GetArtifactUpdate() == nil {
+		t.Fatalf("second event %v %v, want the first chunk", ev, err)
+	}
+	drained := make(chan error, 1)
+	go func() { drained <- cl.raw[0].Drain(context.Background()) }()
+	ev, err := st.Recv()
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("after the drain began the stream gave %v %v, want UNAVAILABLE", ev, err)
+	}
+	if got := st.Trailer().Get("last-event-id"); len(got) != 1 || got[0] != "3" {
+		t.Fatalf("trailer last-event-id %v, want [3]", got)
+	}
+	cl.step.open(stepChunks - 1)
 	if err := <-drained; err != nil {
 		t.Fatalf("drain: %v", err)
 	}
