@@ -57,4 +57,17 @@
 // A forwarded request whose answer can no longer come (the agent exited,
 // the editor went away) records no outcome: the ledger closes it as
 // incomplete, since the editor may or may not have acted.
+//
+// A person may take longer to answer a permission request than the
+// ledger's --incomplete-after: the decision of one asked of the human
+// carries an outcome_deadline (WithApprovalWait, 1 h by default, plus a
+// minute to record the answer), before which the ledger does not close
+// it; a person who has not answered within the wait is cut off like a
+// lost answer (the editor told to cancel, the ledger closing the call at
+// its deadline).
+//
+// Every line written to either side has a deadline (WithWriteTimeout,
+// 10 s by default): a side that stops reading fails that write and all
+// later ones, so a governed call waiting on it, and the end of the
+// session, never wait forever.
 package proxy
