@@ -32,8 +32,8 @@ const maxInflight = 32
 // is an error. in is closed at the end when it is an io.Closer, which
 // ends a read blocked on it; out is not. Each answer is written within
 // the write timeout (WithWriteTimeout): an editor that stops reading
-// fails that write and every later one (logged), so ServeStdio still
-// returns once in ends or ctx is done.
+// fails that write and every later one, and ServeStdio then starts no
+// further request and returns that error once those in flight end.
 func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out io.Writer) error {
 	if token == "" {
 		token = e.opts.devToken
@@ -45,7 +45,7 @@ func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out i
 		return fmt.Errorf("serve acp over stdio: capability refused at %s: %s", dec.Guard, dec.Reason)
 	}
 	conn := credential{token: token, held: true}
-	w := &lineWriter{w: linewriter.New(out, e.opts.writeTimeout)}
+	w := &lineWriter{w: linewriter.New(out, e.opts.writeTimeout), broken: make(chan struct{})}
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
 	done := make(chan struct{})
@@ -73,6 +73,9 @@ func (e *Edge) ServeStdio(ctx context.Context, token string, in io.Reader, out i
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-w.broken:
+			// Nothing more can be answered: start nothing more.
+			return fmt.Errorf("serve acp over stdio: %w", w.err)
 		case err := <-readErr:
 			if err != nil {
 				return fmt.Errorf("serve acp over stdio: read: %w", err)
@@ -106,9 +109,13 @@ func isBlank(b []byte) bool {
 }
 
 // lineWriter writes one JSON message per line, one at a time, each
-// within the write timeout.
+// within the write timeout. broken is closed, and err set, once a write
+// failed: every later one fails too.
 type lineWriter struct {
-	w *linewriter.Writer
+	w      *linewriter.Writer
+	once   sync.Once
+	broken chan struct{}
+	err    error
 }
 
 func (l *lineWriter) write(v any) error {
@@ -117,7 +124,9 @@ func (l *lineWriter) write(v any) error {
 		return fmt.Errorf("encode answer: %w", err)
 	}
 	if err := l.w.WriteLine(raw); err != nil {
-		return fmt.Errorf("write answer: %w", err)
+		err = fmt.Errorf("write answer: %w", err)
+		l.once.Do(func() { l.err = err; close(l.broken) })
+		return err
 	}
 	return nil
 }

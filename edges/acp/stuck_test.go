@@ -3,16 +3,19 @@ package acp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/chio-ledger/chio/edges/acp/internal/linewriter"
 )
 
 // TestStdioStuckEditor: an editor that sends requests and never reads an
 // answer (a real pipe nobody reads, its buffer filled by the answers) does
-// not hold ServeStdio: once its input ends it returns within the write
-// timeout, rather than waiting forever on answers nobody takes.
+// not hold ServeStdio: it returns within the write timeout, saying so,
+// rather than waiting forever on answers nobody takes.
 func TestStdioStuckEditor(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	f := start(t, WithWriteTimeout(timeout))
@@ -32,8 +35,8 @@ func TestStdioStuckEditor(t *testing.T) {
 	go func() { done <- f.edge.ServeStdio(context.Background(), wildcard(t), &in, w) }()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatalf("ServeStdio: %v", err)
+		if !errors.Is(err, linewriter.ErrStuck) {
+			t.Fatalf("ServeStdio: %v, want the stuck editor's error", err)
 		}
 		t.Logf("ServeStdio returned after %s with nobody reading", time.Since(start))
 	case <-time.After(timeout + 20*time.Second): // a bound, not a measurement: without the deadline it never returns
