@@ -33,12 +33,18 @@ type operation struct {
 }
 
 // mix is the load's operations and their shares. A2A gets about half the
-// calls (four kinds), the other surfaces a sixth each.
-func mix() []operation {
+// calls (four kinds), the other surfaces a sixth each. earlyCancel cancels
+// long-running tasks right after a returnImmediately send instead of once
+// they are working.
+func mix(earlyCancel bool) []operation {
+	cancel := operation{"a2a.cancel", 1, (*clients).a2aCancel}
+	if earlyCancel {
+		cancel = operation{"a2a.cancel-early", 1, (*clients).a2aCancelEarly}
+	}
 	return []operation{
 		{"a2a.send", 3, (*clients).a2aSend},
 		{"a2a.stream", 3, (*clients).a2aStream},
-		{"a2a.cancel", 1, (*clients).a2aCancel},
+		cancel,
 		{"a2a.resubscribe", 1, (*clients).a2aResubscribe},
 		{"openai", 4, (*clients).openaiCall},
 		{"mcp", 4, (*clients).mcpCall},
@@ -233,9 +239,67 @@ func (c *clients) a2aStream(ctx context.Context, seq uint64) error {
 	})
 }
 
-// a2aCancel starts a long-running task without waiting for it, then
-// cancels it while it runs: two calls.
+// a2aCancel streams a long-running task until it is working, cancels it
+// then, and follows the stream to its canceled end: two calls, the stream
+// timed to the working event.
 func (c *clients) a2aCancel(ctx context.Context, seq uint64) error {
+	sctx, stop := context.WithTimeout(ctx, callTimeout)
+	defer stop()
+	start := time.Now()
+	var id a2apb.TaskID
+	var last a2apb.Event
+	n, canceled := 0, false
+	var serr error
+	for ev, err := range c.a2a.SendStreamingMessage(sctx, &a2apb.SendMessageRequest{Message: message("tck-long-running", seq)}) {
+		if err != nil {
+			serr = fmt.Errorf("long-running stream after %d events: %w", n, err)
+			break
+		}
+		if n == 0 {
+			if t, ok := ev.(*a2apb.Task); ok {
+				id = t.ID
+				c.rec.governedCall("a2a")
+				c.rec.task(string(t.ID))
+			}
+		}
+		n++
+		last = ev
+		if !canceled && stateOf(ev) == a2apb.TaskStateWorking && id != "" {
+			canceled = true
+			c.rec.call("a2a", "stream (to working)", time.Since(start), nil)
+			// The cancel goes out even when the run is being
+			// interrupted: a task left running would hold chio up's drain.
+			if err := c.timed(context.WithoutCancel(ctx), "a2a", "cancel", func(ctx context.Context) error {
+				task, err := c.a2a.CancelTask(ctx, &a2apb.CancelTaskRequest{ID: id})
+				if err != nil {
+					return err
+				}
+				if task.Status.State != a2apb.TaskStateCanceled {
+					return fmt.Errorf("cancel: task in %q", task.Status.State)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if serr == nil && (!canceled || stateOf(last) != a2apb.TaskStateCanceled) {
+		serr = fmt.Errorf("long-running stream of %d events (canceled: %v) ended in %q", n, canceled, stateOf(last))
+	}
+	if serr != nil {
+		c.rec.call("a2a", "long-running stream", time.Since(start), serr)
+	}
+	return serr
+}
+
+// a2aCancelEarly starts a long-running task without waiting for it
+// (returnImmediately), then cancels it at once, before it may have
+// started: two calls. This races the cancel against the task's decision
+// event and first output, which a client may well do.
+func (c *clients) a2aCancelEarly(ctx context.Context, seq uint64) error {
 	var id a2apb.TaskID
 	err := c.timed(ctx, "a2a", "send (return immediately)", func(ctx context.Context) error {
 		res, err := c.a2a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: message("tck-long-running", seq), Config: &a2apb.SendMessageConfig{ReturnImmediately: true}})

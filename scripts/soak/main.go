@@ -60,6 +60,7 @@ type options struct {
 	chio         string
 	keep         bool
 	replot       string
+	earlyCancel  bool
 }
 
 func main() {
@@ -75,6 +76,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "scratch directory for chio up's data and binary (default: a temporary one, removed afterwards)")
 	flag.StringVar(&o.chio, "chio", "", "a chio binary to run instead of building ./cmd/chio")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory (chio up's data and log)")
+	flag.BoolVar(&o.earlyCancel, "early-cancel", false, "cancel long-running A2A tasks right after a returnImmediately send, racing their start, instead of once they are working")
 	flag.StringVar(&o.replot, "replot", "", "draw soak.svg and soak.png again from this soak.csv into -out (default: its directory), and exit")
 	flag.Parse()
 	if o.short {

@@ -209,7 +209,11 @@ func (r *result) markdown() string {
 	w("- Load: %s (requested %s), %.0f operations/s started open loop (at most %d in flight), every surface of one `chio up` (conformance demo agent as the default A2A skill, httpbin behind `--openapi`), sampled every %s.",
 		r.loadTime.Round(time.Second), r.opts.duration, r.opts.rate, r.opts.maxInflight, r.opts.every)
 	w("- Machine: %d logical CPUs, %s; shared with other work, so latencies are noisy (the harness's own clients run on the same cores).", r.cpus, r.goVersion)
-	w("- Mix per round of 19 operations: A2A blocking send ×3, streaming send ×3, long-running send + cancel ×1, send + resubscribe (task held 4 s) ×1; OpenAI tool call ×4 (tool listing every 10th); MCP `tools/call` ×4 (fresh session every 20th); ACP `_chio/tool/invoke` ×4.")
+	cancel := "long-running streaming send cancelled once working"
+	if r.opts.earlyCancel {
+		cancel = "long-running send (returnImmediately) cancelled at once"
+	}
+	w("- Mix per round of 19 operations: A2A blocking send ×3, streaming send ×3, %s ×1, send (returnImmediately) + resubscribe (task held 4 s) ×1; OpenAI tool call ×4 (tool listing every 10th); MCP `tools/call` ×4 (fresh session every 20th); ACP `_chio/tool/invoke` ×4.", cancel)
 	w("")
 	w("## Series")
 	w("")
@@ -242,7 +246,7 @@ func (r *result) markdown() string {
 	}
 	w("| all | %d | %d | %d | | |", r.totalCalls, r.totalErrors, r.check.governed)
 	w("")
-	w("Latency is of successful calls over the whole run: a streaming send to its last event, a subscription to its first.")
+	w("Latency is of successful calls over the whole run: a streaming send to its last event, a long-running stream to its working event (then cancelled), a subscription to its first event.")
 	w("")
 	rate := 0.0
 	if r.totalCalls > 0 {

@@ -224,7 +224,7 @@ func run(ctx context.Context, o options) error {
 	// The load: open loop, o.rate arrivals a second, each an operation of
 	// the round; an arrival beyond max-inflight is shed (and counted),
 	// so a slow chio does not pile up goroutines in the harness.
-	ops := mix()
+	ops := mix(o.earlyCancel)
 	round := schedule(ops)
 	// Arrivals stop at the end; the operations in flight then run to
 	// their end (each call bounded by callTimeout), so that every task

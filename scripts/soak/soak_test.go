@@ -43,7 +43,7 @@ func TestPercentile(t *testing.T) {
 // The round holds each operation as often as its weight, and no surface
 // runs twice in a row while another is waiting.
 func TestSchedule(t *testing.T) {
-	ops := mix()
+	ops := mix(false)
 	round := schedule(ops)
 	count := map[int]int{}
 	total := 0
