@@ -120,7 +120,10 @@ func TestUpDiskFull(t *testing.T) {
 				if !regexp.MustCompile(`chio_edge_event_writes_failed_total\{event="decision",reason="storage"\} [1-9]`).MatchString(metrics) {
 					t.Fatalf("no storage failure counted in /metrics:\n%s", grep(metrics, "chio_edge_event_writes_failed_total"))
 				}
-				t.Logf("A2A message/send with the event store full: %s", a2aSend(t, up.httpURL))
+				t.Logf("A2A JSON-RPC message/send with the event store full: %s", a2aSend(t, up.httpURL+"/a2a",
+					`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m-disk","parts":[{"kind":"text","text":"world"}]}}}`))
+				t.Logf("A2A HTTP+JSON message:send with the event store full: %s", a2aSend(t, up.httpURL+"/a2a/rest/message:send",
+					`{"message":{"role":"ROLE_USER","messageId":"m-disk-rest","parts":[{"text":"world"}]}}`))
 			}
 			for name, series := range map[string]string{"log": "chio_ledger_storage_unavailable 1", "projections": "chio_projection_storage_unavailable 1"} {
 				if name == tc.subdir && !strings.Contains(metrics, series) {
@@ -392,12 +395,11 @@ func grep(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// a2aSend makes one A2A JSON-RPC message/send and returns its answer.
-func a2aSend(t *testing.T, base string) string {
+// a2aSend posts one A2A send to url and returns the answer.
+func a2aSend(t *testing.T, url, body string) string {
 	t.Helper()
-	body := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m-disk","parts":[{"kind":"text","text":"world"}]}}}`
 	started := time.Now()
-	resp, err := http.Post(base+"/a2a", "application/json", bytes.NewReader([]byte(body)))
+	resp, err := http.Post(url, "application/json", bytes.NewReader([]byte(body)))
 	if err != nil {
 		return err.Error()
 	}

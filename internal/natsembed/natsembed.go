@@ -137,6 +137,9 @@ func (s *Server) watch() {
 
 // check is one look of the watchdog.
 func (s *Server) check() {
+	if !s.Running() {
+		return // shut down (Shutdown, not Stop): nothing to bring back
+	}
 	free, err := diskspace.Free(s.cfg.StoreDir)
 	if err != nil {
 		slog.Warn("jetstream store watchdog: measure free space", "err", err)
