@@ -3,6 +3,7 @@ package a2a
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -100,7 +101,7 @@ func (e *Edge) sendStream(ctx context.Context, rc rpcCall, p *wire.SendParams) (
 		return nil, werr
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	events, err := e.hub.watch(wctx, t.ID, t.Owner)
+	events, err := e.watchNew(wctx, t)
 	e.spawn(ctx, func() {
 		if _, err := e.execute(background(ctx), rc.caller, t); err != nil {
 			e.log.Error("a2a: streamed task failed", "task", t.ID, "err", err)
@@ -114,6 +115,27 @@ func (e *Edge) sendStream(ctx context.Context, rc rpcCall, p *wire.SendParams) (
 	_ = json.Unmarshal(t.Request, &req)
 	return &stream{dialect: rc.dialect, taskID: t.ID, task: t, after: t.Generation, events: events, cancel: cancel, holdTask: req.Native,
 		draining: e.draining}, nil
+}
+
+// newTaskLookups bounds watchNew's looks at a task it has just created.
+const newTaskLookups = 40
+
+// watchNew watches a task this call has just created. The watch first
+// looks the task up, and on a replicated task stream that lookup (a direct
+// get) may be answered by a follower that has not applied the create yet:
+// "not found" then means "not yet", so it looks again, briefly (40 looks,
+// 25 ms apart), rather than tell the client its own new task is missing.
+func (e *Edge) watchNew(ctx context.Context, t *taskstore.Task) (<-chan taskstore.Event, error) {
+	events, err := e.hub.watch(ctx, t.ID, t.Owner)
+	for try := 1; errors.Is(err, taskstore.ErrNotFound) && try < newTaskLookups; try++ {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+		events, err = e.hub.watch(ctx, t.ID, t.Owner)
+	}
+	return events, err
 }
 
 // subscribe streams an existing task: without a resume point, the current
