@@ -69,5 +69,6 @@
 // Every line written to either side has a deadline (WithWriteTimeout,
 // 10 s by default): a side that stops reading fails that write and all
 // later ones, so a governed call waiting on it, and the end of the
-// session, never wait forever.
+// session, never wait forever. An editor that stops reading is then
+// treated as one that left: the agent's input is closed.
 package proxy

@@ -289,6 +289,7 @@ func (s *session) forward(ctx context.Context, agentID json.RawMessage, method s
 	raw, err := json.Marshal(message{JSONRPC: "2.0", ID: pid, Method: method, Params: params})
 	if err == nil {
 		err = s.editor.WriteLine(raw)
+		s.wrote(s.editor, err)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("send to the editor: %w", err) // it never got there: failed, not unknown

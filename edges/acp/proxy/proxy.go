@@ -156,7 +156,8 @@ func (p *Proxy) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Writ
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	s := &session{p: p, ctx: sctx, editor: linewriter.New(editorOut, p.writeTimeout), agent: linewriter.New(agentIn, p.writeTimeout),
-		outbound: map[string]*outbound{}, inflight: map[string]bool{}, editorCalls: map[string]string{}, terminals: map[string]string{}}
+		outbound: map[string]*outbound{}, inflight: map[string]bool{}, editorCalls: map[string]string{}, terminals: map[string]string{},
+		editorStuck: make(chan struct{})}
 	defer s.close()
 	defer agentIn.Close()
 	if c, ok := editorIn.(io.Closer); ok {
@@ -166,6 +167,7 @@ func (p *Proxy) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Writ
 	agentDone := make(chan error, 1)
 	go func() { editorDone <- readLines(editorIn, MaxLineBytes, s.fromEditor, s.editorLineTooLong) }()
 	go func() { agentDone <- readLines(agentOut, MaxLineBytes, s.fromAgent, s.agentLineTooLong) }()
+	stuck := s.editorStuck
 	for {
 		select {
 		case <-ctx.Done():
@@ -180,6 +182,13 @@ func (p *Proxy) Serve(ctx context.Context, editorIn io.Reader, editorOut io.Writ
 			cancel(errEditorGone)
 			agentIn.Close()
 			editorDone = nil
+		case <-stuck:
+			// The editor stopped reading: nothing more reaches it, so it
+			// is as gone as one that left.
+			p.log.Warn("acp proxy: the editor stopped reading; ending the session")
+			cancel(errEditorGone)
+			agentIn.Close()
+			editorDone, stuck = nil, nil
 		case err := <-agentDone:
 			if err != nil {
 				p.log.Warn("acp proxy: reading the agent", "err", err)
@@ -297,6 +306,17 @@ type session struct {
 	editorCalls map[string]string
 	// terminals: the command of each terminal the editor created.
 	terminals map[string]string
+	// editorStuck is closed once a write to the editor timed out.
+	editorStuck chan struct{}
+	stuckOnce   sync.Once
+}
+
+// wrote notes a failed write to w: a write to the editor that timed out
+// ends the session as the editor's leaving does.
+func (s *session) wrote(w *linewriter.Writer, err error) {
+	if err != nil && w == s.editor && errors.Is(err, linewriter.ErrStuck) {
+		s.stuckOnce.Do(func() { close(s.editorStuck) })
+	}
 }
 
 // outbound is one request forwarded to the editor.
@@ -653,6 +673,7 @@ func (s *session) write(w *linewriter.Writer, m message) {
 	raw, err := json.Marshal(m)
 	if err == nil {
 		err = w.WriteLine(raw)
+		s.wrote(w, err)
 	}
 	if err != nil {
 		s.p.log.Warn("acp proxy: message not written", "err", err)

@@ -143,3 +143,58 @@ func TestStuckEditorShutdown(t *testing.T) {
 		t.Fatalf("read decisions: %+v", ds)
 	}
 }
+
+// TestStuckEditorEndsSession: an editor that stops reading is treated as
+// gone once a write to it times out: the governed call waiting on it is
+// cut, the agent's input is closed (it sees the editor leave), and when
+// the agent exits Serve returns, all without the caller ending anything.
+func TestStuckEditorEndsSession(t *testing.T) {
+	e := newEnv(t, nil)
+	const timeout = 300 * time.Millisecond
+	p, err := e.proxy(e.token(t, grant("*")), WithLogger(quiet), WithWriteTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := e.fixture(t, p)
+	edR, edW := io.Pipe()
+	peR, peW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	paR, paW := io.Pipe()
+	apR, apW := io.Pipe()
+	t.Cleanup(func() { edW.Close(); peR.Close(); peW.Close(); paR.Close(); apW.Close() })
+	agentEOF := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(paR)
+		for sc.Scan() {
+		}
+		close(agentEOF)
+	}()
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(context.Background(), edR, peW, paW, apR) }()
+	a := filepath.Join(f.root, "a.txt")
+	if _, err := io.WriteString(apW, `{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","params":{"sessionId":"s","path":"`+a+`"}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(peR).ReadString('\n'); err != nil || !strings.Contains(line, MethodRead) {
+		t.Fatalf("the editor got %q, %v", line, err)
+	}
+	big := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` +
+		strings.Repeat("x", 1<<20) + `"}}}}` + "\n"
+	go io.WriteString(apW, big) //nolint:errcheck // the proxy stops reading it
+	select {
+	case <-agentEOF:
+	case <-time.After(timeout + 20*time.Second): // a bound, not a measurement
+		t.Fatal("the agent's input was not closed after the editor stopped reading")
+	}
+	apW.Close() // the agent exits when its input ends
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v, want nil (the editor left, then the agent)", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return after the agent exited")
+	}
+}
