@@ -7,8 +7,11 @@
 #
 #   scripts/cluster.sh up        build, generate keys once, start everything, wait until ready
 #   scripts/cluster.sh status    one line per process: pid, alive, ready; the lease holder
-#   scripts/cluster.sh down      stop everything (SIGTERM, then SIGKILL after 10 s)
+#   scripts/cluster.sh down      stop everything (SIGTERM, then SIGKILL after 30 s)
 #   scripts/cluster.sh kill NAME / start NAME   stop one process hard / start it again
+#   scripts/cluster.sh stop NAME  stop one process gracefully (SIGTERM: readiness goes false, it serves
+#                                 on for its --drain-delay, drains, exits; SIGKILL after 30 s)
+#   scripts/cluster.sh restart NAME  stop NAME gracefully, start it again and wait until it is ready
 #
 # State lives in $CHIO_CLUSTER_DIR (default .artifacts/cluster-local): bin/,
 # keys/, data/NAME/, logs/NAME.log, pids/NAME.pid. Ports (loopback) are the
@@ -193,7 +196,7 @@ stop() {
 	done
 	for n in "$@"; do
 		p=$(pid_of "$n") || continue
-		for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		for _ in $(seq 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$p" 2>/dev/null || true
 		rm -f "$dir/pids/$n.pid"
 	done
@@ -213,5 +216,12 @@ kill)
 start)
 	[[ -n ${2:-} ]] || die "start NAME"
 	start "$2"; wait_ready "$2" ;;
-*) die "usage: scripts/cluster.sh up|down|status|kill NAME|start NAME" ;;
+stop)
+	[[ -n ${2:-} ]] || die "stop NAME"
+	alive "$2" || die "$2 is not running"
+	stop "$2"; echo "cluster.sh: stopped $2" ;;
+restart)
+	[[ -n ${2:-} ]] || die "restart NAME"
+	stop "$2"; start "$2"; wait_ready "$2" ;;
+*) die "usage: scripts/cluster.sh up|down|status|kill NAME|start NAME|stop NAME|restart NAME" ;;
 esac
