@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -62,11 +63,27 @@ type child struct {
 func startChild(t *testing.T, args ...string) *child {
 	t.Helper()
 	dir := t.TempDir()
-	args = append([]string{"--log-level", "error", "up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "none", "--grpc-listen", "none"}, args...)
+	args = append([]string{"--log-level", "warn", "up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "none", "--grpc-listen", "none"}, args...)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChioChild$", "-test.count=1")
 	argv, _ := json.Marshal(args)
 	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(argv))
-	cmd.Stderr = os.Stderr
+	// What the child logs (warnings up) is shown if the test fails.
+	logPath := filepath.Join(dir, "child.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close() // the child holds its own descriptor
+	cmd.Stderr = logFile
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			if len(b) > 8<<10 {
+				b = b[len(b)-8<<10:]
+			}
+			t.Logf("chio up (child) logged, last 8 KiB:\n%s", b)
+		}
+	})
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -342,16 +359,25 @@ func TestUpHoldsTenThousandIdleConnections(t *testing.T) {
 }
 
 // stalledDialer dials with a small receive buffer and a small maximum
-// segment (which keeps the server's send buffer from growing to
-// megabytes, as it does over loopback's 64 KiB segments), so a
-// connection that is never read stops taking data after about 100 KiB,
-// as a stalled reader across a slow network would.
+// segment (which keeps the server's send buffer from growing to megabytes,
+// as it does over loopback's 64 KiB segments), so a connection that is
+// never read stops taking data after about 100 KiB, as a stalled reader
+// across a slow network would.
 var stalledDialer = net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
 	var serr error
 	err := rc.Control(func(fd uintptr) {
 		serr = errors.Join(syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096),
 			syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 536))
 	})
+	return errors.Join(err, serr)
+}}
+
+// smallBufferDialer dials with a small receive buffer only: against a
+// server whose send buffer is bounded (--socket-send-buffer), a
+// connection that is never read stops taking data after the two buffers.
+var smallBufferDialer = net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 	return errors.Join(err, serr)
 }}
 
@@ -381,12 +407,15 @@ func TestUpCutsStalledStreamReaders(t *testing.T) {
 		readers    = 1000
 		maxStreams = 900
 		chunk      = 24 << 10 // a tool's arguments are at most 32 KiB
-		followUps  = 8        // 200 KiB: twice what a stalled reader takes
+		followUps  = 6        // 144 KiB: more than the 100 KiB a stalled reader takes
 		// sse.go's per-write deadline, and a margin for the fan-out.
 		writeDeadline = 30 * time.Second
 	)
 	raiseFileLimit(t, readers+4096)
-	c := startChild(t, "--demo", "conformance", "--max-streams", strconv.Itoa(maxStreams), "--max-streams-per-caller", strconv.Itoa(2*readers))
+	// A bounded send buffer: a stalled reader then pins about 100 KiB of
+	// kernel memory, and a few events fill it.
+	c := startChild(t, "--demo", "conformance", "--max-streams", strconv.Itoa(maxStreams), "--max-streams-per-caller", strconv.Itoa(2*readers),
+		"--socket-send-buffer", "65536")
 	addr := strings.TrimPrefix(c.httpURL, "http://")
 	m := rpcCall(t, c.httpURL, `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"tck-conversation-stalled","parts":[{"kind":"text","text":"hold"}]}}}`)
 	task, _ := m["result"].(map[string]any)
@@ -408,7 +437,7 @@ func TestUpCutsStalledStreamReaders(t *testing.T) {
 	for range 32 {
 		wg.Go(func() {
 			for next.Add(1) <= readers {
-				conn, err := stalledDialer.Dial("tcp", addr)
+				conn, err := smallBufferDialer.Dial("tcp", addr)
 				if err != nil {
 					t.Error(err)
 					return
@@ -460,7 +489,7 @@ func TestUpCutsStalledStreamReaders(t *testing.T) {
 		t.Fatalf("%d streams open and %d refused, want %d and %d", len(streams), refused, maxStreams, readers-maxStreams)
 	}
 	var worst time.Duration
-	for range 20 {
+	for range 10 {
 		worst = max(worst, realCall(t, c.httpURL))
 	}
 	held := c.load(t)
@@ -468,29 +497,31 @@ func TestUpCutsStalledStreamReaders(t *testing.T) {
 	// Each follow-up's echo goes to every stream; a few fill what a
 	// reader that never reads will take, and each stream's writer blocks.
 	big := strings.Repeat("x", chunk)
+	start := time.Now()
 	for i := range followUps {
 		m := rpcCall(t, c.httpURL, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"f%d","taskId":%q,"parts":[{"kind":"text","text":%q}]}}}`, i, id, big))
 		if m["result"] == nil {
 			t.Fatalf("follow-up %d: %v", i, m)
 		}
 	}
+	followedUp := time.Since(start)
 	blocked := c.load(t)
 	for range 5 {
 		worst = max(worst, realCall(t, c.httpURL))
 	}
 	// Not one byte is read until the write deadline has passed: reading
 	// sooner would unblock the writers.
-	time.Sleep(writeDeadline + 5*time.Second)
+	time.Sleep(writeDeadline + 3*time.Second)
 	if open := cutWithin(streams, 10*time.Second); open > 0 {
-		t.Fatalf("%d of %d stalled streams still open %s after their writes blocked", open, len(streams), writeDeadline+5*time.Second)
+		t.Fatalf("%d of %d stalled streams still open %s after their writes blocked", open, len(streams), writeDeadline+3*time.Second)
 	}
 	time.Sleep(time.Second)
 	after := c.load(t)
 	t.Logf("chio up before: %s", before)
 	t.Logf("holding %d stalled streams (%d refused): %s; RSS %+d KiB, %.1f KiB a stream", len(streams), refused, held, held.rss-before.rss,
 		float64(held.rss-before.rss)/float64(len(streams)))
-	t.Logf("their writers blocked on %d KiB of follow-ups: %s", followUps*chunk>>10, blocked)
-	t.Logf("after the write deadline cut them: %s; slowest of 25 real calls meanwhile %s", after, worst.Round(time.Millisecond))
+	t.Logf("their writers blocked on %d KiB of follow-ups (sent in %s): %s", followUps*chunk>>10, followedUp.Round(time.Millisecond), blocked)
+	t.Logf("after the write deadline cut them: %s; slowest of 15 real calls meanwhile %s", after, worst.Round(time.Millisecond))
 	if after.goroutines > before.goroutines+50 {
 		t.Errorf("%d goroutines after every stream was cut, %d before", after.goroutines, before.goroutines)
 	}
@@ -498,7 +529,7 @@ func TestUpCutsStalledStreamReaders(t *testing.T) {
 		t.Errorf("%d blocked streams grew RSS by %d KiB (more than 512 KiB each)", maxStreams, growth)
 	}
 	// The slots are back: a new subscription is served.
-	conn, err := stalledDialer.Dial("tcp", addr)
+	conn, err := smallBufferDialer.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

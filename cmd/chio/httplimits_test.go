@@ -225,3 +225,66 @@ func TestUpRefusesOversizedHeaders(t *testing.T) {
 		}
 	}
 }
+
+// A client that stops reading an answer has its connection cut at the
+// write timeout, whatever the handler: its write fails instead of
+// blocking for ever. A handler that sets its own write deadlines keeps
+// them.
+func TestHTTPServerCutsAStalledReader(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		own  time.Duration // the handler's own deadline per write; 0: none
+		want time.Duration // when the write must have failed by
+	}{
+		{"server's bound", 0, 5 * time.Second},
+		{"handler's own deadline", 300 * time.Millisecond, 900 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := defaultHTTPLimits()
+			l.writeTimeout = time.Second
+			if tc.own > 0 {
+				l.writeTimeout = time.Hour // the handler's deadline alone can cut it in time
+			}
+			failed := make(chan time.Duration, 1)
+			chunk := bytes.Repeat([]byte("x"), 64<<10)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				rc := http.NewResponseController(w)
+				start := time.Now()
+				for range 1 << 12 { // 256 MiB: far past any socket buffer
+					if tc.own > 0 {
+						_ = rc.SetWriteDeadline(time.Now().Add(tc.own))
+					}
+					if _, err := w.Write(chunk); err != nil {
+						failed <- time.Since(start)
+						return
+					}
+				}
+				failed <- -1
+			})
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := newHTTPServer(context.WithValue(context.Background(), httpLimitsKey{}, l), h)
+			go func() { _ = srv.Serve(ln) }()
+			defer srv.Close()
+			conn, err := stalledDialer.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case took := <-failed:
+				if took < 0 {
+					t.Fatal("256 MiB written to a client that reads nothing")
+				}
+				t.Logf("the write to a stalled reader failed after %s", took.Round(time.Millisecond))
+			case <-time.After(tc.want + 5*time.Second):
+				t.Fatalf("the handler's write still blocked after %s", tc.want+5*time.Second)
+			}
+		})
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -24,8 +26,9 @@ import (
 // MaxHeaderBytes is answered 431 before any handler runs; a connection that
 // has not sent its headers within the read-header timeout, or its whole
 // request within the read timeout, or that sits idle between requests
-// past the idle timeout, is closed. A long response (an SSE stream) is not
-// bound by them: its writes carry their own deadlines.
+// past the idle timeout, is closed; so is one whose client stops reading
+// an answer for the write timeout. That bounds each write, not the whole
+// answer, so a long SSE stream lives as long as its reader keeps up.
 const (
 	// Capability tokens with delegation chains and DPoP proofs travel in
 	// headers: a few KB each, far below this.
@@ -33,6 +36,8 @@ const (
 	defaultReadHeaderTimeout = 10 * time.Second
 	defaultReadTimeout       = time.Minute
 	defaultIdleTimeout       = 2 * time.Minute
+	// As long as the A2A edge gives each SSE event.
+	defaultWriteTimeout = 30 * time.Second
 )
 
 // httpLimits are what the --max-header-bytes, --*-timeout and --rate-limit-*
@@ -42,6 +47,8 @@ type httpLimits struct {
 	readHeaderTimeout time.Duration
 	readTimeout       time.Duration
 	idleTimeout       time.Duration
+	writeTimeout      time.Duration
+	sendBuffer        int // SO_SNDBUF of each connection; 0: the kernel's autotuning
 	addr, principal   ratelimit.Config
 	// The A2A edge's stream bounds (0: the edge's defaults), on the
 	// commands that serve it.
@@ -59,7 +66,7 @@ type httpLimits struct {
 // for them (chio monitor's metrics).
 func defaultHTTPLimits() *httpLimits {
 	return &httpLimits{maxHeaderBytes: defaultMaxHeaderBytes, readHeaderTimeout: defaultReadHeaderTimeout,
-		readTimeout: defaultReadTimeout, idleTimeout: defaultIdleTimeout, command: "http"}
+		readTimeout: defaultReadTimeout, idleTimeout: defaultIdleTimeout, writeTimeout: defaultWriteTimeout, command: "http"}
 }
 
 type httpLimitsKey struct{}
@@ -99,6 +106,8 @@ func (l *httpLimits) register(cmd *cobra.Command) {
 	f.DurationVar(&l.readHeaderTimeout, "read-header-timeout", l.readHeaderTimeout, "a connection that has not sent a request's headers within this is closed")
 	f.DurationVar(&l.readTimeout, "read-timeout", l.readTimeout, "a connection that has not sent a whole request (headers and body) within this is closed")
 	f.DurationVar(&l.idleTimeout, "idle-timeout", l.idleTimeout, "a keep-alive connection idle between requests for this long is closed")
+	f.IntVar(&l.sendBuffer, "socket-send-buffer", 0, "kernel send buffer (SO_SNDBUF) of each HTTP connection, in bytes: bounds the kernel memory a client that stops reading pins (by default the kernel grows it, to 4 MiB on Linux); 0: the kernel's autotuning")
+	f.DurationVar(&l.writeTimeout, "write-timeout", l.writeTimeout, "a connection whose client takes no more of an answer for this long is closed (each write is bounded, not the whole answer: streams live on while read)")
 	f.Float64Var(&l.addr.Rate, "rate-limit-address", 0, "requests a second one client address (an IPv6 /64) may make, over every HTTP surface together; more are answered 429 (0: no limit)")
 	f.IntVar(&l.addr.Burst, "rate-limit-address-burst", 0, "requests one address may make at once above --rate-limit-address (default: one second's worth)")
 	f.Float64Var(&l.principal.Rate, "rate-limit-principal", 0, "reads a second one principal (the root of its capability's chain) may make of receipts, tasks and reports, from any address; more are answered 429 (0: no limit)")
@@ -117,8 +126,10 @@ func (l *httpLimits) prepare(cmd *cobra.Command) error {
 	switch {
 	case l.maxHeaderBytes < 1<<10:
 		return fmt.Errorf("--max-header-bytes %d: at least 1024", l.maxHeaderBytes)
-	case l.readHeaderTimeout <= 0 || l.readTimeout <= 0 || l.idleTimeout <= 0:
-		return errors.New("--read-header-timeout, --read-timeout and --idle-timeout must be positive")
+	case l.readHeaderTimeout <= 0 || l.readTimeout <= 0 || l.idleTimeout <= 0 || l.writeTimeout <= 0:
+		return errors.New("--read-header-timeout, --read-timeout, --idle-timeout and --write-timeout must be positive")
+	case l.sendBuffer < 0:
+		return errors.New("--socket-send-buffer must not be negative")
 	case l.maxStreams < 0 || l.maxStreamsPerCaller < 0:
 		return errors.New("--max-streams and --max-streams-per-caller must not be negative")
 	case l.addr.Rate < 0 || l.principal.Rate < 0 || l.addr.Burst < 0 || l.principal.Burst < 0:
@@ -195,13 +206,72 @@ func (l *httpLimits) readOptions() []readauth.Option {
 func (l *httpLimits) streams() (perCaller, total int) { return l.maxStreamsPerCaller, l.maxStreams }
 
 // newHTTPServer is the http.Server every chio HTTP surface is served by:
-// bounded headers, timeouts for connections that stall before or between
-// requests, and h behind the per-address limit.
+// bounded headers, timeouts for connections that stall before, during or
+// between requests, and h behind the per-address limit.
 func newHTTPServer(ctx context.Context, h http.Handler) *http.Server {
 	l := httpLimitsFrom(ctx)
-	return &http.Server{Handler: l.withMetrics(l.guard.Wrap(h)), MaxHeaderBytes: l.maxHeaderBytes,
+	srv := &http.Server{Handler: l.boundWrites(l.withMetrics(l.guard.Wrap(h))), MaxHeaderBytes: l.maxHeaderBytes,
 		ReadHeaderTimeout: l.readHeaderTimeout, ReadTimeout: l.readTimeout, IdleTimeout: l.idleTimeout}
+	if l.sendBuffer > 0 {
+		srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*net.TCPConn); ok {
+				if err := tc.SetWriteBuffer(l.sendBuffer); err != nil {
+					slog.Debug("http: SO_SNDBUF not set", "remote", c.RemoteAddr(), "err", err)
+				}
+			}
+			return ctx
+		}
+	}
+	return srv
 }
+
+// boundWrites gives each write of an answer the write timeout, so a
+// client that stops reading cuts its connection instead of holding the
+// handler (a proxied model stream, a large export) for ever. http.Server's
+// WriteTimeout would bound the whole answer, cutting long streams; the
+// server clears the deadline after each request, so a kept-alive
+// connection starts clean.
+func (l *httpLimits) boundWrites(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&stallBound{ResponseWriter: w, rc: http.NewResponseController(w), d: l.writeTimeout}, r)
+	})
+}
+
+// stallBound is a ResponseWriter whose writes and flushes each get d
+// until the handler sets write deadlines itself (through
+// http.ResponseController, as the A2A edge's SSE writer does), which then
+// stand alone.
+type stallBound struct {
+	http.ResponseWriter
+	rc  *http.ResponseController
+	d   time.Duration
+	own bool
+}
+
+func (s *stallBound) extend() {
+	if !s.own {
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.d))
+	}
+}
+
+func (s *stallBound) Write(b []byte) (int, error) {
+	s.extend()
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *stallBound) FlushError() error {
+	s.extend()
+	return s.rc.Flush()
+}
+
+func (s *stallBound) Flush() { _ = s.FlushError() }
+
+func (s *stallBound) SetWriteDeadline(t time.Time) error {
+	s.own = true
+	return s.rc.SetWriteDeadline(t)
+}
+
+func (s *stallBound) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 type limitMetricsKey struct{}
 
