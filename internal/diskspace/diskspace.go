@@ -15,12 +15,24 @@ import (
 // Free returns the bytes an unprivileged writer may still use on the
 // filesystem holding dir.
 func Free(dir string) (uint64, error) {
+	free, _, err := Stat(dir)
+	return free, err
+}
+
+// Stat returns the free bytes (for an unprivileged writer) and the size
+// of the filesystem holding dir.
+func Stat(dir string) (free, total uint64, err error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+		return 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
 	}
-	return st.Bavail * uint64(st.Bsize), nil
+	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
 }
+
+// Effective is the reserve a store keeps on a filesystem of total bytes:
+// reserve, but never more than a quarter of the filesystem, so that a
+// small one is not refused from the start.
+func Effective(reserve, total uint64) uint64 { return min(reserve, total/4) }
 
 // Error says a store is out of space: what it is, how much is free and how
 // much it keeps in reserve. It matches syscall.ENOSPC with errors.Is.
@@ -46,7 +58,7 @@ func (e *Error) Is(target error) bool { return target == syscall.ENOSPC }
 func (e *Error) Unwrap() error { return e.Err }
 
 // Guard refuses writes to a store while its filesystem has less than
-// Reserve bytes free.
+// Reserve bytes free (at most a quarter of the filesystem: Effective).
 type Guard struct {
 	Store   string // names the store in errors
 	Dir     string
@@ -56,12 +68,12 @@ type Guard struct {
 // Check returns an *Error while fewer than Reserve bytes are free, the
 // statfs error if free space cannot be measured, and nil otherwise.
 func (g Guard) Check() error {
-	free, err := Free(g.Dir)
+	free, total, err := Stat(g.Dir)
 	if err != nil {
 		return fmt.Errorf("%s: %w", g.Store, err)
 	}
-	if free < g.Reserve {
-		return &Error{Store: g.Store, Free: free, Reserve: g.Reserve}
+	if r := Effective(g.Reserve, total); free < r {
+		return &Error{Store: g.Store, Free: free, Reserve: r}
 	}
 	return nil
 }

@@ -35,9 +35,10 @@ type Config struct {
 	ServerName string
 	// Logging routes the server's own log lines to the process log.
 	Logging bool
-	// MinFree is the free space (bytes) the store's filesystem must keep:
-	// below it the watchdog turns JetStream off, and turns it back on once
-	// twice as much is free. Zero means DefaultMinFree.
+	// MinFree is the free space (bytes) the store's filesystem must keep
+	// (at most a quarter of the filesystem): below it the watchdog refuses
+	// JetStream writes, and accepts them again once half as much again is
+	// free. Zero means DefaultMinFree.
 	MinFree uint64
 	// WatchEvery is how often the watchdog looks at free space and at
 	// the streams' write errors; zero means DefaultWatchEvery, negative
@@ -115,8 +116,8 @@ func Start(cfg Config) (*Server, error) {
 // reloads the stream. So, below MinFree, the watchdog sets the account's
 // file storage limit to nothing: every publish to a file-backed stream or
 // bucket is refused at once with an error (JetStream checks the limit
-// before it writes), while reads, consumers and watches go on. Once twice
-// MinFree is free it lifts the limit, restarting JetStream first if a
+// before it writes), while reads, consumers and watches go on. Once 1.5
+// times MinFree is free it lifts the limit, restarting JetStream first if a
 // stream met a write error meanwhile, which reloads streams and consumers
 // from disk. A NATS cluster outside the process recovers by its own means
 // (a server that runs out of space turns its JetStream off; it comes back
@@ -140,7 +141,7 @@ func (s *Server) check() {
 	if !s.Running() {
 		return // shut down (Shutdown, not Stop): nothing to bring back
 	}
-	free, err := diskspace.Free(s.cfg.StoreDir)
+	free, total, err := diskspace.Stat(s.cfg.StoreDir)
 	if err != nil {
 		slog.Warn("jetstream store watchdog: measure free space", "err", err)
 		return
@@ -148,10 +149,12 @@ func (s *Server) check() {
 	s.mu.Lock()
 	refusing, reload := s.down != nil, s.reload
 	s.mu.Unlock()
-	full := &diskspace.Error{Store: "jetstream store " + s.cfg.StoreDir, Free: free, Reserve: s.cfg.MinFree}
+	minFree := diskspace.Effective(s.cfg.MinFree, total)
+	resume := minFree + minFree/2 // a margin, so that writes do not flap on and off
+	full := &diskspace.Error{Store: "jetstream store " + s.cfg.StoreDir, Free: free, Reserve: minFree}
 	if !s.JetStreamEnabled() {
 		// Turned off by the server itself, or a restart that failed.
-		if free >= 2*s.cfg.MinFree {
+		if free >= resume {
 			s.restart(free)
 		} else if !refusing {
 			full.Err = errors.New("jetstream is off")
@@ -164,9 +167,9 @@ func (s *Server) check() {
 	case werr != nil && !reload:
 		full.Err = werr
 		s.refuse(full, true)
-	case free < s.cfg.MinFree && !refusing:
+	case free < minFree && !refusing:
 		s.refuse(full, false)
-	case refusing && free >= 2*s.cfg.MinFree:
+	case refusing && free >= resume:
 		if reload {
 			s.restart(free)
 		} else {

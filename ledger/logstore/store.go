@@ -336,8 +336,8 @@ func (s *Store) Recover() error {
 	}
 	// Closing flushes the memtables: with less room than that, Close
 	// would wait for a flush that cannot finish.
-	need := max(s.guard.Reserve, 2*uint64(s.opts.memtables))
-	if free, err := diskspace.Free(s.dir); err != nil || free < need {
+	free, total, err := diskspace.Stat(s.dir)
+	if err != nil || free < max(diskspace.Effective(s.guard.Reserve, total), 2*uint64(s.opts.memtables)) {
 		return broken
 	}
 	s.dbmu.Lock()
