@@ -77,29 +77,30 @@ func TestUpDiskFull(t *testing.T) {
 			waitLog(t, up, uint64(c.ok()), 20*time.Second)
 			ready := watchReady(t, up.httpURL)
 
+			fillStart := time.Now()
 			filler := tmpfs.Fill(t, mnt)
 			full := time.Now()
-			t.Logf("filled %s to the last byte (%d MiB of filler)", tc.subdir, filler.Size>>20)
+			t.Logf("filled %s to the last byte (%d MiB of filler in %v)", tc.subdir, filler.Size>>20, full.Sub(fillStart).Round(time.Millisecond))
 
-			// Light load while the filesystem is full, until readiness has
-			// said why and some calls have been made since.
+			// Light load (one call at a time, 50 ms apart) from the moment
+			// the filesystem is full, then readiness must have said why.
 			var firstFail time.Duration
 			var failMsg string
 			var failTook []time.Duration
-			flipped := ready.waitUnready(t, 15*time.Second)
 			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 				started := time.Now()
 				err := c.call()
 				if err == nil {
 					continue
 				}
-				failTook = append(failTook, time.Since(started))
+				failTook = append(failTook, time.Since(started).Round(10*time.Microsecond))
 				if firstFail == 0 {
 					firstFail, failMsg = time.Since(full), err.Error()
 				}
 			}
-			unready := ready.unready()
-			t.Logf("readiness unavailable %v after the fill: %s=%q", flipped, tc.check, unready.Checks[tc.check])
+			unready, flippedAt := ready.waitUnready(t, fillStart, 15*time.Second)
+			t.Logf("readiness unavailable %v after the fill started (the fill took %v): %s=%q",
+				flippedAt.Sub(fillStart).Round(time.Microsecond), full.Sub(fillStart).Round(time.Microsecond), tc.check, unready.Checks[tc.check])
 			if !strings.Contains(unready.Checks[tc.check], "no space left on device") || !strings.Contains(unready.Checks[tc.check], "bytes free") {
 				t.Fatalf("/readyz while full: %+v, want check %q to say no space left and the bytes free", unready, tc.check)
 			}
@@ -258,21 +259,22 @@ func (c *diskCaller) receipts() []string {
 	return append([]string(nil), c.ids...)
 }
 
-// readyWatch polls /readyz and remembers when it turned unavailable and
-// what it said.
+// readyWatch polls /readyz every 20 ms and remembers each change of its
+// status, with when it was seen and what it said.
 type readyWatch struct {
 	mu      sync.Mutex
-	last    health.Response
-	status  int
-	since   time.Time // when status last changed
-	started time.Time
-	down    *health.Response
-	downAt  time.Duration
+	changes []readyChange
+}
+
+type readyChange struct {
+	at     time.Time
+	status int
+	body   health.Response
 }
 
 func watchReady(t *testing.T, base string) *readyWatch {
 	t.Helper()
-	w := &readyWatch{started: time.Now(), status: http.StatusOK}
+	w := &readyWatch{}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() {
@@ -283,12 +285,8 @@ func watchReady(t *testing.T, base string) *readyWatch {
 				_ = json.NewDecoder(resp.Body).Decode(&r)
 				resp.Body.Close()
 				w.mu.Lock()
-				if resp.StatusCode != w.status {
-					w.status, w.since = resp.StatusCode, time.Now()
-				}
-				w.last = r
-				if resp.StatusCode == http.StatusServiceUnavailable && w.down == nil {
-					w.down, w.downAt = &r, time.Since(w.started)
+				if n := len(w.changes); n == 0 || w.changes[n-1].status != resp.StatusCode {
+					w.changes = append(w.changes, readyChange{at: time.Now(), status: resp.StatusCode, body: r})
 				}
 				w.mu.Unlock()
 			}
@@ -298,48 +296,41 @@ func watchReady(t *testing.T, base string) *readyWatch {
 	return w
 }
 
-// waitUnready waits for the first 503 and returns when it came, counted
-// from now (the fill).
-func (w *readyWatch) waitUnready(t *testing.T, within time.Duration) time.Duration {
-	t.Helper()
-	from := time.Now()
+// first returns the first change to status seen after from.
+func (w *readyWatch) first(status int, from time.Time) (readyChange, bool) {
 	w.mu.Lock()
-	w.started, w.down = from, nil
-	w.mu.Unlock()
-	for deadline := from.Add(within); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		w.mu.Lock()
-		down, at := w.down, w.downAt
-		w.mu.Unlock()
-		if down != nil {
-			return at
+	defer w.mu.Unlock()
+	for _, c := range w.changes {
+		if c.status == status && !c.at.Before(from) {
+			return c, true
+		}
+	}
+	return readyChange{}, false
+}
+
+// waitUnready waits for /readyz to answer 503 after from, and returns what
+// it said and when.
+func (w *readyWatch) waitUnready(t *testing.T, from time.Time, within time.Duration) (health.Response, time.Time) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if c, ok := w.first(http.StatusServiceUnavailable, from); ok {
+			return c.body, c.at
 		}
 	}
 	t.Fatalf("/readyz still ok %v after the fill", within)
-	return 0
+	return health.Response{}, time.Time{}
 }
 
-// unready is what /readyz said when it turned unavailable.
-func (w *readyWatch) unready() health.Response {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return *w.down
-}
-
-// waitReady waits for /readyz to answer 200 again and returns how long
-// after from it did.
+// waitReady waits for /readyz to answer 200 again after from and returns
+// how long after from it did.
 func (w *readyWatch) waitReady(t *testing.T, from time.Time, within time.Duration) time.Duration {
 	t.Helper()
 	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		w.mu.Lock()
-		st, since := w.status, w.since
-		w.mu.Unlock()
-		if st == http.StatusOK && since.After(from) {
-			return since.Sub(from)
+		if c, ok := w.first(http.StatusOK, from); ok {
+			return c.at.Sub(from)
 		}
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	t.Fatalf("/readyz not ok %v after space came back: %+v", within, w.last)
+	t.Fatalf("/readyz not ok %v after space came back", within)
 	return 0
 }
 
