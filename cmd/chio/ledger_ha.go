@@ -120,10 +120,17 @@ func standby(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, f *f
 		}
 		log.Info("ledger: this instance is the writer", "instance", id, "epoch", term.Epoch())
 		rctx, cancel := context.WithCancel(term.Context())
-		stopWithParent := context.AfterFunc(ctx, cancel)
+		asked := make(chan time.Time, 1) // when the process was told to stop
+		stopWithParent := context.AfterFunc(ctx, func() { asked <- time.Now(); cancel() })
 		runErr := l.Run(rctx)
 		stopWithParent()
 		cancel()
+		var stopAsked, runStopped time.Time
+		select {
+		case stopAsked = <-asked:
+			runStopped = time.Now()
+		default:
+		}
 		lost := term.Valid()
 		f.term.Store(nil)
 		if writer != nil {
@@ -132,6 +139,10 @@ func standby(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, f *f
 		rel, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if err := term.Release(rel); err != nil {
 			log.Warn("ledger: release the writer lease", "err", err)
+		} else if !stopAsked.IsZero() {
+			// How long a standby waited for the hand-over, and where.
+			log.Info("ledger: stopped appending and released the writer lease", "instance", id, "epoch", term.Epoch(),
+				"appending_stopped_after", runStopped.Sub(stopAsked).Round(time.Millisecond), "released_after", time.Since(stopAsked).Round(time.Millisecond))
 		}
 		relCancel()
 		switch {
