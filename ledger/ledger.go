@@ -59,6 +59,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/transparency-dev/formats/log"
@@ -220,15 +221,42 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) er
 // Run and Follow may be called in turn on one Ledger (a standby that
 // becomes the writer, and back), never at once.
 func (l *Ledger) Run(ctx context.Context) error {
+	var resumed time.Time // when the store last took writes again after a pause
 	for {
 		err := l.run(ctx)
-		if ctx.Err() != nil || !errors.Is(err, logstore.ErrUnavailable) {
+		switch {
+		case ctx.Err() != nil:
+			return err
+		case errors.Is(err, logstore.ErrUnavailable):
+			if !l.awaitStore(ctx, err) {
+				return nil
+			}
+			resumed = time.Now()
+		case !resumed.IsZero() && time.Since(resumed) < resumeGrace && jetStreamBusy(err):
+			// A shortage of space is often the event store's too, and an
+			// embedded server reloads its streams once space is back: wait
+			// for it as a starting ledger would, rather than stop.
+			l.log.Warn("JetStream does not answer after the log store's pause; retrying", "err", err)
+			if !sleep(ctx, time.Second) {
+				return nil
+			}
+		default:
 			return err
 		}
-		if !l.awaitStore(ctx, err) {
-			return nil
-		}
 	}
+}
+
+// resumeGrace is how long after a storage pause Run waits for JetStream
+// to answer again.
+const resumeGrace = time.Minute
+
+// jetStreamBusy reports whether err is JetStream not answering (a
+// timeout, no responders, a 503) rather than refusing.
+func jetStreamBusy(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || (errors.As(err, &api) && api.Code == 503)
 }
 
 // storePoll is how often a ledger waiting for its store looks again.
