@@ -222,8 +222,13 @@ func streamCall(ctx context.Context, client *a2aclient.Client, tr *loadTransport
 	}
 }
 
-// drainLine is an edge's log line at its listener's close.
-var drainLine = regexp.MustCompile(`stopping: listener closing; draining" .*unready_for=(\S+)`)
+// drainLine is an edge's log line at its listener's close; sigtermLine
+// the line a process logs when SIGTERM arrives (its time is on the same
+// clock as the test's: one host).
+var (
+	drainLine   = regexp.MustCompile(`stopping: listener closing; draining" .*unready_for=(\S+)`)
+	sigtermLine = regexp.MustCompile(`time=(\S+) level=INFO msg="stopping: readiness is false.*reason="stopping: SIGTERM received"`)
+)
 
 func rollingRestart(ctx context.Context, t *testing.T, topo restarter, keys string) {
 	boot := waitUntil(ctx, t, "the cluster to be ready", 3*time.Minute, func() bool {
@@ -376,12 +381,14 @@ func rollingRestart(ctx context.Context, t *testing.T, topo restarter, keys stri
 	}
 	start := time.Now()
 	var takeover time.Duration
+	var tookOverAt time.Time
 	tookOver := make(chan struct{})
 	go func() {
 		defer close(tookOver)
 		for ctx.Err() == nil {
 			if w := writer(); w != "" && w != old {
-				takeover = time.Since(start)
+				tookOverAt = time.Now()
+				takeover = tookOverAt.Sub(start)
 				return
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -394,6 +401,14 @@ func rollingRestart(ctx context.Context, t *testing.T, topo restarter, keys stri
 	case <-time.After(time.Minute):
 		t.Fatalf("the standby did not take the writer lease within a minute of %s's SIGTERM", old)
 	}
+	// From the SIGTERM as the ledger logged it (the engine's own latency
+	// in delivering it is not the hand-over's).
+	fromSIGTERM := "?"
+	if m := sigtermLine.FindAllStringSubmatch(topo.logs(ctx, old), -1); len(m) > 0 {
+		if at, err := time.Parse(time.RFC3339Nano, m[len(m)-1][1]); err == nil {
+			fromSIGTERM = tookOverAt.Sub(at).Round(time.Millisecond).String()
+		}
+	}
 	for _, line := range strings.Split(topo.logs(ctx, old), "\n") {
 		if strings.Contains(line, "stopping") || strings.Contains(line, "lease") || strings.Contains(line, "writer") {
 			t.Logf("%s: %s", old, line)
@@ -402,8 +417,8 @@ func rollingRestart(ctx context.Context, t *testing.T, topo restarter, keys stri
 	topo.start(ctx, old)
 	waitUntil(ctx, t, old+" to be ready again", 2*time.Minute, func() bool { return ready(ctx, ledgerURLs[old]) })
 	restarts = append(restarts, restart{old + " (active ledger)", stopped, time.Since(start), "-"})
-	t.Logf("restart %s (active ledger) stopped in %s; %s held the writer lease %s after the SIGTERM (lease TTL 10s); ready again %s after it",
-		old, stopped.Round(time.Millisecond), writer(), takeover.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	t.Logf("restart %s (active ledger) stopped in %s; %s held the writer lease %s after the stop was asked, %s after %s logged the SIGTERM (lease TTL 10s); ready again %s after it",
+		old, stopped.Round(time.Millisecond), writer(), takeover.Round(time.Millisecond), fromSIGTERM, old, time.Since(start).Round(time.Millisecond))
 	time.Sleep(5 * time.Second)
 	stopLoad()
 	wg.Wait()
@@ -500,7 +515,7 @@ func rollingRestart(ctx context.Context, t *testing.T, topo restarter, keys stri
 		figures = append(figures, fmt.Sprintf("%s: stopped %s, readiness false %s before the listener closed, back %s after SIGTERM",
 			r.name, r.stopped.Round(time.Millisecond), r.unready, r.ready.Round(time.Millisecond)))
 	}
-	t.Logf("calls %d (streams %d, resumed after a handover %d), failed %d, tasks unreadable %d, receipts missing %d, duplicated %d, log size %d, writer lease taken over %s after SIGTERM; %s",
+	t.Logf("calls %d (streams %d, resumed after a handover %d), failed %d, tasks unreadable %d, receipts missing %d, duplicated %d, log size %d, writer lease taken over %s after the stop was asked; %s",
 		len(calls), streams, resumed, failed, unreadable, missing, duplicated, size, takeover.Round(time.Millisecond), strings.Join(figures, "; "))
 	if len(calls) == 0 {
 		t.Fatal("no calls were made")
