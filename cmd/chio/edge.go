@@ -579,7 +579,7 @@ func newEdgeA2ACmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "chio edge a2a: agent card http://%s/.well-known/agent-card.json, JSON-RPC http://%s/a2a\n", ln.Addr(), ln.Addr())
 			drains := []func(context.Context) error{e.Drain}
 			if grpcLn != nil {
-				drainGRPC, stopGRPC := serveGRPC(e, grpcLn)
+				drainGRPC, stopGRPC := serveGRPC(ctx, e, grpcLn)
 				defer stopGRPC()
 				drains = append(drains, drainGRPC)
 				fmt.Fprintf(cmd.OutOrStdout(), "chio edge a2a: gRPC %s (A2A 1.0, advertised as %s)\n", grpcLn.Addr(), ef.grpcURL)

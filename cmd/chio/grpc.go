@@ -96,17 +96,19 @@ func (f *edgeFlags) advertisedGRPC(addr net.Addr) (string, error) {
 	return addr.String(), nil
 }
 
-// serveGRPC serves e's gRPC binding on ln. It returns the server's drain,
+// serveGRPC serves e's gRPC binding on ln, behind the HTTP limits ctx
+// carries. It returns the server's drain,
 // to run alongside the HTTP server's (GracefulStop lets calls and streams
 // finish, subscriptions ending as the edge drains; at the deadline what is
 // left is cut), and stop, to defer for the paths that never drain.
-func serveGRPC(e *a2a.Edge, ln net.Listener) (drain func(context.Context) error, stop func()) {
+func serveGRPC(ctx context.Context, e *a2a.Edge, ln net.Listener) (drain func(context.Context) error, stop func()) {
 	// The HTTP servers' connection bounds, in gRPC's terms: a connection
 	// must finish its handshake within the header timeout, and one with
 	// no call for the idle timeout is sent GOAWAY (a client reconnects
 	// when it next calls).
 	opts := append(a2a.GRPCServerOptions(), grpc.ConnectionTimeout(defaultReadHeaderTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: defaultIdleTimeout}))
+	opts = append(opts, httpLimitsFrom(ctx).grpcOptions()...) // --rate-limit-address
 	srv := grpc.NewServer(append(opts, e.GRPCTracing()...)...)
 	e.RegisterGRPC(srv)
 	go func() {

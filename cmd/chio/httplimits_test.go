@@ -14,8 +14,14 @@ import (
 	"testing"
 	"time"
 
+	pb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -286,5 +292,51 @@ func TestHTTPServerCutsAStalledReader(t *testing.T) {
 				t.Fatalf("the handler's write still blocked after %s", tc.want+5*time.Second)
 			}
 		})
+	}
+}
+
+// The gRPC binding shares the per-address limit: past it a call is
+// refused RESOURCE_EXHAUSTED with a RetryInfo, before it runs, counted
+// as surface grpc; another address calls on.
+func TestUpRateLimitsGRPC(t *testing.T) {
+	grpcRE := regexp.MustCompile(`chio up: gRPC +([0-9.:]+) `)
+	logRE := regexp.MustCompile(`log API on (http://[0-9.:]+)`)
+	out, _ := startCommand(t, grpcRE, "up", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", "none",
+		"--rate-limit-address", "0.001", "--rate-limit-address-burst", "1")
+	addr, base := grpcRE.FindStringSubmatch(out)[1], logRE.FindStringSubmatch(out)[1]
+	send := func(local string) error {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err = pb.NewA2AServiceClient(conn).SendMessage(ctx, &pb.SendMessageRequest{Message: &pb.Message{
+			MessageId: "g1", Role: pb.Role_ROLE_USER, Parts: []*pb.Part{{Content: &pb.Part_Text{Text: "world"}}}}})
+		return err
+	}
+	if err := send("127.0.0.60"); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	err := send("127.0.0.60")
+	st, _ := status.FromError(err)
+	var retry *errdetails.RetryInfo
+	for _, d := range st.Details() {
+		if r, ok := d.(*errdetails.RetryInfo); ok {
+			retry = r
+		}
+	}
+	if st.Code() != codes.ResourceExhausted || retry == nil || retry.GetRetryDelay().AsDuration() < 999*time.Second ||
+		!strings.HasPrefix(st.Message(), "too many requests from this address") {
+		t.Fatalf("second call: %v (retry %v)", err, retry)
+	}
+	if err := send("127.0.0.61"); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+	if got := refusals(t, clientFrom("127.0.0.62"), base); got["grpc/address"] != 1 {
+		t.Fatalf("chio_rate_limited_total: %v", got)
 	}
 }

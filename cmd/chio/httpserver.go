@@ -14,6 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/chio-ledger/chio/edges/a2a"
 	"github.com/chio-ledger/chio/edges/acp"
@@ -184,6 +190,49 @@ func (l *httpLimits) surface(r *http.Request) (string, ratelimit.Form) {
 		return "probes", ratelimit.JSON
 	}
 	return l.command, ratelimit.JSON
+}
+
+// grpcOptions put a gRPC server behind the same per-address limit as
+// the HTTP servers (one budget per address across both): a call past it
+// is refused RESOURCE_EXHAUSTED with a RetryInfo detail, before its
+// handler runs. The address is the connection's peer: gRPC callers are
+// not expected behind an HTTP proxy's X-Forwarded-For.
+func (l *httpLimits) grpcOptions() []grpc.ServerOption {
+	if l.guard == nil || l.guard.Address == nil {
+		return nil
+	}
+	admit := func(ctx context.Context) error {
+		var a netip.Addr
+		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+			if ap, err := netip.ParseAddrPort(p.Addr.String()); err == nil {
+				a = ap.Addr().Unmap()
+			}
+		}
+		ok, wait := l.guard.Address.Allow(ratelimit.AddressKey(a), time.Now())
+		if ok {
+			return nil
+		}
+		l.metrics.Refused("grpc", ratelimit.ReasonAddress)
+		st := status.New(codes.ResourceExhausted, fmt.Sprintf("too many requests from this address: retry after %ds", ratelimit.RetryAfterSeconds(wait)))
+		if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); err == nil {
+			st = d
+		}
+		return st.Err()
+	}
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if err := admit(ctx); err != nil {
+				return nil, err
+			}
+			return h(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			if err := admit(ss.Context()); err != nil {
+				return err
+			}
+			return h(srv, ss)
+		}),
+	}
 }
 
 // httpLimitsFrom is the limits ctx carries, the defaults if none.

@@ -324,7 +324,7 @@ func (c *upConfig) serveA2A(ctx context.Context, edge *a2a.Edge, grpcLn net.List
 	drains = []runOption{withDrain(c.ef.drainTimeout, edge.Drain)}
 	stop = func() {}
 	if grpcLn != nil {
-		drainGRPC, stopGRPC := serveGRPC(edge, grpcLn)
+		drainGRPC, stopGRPC := serveGRPC(ctx, edge, grpcLn)
 		stop = stopGRPC
 		drains = append(drains, withDrain(c.ef.drainTimeout, drainGRPC))
 	}
