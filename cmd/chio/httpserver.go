@@ -114,7 +114,7 @@ func (l *httpLimits) register(cmd *cobra.Command) {
 	f.DurationVar(&l.idleTimeout, "idle-timeout", l.idleTimeout, "a keep-alive connection idle between requests for this long is closed")
 	f.IntVar(&l.sendBuffer, "socket-send-buffer", 0, "kernel send buffer (SO_SNDBUF) of each HTTP connection, in bytes: bounds the kernel memory a client that stops reading pins (by default the kernel grows it, to 4 MiB on Linux); 0: the kernel's autotuning")
 	f.DurationVar(&l.writeTimeout, "write-timeout", l.writeTimeout, "a connection whose client takes no more of an answer for this long is closed (each write is bounded, not the whole answer: streams live on while read)")
-	f.Float64Var(&l.addr.Rate, "rate-limit-address", 0, "requests a second one client address (an IPv6 /64) may make, over every HTTP surface together; more are answered 429 (0: no limit)")
+	f.Float64Var(&l.addr.Rate, "rate-limit-address", 0, "requests a second one client address (an IPv6 /64) may make, over every HTTP and gRPC surface of the process together; more are answered 429 or RESOURCE_EXHAUSTED (0: no limit)")
 	f.IntVar(&l.addr.Burst, "rate-limit-address-burst", 0, "requests one address may make at once above --rate-limit-address (default: one second's worth)")
 	f.Float64Var(&l.principal.Rate, "rate-limit-principal", 0, "reads a second one principal (the root of its capability's chain) may make of receipts, tasks and reports, from any address; more are answered 429 (0: no limit)")
 	f.IntVar(&l.principal.Burst, "rate-limit-principal-burst", 0, "reads one principal may make at once above --rate-limit-principal (default: one second's worth)")
