@@ -201,19 +201,18 @@ func TestContendersElectOne(t *testing.T) {
 
 func TestNewRejectsBadArguments(t *testing.T) {
 	for _, tc := range []struct {
-		holder string
-		ttl    time.Duration
-	}{{"", time.Second}, {"a", time.Millisecond}} {
-		if _, err := lease.New(nil, tc.holder, lease.WithTTL(tc.ttl)); err == nil {
-			t.Errorf("New(%q, ttl %s): no error", tc.holder, tc.ttl)
+		holder    string
+		ttl, poll time.Duration
+	}{{"", time.Second, 0}, {"a", time.Millisecond, 0}, {"a", time.Second, -time.Second}} {
+		if _, err := lease.New(nil, tc.holder, lease.WithTTL(tc.ttl), lease.WithPollInterval(tc.poll)); err == nil {
+			t.Errorf("New(%q, ttl %s, poll %s): no error", tc.holder, tc.ttl, tc.poll)
 		}
 	}
 }
 
 // A standby waiting for a held lease takes it the moment the holder
-// releases it, not at its next poll: with a TTL of an hour a poll is 15
-// minutes away, so only the watch on the entry can wake it within the
-// test's minute.
+// releases it, not at its next poll: with polls an hour apart, only the
+// watch on the entry can wake it within the test's minute.
 func TestWaitingStandbyWakesOnRelease(t *testing.T) {
 	ns := bus(t)
 	long := func(holder string) *lease.Lease {
@@ -230,7 +229,7 @@ func TestWaitingStandbyWakesOnRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := lease.New(kv, holder, lease.WithTTL(time.Hour))
+		l, err := lease.New(kv, holder, lease.WithTTL(time.Hour), lease.WithPollInterval(time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
