@@ -118,6 +118,15 @@ func TestUpDiskFull(t *testing.T) {
 					t.Fatalf("/readyz while full: %+v, want check %q to say no space left and the bytes free", now, name)
 				}
 			}
+			// Nothing not durable is acked: the stopped consumer's ack floor
+			// is short of the events the edges recorded meanwhile.
+			if durable := map[string]string{"log": schemas.LedgerConsumer, "projections": projections.DefaultName + "-events"}[tc.subdir]; durable != "" {
+				floor, last := ackFloor(t, up.natsURL, durable)
+				t.Logf("while full: consumer %s acked up to %d of CHIO_EVENTS' %d", durable, floor, last)
+				if floor >= last {
+					t.Fatalf("consumer %s acked up to %d with the stream at %d while its store was full", durable, floor, last)
+				}
+			}
 			metrics := scrape(t, up.httpURL)
 			if tc.calls {
 				if firstFail != 0 {
@@ -200,6 +209,37 @@ func TestUpDiskFull(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ackFloor returns a durable consumer's ack floor on CHIO_EVENTS and the
+// stream's last sequence.
+func ackFloor(t *testing.T, natsURL, durable string) (floor, last uint64) {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cons, err := js.Consumer(ctx, schemas.EventsStream, durable)
+	if err != nil {
+		t.Fatalf("consumer %s: %v", durable, err)
+	}
+	ci, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, schemas.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ci.AckFloor.Stream, si.State.LastSeq
 }
 
 // startUpIn is startUp on a data dir of the caller's.
