@@ -144,10 +144,18 @@ func TestUpDiskFull(t *testing.T) {
 				if !regexp.MustCompile(`chio_edge_event_writes_failed_total\{event="decision",reason="storage"\} [1-9]`).MatchString(metrics) {
 					t.Fatalf("no storage failure counted in /metrics:\n%s", grep(metrics, "chio_edge_event_writes_failed_total"))
 				}
-				t.Logf("A2A JSON-RPC message/send with the event store full: %s", a2aSend(t, up.httpURL+"/a2a",
-					`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m-disk","parts":[{"kind":"text","text":"world"}]}}}`))
-				t.Logf("A2A HTTP+JSON message:send with the event store full: %s", a2aSend(t, up.httpURL+"/a2a/rest/message:send",
-					`{"message":{"role":"ROLE_USER","messageId":"m-disk-rest","parts":[{"text":"world"}]}}`))
+				rpc := a2aSend(t, up.httpURL+"/a2a",
+					`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m-disk","parts":[{"kind":"text","text":"world"}]}}}`)
+				rest := a2aSend(t, up.httpURL+"/a2a/rest/message:send",
+					`{"message":{"role":"ROLE_USER","messageId":"m-disk-rest","parts":[{"text":"world"}]}}`)
+				t.Logf("A2A JSON-RPC message/send with the event store full: %s", rpc)
+				t.Logf("A2A HTTP+JSON message:send with the event store full: %s", rest)
+				if !strings.Contains(rpc, "event store unavailable") {
+					t.Fatalf("JSON-RPC answer does not say the event store is unavailable: %s", rpc)
+				}
+				if !strings.HasPrefix(rest, "HTTP 503 ") || !strings.Contains(rest, "Retry-After ") || !strings.Contains(rest, "event store unavailable") {
+					t.Fatalf("HTTP+JSON answer is not 503 with Retry-After naming the event store: %s", rest)
+				}
 			}
 			for name, series := range map[string]string{"log": "chio_ledger_storage_unavailable 1", "projections": "chio_projection_storage_unavailable 1"} {
 				if name == tc.subdir && !strings.Contains(metrics, series) {
@@ -450,7 +458,11 @@ func a2aSend(t *testing.T, url, body string) string {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return fmt.Sprintf("HTTP %d in %v: %s", resp.StatusCode, time.Since(started).Round(time.Millisecond), bytes.TrimSpace(b))
+	retry := ""
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		retry = " Retry-After " + v
+	}
+	return fmt.Sprintf("HTTP %d in %v%s: %s", resp.StatusCode, time.Since(started).Round(time.Millisecond), retry, bytes.TrimSpace(b))
 }
 
 // checkLogAgainstRebuild compares the live log's checkpoint with a

@@ -38,7 +38,7 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, p *wire.SendParams, deferre
 		// Not stored yet: its first commit goes with the call's decision.
 		done, err := e.run(background(ctx), rc.caller, t, start)
 		if err != nil {
-			return nil, wire.InternalError(err.Error())
+			return nil, runError(err)
 		}
 		if deny, _ := answerMarks(done); deny {
 			if werr := refusedAnswer(done); werr != nil {
@@ -62,7 +62,7 @@ func (e *Edge) send(ctx context.Context, rc rpcCall, p *wire.SendParams, deferre
 	// The call finishes even if the client goes away: its receipt must.
 	done, err := e.execute(background(ctx), rc.caller, t)
 	if err != nil {
-		return nil, wire.InternalError(err.Error())
+		return nil, runError(err)
 	}
 	deny, reply := answerMarks(done)
 	if deny {
@@ -286,6 +286,22 @@ func admitError(err error) *wire.Error {
 		return wire.Unavailable(err.Error(), time.Minute)
 	}
 	return wire.Unavailable("task store: "+err.Error(), 5*time.Second)
+}
+
+// eventStoreRetry is the Retry-After of a call refused because its
+// decision could not be made durable: the event store's own recovery (a
+// full disk freed, a leader elected) takes seconds.
+const eventStoreRetry = 5 * time.Second
+
+// runError is the answer to a send whose run failed: Unavailable (503
+// with Retry-After, gRPC UNAVAILABLE) when the event store could not take
+// its decision, so no tool ran and the caller may retry; internal
+// otherwise.
+func runError(err error) *wire.Error {
+	if errors.Is(err, dispatch.ErrEventStoreUnavailable) {
+		return wire.Unavailable(err.Error(), eventStoreRetry)
+	}
+	return wire.InternalError(err.Error())
 }
 
 // acceptError is the answer to a send whose task could not be stored.
