@@ -69,7 +69,7 @@ func newEdgeACPCmd() *cobra.Command {
 			}
 			g := sa.g
 			e, err := acp.New(g.kernel, g.registry, g.dispatch, sa.js, acp.WithExposure(g.policy.ToolExposure("acp", ef.exposeAll)),
-				acp.WithReplicas(ef.replicas), acp.WithPublicOrigin(ef.publicURL))
+				acp.WithReplicas(ef.replicas), acp.WithPublicOrigin(ef.publicURL), ef.limits.acp())
 			if err != nil {
 				return err
 			}
@@ -95,6 +95,7 @@ func newEdgeACPCmd() *cobra.Command {
 	f.StringArrayVar(&ef.manifests, "manifest", nil, "chio.manifest.v1 file to register (repeatable)")
 	registerGovernanceFlags(f, &ef)
 	registerDrainDelay(f, &ef.drainDelay, defaultDrainDelay)
+	registerTaskLimitFlags(f, &ef.limits)
 	return cmd
 }
 

@@ -91,6 +91,7 @@ type edgeFlags struct {
 	// (--worker-key, a file or 64 hex).
 	workerKey string
 	tracer    trace.TracerProvider // startTracing's; nil: off
+	limits    taskLimits           // --max-live-tasks, --max-push-configs
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
@@ -121,6 +122,7 @@ func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.relayKey, "relay-key", "", "the relay token's subject key (capability keygen's file): the relay proves possession with a DPoP proof per request (needed when the token can delegate)")
 	cmd.Flags().DurationVar(&f.awaitReceipt, "await-receipt", 0, "wait up to this long for the ledger to integrate each call's receipt and embed it (signed, with its leaf index) in metadata.chio")
 	cmd.Flags().DurationVar(&f.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGINT/SIGTERM, how long calls in flight get to finish and publish their events before the rest are cancelled")
+	registerTaskLimitFlags(cmd.Flags(), &f.limits)
 }
 
 func (f *edgeFlags) policy() (*kernel.LoadedPolicy, error) {
@@ -316,7 +318,7 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		return nil, err
 	}
 	policy, reg, id, k, d := g.policy, g.registry, g.id, g.kernel, g.dispatch
-	ts, err := taskstore.Open(ctx, js, taskstore.WithReplicas(max(f.replicas, 1)), taskstore.WithReplicaID(id))
+	ts, err := taskstore.Open(ctx, js, taskstore.WithReplicas(max(f.replicas, 1)), taskstore.WithReplicaID(id), f.limits.taskstore())
 	if err != nil {
 		k.Close()
 		return nil, err
@@ -373,7 +375,7 @@ func (f *edgeFlags) push(ctx context.Context, js jetstream.JetStream) (*a2a.Push
 		}
 		policy.AllowPrivate = append(policy.AllowPrivate, p)
 	}
-	store, err := push.OpenStore(ctx, js, push.WithStoreReplicas(max(f.replicas, 1)))
+	store, err := push.OpenStore(ctx, js, push.WithStoreReplicas(max(f.replicas, 1)), f.limits.push())
 	if err != nil {
 		return nil, err
 	}
