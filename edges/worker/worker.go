@@ -334,13 +334,18 @@ func (w *Worker) run(r micro.Request) {
 		w.refuse(r, codeTooLarge, fmt.Sprintf("the answer is %d bytes, more than the NATS max_payload less headers (%d)", len(raw), w.maxAnswer()))
 		return
 	}
-	if err := r.Respond(raw); err != nil {
+	if err := w.nc.PublishMsg(&nats.Msg{Subject: r.Reply(), Data: raw}); err != nil {
 		w.log.Warn("worker: answer not sent; the call will end incomplete", "server", req.ServerID, "tool", req.Tool, "id", req.ID, "err", err)
 	}
 }
 
+// refuse answers r with a service error. Answers go out on the connection
+// rather than through r.Respond or r.Error: a call runs on a goroutine of
+// its own, and the micro handler that received it reads r's error state
+// once it returns, so r must not be written to after that.
 func (w *Worker) refuse(r micro.Request, code, text string) {
-	if err := r.Error(code, headerText(text), nil); err != nil {
+	msg := &nats.Msg{Subject: r.Reply(), Header: nats.Header{micro.ErrorHeader: {headerText(text)}, micro.ErrorCodeHeader: {code}}}
+	if err := w.nc.PublishMsg(msg); err != nil {
 		w.log.Warn("worker: error answer not sent", "subject", r.Subject(), "err", err)
 	}
 }
