@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/chio-ledger/chio/edges/a2a/push"
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
+	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/internal/govtest"
 	"github.com/chio-ledger/chio/internal/natstest"
 )
@@ -26,12 +28,15 @@ func TestTaskQuota(t *testing.T) {
 	slow := newSlow()
 	policy := govtest.Policy(t, pub(issuerKey))
 	var urls []string
+	var stores []*taskstore.Store
+	var kern *kernel.Kernel
 	for i := range 2 {
 		env := govtest.New(t, govtest.On(ns), govtest.WithPolicy(policy), govtest.WithEdgeID(fmt.Sprintf("edge-%d", i)), govtest.WithServers(slow))
 		ts, err := taskstore.Open(context.Background(), env.JS, taskstore.WithMaxLiveTasksPerOwner(2))
 		if err != nil {
 			t.Fatal(err)
 		}
+		stores, kern = append(stores, ts), env.Kernel
 		e := New(Config{EdgeID: fmt.Sprintf("edge-%d", i), ClaimLease: 2 * time.Second}, env.Kernel, env.Registry, env.Dispatch, ts)
 		ec := echo.New()
 		e.Register(ec, HTTPConfig{ServeRoot: true})
@@ -58,9 +63,25 @@ func TestTaskQuota(t *testing.T) {
 			rpc(t, urls[0], tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":9,"method":"CancelTask","params":{"id":%q}}`, id))
 		}
 	})
+	// Each replica counts from its own follow of the stream: wait until
+	// both have seen both tasks (on a loaded machine that takes a moment).
+	id, d := kern.Identify(context.Background(), tok, nil)
+	if d != nil {
+		t.Fatalf("identify: %+v", d)
+	}
+	for i, ts := range stores {
+		deadline := time.Now().Add(20 * time.Second)
+		for !errors.Is(ts.AdmitOwner(context.Background(), taskstore.Owner{Subject: id.Principal}), taskstore.ErrQuotaExceeded) {
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %d never counted the principal's 2 live tasks", i)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	for _, url := range urls {
 		m := send(url, tok, 3)
-		msg, _ := m["error"].(map[string]any)["message"].(string)
+		e, _ := m["error"].(map[string]any)
+		msg, _ := e["message"].(string)
 		if errCode(m) != -31429 || !strings.Contains(msg, "task quota exceeded") || !strings.Contains(msg, "holds 2 live tasks (limit 2)") {
 			t.Fatalf("a third live task: %v", m)
 		}

@@ -148,8 +148,17 @@ func TestTaskQuota(t *testing.T) {
 	first := a.newTask(t, tok, "read_file")
 	b.newTask(t, tok, "read_file")
 	stream := map[string]any{"capabilityId": "read_file", "arguments": map[string]any{"path": "/x"}}
+	// Each replica counts from its own watch of the bucket: wait, without
+	// a probe that could itself start a task, until both saw both tasks.
+	id, d := a.edge.kernel.Identify(context.Background(), tok, nil)
+	if d != nil {
+		t.Fatalf("identify: %+v", d)
+	}
 	for _, f := range []*fixture{a, b} {
-		waitFor(t, "both replicas count both tasks", func() bool {
+		waitFor(t, "both replicas count both tasks", func() bool { return f.edge.admit(context.Background(), id.Principal) != nil })
+	}
+	for _, f := range []*fixture{a, b} {
+		waitFor(t, "both replicas refuse a third task", func() bool {
 			ans := f.call(t, tok, MethodStream, stream)
 			return ans.code() == CodeResourceExhausted && strings.Contains(ans.Error.Message, "task quota exceeded") &&
 				strings.Contains(ans.Error.Message, "holds 2 live tasks (limit 2)")
