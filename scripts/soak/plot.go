@@ -133,7 +133,7 @@ func drawPanel(b *strings.Builder, p panel, x []float64, xmax, top float64) {
 	// Axes start at zero, so that growth reads as a share of the level.
 	ymin = math.Min(0, ymin)
 	yticks, ytop := niceTicks(ymin, ymax)
-	xticks, xright := niceTicks(0, math.Max(xmax, 1e-9))
+	xticks, xright := xAxis(xmax)
 	sx := func(v float64) float64 { return left + (v/xright)*(right-left) }
 	sy := func(v float64) float64 { return bottom - (v-ymin)/(ytop-ymin)*(bottom-top) }
 
@@ -173,6 +173,19 @@ func drawPanel(b *strings.Builder, p panel, x []float64, xmax, top float64) {
 			fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", lx+22, top-8, html.EscapeString(l.label))
 		}
 	}
+}
+
+// xAxis ends at the run's last sample, with round ticks up to it, so a
+// run a little past a round number does not leave an empty stretch.
+func xAxis(xmax float64) (ticks []float64, right float64) {
+	right = math.Max(xmax, 1e-9)
+	all, _ := niceTicks(0, right)
+	for _, t := range all {
+		if t <= right*(1+1e-6) {
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks, right
 }
 
 // niceTicks are round tick values from lo to at least hi, and the last one.

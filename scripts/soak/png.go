@@ -60,7 +60,7 @@ func drawPanelPNG(img *image.RGBA, p panel, x []float64, xmax float64, top int) 
 	}
 	ymin = math.Min(0, ymin)
 	yticks, ytop := niceTicks(ymin, ymax)
-	xticks, xright := niceTicks(0, math.Max(xmax, 1e-9))
+	xticks, xright := xAxis(xmax)
 	sx := func(v float64) float64 { return float64(left) + v/xright*float64(right-left) }
 	sy := func(v float64) float64 { return float64(bottom) - (v-ymin)/(ytop-ymin)*float64(bottom-top) }
 	black, grid, axis := color.RGBA{0, 0, 0, 255}, color.RGBA{225, 225, 225, 255}, color.RGBA{70, 70, 70, 255}
