@@ -246,6 +246,11 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (res *Result, err error) {
 	case res.ToolErr == nil:
 	case errors.Is(res.ToolErr, context.Canceled) || errors.Is(res.ToolErr, tools.ErrCanceled):
 		outcome, reason = schemas.OutcomeCancelled, "cancelled while running"
+	case errors.Is(res.ToolErr, schemas.ErrTaskTerminal):
+		// The task the tool was writing to ended under it (a cancel
+		// that won the race to the task's next commit): cancelled, not
+		// a tool failure.
+		outcome, reason = schemas.OutcomeCancelled, schemas.TruncateText("cancelled while running: "+res.ToolErr.Error())
 	default:
 		outcome, reason = schemas.OutcomeFailed, schemas.TruncateText(res.ToolErr.Error())
 	}
@@ -331,7 +336,16 @@ func (d *Dispatcher) decide(ctx context.Context, c Call, dec *kernel.Decision) (
 	} else {
 		settled <- nil // a bearer call, or a deny: nothing to settle beside the write
 	}
-	werr := d.w.Write(ctx, ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw})
+	// A call cancelled before it was decided is not recorded (its
+	// decision may be the cancel's own doing, a guard that could not
+	// run). Once decided, the decision is written even if the call is
+	// cancelled meanwhile (a task cancelled right after its send), so it
+	// still ends in a receipt, its outcome "cancelled".
+	wctx := ctx
+	if ctx.Err() == nil {
+		wctx = context.WithoutCancel(ctx)
+	}
+	werr := d.w.Write(wctx, ev.EventID, schemas.StreamEvent{Subject: schemas.SubjectDecision, Data: raw})
 	serr := <-settled
 	if werr != nil {
 		return nil, notDurable("decision of "+c.ReceiptID, werr)
