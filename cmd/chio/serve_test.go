@@ -147,6 +147,15 @@ func serveStops(t *testing.T, c stopCase) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		conn, err := net.Dial("tcp", ln.Addr().String())
+		if errors.Is(err, syscall.ECONNRESET) {
+			// Handshaken in the kernel's queue just as the listener
+			// closed: reset, never served. Look again.
+			if time.Now().After(deadline) {
+				t.Fatal("connections still reset, not refused, long after the drain delay")
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			if !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Fatalf("dial after the delay: %v, want connection refused", err)
