@@ -289,10 +289,18 @@ func TestComposeFailover(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
+	c := startCompose(ctx, t)
+	failover(ctx, t, c, filepath.Join(c.dir, "keys"))
+}
+
+// startCompose brings the compose cluster up from nothing, and takes it
+// down at the end of the test (with its logs when the test failed). The
+// cleanup is registered before up: a cluster that came up only in part is
+// taken down too, so it holds no ports for the next run.
+func startCompose(ctx context.Context, t *testing.T) *compose {
+	t.Helper()
 	c := &compose{t: t, root: repoRoot(t), dir: t.TempDir()}
 	_, _ = c.dc(ctx, "down", "-v", "--remove-orphans")
-	// Registered before up: a cluster that came up only in part is taken
-	// down too, so it holds no ports for the next run.
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs, _ := c.dc(context.Background(), "logs", "--no-color", "--tail", "80")
@@ -303,22 +311,18 @@ func TestComposeFailover(t *testing.T) {
 	if out, err := c.dc(ctx, "up", "-d"); err != nil {
 		t.Fatal(err, out)
 	}
-	failover(ctx, t, c, filepath.Join(c.dir, "keys"))
+	return c
 }
 
-// TestProcessFailover is the reduced version for machines without a
-// container engine: the topology of scripts/cluster.sh, with kills and
-// restarts but no partitions.
-func TestProcessFailover(t *testing.T) {
-	if os.Getenv("CHIO_CLUSTER_TEST") != "process" {
-		t.Skip("the process-level failure test runs on demand: CHIO_CLUSTER_TEST=process go test -v ./deploy/clustertest")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
-	defer cancel()
+// startProcesses brings scripts/cluster.sh's processes up, and takes them
+// down at the end of the test, showing the tail of each named part's log
+// when the test failed.
+func startProcesses(ctx context.Context, t *testing.T, logged ...string) *processes {
+	t.Helper()
 	p := &processes{t: t, root: repoRoot(t), dir: t.TempDir()}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, n := range []string{"ledger-1", "ledger-2", "edge-1", "edge-2", "nats-2"} {
+			for _, n := range logged {
 				b, _ := os.ReadFile(filepath.Join(p.dir, "logs", n+".log"))
 				if len(b) > 4000 {
 					b = b[len(b)-4000:]
@@ -331,6 +335,19 @@ func TestProcessFailover(t *testing.T) {
 	if out, err := p.script(ctx, "up"); err != nil {
 		t.Fatal(err, out)
 	}
+	return p
+}
+
+// TestProcessFailover is the reduced version for machines without a
+// container engine: the topology of scripts/cluster.sh, with kills and
+// restarts but no partitions.
+func TestProcessFailover(t *testing.T) {
+	if os.Getenv("CHIO_CLUSTER_TEST") != "process" {
+		t.Skip("the process-level failure test runs on demand: CHIO_CLUSTER_TEST=process go test -v ./deploy/clustertest")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	p := startProcesses(ctx, t, "ledger-1", "ledger-2", "edge-1", "edge-2", "nats-2")
 	failover(ctx, t, p, filepath.Join(p.dir, "keys"))
 }
 

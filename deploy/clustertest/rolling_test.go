@@ -71,20 +71,7 @@ func TestComposeRollingRestart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	c := &compose{t: t, root: repoRoot(t), dir: t.TempDir()}
-	_, _ = c.dc(ctx, "down", "-v", "--remove-orphans")
-	// Registered before up: a cluster that came up only in part is taken
-	// down too, so it holds no ports for the next run.
-	t.Cleanup(func() {
-		if t.Failed() {
-			logs, _ := c.dc(context.Background(), "logs", "--no-color", "--tail", "80")
-			t.Logf("cluster logs:\n%s", logs)
-		}
-		_, _ = c.dc(context.Background(), "down", "-v", "--remove-orphans")
-	})
-	if out, err := c.dc(ctx, "up", "-d"); err != nil {
-		t.Fatal(err, out)
-	}
+	c := startCompose(ctx, t)
 	rollingRestart(ctx, t, c, filepath.Join(c.dir, "keys"))
 }
 
@@ -96,22 +83,7 @@ func TestProcessRollingRestart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	p := &processes{t: t, root: repoRoot(t), dir: t.TempDir()}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range []string{"ledger-1", "ledger-2", "edge-1", "edge-2", "proxy"} {
-				b, _ := os.ReadFile(filepath.Join(p.dir, "logs", n+".log"))
-				if len(b) > 4000 {
-					b = b[len(b)-4000:]
-				}
-				t.Logf("%s log (tail):\n%s", n, b)
-			}
-		}
-		_, _ = p.script(context.Background(), "down")
-	})
-	if out, err := p.script(ctx, "up"); err != nil {
-		t.Fatal(err, out)
-	}
+	p := startProcesses(ctx, t, "ledger-1", "ledger-2", "edge-1", "edge-2", "proxy")
 	rollingRestart(ctx, t, p, filepath.Join(p.dir, "keys"))
 }
 
