@@ -304,7 +304,7 @@ func startCompose(ctx context.Context, t *testing.T) *compose {
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs, _ := c.dc(context.Background(), "logs", "--no-color", "--tail", "80")
-			t.Logf("cluster logs:\n%s", logs)
+			t.Logf("cluster logs (the proxy's health checks left out):\n%s", withoutHealthChecks(logs))
 		}
 		_, _ = c.dc(context.Background(), "down", "-v", "--remove-orphans")
 	})
@@ -312,6 +312,19 @@ func startCompose(ctx context.Context, t *testing.T) *compose {
 		t.Fatal(err, out)
 	}
 	return c
+}
+
+// withoutHealthChecks drops the proxy's health-check lines from the
+// cluster's logs: one a second per edge that is down, they would push
+// everything else, the test's own failure included, out of a log tail.
+func withoutHealthChecks(logs string) string {
+	var b strings.Builder
+	for line := range strings.Lines(logs) {
+		if !strings.Contains(line, "health_checker") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // startProcesses brings scripts/cluster.sh's processes up, and takes them
@@ -353,6 +366,10 @@ func TestProcessFailover(t *testing.T) {
 
 // failover loads the cluster through the proxy while it breaks it, then
 // checks the log against what the client saw.
+// clock is how the failover test's log times faults and failures, so
+// that one can be read against the other.
+const clock = "15:04:05.000"
+
 func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 	boot := waitUntil(ctx, t, "the cluster to be ready", 3*time.Minute, func() bool {
 		return ready(ctx, proxyURL) && ready(ctx, ledgerURLs["ledger-1"]) && ready(ctx, ledgerURLs["ledger-2"])
@@ -473,6 +490,7 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 			time.Sleep(hold)
 			undo()
 		}
+		t.Logf("fault %-28s at %s", name, start.Format(clock))
 		healed := time.Now()
 		recoveries[name] = waitUntil(ctx, t, "a successful call after: "+name, 2*time.Minute, func() bool { return succeededSince(healed) }) + healed.Sub(start) - hold
 		t.Logf("fault %-28s service back %s after it was restored", name, recoveries[name].Round(time.Millisecond))
@@ -523,7 +541,11 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 		}
 	}
 	total := len(calls)
-	reasons := map[string]int{}
+	type span struct {
+		n           int
+		first, last time.Time
+	}
+	reasons := map[string]*span{}
 	for _, cl := range calls {
 		if !cl.ok {
 			// Task ids made every reason unique: group by the rest.
@@ -531,12 +553,18 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 			if len(r) > 240 {
 				r = r[:240]
 			}
-			reasons[r]++
+			sp := reasons[r]
+			if sp == nil {
+				sp = &span{first: cl.at}
+				reasons[r] = sp
+			}
+			sp.n++
+			sp.last = cl.at
 		}
 	}
 	mu.Unlock()
-	for r, n := range reasons {
-		t.Logf("failed calls: %4d × %s", n, r)
+	for r, sp := range reasons {
+		t.Logf("failed calls: %4d × %s (from %s to %s)", sp.n, r, sp.first.Format(clock), sp.last.Format(clock))
 	}
 	if len(ok) < total/2 {
 		t.Fatalf("only %d of %d calls succeeded", len(ok), total)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/chio-ledger/chio/edges/a2a/push"
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/edges/tools/hello"
 	"github.com/chio-ledger/chio/internal/govtest"
 	"github.com/chio-ledger/chio/internal/natstest"
 )
@@ -106,6 +108,48 @@ func TestTaskQuota(t *testing.T) {
 			t.Fatalf("after a task ended: %v", m)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestQuotaCountsOnlyLiveTasks: calls whose tool answers at once end their
+// tasks in the first commit, and never count against the quota, however
+// many a principal makes. (They once stayed counted, and a caller making
+// steady calls was refused every new task after its quota's worth.)
+func TestQuotaCountsOnlyLiveTasks(t *testing.T) {
+	const limit, workers, each = 2, 4, 15
+	ns, _, _ := natstest.Start(t)
+	env := govtest.New(t, govtest.On(ns), govtest.WithPolicy(govtest.Policy(t, pub(issuerKey))), govtest.WithEdgeID("edge-quota"),
+		govtest.WithServers(hello.New()))
+	ts, err := taskstore.Open(context.Background(), env.JS, taskstore.WithMaxLiveTasksPerOwner(limit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Config{EdgeID: "edge-quota", ClaimLease: 2 * time.Second}, env.Kernel, env.Registry, env.Dispatch, ts)
+	ec := echo.New()
+	e.Register(ec, HTTPConfig{ServeRoot: true})
+	srv := httptest.NewServer(ec)
+	t.Cleanup(srv.Close)
+
+	tok := govtest.Valid(t, issuerKey, agentKey, "cap-quota-live", govtest.AllOf("hello-a2a-srv")...)
+	var wg sync.WaitGroup
+	errs := make(chan string, workers*each)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				m := rpc(t, srv.URL, tok, "1.0", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"ql-%d-%d","parts":[{"text":"world"}]},"metadata":{"chio":{"targetSkillId":"hello_task"}}}}`, w, i))
+				res, _ := m["result"].(map[string]any)
+				task, _ := res["task"].(map[string]any)
+				status, _ := task["status"].(map[string]any)
+				if status["state"] != "TASK_STATE_COMPLETED" {
+					errs <- fmt.Sprintf("worker %d call %d: %v", w, i, m)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
 

@@ -164,7 +164,7 @@ func (s *Store) owners(ctx context.Context) (*ownerIndex, error) {
 	s.ownersMu.Lock()
 	idx := s.ownerIdx
 	if idx == nil || idx.failed() {
-		idx = &ownerIndex{live: map[string]liveTask{}, counts: map[string]int{}, mine: map[string]string{}, ready: make(chan struct{})}
+		idx = &ownerIndex{live: map[string]liveTask{}, counts: map[string]int{}, mine: map[string]liveTask{}, ready: make(chan struct{})}
 		if err := idx.follow(s); err != nil {
 			s.ownersMu.Unlock()
 			return nil, err
@@ -183,13 +183,19 @@ func (s *Store) owners(ctx context.Context) (*ownerIndex, error) {
 	}
 }
 
-// noteStarted counts a task this store just wrote, until the index sees it.
-func (s *Store) noteStarted(id string, owner Owner) {
+// noteStarted counts a task this store just wrote (t, its first commit),
+// until the index reads that commit. A task that ended in its first
+// commit is not live, and one the index has already read is counted
+// there: the follow can deliver the commit before its writer has the ack.
+func (s *Store) noteStarted(t *Task, owner Owner) {
+	if t.State.Terminal() {
+		return
+	}
 	s.ownersMu.Lock()
 	idx := s.ownerIdx
 	s.ownersMu.Unlock()
 	if idx != nil {
-		idx.note(id, owner.Subject)
+		idx.note(t.ID, owner.Subject, t.Seq)
 	}
 }
 
@@ -199,7 +205,8 @@ type ownerIndex struct {
 	mu     sync.Mutex
 	live   map[string]liveTask // task id → its principal and last sequence
 	counts map[string]int      // principal → live tasks
-	mine   map[string]string   // tasks written here not yet seen → principal
+	mine   map[string]liveTask // tasks written here, at a sequence not yet read
+	read   uint64              // the highest stream sequence read
 	ready  chan struct{}
 	once   sync.Once
 	err    error
@@ -217,19 +224,25 @@ func (x *ownerIndex) count(subject string) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := x.counts[subject]
-	for _, s := range x.mine {
-		if s == subject {
+	for id, t := range x.mine {
+		if t.seq <= x.read {
+			// Read since (the follow is in stream order), so counted by
+			// the index if still live; apply normally removes it first.
+			delete(x.mine, id)
+			continue
+		}
+		if t.subject == subject {
 			n++
 		}
 	}
 	return n
 }
 
-func (x *ownerIndex) note(id, subject string) {
+func (x *ownerIndex) note(id, subject string, seq uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if _, seen := x.live[id]; !seen && x.err == nil {
-		x.mine[id] = subject
+	if x.err == nil && seq > x.read {
+		x.mine[id] = liveTask{subject: subject, seq: seq}
 	}
 }
 
@@ -290,6 +303,7 @@ func (x *ownerIndex) apply(m jetstream.Msg) {
 	sm, err := decodeSummary(m.Headers().Get(summaryHeader))
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.read = max(x.read, meta.Sequence.Stream)
 	delete(x.mine, id)
 	prev, seen := x.live[id]
 	if seen && prev.seq >= meta.Sequence.Stream {

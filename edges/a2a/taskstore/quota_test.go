@@ -3,6 +3,7 @@ package taskstore
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -46,6 +47,66 @@ func TestAdmitOwnerQuota(t *testing.T) {
 	}
 	for _, st := range []*Store{s, replica} {
 		waitFor(t, "a canceled task frees its slot", func() bool { return st.AdmitOwner(ctx, alice) == nil })
+	}
+}
+
+// TestQuotaForgetsEndedTasks: tasks that end are not counted, however the
+// store's own writes and its follow of the stream interleave. Tasks that
+// end in their first commit (a tool that answered at once) and a late note
+// of a commit the follow had already read once stayed counted for good,
+// and a principal calling steadily was refused every new task after a
+// thousand of them.
+func TestQuotaForgetsEndedTasks(t *testing.T) {
+	ctx := t.Context()
+	ns := startNATS(t)
+	s := openStore(t, ns, WithMaxLiveTasksPerOwner(1))
+	if err := s.AdmitOwner(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := s.owners(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Many tasks at once, each ended in its first commit: the follow often
+	// reads a commit before its writer has the ack.
+	const n = 300
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			if _, err := s.Start(ctx, NewTask{Owner: alice, Message: msg("done at once"), Then: []Event{FinishEvent(StateCompleted, msg("done"))}}); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	// A live task, read by the follow before its writer notes it, then
+	// ended: the late note must not outlive it.
+	live, err := s.Create(ctx, alice, "", msg("live"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the follow to read the live task", func() bool {
+		idx.mu.Lock()
+		defer idx.mu.Unlock()
+		return idx.read >= live.Seq
+	})
+	s.noteStarted(live, alice)
+	if got := idx.count(alice.Subject); got != 1 {
+		t.Fatalf("one live task counted %d times", got)
+	}
+	if _, err := s.Cancel(ctx, live.ID, alice); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every ended task to be forgotten", func() bool { return idx.count(alice.Subject) == 0 })
+	if err := s.AdmitOwner(ctx, alice); err != nil {
+		t.Fatalf("a principal holding no live task: %v", err)
 	}
 }
 

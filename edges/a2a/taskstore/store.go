@@ -343,7 +343,7 @@ func (s *Store) Start(ctx context.Context, nt NewTask) (*Task, error) {
 			got, err := s.fold(ctx, id)
 			switch {
 			case err == nil && landed(got, mine):
-				s.noteStarted(id, owner)
+				s.noteStarted(got, owner)
 				return got, nil
 			case err == nil:
 				return nil, fmt.Errorf("create task: %w: id %s taken", ErrConflict, id)
@@ -357,7 +357,7 @@ func (s *Store) Start(ctx context.Context, nt NewTask) (*Task, error) {
 		var unknown *unknownOutcomeError
 		switch {
 		case err == nil:
-			s.noteStarted(id, owner)
+			s.noteStarted(next, owner)
 			return next, nil
 		case errors.As(err, &unknown) && attempt+1 < s.opts.maxAttempts:
 			s.opts.log.Warn("taskstore: append outcome unknown; reading back", "task", id, "err", err)
