@@ -280,7 +280,7 @@ func (a *a2aFlags) discover(ctx context.Context, target string, tasks *a2aadapte
 }
 
 // adapters discovers every target, with the task registry on js.
-func (a *a2aFlags) adapters(ctx context.Context, js jetstream.JetStream, replicas int, targets []string) ([]tools.Server, error) {
+func (a *a2aFlags) adapters(ctx context.Context, js jetstream.JetStream, replicas int, targets []string, opts ...a2aadapter.RegistryOption) ([]tools.Server, error) {
 	if len(targets) == 0 {
 		return nil, nil
 	}
@@ -289,7 +289,7 @@ func (a *a2aFlags) adapters(ctx context.Context, js jetstream.JetStream, replica
 		// credentials would go to the other.
 		return nil, usageError(errors.New("credential, extra and policy flags describe one partner: give one target per process (chio a2a serve) when any is set"))
 	}
-	tasks, err := a2aadapter.OpenTaskRegistry(ctx, js, max(replicas, 1))
+	tasks, err := a2aadapter.OpenTaskRegistry(ctx, js, max(replicas, 1), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -334,6 +334,7 @@ func newA2AServeCmd() *cobra.Command {
 	var ef edgeFlags
 	var targets []string
 	var natsURL, listen string
+	var maxLive int
 	cmd := &cobra.Command{
 		Use:   "serve --target URL [--partner NAME] --nats URL --listen ADDR (--policy FILE | --issuer-pub FILE)",
 		Short: "Serve a remote A2A agent's skills as governed tools (MCP at /mcp, OpenAI function calling at /openai/v1)",
@@ -357,7 +358,7 @@ func newA2AServeCmd() *cobra.Command {
 				return err
 			}
 			defer sa.close()
-			servers, err := af.adapters(ctx, sa.js, ef.replicas, targets)
+			servers, err := af.adapters(ctx, sa.js, ef.replicas, targets, a2aadapter.WithMaxLiveTasks(maxLive))
 			if err != nil {
 				return err
 			}
@@ -387,6 +388,7 @@ func newA2AServeCmd() *cobra.Command {
 	af.register(f, "")
 	f.StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+")")
 	f.StringVar(&listen, "listen", "127.0.0.1:8085", "HTTP listen address")
+	f.IntVar(&maxLive, "max-live-tasks", a2aadapter.DefaultMaxLiveTasks, "tasks one caller may hold unended on the partners at once, over every replica; one more send is refused before the partner is asked (0: no bound)")
 	registerGovernanceFlags(f, &ef)
 	return cmd
 }

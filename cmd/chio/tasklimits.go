@@ -5,6 +5,7 @@ import (
 
 	"github.com/chio-ledger/chio/edges/a2a/push"
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
+	"github.com/chio-ledger/chio/edges/a2aadapter"
 	"github.com/chio-ledger/chio/edges/acp"
 )
 
@@ -18,7 +19,7 @@ type taskLimits struct {
 
 // registerTaskLimitFlags adds --max-live-tasks and --max-push-configs.
 func registerTaskLimitFlags(f *pflag.FlagSet, l *taskLimits) {
-	f.IntVar(&l.liveTasks, "max-live-tasks", taskstore.DefaultMaxLiveTasksPerOwner, "tasks one principal may hold unfinished at once, over every replica (A2A and ACP); one more is refused with the count and limit")
+	f.IntVar(&l.liveTasks, "max-live-tasks", taskstore.DefaultMaxLiveTasksPerOwner, "tasks one principal may hold unfinished at once, over every replica (A2A, ACP, and with --a2a-target the partners' tasks); one more is refused with the count and limit")
 	f.IntVar(&l.pushConfigs, "max-push-configs", push.DefaultMaxConfigsPerOwner, "push-notification configs one principal may hold over all its tasks; one more is refused with the count and limit")
 }
 
@@ -29,3 +30,7 @@ func (l taskLimits) taskstore() taskstore.Option {
 func (l taskLimits) push() push.StoreOption { return push.WithMaxConfigsPerOwner(l.pushConfigs) }
 
 func (l taskLimits) acp() acp.Option { return acp.WithMaxLiveTasks(l.liveTasks) }
+
+func (l taskLimits) a2aAdapter() a2aadapter.RegistryOption {
+	return a2aadapter.WithMaxLiveTasks(l.liveTasks)
+}

@@ -208,7 +208,7 @@ func (c *upConfig) startNATS() (ns *natsembed.Server, js jetstream.JetStream, li
 // discovery fails closed and what is found is in the capability.
 func (c *upConfig) addRemoteTools(ctx context.Context, out io.Writer, ns *natsembed.Server, js jetstream.JetStream, keys *ledgerKeys, listening bool) error {
 	ef := &c.ef
-	partners, err := c.a2af.adapters(ctx, js, c.lf.replicas, c.a2aTargets)
+	partners, err := c.a2af.adapters(ctx, js, c.lf.replicas, c.a2aTargets, ef.limits.a2aAdapter())
 	if err != nil {
 		return err
 	}

@@ -287,6 +287,12 @@ func (a *args) streams() bool {
 	return a.mode == ModeSubscribeTask || (a.mode == modeSend && a.Stream != nil && *a.Stream)
 }
 
+// startsTask reports whether the call may start a new upstream task: a
+// send that does not continue one.
+func (a *args) startsTask() bool {
+	return a.mode == modeSend && a.TaskID == nil
+}
+
 // followUpTasks are the task ids the call refers to, which the registry
 // must have recorded for this tool: a follow-up's task, or a send's task_id
 // and reference_task_ids (continuing or citing another tool's task would

@@ -76,7 +76,8 @@ func (a *Adapter) InvokeStream(ctx context.Context, inv tools.Invocation, emit f
 
 // prepare resolves the tool and refuses, before any upstream call, what
 // must not reach the partner: an unknown tool, a denied authorization, bad
-// arguments and follow-ups for tasks not recorded for this tool.
+// arguments, follow-ups for tasks not recorded for this tool, and new
+// tasks past the caller's quota or the registry's cap.
 func (a *Adapter) prepare(ctx context.Context, inv tools.Invocation) (*skill, *args, error) {
 	sk := a.byTool[inv.ToolName]
 	if sk == nil || (inv.ServerID != "" && inv.ServerID != a.serverID) {
@@ -94,6 +95,13 @@ func (a *Adapter) prepare(ctx context.Context, inv tools.Invocation) (*skill, *a
 	ar, err := parseArgs(inv.Arguments, a.feat)
 	if err != nil {
 		return fail(err)
+	}
+	if ar.startsTask() && a.tasks != nil {
+		// Before the partner is asked: a task it started could not be
+		// recorded, and so never followed up.
+		if err := a.tasks.admit(ctx, a.bindingOf(ctx, sk).Caller); err != nil {
+			return fail(err)
+		}
 	}
 	if ids := ar.followUpTasks(); len(ids) > 0 {
 		if a.tasks == nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -63,17 +64,23 @@ type TaskRecord struct {
 // refuses a follow-up for a task another tool, binding, interface or
 // tenant observed. It is safe for concurrent use.
 type TaskRegistry struct {
-	kv  jetstream.KeyValue
-	now func() time.Time
+	kv   jetstream.KeyValue
+	now  func() time.Time
+	opts registryOptions
+
+	bucket bucketState // the bucket's size, for admission
+	liveMu sync.Mutex
+	live   *liveIndex // each caller's live tasks, started by admission
 }
 
 // TaskBucketConfig is the bucket's configuration: file storage, one value
-// per key.
-func TaskBucketConfig(replicas int) jetstream.KeyValueConfig {
+// per key, each kept ttl after its last write (0: forever).
+func TaskBucketConfig(replicas int, ttl time.Duration) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket:       TaskBucket,
 		Description:  "Chio A2A adapter: upstream tasks and the tool binding each was observed through",
 		History:      1,
+		TTL:          ttl,
 		MaxValueSize: maxTaskRecordBytes,
 		Storage:      jetstream.FileStorage,
 		Replicas:     replicas,
@@ -81,19 +88,28 @@ func TaskBucketConfig(replicas int) jetstream.KeyValueConfig {
 }
 
 // OpenTaskRegistry creates or updates the bucket TaskBucket with replicas
-// (1 to 5) and returns the registry on it.
-func OpenTaskRegistry(ctx context.Context, js jetstream.JetStream, replicas int) (*TaskRegistry, error) {
+// (1 to 5), with its record TTL and cap, and returns the registry on it.
+func OpenTaskRegistry(ctx context.Context, js jetstream.JetStream, replicas int, opts ...RegistryOption) (*TaskRegistry, error) {
+	o := registryOptions{ttl: DefaultRecordTTL, maxRecords: DefaultMaxRecords, maxLive: DefaultMaxLiveTasks}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	switch {
 	case js == nil:
 		return nil, errors.New("open task registry: nil JetStream")
 	case replicas < 1 || replicas > 5:
 		return nil, fmt.Errorf("open task registry: replicas %d not in 1..5", replicas)
+	case o.ttl < 0 || o.maxRecords < 0 || o.maxLive < 0:
+		return nil, errors.New("open task registry: record TTL, record cap and live-task bound must not be negative")
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, TaskBucketConfig(replicas))
+	kv, err := js.CreateOrUpdateKeyValue(ctx, TaskBucketConfig(replicas, o.ttl))
 	if err != nil {
 		return nil, fmt.Errorf("open task registry: bucket %s: %w", TaskBucket, err)
 	}
-	return &TaskRegistry{kv: kv, now: time.Now}, nil
+	if err := capRecords(ctx, js, o.maxRecords); err != nil {
+		return nil, fmt.Errorf("open task registry: %w", err)
+	}
+	return &TaskRegistry{kv: kv, now: time.Now, opts: o}, nil
 }
 
 // taskKey is the record's key: a digest of the server id and task id, since
@@ -170,16 +186,20 @@ func (r *TaskRegistry) observe(ctx context.Context, rec TaskRecord) error {
 		if err != nil {
 			return fmt.Errorf("record task %s: %w", rec.TaskID, err)
 		}
+		var wrote uint64
 		if rev == 0 {
-			_, err = r.kv.Create(ctx, key, raw)
+			wrote, err = r.kv.Create(ctx, key, raw)
 		} else {
-			_, err = r.kv.Update(ctx, key, raw, rev)
+			wrote, err = r.kv.Update(ctx, key, raw, rev)
 		}
 		switch {
 		case err == nil:
+			r.noted(key, next, wrote)
 			return nil
 		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			continue // another replica wrote first: compare with theirs
+		case registryFull(err):
+			return fmt.Errorf("record task %s: %w: the bucket is at its cap of %d records", rec.TaskID, ErrRegistryFull, r.opts.maxRecords)
 		default:
 			return fmt.Errorf("record task %s: %w", rec.TaskID, err)
 		}
