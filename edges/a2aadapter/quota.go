@@ -22,20 +22,24 @@ const (
 	// never observed.
 	DefaultRecordTTL = 7 * 24 * time.Hour
 	// DefaultMaxRecords caps the records the bucket holds: the server
-	// refuses a new one past it, while the records it holds still update.
+	// refuses a new one past it (a replicated bucket refuses updates too,
+	// which the 10% kept from new tasks leaves room for).
 	DefaultMaxRecords = 1_000_000
 	// DefaultMaxLiveTasks bounds the tasks one caller holds on the
 	// partners that are not known to have ended.
 	DefaultMaxLiveTasks = 1000
 
 	// admitHeadroomPct is the share of the record cap that new tasks may
-	// fill, so that a task the partner has started can still be recorded.
+	// fill, so that the tasks recorded, and one a partner has just
+	// started, can still be written.
 	admitHeadroomPct = 90
 	// bucketStateTTL is how long admission reuses the bucket's state.
 	bucketStateTTL = time.Second
 	// indexWait bounds how long admission waits for the live-task index
 	// to read the bucket: a caller is answered, not held.
 	indexWait = 10 * time.Second
+	// sweepEvery is how often counting drops every expired record.
+	sweepEvery = time.Minute
 )
 
 var (
@@ -76,28 +80,40 @@ func WithMaxLiveTasks(n int) RegistryOption {
 	return func(o *registryOptions) { o.maxLive = n }
 }
 
-// capRecords caps the bucket's backing stream at max values (0: none).
-// The bucket configuration has no such cap, so it is set on the stream
-// after each create or update of the bucket. With DiscardNew and one value
-// per key, a full bucket refuses a new key but still takes updates.
-func capRecords(ctx context.Context, js jetstream.JetStream, max int64) error {
-	s, err := js.Stream(ctx, "KV_"+TaskBucket)
-	if err != nil {
-		return fmt.Errorf("cap task registry: %w", err)
-	}
-	cfg := s.CachedInfo().Config
-	want := max
+// openBucket creates the bucket, or brings an existing one to cfg, with
+// its backing stream capped at maxRecords values (0: none) under
+// DiscardNew: the bucket configuration has no such cap. An existing
+// bucket is changed in one stream update, so that it is never left
+// uncapped between two (nats.go's bucket update would lift the cap).
+func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig, maxRecords int64) (jetstream.KeyValue, error) {
+	want := maxRecords
 	if want <= 0 {
 		want = -1
 	}
-	if cfg.MaxMsgs == want && cfg.Discard == jetstream.DiscardNew {
-		return nil
+	s, err := js.Stream(ctx, "KV_"+cfg.Bucket)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := js.CreateKeyValue(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+			return nil, err
+		}
+		if s, err = js.Stream(ctx, "KV_"+cfg.Bucket); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
 	}
-	cfg.MaxMsgs, cfg.Discard = want, jetstream.DiscardNew
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("cap task registry: %w", err)
+	sc := s.CachedInfo().Config
+	dup := 2 * time.Minute // the bucket's own rule: at most its TTL
+	if cfg.TTL > 0 && cfg.TTL < dup {
+		dup = cfg.TTL
 	}
-	return nil
+	if sc.MaxMsgs != want || sc.Discard != jetstream.DiscardNew || sc.MaxAge != cfg.TTL || sc.Replicas != cfg.Replicas ||
+		sc.MaxMsgSize != cfg.MaxValueSize || sc.Duplicates != dup {
+		sc.MaxMsgs, sc.Discard, sc.MaxAge, sc.Replicas, sc.MaxMsgSize, sc.Duplicates = want, jetstream.DiscardNew, cfg.TTL, cfg.Replicas, cfg.MaxValueSize, dup
+		if _, err := js.UpdateStream(ctx, sc); err != nil {
+			return nil, fmt.Errorf("cap records: %w", err)
+		}
+	}
+	return js.KeyValue(ctx, cfg.Bucket)
 }
 
 // jsStoreFailed is the JetStream API error code of a write the stream
@@ -130,7 +146,7 @@ func (r *TaskRegistry) admit(ctx context.Context, caller string) error {
 	if err != nil {
 		return fmt.Errorf("task registry: count live tasks: %w", err)
 	}
-	if n := idx.count(caller, time.Now()); n >= r.opts.maxLive {
+	if n := idx.count(caller, r.now()); n >= r.opts.maxLive {
 		return fmt.Errorf("%w: caller %s holds %d live tasks on this adapter's partners (limit %d); a task stops counting once a call sees it end (get_task, subscribe_task or cancel_task)",
 			ErrTaskQuota, abbreviate(caller), n, r.opts.maxLive)
 	}
@@ -155,7 +171,7 @@ func (r *TaskRegistry) admitBucket(ctx context.Context) error {
 	}
 	r.bucket.mu.Lock()
 	defer r.bucket.mu.Unlock()
-	if now := time.Now(); now.After(r.bucket.at.Add(bucketStateTTL)) {
+	if now := r.now(); now.After(r.bucket.at.Add(bucketStateTTL)) {
 		st, err := r.kv.Status(ctx)
 		if err != nil {
 			return fmt.Errorf("task registry: bucket state: %w", err)
@@ -163,8 +179,12 @@ func (r *TaskRegistry) admitBucket(ctx context.Context) error {
 		r.bucket.values, r.bucket.at = st.Values(), now
 	}
 	if r.bucket.values*100 >= uint64(r.opts.maxRecords)*admitHeadroomPct {
-		return fmt.Errorf("%w: the registry holds %d records, %d%% of its cap of %d is for new tasks; records expire %s after a task's last observation",
-			ErrRegistryFull, r.bucket.values, admitHeadroomPct, r.opts.maxRecords, r.opts.ttl)
+		expire := "records do not expire"
+		if r.opts.ttl > 0 {
+			expire = fmt.Sprintf("records expire %s after a task was last seen", r.opts.ttl)
+		}
+		return fmt.Errorf("%w: the registry holds %d records, %d%% of its cap of %d is for new tasks; %s",
+			ErrRegistryFull, r.bucket.values, admitHeadroomPct, r.opts.maxRecords, expire)
 	}
 	return nil
 }
@@ -182,7 +202,7 @@ func (r *TaskRegistry) index(ctx context.Context) (*liveIndex, error) {
 	r.liveMu.Lock()
 	idx := r.live
 	if idx == nil || idx.stopped() {
-		idx = newLiveIndex(r.opts.ttl)
+		idx = newLiveIndex(r.opts.ttl, r.now())
 		// The index lives as long as the registry's connection, not the
 		// call that happened to start it.
 		if err := idx.follow(context.WithoutCancel(ctx), r.kv); err != nil {
@@ -199,6 +219,11 @@ func (r *TaskRegistry) index(ctx context.Context) (*liveIndex, error) {
 		}
 		return idx, nil
 	case <-ctx.Done():
+		if r.now().Sub(idx.started) >= indexWait {
+			// A watch that has not read the bucket by now may never
+			// say so: the next admission starts another.
+			idx.stop()
+		}
 		return nil, ctx.Err()
 	}
 }
@@ -220,10 +245,13 @@ func (r *TaskRegistry) noted(key string, rec TaskRecord, rev uint64) {
 // watch to see, so each is dropped when counted after its time).
 type liveIndex struct {
 	ttl     time.Duration
+	started time.Time
+	stop    context.CancelFunc // ends the watch
 	mu      sync.Mutex
 	callers map[string]map[string]liveRecord // caller → key → record
 	keys    map[string]string                // key → its caller in callers
 	read    uint64                           // the highest revision the watch delivered
+	swept   time.Time                        // when expired records were last dropped
 	ready   chan struct{}
 	done    bool
 }
@@ -233,22 +261,27 @@ type liveRecord struct {
 	rev    uint64
 }
 
-func newLiveIndex(ttl time.Duration) *liveIndex {
-	return &liveIndex{ttl: ttl, callers: map[string]map[string]liveRecord{}, keys: map[string]string{}, ready: make(chan struct{})}
+func newLiveIndex(ttl time.Duration, now time.Time) *liveIndex {
+	return &liveIndex{ttl: ttl, started: now, swept: now, stop: func() {}, callers: map[string]map[string]liveRecord{},
+		keys: map[string]string{}, ready: make(chan struct{})}
 }
 
 func (x *liveIndex) stopped() bool { x.mu.Lock(); defer x.mu.Unlock(); return x.done }
 
-// follow watches every record until ctx ends or the watch stops; ready is
-// closed once the records the bucket held are read (or the watch stopped).
+// follow watches every record until ctx ends, x.stop is called or the
+// watch stops; ready is closed once the records the bucket held are read
+// (or the watch stopped).
 func (x *liveIndex) follow(ctx context.Context, kv jetstream.KeyValue) error {
+	ctx, x.stop = context.WithCancel(ctx)
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
+		x.stop()
 		return fmt.Errorf("watch task registry: %w", err)
 	}
 	go func() {
 		var once sync.Once
 		defer func() {
+			x.stop()
 			_ = w.Stop()
 			x.mu.Lock()
 			x.done = true
@@ -301,10 +334,12 @@ func (x *liveIndex) note(key string, rec TaskRecord, rev uint64) {
 	}
 }
 
-// live: the task's last observed state is not terminal ("" until one is
-// observed, which the partner's next answer usually brings).
+// live: the task was seen in a state that is not terminal. A task whose
+// state was never seen (a partner that answered a send with a message
+// naming it) is not counted: it could not be told apart from one that
+// ended, and would hold its caller's quota until its record expired.
 func live(rec TaskRecord) bool {
-	return !a2a.TaskState(rec.State).Terminal()
+	return rec.State != "" && !a2a.TaskState(rec.State).Terminal()
 }
 
 // keep files key under caller; x.mu is held.
@@ -333,10 +368,22 @@ func (x *liveIndex) forget(key string) {
 	}
 }
 
-// count is how many live tasks caller holds at now.
+// count is how many live tasks caller holds at now. Now and then it drops
+// every caller's expired records, not only this one's: a caller that
+// never calls again must not hold memory for good.
 func (x *liveIndex) count(caller string, now time.Time) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.ttl > 0 && now.Sub(x.swept) >= sweepEvery {
+		x.swept = now
+		for c := range x.callers {
+			x.countLocked(c, now)
+		}
+	}
+	return x.countLocked(caller, now)
+}
+
+func (x *liveIndex) countLocked(caller string, now time.Time) int {
 	n := 0
 	for key, r := range x.callers[caller] {
 		if x.ttl > 0 && !now.Before(r.stored.Add(x.ttl)) {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -121,71 +120,121 @@ func TestTaskQuota(t *testing.T) {
 	}
 }
 
-// TestRegistryBounds: the bucket keeps a record for its TTL after the
-// task's last observation and holds at most its cap of records, refusing
-// new tasks (before the partner is asked) at 90% of it while the tasks it
-// holds still update.
+// TestRegistryBounds: the bucket holds at most its cap of records, and
+// new tasks are refused (before the partner is asked) at 90% of it while
+// the tasks it holds still update; a reopen changes the bounds in place.
 func TestRegistryBounds(t *testing.T) {
 	_, _, js := natstest.Start(t)
-	reg, err := OpenTaskRegistry(t.Context(), js, 1, WithMaxRecords(10), WithRecordTTL(2*time.Second), WithMaxLiveTasks(0))
+	reg, err := OpenTaskRegistry(t.Context(), js, 1, WithMaxRecords(10), WithRecordTTL(time.Hour), WithMaxLiveTasks(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(t.Context(), "KV_"+TaskBucket)
-	if err != nil {
+	checkStream := func(maxMsgs int64, maxAge time.Duration) {
+		t.Helper()
+		st, err := js.Stream(t.Context(), "KV_"+TaskBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := st.CachedInfo().Config; c.MaxMsgs != maxMsgs || c.Discard.String() != "DiscardNew" || c.MaxAge != maxAge || c.MaxMsgsPerSubject != 1 {
+			t.Fatalf("bucket stream: max msgs %d, discard %s, max age %s, per key %d; want %d, DiscardNew, %s, 1",
+				c.MaxMsgs, c.Discard, c.MaxAge, c.MaxMsgsPerSubject, maxMsgs, maxAge)
+		}
+	}
+	checkStream(10, time.Hour)
+
+	p := startPartner(t, partnerOpts{})
+	a := discover(t, p, Config{Tasks: reg})
+	b := a.bindingOf(t.Context(), a.byTool["slow"])
+	for i := range 10 {
+		if err := reg.observe(t.Context(), TaskRecord{TaskID: fmt.Sprint("t", i), TaskBinding: b, State: string(a2a.TaskStateWorking)}); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	err = reg.observe(t.Context(), TaskRecord{TaskID: "one-more", TaskBinding: b, State: string(a2a.TaskStateWorking)})
+	if !errors.Is(err, ErrRegistryFull) {
+		t.Fatalf("a record past the cap: %v, want ErrRegistryFull", err)
+	}
+	if err := reg.observe(t.Context(), TaskRecord{TaskID: "t0", TaskBinding: b, State: string(a2a.TaskStateCompleted)}); err != nil {
+		t.Fatalf("a recorded task's update at the cap: %v", err)
+	}
+	var refused error
+	waitUntil(t, "new tasks to be refused at the cap", func() bool {
+		before := p.requests.Load()
+		_, refused = sendAs(t, a, "", "echo")
+		return refused != nil && p.requests.Load() == before
+	})
+	if !errors.Is(refused, ErrRegistryFull) || !strings.Contains(refused.Error(), "the registry holds 10 records, 90% of its cap of 10 is for new tasks; records expire 1h0m0s after a task was last seen") {
+		t.Fatalf("a new task at the cap: %v, want ErrRegistryFull with the count and cap", refused)
+	}
+
+	// Reopened with other bounds (another release, another operator):
+	// changed in place, the records kept.
+	if _, err := OpenTaskRegistry(t.Context(), js, 1, WithMaxRecords(20), WithRecordTTL(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if c := st.CachedInfo().Config; c.MaxMsgs != 10 || c.Discard.String() != "DiscardNew" || c.MaxAge != 2*time.Second {
-		t.Fatalf("bucket stream: max msgs %d, discard %s, max age %s", c.MaxMsgs, c.Discard, c.MaxAge)
+	checkStream(20, 2*time.Hour)
+	if _, err := reg.Lookup(t.Context(), a.ServerID(), "t9"); err != nil {
+		t.Fatalf("a record after the reopen: %v", err)
+	}
+}
+
+// TestRecordTTL: a record expires its TTL after the task was last seen,
+// and a follow-up after that is refused as for a task never seen; seeing
+// the task again, unchanged, past half its TTL keeps its record.
+func TestRecordTTL(t *testing.T) {
+	_, _, js := natstest.Start(t)
+	const ttl = 5 * time.Second
+	reg, err := OpenTaskRegistry(t.Context(), js, 1, WithRecordTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
 	}
 	p := startPartner(t, partnerOpts{})
 	a := discover(t, p, Config{Tasks: reg})
-
 	slow, err := sendAs(t, a, "alice", "slow")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 8 {
-		if _, err := sendAs(t, a, "alice", "echo"); err != nil {
-			t.Fatalf("echo %d: %v", i, err)
-		}
-	}
-	var refused error
-	waitUntil(t, "the registry to refuse new tasks at 9 of 10 records", func() bool {
-		before := p.requests.Load()
-		_, refused = sendAs(t, a, "alice", "echo")
-		return refused != nil && p.requests.Load() == before
-	})
-	if !errors.Is(refused, ErrRegistryFull) || !regexp.MustCompile(`the registry holds (9|10) records, 90% of its cap of 10 is for new tasks`).MatchString(refused.Error()) {
-		t.Fatalf("a new task at the cap: %v, want ErrRegistryFull with the count and cap", refused)
-	}
-	// A task already recorded still updates.
-	p.agent.release <- struct{}{}
+	t.Cleanup(func() { p.agent.release <- struct{}{} })
 	get := callAs(a, "alice", "slow", fmt.Sprintf(`{"get_task":{"id":%q}}`, slow.ID))
-	waitUntil(t, "the slow task's end to be recorded", func() bool {
-		_, err := a.Invoke(t.Context(), get)
-		rec, lerr := reg.Lookup(t.Context(), a.ServerID(), string(slow.ID))
-		return err == nil && lerr == nil && a2a.TaskState(rec.State) == a2a.TaskStateCompleted
-	})
-	// Records expire: the slow task is forgotten, and room is made.
-	waitUntil(t, "the records to expire", func() bool {
+	if _, err := a.Invoke(t.Context(), get); err != nil { // source: get_task
+		t.Fatal(err)
+	}
+	first, err := reg.Lookup(t.Context(), a.ServerID(), string(slow.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Invoke(t.Context(), get); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := reg.Lookup(t.Context(), a.ServerID(), string(slow.ID)); !again.Updated.Equal(first.Updated) {
+		t.Fatal("the same observation again, early in the TTL, was written")
+	}
+	time.Sleep(ttl/2 + 100*time.Millisecond)
+	if _, err := a.Invoke(t.Context(), get); err != nil {
+		t.Fatal(err)
+	}
+	renewed, _ := reg.Lookup(t.Context(), a.ServerID(), string(slow.ID))
+	if !renewed.Updated.After(first.Updated) {
+		t.Fatal("a task seen past half its record's TTL did not renew the record")
+	}
+	time.Sleep(ttl / 2) // past the first write's TTL, well within the renewal's
+	if _, err := reg.Lookup(t.Context(), a.ServerID(), string(slow.ID)); err != nil {
+		t.Fatalf("the renewed record: %v", err)
+	}
+	waitUntil(t, "the record to expire", func() bool {
 		_, err := reg.Lookup(t.Context(), a.ServerID(), string(slow.ID))
 		return errors.Is(err, ErrTaskNotRecorded)
 	})
 	if _, err := a.Invoke(t.Context(), get); !errors.Is(err, ErrFollowUpRefused) {
 		t.Fatalf("a follow-up of an expired record: %v, want ErrFollowUpRefused", err)
 	}
-	waitUntil(t, "a new task to be admitted", func() bool {
-		_, err := sendAs(t, a, "alice", "echo")
-		return err == nil
-	})
 }
 
 // TestLiveIndexExpiry: a live task the bucket's TTL removed stops
 // counting, though the watch sees no mark of its removal.
 func TestLiveIndexExpiry(t *testing.T) {
 	_, _, js := natstest.Start(t)
-	reg, err := OpenTaskRegistry(t.Context(), js, 1, WithMaxLiveTasks(1), WithRecordTTL(time.Second))
+	reg, err := OpenTaskRegistry(t.Context(), js, 1, WithMaxLiveTasks(1), WithRecordTTL(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,12 +102,9 @@ func OpenTaskRegistry(ctx context.Context, js jetstream.JetStream, replicas int,
 	case o.ttl < 0 || o.maxRecords < 0 || o.maxLive < 0:
 		return nil, errors.New("open task registry: record TTL, record cap and live-task bound must not be negative")
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, TaskBucketConfig(replicas, o.ttl))
+	kv, err := openBucket(ctx, js, TaskBucketConfig(replicas, o.ttl), o.maxRecords)
 	if err != nil {
 		return nil, fmt.Errorf("open task registry: bucket %s: %w", TaskBucket, err)
-	}
-	if err := capRecords(ctx, js, o.maxRecords); err != nil {
-		return nil, fmt.Errorf("open task registry: %w", err)
 	}
 	return &TaskRegistry{kv: kv, now: time.Now, opts: o}, nil
 }
@@ -178,7 +175,11 @@ func (r *TaskRegistry) observe(ctx context.Context, rec TaskRecord) error {
 			if next.State == "" {
 				next.State = cur.State
 			}
-			if cur.State == next.State && cur.Source == next.Source && cur.Partner == next.Partner {
+			// The same again is not written, unless the record is half
+			// way to its TTL: the TTL counts from the last write, and a
+			// task still being followed must not expire.
+			if cur.State == next.State && cur.Source == next.Source && cur.Partner == next.Partner &&
+				(r.opts.ttl <= 0 || rec.Updated.Sub(cur.Updated) < r.opts.ttl/2) {
 				return nil
 			}
 		}
@@ -198,8 +199,11 @@ func (r *TaskRegistry) observe(ctx context.Context, rec TaskRecord) error {
 			return nil
 		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			continue // another replica wrote first: compare with theirs
-		case registryFull(err):
+		case registryFull(err) && rev == 0:
 			return fmt.Errorf("record task %s: %w: the bucket is at its cap of %d records", rec.TaskID, ErrRegistryFull, r.opts.maxRecords)
+		case registryFull(err):
+			// A replicated bucket at its cap refuses updates too.
+			return fmt.Errorf("record task %s: update refused: %w: the bucket is at its cap of %d records", rec.TaskID, ErrRegistryFull, r.opts.maxRecords)
 		default:
 			return fmt.Errorf("record task %s: %w", rec.TaskID, err)
 		}
