@@ -2,6 +2,10 @@
 # Runs the README's tour, command for command, against a fresh `chio up` in
 # a temporary directory (on spare ports), and fails if any step does.
 set -euo pipefail
+# has PATTERN...: grep -q that reads its input to the end. grep -q stops at
+# the first match, and the writer of a longer output then dies of SIGPIPE,
+# which pipefail turns into a failed step.
+has() { grep "$@" >/dev/null; }
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 http=${TOUR_HTTP:-127.0.0.1:18080}
@@ -42,17 +46,17 @@ curl -sf -H "$OP" "http://$http/v1/receipts/$ID/tlog-proof" > receipt.tlog-proof
 bin/chio verify --receipt receipt.json --proof receipt.tlog-proof \
   --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)"
 
-curl -sf -H "$OP" "http://$http/v1/receipts/query?toolServer=hello&outcome=deny&limit=10" | grep -q '"totalCount":1'
+curl -sf -H "$OP" "http://$http/v1/receipts/query?toolServer=hello&outcome=deny&limit=10" | has '"totalCount":1'
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$http/v1/receipts/$ID")" = 401 ]
 bin/chio ledger rebuild --nats "nats://$natsaddr" --data-dir "$work/rebuilt" --keys .chio/keys | tee rebuild.txt
 grep -q '^size 2$' rebuild.txt
 
 bin/chio evidence export --url "http://$http" --token @.chio/operator.token --out evidence
-bin/chio evidence verify --input evidence --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)" | grep -q '^evidence package verified'
+bin/chio evidence verify --input evidence --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)" | has '^evidence package verified'
 cp -r evidence tampered && sed '1s/hello/hellp/' evidence/receipts.ndjson > tampered/receipts.ndjson
 if bin/chio evidence verify --input tampered --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)" 2> tampered.txt; then exit 1; fi
 grep -q 'receipts.ndjson' tampered.txt
-bin/chio monitor --url "http://$http" --vkey .chio/keys/checkpoint.vkey --state monitor.json | grep -q '^monitor: OK'
+bin/chio monitor --url "http://$http" --vkey .chio/keys/checkpoint.vkey --state monitor.json | has '^monitor: OK'
 
 bin/chio capability keygen --out agent.key > agent.pub
 bin/chio capability keygen --out helper.key > helper.pub
@@ -60,7 +64,7 @@ bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat ag
   --grant 'hello-a2a-srv/*:invoke,delegate' --ttl 1h --max-invocations 100 --id cap-agent > agent.tok
 bin/chio capability issue --issuer-key agent.key --subject "$(cat helper.pub)" \
   --grant hello-a2a-srv/hello_task --max-invocations 10 --delegate-from @agent.tok --output header > helper.tok
-bin/chio capability inspect @helper.tok | tee inspect.txt | grep -q '^ok   token narrows its parent cap-agent$'
+bin/chio capability inspect @helper.tok | tee inspect.txt | has '^ok   token narrows its parent cap-agent$'
 grep -q '^principal p:[0-9a-f]\{64\} (tenant p:[0-9a-f]\{64\})$' inspect.txt
 bin/chio capability keygen --out auditor.key > auditor.pub
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat auditor.pub)" --read receipts --ttl 24h --output header > auditor.tok
@@ -71,17 +75,17 @@ curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H @proof.hdr -d 
 grep -q '"state":"completed"' proven.json
 [ "$(curl -s -o replayed.json -w '%{http_code}' "http://$http/a2a" -H 'Content-Type: application/json' -H @proof.hdr -d "${MSG/m5/m6}")" = 401 ]
 grep -q -- '-31401' replayed.json && grep -q 'replayed' replayed.json
-curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat helper.tok)" -d "${MSG/m5/m7}" | grep -q '"state":"completed"'
+curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat helper.tok)" -d "${MSG/m5/m7}" | has '"state":"completed"'
 bin/chio capability ancestor @helper.tok > rebuilt.tok
 sed -n 2p agent.tok | cmp - rebuilt.tok
 [ "$(curl -s -D rebuilt.hdr -o rebuilt.json -w '%{http_code}' "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat rebuilt.tok)" -d "${MSG/m5/m8}")" = 401 ]
 grep -q 'missing_proof' rebuilt.json && grep -qi '^www-authenticate: DPoP' rebuilt.hdr
-bin/chio capability revoke cap-agent --nats "nats://$natsaddr" --reason "key rotated" | grep -q '^revoked cap-agent$'
+bin/chio capability revoke cap-agent --nats "nats://$natsaddr" --reason "key rotated" | has '^revoked cap-agent$'
 curl -sf "http://$http/.well-known/agent-card.json" > card.json
 grep -q '"hello_task"' card.json
 curl -sf "http://$http/.well-known/jwks.json" > jwks.json
-bin/chio verify --agent-card card.json --jwks jwks.json | grep -q '^verify: OK agent card'
-bin/chio verify --agent-card "http://$http" | grep -q '^verify: OK agent card'
+bin/chio verify --agent-card card.json --jwks jwks.json | has '^verify: OK agent card'
+bin/chio verify --agent-card "http://$http" | has '^verify: OK agent card'
 sed 's/"streaming":true/"streaming":false/' card.json > tampered.json
 if bin/chio verify --agent-card tampered.json --jwks jwks.json 2>/dev/null; then echo "tour: a tampered card verified" >&2; exit 1; fi
 curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat .chio/dev-capability.token)" \
@@ -91,39 +95,39 @@ RID=$(sed -n 's/.*"receiptId":"\([^"]*\)".*/\1/p' send.json)
 [ -n "$RID" ]
 DEV="Authorization: Bearer $(cat .chio/dev-capability.token)"
 for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' -H "$DEV" "http://$http/v1/receipts/$RID")" = 200 ] && break; sleep 0.1; done
-curl -sf -H "$DEV" "http://$http/v1/receipts/$RID" | grep -q '"tool_name":"hello_task"'
+curl -sf -H "$DEV" "http://$http/v1/receipts/$RID" | has '"tool_name":"hello_task"'
 echo '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","parts":[{"type":"text","text":"world"}]}}}' \
-  | bin/chio edge a2a --stdio --data-dir "$work/stdio" | grep -q '"status":"completed"'
+  | bin/chio edge a2a --stdio --data-dir "$work/stdio" | has '"status":"completed"'
 curl -sN "http://$http/a2a" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
   -d '{"jsonrpc":"2.0","id":2,"method":"SendStreamingMessage","params":{"message":{"role":"ROLE_USER","messageId":"m2","parts":[{"text":"world"}]}}}' \
   | tee stream.txt
 grep -q '"artifactUpdate"' stream.txt
-grep '"statusUpdate"' stream.txt | grep -q 'TASK_STATE_COMPLETED'
+grep '"statusUpdate"' stream.txt | has 'TASK_STATE_COMPLETED'
 curl -s "http://$http/a2a/rest/message:send" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
   -d '{"message":{"role":"ROLE_USER","messageId":"m3","parts":[{"text":"world"}]}}' | tee rest-send.json
 TID=$(sed -n 's/^{"task":{"id":"\([^"]*\)".*/\1/p' rest-send.json)
 [ -n "$TID" ]
-curl -s "http://$http/a2a/rest/tasks/$TID" -H 'A2A-Version: 1.0' | grep -q 'TASK_STATE_COMPLETED'
+curl -s "http://$http/a2a/rest/tasks/$TID" -H 'A2A-Version: 1.0' | has 'TASK_STATE_COMPLETED'
 curl -sN "http://$http/a2a/rest/tasks/$TID:subscribe" -H 'A2A-Version: 1.0' -H 'Last-Event-ID: 2' | tee resume.txt
 [ "$(grep -c '^id: ' resume.txt)" = 2 ] && grep -q '^id: 3$' resume.txt && grep -q 'TASK_STATE_COMPLETED' resume.txt
-grep -o '"url":"[^"]*","protocolBinding":"GRPC"' card.json | grep -q "${http%:*}:"
-for _ in $(seq 100); do curl -sf -H "$OP" "http://$http/v1/tasks/$TID" | grep -q 'TASK_STATE_COMPLETED' && break; sleep 0.1; done
-curl -sf -H "$OP" "http://$http/v1/tasks/$TID" | grep -q '"receiptIds"'
+grep -o '"url":"[^"]*","protocolBinding":"GRPC"' card.json | has "${http%:*}:"
+for _ in $(seq 100); do curl -sf -H "$OP" "http://$http/v1/tasks/$TID" | has 'TASK_STATE_COMPLETED' && break; sleep 0.1; done
+curl -sf -H "$OP" "http://$http/v1/tasks/$TID" | has '"receiptIds"'
 curl -s "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat .chio/dev-capability.token)" \
   -d '{"jsonrpc":"2.0","id":4,"method":"message/send","params":{"message":{"role":"user","messageId":"m4","parts":[{"kind":"text","text":"world"}]},"metadata":{"chio":{"governedIntent":{"id":"intent-1","server_id":"hello-a2a-srv","tool_name":"hello_task","purpose":"greet the world","max_amount":{"units":100,"currency":"EUR"}}}}}}' \
   | tee governed.json
 CAP=$(sed -n 's/.*"capabilityId":"\([^"]*\)".*/\1/p' governed.json)
 [ -n "$CAP" ]
-for _ in $(seq 100); do curl -sf -H "$OP" "http://$http/v1/reports/authorization-context?capabilityId=$CAP&authorizationLimit=20" | grep -q '"matchingReceipts":1' && break; sleep 0.1; done
-curl -sf -H "$OP" "http://$http/v1/reports/authorization-context?capabilityId=$CAP&authorizationLimit=20" | grep -q '"purpose":"greet the world"'
-bin/chio trust authorization-context list --url "http://$http" --capability "$CAP" --limit 20 --token @.chio/operator.token | grep -q '"intentId": "intent-1"'
-curl -sf -H "$OP" "http://$http/v1/lineage/$CAP/chain" | grep -q "\"capability_id\":\"$CAP\""
-curl -sf "http://$http/openai/v1/tools?format=chat" | grep -q '"name":"hello_task"'
+for _ in $(seq 100); do curl -sf -H "$OP" "http://$http/v1/reports/authorization-context?capabilityId=$CAP&authorizationLimit=20" | has '"matchingReceipts":1' && break; sleep 0.1; done
+curl -sf -H "$OP" "http://$http/v1/reports/authorization-context?capabilityId=$CAP&authorizationLimit=20" | has '"purpose":"greet the world"'
+bin/chio trust authorization-context list --url "http://$http" --capability "$CAP" --limit 20 --token @.chio/operator.token | has '"intentId": "intent-1"'
+curl -sf -H "$OP" "http://$http/v1/lineage/$CAP/chain" | has "\"capability_id\":\"$CAP\""
+curl -sf "http://$http/openai/v1/tools?format=chat" | has '"name":"hello_task"'
 curl -sf "http://$http/openai/v1/tool-calls" -H 'Content-Type: application/json' \
   -d '{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"hello_task","arguments":"{\"text\":\"world\"}"}}]}' \
   | tee openai.json
 grep -q '"tool_call_id":"call_1"' openai.json && grep -q '"denied":false' openai.json && grep -q '"receipt_ref":"' openai.json
-bin/chio openapi manifest --spec examples/openapi/chio-log-api.yaml --server-id chio-log-api | grep -q '"name": "getCheckpoint"'
+bin/chio openapi manifest --spec examples/openapi/chio-log-api.yaml --server-id chio-log-api | has '"name": "getCheckpoint"'
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" --grant 'chio-log-api/*' --output header > api.tok
 bridgeaddr=${TOUR_BRIDGE:-127.0.0.1:18084}
 protectaddr=${TOUR_PROTECT:-127.0.0.1:19090}
@@ -145,7 +149,7 @@ curl -s "http://$protectaddr/openai/v1/tool-calls" -H "X-Chio-Capability: $(cat 
 grep -q '"error":"chio_access_denied"' denied.json && grep -q 'denied by default' denied.json
 echo '{"jsonrpc":"2.0","id":1,"method":"tool/invoke","params":{"capabilityId":"hello_task","arguments":{"text":"world"}}}' \
   | bin/chio edge acp --stdio --nats "nats://$natsaddr" --issuer-pub .chio/keys/issuer.pub --token @.chio/dev-capability.token \
-  | grep -q '"receiptId":"'
+  | has '"receiptId":"'
 go -C "$repo" build -o "$work/bin/acp-editor" ./examples/acp/editor && go -C "$repo" build -o "$work/bin/acp-agent" ./examples/acp/agent
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" \
   --grant 'acp/*' --grant acp/fs/write_text_file --ttl 1h --output header > editor.tok
@@ -174,13 +178,13 @@ edgeaddr=${TOUR_EDGE:-127.0.0.1:18082}
 bin/chio edge a2a --nats "nats://$natsaddr" --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub --demo conformance > edge.log 2>&1 &
 edge_pid=$!
 for _ in $(seq 100); do curl -sf "http://$edgeaddr/.well-known/agent-card.json" >/dev/null && break; sleep 0.1; done
-curl -sf "http://$edgeaddr/.well-known/agent-card.json" | grep -q '"hello_task"'
-curl -sf "http://$edgeaddr/.well-known/agent-card.json" | grep -q '"id":"conformance"'
+curl -sf "http://$edgeaddr/.well-known/agent-card.json" | has '"hello_task"'
+curl -sf "http://$edgeaddr/.well-known/agent-card.json" | has '"id":"conformance"'
 # a separate replica refuses tokenless callers (no dev capability outside chio up)
 curl -s "http://$edgeaddr/a2a" -H 'Content-Type: application/json' \
-  -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"world"}]}}}' | grep -q -- '-31401'
+  -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m1","parts":[{"kind":"text","text":"world"}]}}}' | has -- '-31401'
 kill -INT "$edge_pid"; wait "$edge_pid" 2>/dev/null || true
-bin/chio edge a2a agent-card | grep -q '"bridgeFidelity"'
+bin/chio edge a2a agent-card | has '"bridgeFidelity"'
 
 # An MCP server wrapped as governed tools: chio up again, with the server.
 kill -INT "$up_pid"; wait "$up_pid" 2>/dev/null || true
