@@ -393,3 +393,51 @@ func TestPushGenerations(t *testing.T) {
 		t.Fatalf("pushed generations %v, want %d…%d without a gap", seen, low, final)
 	}
 }
+
+// A send whose inline push config is refused (here: over its owner's
+// quota) leaves nothing behind: no task for a sweeper to run later, after
+// the caller was told no; and a config that is accepted sees the task's
+// first commit, stored after it.
+func TestPushInlineRefusedLeavesNoTask(t *testing.T) {
+	cl := startCluster(t, 1, "", func(c *Config, js jetstream.JetStream) {
+		withPush(t)(c, js)
+		store, err := push.OpenStore(context.Background(), js, push.WithMaxConfigsPerOwner(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Push.Store = store
+	})
+	tok := token(t, agentKey, "cap-push-inline-refused")
+	a := sdkClient(t, cl.edges[0].URL, tok)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rcv, hook := newReceiver(t, 0)
+	res, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("go")),
+		Metadata: stepTarget, Config: &a2apb.SendMessageConfig{ReturnImmediately: true, PushConfig: &a2apb.PushConfig{URL: hook}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.step.open(stepChunks)
+	first := rcv.waitFor(t, 1)[0]
+	var update struct {
+		Status struct {
+			State string `json:"state"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(first.body["statusUpdate"], &update); err != nil || update.Status.State != "TASK_STATE_WORKING" {
+		t.Fatalf("first notification %s, want the first commit's working status", first.body)
+	}
+
+	body := `{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"refused-1","parts":[{"text":"go"}]},` +
+		`"configuration":{"returnImmediately":true,"taskPushNotificationConfig":{"url":"` + hook + `"}},"metadata":{"chio":{"targetSkillId":"step_task"}}}}`
+	if m := rpc(t, cl.edges[0].URL, tok, "1.0", body); errCode(m) != -31429 {
+		t.Fatalf("a send whose config is over the owner's quota: %v, want -31429", m)
+	}
+	list, err := a.ListTasks(ctx, &a2apb.ListTasksRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Tasks) != 1 || list.Tasks[0].ID != res.(*a2apb.Task).ID {
+		t.Fatalf("tasks after the refused send: %d, want only the first", len(list.Tasks))
+	}
+}

@@ -243,26 +243,34 @@ func (e *Edge) refusedRequest(ctx context.Context, rc rpcCall, p *wire.SendParam
 // storeAccepted stores an accepted send's task, the next turn of prior or
 // a new task, with the config the send carried (pc), and claims its
 // execution unless it is deferred or its first commit claimed it already.
+//
+// The config is stored first, under the task's id: a config refused (over
+// its owner's quota, say) then leaves no task behind for a sweeper to run
+// after the send was answered with the refusal, and the task's first
+// commit is notified like every later one.
 func (e *Edge) storeAccepted(ctx context.Context, owner taskstore.Owner, prior *taskstore.Task, p *wire.SendParams, req execRequest, meta map[string]any, mode string, pc *push.Config) (*taskstore.Task, *wire.Error) {
 	var t *taskstore.Task
 	var held bool
 	var err error
 	if prior != nil {
 		owner = prior.Owner
-		t, err = e.continueTask(ctx, prior, p, req, meta)
+		undo, werr := e.putInlinePush(ctx, pc, prior.ID, owner)
+		if werr != nil {
+			return nil, werr
+		}
+		if t, err = e.continueTask(ctx, prior, p, req, meta); err != nil {
+			undo()
+		}
 	} else {
-		t, held, err = e.createTask(ctx, owner, p, req, meta, mode != modeDeferred)
+		t, held, err = e.createTask(ctx, owner, p, req, meta, mode != modeDeferred, pc)
+	}
+	if werr := (*wire.Error)(nil); errors.As(err, &werr) {
+		return nil, werr
 	}
 	if err != nil {
 		return nil, acceptError(err)
 	}
 	callFrom(ctx).setTask(t.ID)
-	if pc != nil {
-		pc.TaskID, pc.Owner = t.ID, pushOwner(owner)
-		if _, err := e.cfg.Push.Store.Put(ctx, *pc); err != nil {
-			return nil, pushError(err)
-		}
-	}
 	if mode == modeDeferred || held {
 		return t, nil
 	}
@@ -478,16 +486,41 @@ func governedIntent(p *wire.SendParams) (*schemas.GovernedIntent, *wire.Error) {
 // createTask stores a new task for a send, in state working; a native
 // tool's task stays submitted until the tool's own first event. With claim,
 // the same commit claims its execution for this replica (held reports
-// whether it did): created, working and claimed are one synced write.
-func (e *Edge) createTask(ctx context.Context, owner taskstore.Owner, p *wire.SendParams, req execRequest, meta map[string]any, claim bool) (t *taskstore.Task, held bool, err error) {
+// whether it did): created, working and claimed are one synced write. The
+// send's push config (pc, if any) is stored before, under the task's id;
+// its refusal is a *wire.Error.
+func (e *Edge) createTask(ctx context.Context, owner taskstore.Owner, p *wire.SendParams, req execRequest, meta map[string]any, claim bool, pc *push.Config) (t *taskstore.Task, held bool, err error) {
 	nt, err := e.newTask(owner, p, req, meta, claim)
 	if err != nil {
 		return nil, false, err
 	}
+	undo, werr := e.putInlinePush(ctx, pc, nt.ID, owner)
+	if werr != nil {
+		return nil, false, werr
+	}
 	if t, err = e.tasks.Start(ctx, nt); err != nil {
+		undo()
 		return nil, false, fmt.Errorf("create task: %w", err)
 	}
 	return t, claim && !req.Native, nil
+}
+
+// putInlinePush stores the config a send carried (pc, if any) for task
+// id; undo deletes it again, for a send whose task was not written.
+func (e *Edge) putInlinePush(ctx context.Context, pc *push.Config, id string, owner taskstore.Owner) (undo func(), werr *wire.Error) {
+	if pc == nil {
+		return func() {}, nil
+	}
+	pc.TaskID, pc.Owner = id, pushOwner(owner)
+	stored, err := e.cfg.Push.Store.Put(ctx, *pc)
+	if err != nil {
+		return nil, pushError(err)
+	}
+	return func() {
+		if err := e.cfg.Push.Store.Delete(context.WithoutCancel(ctx), stored.Owner, id, stored.ID); err != nil && !errors.Is(err, push.ErrNotFound) {
+			e.log.Warn("a2a: could not delete the push config of a send whose task was not written", "task", id, "config", stored.ID, "err", err)
+		}
+	}, nil
 }
 
 // newTask is the first commit of a new task for a send: created, and

@@ -33,7 +33,7 @@ func TestCreateClaimsInTheWorkingCommit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &wire.SendParams{Message: wire.Message{Role: wire.RoleUser, Parts: []wire.Part{wire.TextPart("hi")}}}
-			task, held, err := e.createTask(context.Background(), owner, p, execRequest{Native: tc.native}, map[string]any{}, tc.claim)
+			task, held, err := e.createTask(context.Background(), owner, p, execRequest{Native: tc.native}, map[string]any{}, tc.claim, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
