@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/chio-ledger/chio/schemas"
@@ -338,5 +339,45 @@ func TestUpRateLimitsGRPC(t *testing.T) {
 	}
 	if got := refusals(t, clientFrom("127.0.0.62"), base); got["grpc/address"] != 1 {
 		t.Fatalf("chio_rate_limited_total: %v", got)
+	}
+}
+
+// Behind a --trusted-proxy, a gRPC call is charged to the address its
+// x-forwarded-for metadata names, as an HTTP request is; a peer that is not
+// trusted is charged to itself whatever it says.
+func TestUpRateLimitsGRPCBehindProxy(t *testing.T) {
+	grpcRE := regexp.MustCompile(`chio up: gRPC +([0-9.:]+) `)
+	out, _ := startCommand(t, grpcRE, "up", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", "none",
+		"--rate-limit-address", "0.001", "--rate-limit-address-burst", "1", "--trusted-proxy", "127.0.0.70/32")
+	addr := grpcRE.FindStringSubmatch(out)[1]
+	send := func(local, forwardedFor string) error {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-forwarded-for", forwardedFor)
+		_, err = pb.NewA2AServiceClient(conn).SendMessage(ctx, &pb.SendMessageRequest{Message: &pb.Message{
+			MessageId: "g-" + forwardedFor, Role: pb.Role_ROLE_USER, Parts: []*pb.Part{{Content: &pb.Part_Text{Text: "world"}}}}})
+		return err
+	}
+	refused := func(err error) bool { return status.Code(err) == codes.ResourceExhausted }
+	for _, tc := range []struct {
+		name, peer, forwardedFor string
+		refused                  bool
+	}{
+		{"a client through the proxy", "127.0.0.70", "198.51.100.7", false},
+		{"the same client again", "127.0.0.70", "198.51.100.7", true},
+		{"another client through the same proxy", "127.0.0.70", "198.51.100.8", false},
+		{"an untrusted peer naming a fresh address", "127.0.0.71", "198.51.100.9", false},
+		{"the untrusted peer naming another", "127.0.0.71", "198.51.100.10", true},
+	} {
+		if err := send(tc.peer, tc.forwardedFor); refused(err) != tc.refused || (!tc.refused && err != nil) {
+			t.Fatalf("%s: %v, want refused %v", tc.name, err, tc.refused)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -195,8 +196,8 @@ func (l *httpLimits) surface(r *http.Request) (string, ratelimit.Form) {
 // grpcOptions put a gRPC server behind the same per-address limit as
 // the HTTP servers (one budget per address across both): a call past it
 // is refused RESOURCE_EXHAUSTED with a RetryInfo detail, before its
-// handler runs. The address is the connection's peer: gRPC callers are
-// not expected behind an HTTP proxy's X-Forwarded-For.
+// handler runs. The address is the connection's peer, or behind a
+// --trusted-proxy the one its x-forwarded-for metadata names, as for HTTP.
 func (l *httpLimits) grpcOptions() []grpc.ServerOption {
 	if l.guard == nil || l.guard.Address == nil {
 		return nil
@@ -208,6 +209,7 @@ func (l *httpLimits) grpcOptions() []grpc.ServerOption {
 				a = ap.Addr().Unmap()
 			}
 		}
+		a = ratelimit.ForwardedAddr(a, metadata.ValueFromIncomingContext(ctx, "x-forwarded-for"), l.guard.Trusted)
 		ok, wait := l.guard.Address.Allow(ratelimit.AddressKey(a), time.Now())
 		if ok {
 			return nil

@@ -43,11 +43,17 @@ const (
 // trusted is taken. A hop that does not parse ends the walk at the last
 // address known good, so a client cannot pick its key by writing garbage.
 func ClientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
-	peer := addrOf(r.RemoteAddr)
+	return ForwardedAddr(addrOf(r.RemoteAddr), r.Header.Values("X-Forwarded-For"), trusted)
+}
+
+// ForwardedAddr is ClientAddr for a connection's peer and the values of
+// its X-Forwarded-For header (or gRPC's x-forwarded-for metadata, which a
+// proxy in front of a gRPC server sets the same way).
+func ForwardedAddr(peer netip.Addr, forwardedFor []string, trusted []netip.Prefix) netip.Addr {
 	if !peer.IsValid() || !contains(trusted, peer) {
 		return peer
 	}
-	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	hops := strings.Split(strings.Join(forwardedFor, ","), ",")
 	client := peer
 	for i := len(hops) - 1; i >= 0; i-- {
 		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
