@@ -21,6 +21,9 @@ type Push struct {
 	// Policy decides which webhook URLs a config may name (SSRF); the
 	// outbox applies it again when it connects.
 	Policy push.Policy
+	// ConfigsKept is how long a finished task's configs are kept
+	// (DefaultConfigsKept when 0; at least a second).
+	ConfigsKept time.Duration
 }
 
 // pushDurable is the consumer every replica shares to turn task commits
@@ -69,6 +72,15 @@ func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, op wire.Operation, 
 		stored, err := ps.Put(ctx, cfg)
 		if err != nil {
 			return nil, pushError(err)
+		}
+		if !task.State.Terminal() {
+			// The task may have ended while the config was written, its
+			// last commit handled before the config existed: nothing would
+			// then expire it. Looked at again after the write, an end not
+			// seen here is handled with the config there.
+			if again, err := e.tasks.Load(ctx, taskID, owner); err == nil {
+				task = again
+			}
 		}
 		if task.State.Terminal() {
 			// A finished task keeps its configs readable (the spec lets a
@@ -197,10 +209,18 @@ func (e *Edge) RunPush(ctx context.Context) error {
 	return err
 }
 
-// configsKept is how long a finished task's push configs outlive it: its
-// earlier commits may still be in flight on other replicas (or come back
-// for a retry) and must find them.
-const configsKept = 10 * time.Minute
+// DefaultConfigsKept is how long a finished task's push configs outlive
+// it by default: its earlier commits may still be in flight on other
+// replicas (or come back for a retry) and must find them.
+const DefaultConfigsKept = 10 * time.Minute
+
+// configsKept is Push.ConfigsKept, or its default.
+func (e *Edge) configsKept() time.Duration {
+	if k := e.cfg.Push.ConfigsKept; k > 0 {
+		return k
+	}
+	return DefaultConfigsKept
+}
 
 // notify enqueues the notifications of one task commit. It is idempotent:
 // a redelivered commit enqueues the same keys, which the outbox drops. A
@@ -268,16 +288,14 @@ func (e *Edge) notify(ctx context.Context, c taskstore.Commit) error {
 		}
 	}
 	if c.State.Terminal() {
-		// Nothing more will happen: the configs go after a while; the
-		// queued notifications are delivered whatever happens to them. A
-		// replica that stops within that while leaves the configs behind.
-		time.AfterFunc(configsKept, func() {
-			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := ps.Store.DeleteTask(dctx, c.TaskID); err != nil {
-				e.log.Warn("a2a: drop push configs of a finished task", "task", c.TaskID, "err", err)
-			}
-		})
+		// Nothing more will happen: the configs expire after a while, by
+		// the bucket's TTL, so that a replica stopping in between leaves
+		// none behind counted against its owner; the notifications queued
+		// are delivered whatever happens to them. A failure here has the
+		// commit delivered again.
+		if err := ps.Store.CloseTask(ctx, c.TaskID, e.configsKept()); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -286,7 +304,7 @@ func (e *Edge) notify(ctx context.Context, c taskstore.Commit) error {
 // like the configs of a task that just ended; the expiry is the bucket's
 // (a per-key TTL), so no timer outlives this replica.
 func (e *Edge) expireConfig(ctx context.Context, taskID string, c push.Config) *wire.Error {
-	if err := e.cfg.Push.Store.Expire(ctx, c.Owner, taskID, c.ID, configsKept); err != nil {
+	if err := e.cfg.Push.Store.Expire(ctx, c.Owner, taskID, c.ID, e.configsKept()); err != nil {
 		return pushError(err)
 	}
 	return nil

@@ -324,9 +324,9 @@ func TestPushOff(t *testing.T) {
 
 // The 1.0 push payloads of a task carry its generations, as its stream
 // events do: each update once, with the generation, the member and the
-// content of the stream event of that generation, contiguous up to the
-// task's generation (its first, working status may precede the config,
-// which the send stores after the task's first commit).
+// content of the stream event of that generation, contiguous from the
+// task's first, working status (the send stores its config before the
+// task's first commit) to the task's generation.
 func TestPushGenerations(t *testing.T) {
 	cl := startCluster(t, 2, "", withPush(t))
 	tok := token(t, agentKey, "cap-push-gen")
@@ -341,7 +341,7 @@ func TestPushGenerations(t *testing.T) {
 	}
 	id := string(res.(*a2apb.Task).ID)
 	cl.step.open(stepChunks)
-	got := rcv.waitFor(t, stepChunks+1)
+	got := rcv.waitFor(t, stepChunks+2)
 
 	// The task's own events, replayed from its start on the other replica.
 	st, _, reply := openSSE(t, cl.edges[1].URL+"/a2a", tok, true, subscribeBody(id), map[string]string{"Last-Event-ID": "1"})
@@ -389,7 +389,7 @@ func TestPushGenerations(t *testing.T) {
 			t.Fatalf("generation %d: pushed %s, streamed %s", g, gotJSON, wantJSON)
 		}
 	}
-	if low > 3 || len(seen) != int(final-low+1) {
+	if low != 2 || len(seen) != int(final-low+1) {
 		t.Fatalf("pushed generations %v, want %d…%d without a gap", seen, low, final)
 	}
 }
@@ -439,5 +439,44 @@ func TestPushInlineRefusedLeavesNoTask(t *testing.T) {
 	}
 	if len(list.Tasks) != 1 || list.Tasks[0].ID != res.(*a2apb.Task).ID {
 		t.Fatalf("tasks after the refused send: %d, want only the first", len(list.Tasks))
+	}
+}
+
+// The configs of a task that ended expire with the bucket's TTL, not a
+// timer of the replica that saw the end: a replica stopping within the
+// keep time no longer leaves them behind, counted against their owner.
+func TestPushConfigsExpireWhenTheTaskEnds(t *testing.T) {
+	var store *push.Store
+	cl := startCluster(t, 1, "", func(c *Config, js jetstream.JetStream) {
+		withPush(t)(c, js)
+		c.Push.ConfigsKept = time.Second
+		store = c.Push.Store
+	})
+	tok := token(t, agentKey, "cap-push-expire")
+	a := sdkClient(t, cl.edges[0].URL, tok)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rcv, hook := newReceiver(t, 0)
+	res, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("world")),
+		Metadata: map[string]any{"chio": map[string]any{"targetSkillId": "hello_task"}},
+		Config:   &a2apb.SendMessageConfig{PushConfig: &a2apb.PushConfig{URL: hook}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2apb.Task)
+	if task.Status.State != a2apb.TaskStateCompleted {
+		t.Fatalf("task %s", task.Status.State)
+	}
+	rcv.waitFor(t, 1)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cfgs, err := store.ForTask(ctx, string(task.ID))
+		if err == nil && len(cfgs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ended task's configs: %d, %v; want none after the keep time", len(cfgs), err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

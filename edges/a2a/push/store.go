@@ -434,16 +434,50 @@ func (s *Store) DeleteTask(ctx context.Context, taskID string) error {
 	if taskID == "" || len(taskID) > MaxIDBytes {
 		return nil
 	}
-	closed, err := json.Marshal(map[string]any{"task_id": taskID, "closed": time.Now().UTC()})
-	if err != nil {
-		return fmt.Errorf("delete push configs of task: %w", err)
-	}
 	// The mark first: a config never disappears before the mark exists.
-	if _, err := s.kv.Create(ctx, encodeID(taskID), closed, jetstream.KeyTTL(s.opts.closedTTL)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return fmt.Errorf("delete push configs of task: mark closed: %w", err)
+	if err := s.markClosed(ctx, taskID); err != nil {
+		return fmt.Errorf("delete push configs of task: %w", err)
 	}
 	if err := s.purge(ctx, taskPrefix(taskID)+">"); err != nil {
 		return fmt.Errorf("delete push configs of task: %w", err)
+	}
+	return nil
+}
+
+// CloseTask marks task taskID closed, as DeleteTask does, and makes every
+// config of it, of every owner, expire keep from now (at least a second):
+// the task has ended, and its configs stay readable a while, for its
+// notifications still in flight. The expiry is the bucket's (a per-key
+// TTL), so the configs go whichever replica stops first; a timer's would
+// leave them, counted against their owners, for good. It is idempotent (a
+// repeat restarts the expiry).
+func (s *Store) CloseTask(ctx context.Context, taskID string, keep time.Duration) error {
+	if taskID == "" || len(taskID) > MaxIDBytes {
+		return nil
+	}
+	if err := s.markClosed(ctx, taskID); err != nil {
+		return fmt.Errorf("close task's push configs: %w", err)
+	}
+	cfgs, err := s.scan(ctx, taskPrefix(taskID)+">")
+	if err != nil {
+		return fmt.Errorf("close task's push configs: %w", err)
+	}
+	for _, c := range cfgs {
+		if err := s.Expire(ctx, c.Owner, taskID, c.ID, keep); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("close task's push configs: %w", err)
+		}
+	}
+	return nil
+}
+
+// markClosed writes task taskID's closed mark, for the closed task TTL.
+func (s *Store) markClosed(ctx context.Context, taskID string) error {
+	closed, err := json.Marshal(map[string]any{"task_id": taskID, "closed": time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	if _, err := s.kv.Create(ctx, encodeID(taskID), closed, jetstream.KeyTTL(s.opts.closedTTL)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("mark closed: %w", err)
 	}
 	return nil
 }
@@ -473,8 +507,10 @@ func decodeConfig(b []byte) (Config, error) {
 
 // keys returns the keys matching filter, from the bucket stream's
 // per-subject state: one request, a snapshot unaffected by concurrent
-// writes or purges. The filter's keys are only ever configs (no deletion
-// leaves a marker under "<task>.").
+// writes or purges. The filter's keys are configs, and for a minute
+// after a config expires (Expire, CloseTask) the marker the server leaves
+// in its place (LimitMarkerTTL): an expired config still counts against
+// its task's and owner's limits for that minute. Deletions leave none.
 func (s *Store) keys(ctx context.Context, filter string) ([]string, error) {
 	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(bucketSubjectPrefix+filter))
 	if err != nil {

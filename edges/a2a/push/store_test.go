@@ -303,6 +303,52 @@ func TestStoreDeleteTask(t *testing.T) {
 	}
 }
 
+// CloseTask marks the task closed and has every config of it, of every
+// owner, expire: readable until then, gone after, with no timer of the
+// process's taking part.
+func TestStoreCloseTask(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	task, other := newTaskID(), newTaskID()
+	var mine []Config
+	for _, owner := range []string{alice, bob} {
+		c, err := e.store.Put(ctx, Config{TaskID: task, Owner: owner, URL: "https://h.example.com/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine = append(mine, c)
+	}
+	kept, err := e.store.Put(ctx, Config{TaskID: other, Owner: alice, URL: "https://h.example.com/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // idempotent
+		if err := e.store.CloseTask(ctx, task, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if all, err := e.store.ForTask(ctx, task); err != nil || len(all) != 2 {
+		t.Fatalf("right after CloseTask: %d configs, %v; want both still readable", len(all), err)
+	}
+	if _, err := e.store.kv.Get(ctx, encodeID(task)); err != nil {
+		t.Fatalf("the closed mark: %v", err)
+	}
+	waitForWithin(t, "the closed task's configs to expire", 30*time.Second, func() bool {
+		for _, c := range mine {
+			if _, err := e.store.Get(ctx, c.Owner, task, c.ID); !errors.Is(err, ErrNotFound) {
+				return false
+			}
+		}
+		return true
+	})
+	if all, err := e.store.ForTask(ctx, task); err != nil || len(all) != 0 {
+		t.Fatalf("after the expiry: %d configs, %v", len(all), err)
+	}
+	if got, err := e.store.Get(ctx, alice, other, kept.ID); err != nil || got.ID != kept.ID {
+		t.Fatalf("another task's config: %+v %v", got, err)
+	}
+}
+
 // Expire keeps the config readable until its TTL, then the bucket drops
 // it: no timer of the process's takes part.
 func TestStoreExpire(t *testing.T) {
