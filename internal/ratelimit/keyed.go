@@ -104,9 +104,11 @@ func (k *Keyed) Len() int {
 
 // makeRoom forgets the buckets that have refilled, at most once per refill
 // period (so the sweep's cost is spread over the calls it serves), and, if
-// the map is still full, arbitrary ones until there is room for one more.
+// the map is still full, arbitrary ones: a tenth of the bound at once, so
+// that a flood of new keys pays for a pass over the map once per tenth of
+// the bound, not once per key.
 func (k *Keyed) makeRoom(now time.Time) {
-	if len(k.buckets) >= k.maxKeys || now.After(k.sweepAt) {
+	if !now.Before(k.sweepAt) {
 		for key, b := range k.buckets {
 			if now.Sub(b.seen) >= k.refill {
 				delete(k.buckets, key)
@@ -114,8 +116,12 @@ func (k *Keyed) makeRoom(now time.Time) {
 		}
 		k.sweepAt = now.Add(k.refill)
 	}
+	if len(k.buckets) < k.maxKeys {
+		return
+	}
+	keep := k.maxKeys - max(k.maxKeys/10, 1)
 	for key := range k.buckets { // Go's map order is unspecified: no key is favoured
-		if len(k.buckets) < k.maxKeys {
+		if len(k.buckets) <= keep {
 			break
 		}
 		delete(k.buckets, key)

@@ -57,6 +57,19 @@ func TestKeyedBoundsItsKeys(t *testing.T) {
 			t.Fatalf("%d keys tracked after %d, bound 100", n, i+1)
 		}
 	}
+	// A flood of new keys passes over the map once per tenth of the
+	// bound, not once per key.
+	k2 := New(Config{Rate: 1, MaxKeys: 1000})
+	var full int
+	for i := range 10_000 {
+		if k2.Len() == 1000 {
+			full++
+		}
+		k2.Allow(fmt.Sprint("key-", i), now) // one instant: nothing refills
+	}
+	if full > 10_000/100+1 {
+		t.Fatalf("the map was full on %d of 10,000 new keys, want about one in a hundred", full)
+	}
 	// A second later every bucket has refilled: the next new key sweeps.
 	k.Allow("late", now.Add(time.Second))
 	if n := k.Len(); n != 1 {
@@ -184,4 +197,19 @@ func count(t *testing.T, m *Metrics, surface, reason string) float64 {
 		t.Fatal(err)
 	}
 	return pb.GetCounter().GetValue()
+}
+
+// BenchmarkAllowNewKeysAtBound is a flood of new keys against a full map
+// of the default size: each call must not pay for a pass over the map.
+func BenchmarkAllowNewKeysAtBound(b *testing.B) {
+	k := New(Config{Rate: 1})
+	now := time.Unix(1_000_000, 0)
+	for i := range DefaultMaxKeys {
+		k.Allow(fmt.Sprint("warm-", i), now)
+	}
+	i := 0
+	for b.Loop() {
+		k.Allow(fmt.Sprint("flood-", i), now)
+		i++
+	}
 }
