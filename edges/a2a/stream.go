@@ -72,6 +72,13 @@ func (e *Edge) openStream(ctx context.Context, rc rpcCall, op wire.Operation, pa
 		return nil, werr
 	}
 	var st *stream
+	defer func() {
+		// A panic below is recovered by the server, not here: the slot
+		// must not go with it (release runs at most once).
+		if st == nil || st.release == nil {
+			release()
+		}
+	}()
 	switch p := params.(type) {
 	case *wire.SendParams:
 		if op == wire.OpSendStreamingMessage {
@@ -86,7 +93,6 @@ func (e *Edge) openStream(ctx context.Context, rc rpcCall, op wire.Operation, pa
 		werr = wire.InternalError(fmt.Sprintf("%s is not a streaming operation", op))
 	}
 	if werr != nil {
-		release()
 		return nil, werr
 	}
 	st.release = release
