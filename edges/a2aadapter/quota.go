@@ -235,7 +235,7 @@ func (r *TaskRegistry) noted(key string, rec TaskRecord, rev uint64) {
 	idx := r.live
 	r.liveMu.Unlock()
 	if idx != nil {
-		idx.note(key, rec, rev)
+		idx.note(key, rec, rev, r.now())
 	}
 }
 
@@ -322,7 +322,7 @@ func (x *liveIndex) apply(kve jetstream.KeyValueEntry) {
 
 // note counts a record this replica wrote at rev, unless the watch has
 // read that far already (it then holds the record, or a later one).
-func (x *liveIndex) note(key string, rec TaskRecord, rev uint64) {
+func (x *liveIndex) note(key string, rec TaskRecord, rev uint64, now time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.done || rev <= x.read {
@@ -330,7 +330,7 @@ func (x *liveIndex) note(key string, rec TaskRecord, rev uint64) {
 	}
 	x.forget(key)
 	if live(rec) {
-		x.keep(key, rec.Caller, liveRecord{stored: time.Now(), rev: rev})
+		x.keep(key, rec.Caller, liveRecord{stored: now, rev: rev})
 	}
 }
 
