@@ -28,6 +28,11 @@ const (
 	// DefaultMaxLiveTasks bounds the tasks one caller holds on the
 	// partners that are not known to have ended.
 	DefaultMaxLiveTasks = 1000
+	// DefaultLiveWindow is how long a task not known to have ended counts
+	// after it was last recorded. The adapter learns that a task ended
+	// only when a call sees it; a caller that never looks again would
+	// otherwise hold its quota until the record expired.
+	DefaultLiveWindow = 24 * time.Hour
 
 	// admitHeadroomPct is the share of the record cap that new tasks may
 	// fill, so that the tasks recorded, and one a partner has just
@@ -58,6 +63,7 @@ type registryOptions struct {
 	ttl        time.Duration
 	maxRecords int64
 	maxLive    int
+	liveWindow time.Duration
 }
 
 // WithRecordTTL sets how long a record outlives the task's last
@@ -78,6 +84,13 @@ func WithMaxRecords(n int64) RegistryOption {
 // default; 0: no bound). One more is refused (ErrTaskQuota).
 func WithMaxLiveTasks(n int) RegistryOption {
 	return func(o *registryOptions) { o.maxLive = n }
+}
+
+// WithLiveWindow sets how long a task not known to have ended counts
+// against its caller after it was last recorded (DefaultLiveWindow by
+// default; at most the record TTL).
+func WithLiveWindow(d time.Duration) RegistryOption {
+	return func(o *registryOptions) { o.liveWindow = d }
 }
 
 // openBucket creates the bucket, or brings an existing one to cfg, with
@@ -147,8 +160,8 @@ func (r *TaskRegistry) admit(ctx context.Context, caller string) error {
 		return fmt.Errorf("task registry: count live tasks: %w", err)
 	}
 	if n := idx.count(caller, r.now()); n >= r.opts.maxLive {
-		return fmt.Errorf("%w: caller %s holds %d live tasks on this adapter's partners (limit %d); a task stops counting once a call sees it end (get_task, subscribe_task or cancel_task)",
-			ErrTaskQuota, abbreviate(caller), n, r.opts.maxLive)
+		return fmt.Errorf("%w: caller %s holds %d live tasks on this adapter's partners (limit %d); a task stops counting once a call sees it end (get_task, subscribe_task or cancel_task), or %s after it was last seen",
+			ErrTaskQuota, abbreviate(caller), n, r.opts.maxLive, r.opts.countFor())
 	}
 	return nil
 }
@@ -202,7 +215,7 @@ func (r *TaskRegistry) index(ctx context.Context) (*liveIndex, error) {
 	r.liveMu.Lock()
 	idx := r.live
 	if idx == nil || idx.stopped() {
-		idx = newLiveIndex(r.opts.ttl, r.now())
+		idx = newLiveIndex(r.opts.countFor(), r.now())
 		// The index lives as long as the registry's connection, not the
 		// call that happened to start it.
 		if err := idx.follow(context.WithoutCancel(ctx), r.kv); err != nil {
@@ -239,12 +252,25 @@ func (r *TaskRegistry) noted(key string, rec TaskRecord, rev uint64) {
 	}
 }
 
+// countFor is how long a live record counts: the live window, or the
+// record TTL if that is shorter (0: for ever).
+func (o registryOptions) countFor() time.Duration {
+	switch {
+	case o.ttl <= 0:
+		return o.liveWindow
+	case o.liveWindow <= 0:
+		return o.ttl
+	}
+	return min(o.ttl, o.liveWindow)
+}
+
 // liveIndex follows the bucket and keeps each caller's live tasks: the
-// records whose last observed state is not terminal and that the bucket's
-// TTL has not yet removed (a value the TTL removes leaves no mark for a
-// watch to see, so each is dropped when counted after its time).
+// records whose last observed state is not terminal, written within the
+// live window, which the bucket's TTL has not yet removed (a value the
+// TTL removes leaves no mark for a watch to see, so each is dropped when
+// counted after its time).
 type liveIndex struct {
-	ttl     time.Duration
+	ttl     time.Duration // how long a record counts after its write
 	started time.Time
 	stop    context.CancelFunc // ends the watch
 	mu      sync.Mutex

@@ -230,26 +230,48 @@ func TestRecordTTL(t *testing.T) {
 	}
 }
 
-// TestLiveIndexExpiry: a live task the bucket's TTL removed stops
-// counting, though the watch sees no mark of its removal.
+// TestLiveIndexExpiry: a task not known to have ended stops counting when
+// the bucket's TTL removes its record, though the watch sees no mark of
+// the removal, or once the live window since it was last recorded is past,
+// though its record stays (its caller may never look at it again).
 func TestLiveIndexExpiry(t *testing.T) {
-	_, _, js := natstest.Start(t)
-	reg, err := OpenTaskRegistry(t.Context(), js, 1, WithMaxLiveTasks(1), WithRecordTTL(3*time.Second))
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name    string
+		opts    []RegistryOption
+		removed bool
+	}{
+		{"record expired", []RegistryOption{WithRecordTTL(3 * time.Second)}, true},
+		{"live window past", []RegistryOption{WithRecordTTL(time.Hour), WithLiveWindow(3 * time.Second)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, js := natstest.Start(t)
+			reg, err := OpenTaskRegistry(t.Context(), js, 1, append(tc.opts, WithMaxLiveTasks(1))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := startPartner(t, partnerOpts{})
+			a := discover(t, p, Config{Tasks: reg})
+			slow, err := sendAs(t, a, "alice", "slow")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.agent.release <- struct{}{} })
+			waitUntil(t, "the live task to be counted", func() bool {
+				_, err := sendAs(t, a, "alice", "echo")
+				return errors.Is(err, ErrTaskQuota)
+			})
+			waitUntil(t, "the task to stop counting", func() bool {
+				_, err := sendAs(t, a, "alice", "echo")
+				return err == nil
+			})
+			if tc.removed {
+				waitUntil(t, "the record to be removed", func() bool {
+					_, err := reg.Lookup(t.Context(), a.ServerID(), string(slow.ID))
+					return errors.Is(err, ErrTaskNotRecorded)
+				})
+			} else if _, err := reg.Lookup(t.Context(), a.ServerID(), string(slow.ID)); err != nil {
+				t.Fatalf("the record, within its TTL: %v", err)
+			}
+		})
 	}
-	p := startPartner(t, partnerOpts{})
-	a := discover(t, p, Config{Tasks: reg})
-	if _, err := sendAs(t, a, "alice", "slow"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.agent.release <- struct{}{} })
-	waitUntil(t, "the live task to be counted", func() bool {
-		_, err := sendAs(t, a, "alice", "echo")
-		return errors.Is(err, ErrTaskQuota)
-	})
-	waitUntil(t, "the expired task to stop counting", func() bool {
-		_, err := sendAs(t, a, "alice", "echo")
-		return err == nil
-	})
 }

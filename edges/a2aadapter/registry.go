@@ -90,7 +90,7 @@ func TaskBucketConfig(replicas int, ttl time.Duration) jetstream.KeyValueConfig 
 // OpenTaskRegistry creates or updates the bucket TaskBucket with replicas
 // (1 to 5), with its record TTL and cap, and returns the registry on it.
 func OpenTaskRegistry(ctx context.Context, js jetstream.JetStream, replicas int, opts ...RegistryOption) (*TaskRegistry, error) {
-	o := registryOptions{ttl: DefaultRecordTTL, maxRecords: DefaultMaxRecords, maxLive: DefaultMaxLiveTasks}
+	o := registryOptions{ttl: DefaultRecordTTL, maxRecords: DefaultMaxRecords, maxLive: DefaultMaxLiveTasks, liveWindow: DefaultLiveWindow}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -99,8 +99,8 @@ func OpenTaskRegistry(ctx context.Context, js jetstream.JetStream, replicas int,
 		return nil, errors.New("open task registry: nil JetStream")
 	case replicas < 1 || replicas > 5:
 		return nil, fmt.Errorf("open task registry: replicas %d not in 1..5", replicas)
-	case o.ttl < 0 || o.maxRecords < 0 || o.maxLive < 0:
-		return nil, errors.New("open task registry: record TTL, record cap and live-task bound must not be negative")
+	case o.ttl < 0 || o.maxRecords < 0 || o.maxLive < 0 || o.liveWindow < 0:
+		return nil, errors.New("open task registry: record TTL, record cap, live-task bound and live window must not be negative")
 	}
 	kv, err := openBucket(ctx, js, TaskBucketConfig(replicas, o.ttl), o.maxRecords)
 	if err != nil {
