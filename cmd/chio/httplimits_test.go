@@ -15,6 +15,7 @@ import (
 	"time"
 
 	pb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -305,20 +306,7 @@ func TestUpRateLimitsGRPC(t *testing.T) {
 	out, _ := startCommand(t, grpcRE, "up", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", "none",
 		"--rate-limit-address", "0.001", "--rate-limit-address-burst", "1")
 	addr, base := grpcRE.FindStringSubmatch(out)[1], logRE.FindStringSubmatch(out)[1]
-	send := func(local string) error {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err = pb.NewA2AServiceClient(conn).SendMessage(ctx, &pb.SendMessageRequest{Message: &pb.Message{
-			MessageId: "g1", Role: pb.Role_ROLE_USER, Parts: []*pb.Part{{Content: &pb.Part_Text{Text: "world"}}}}})
-		return err
-	}
+	send := func(local string) error { return grpcSendFrom(t, addr, local) }
 	if err := send("127.0.0.60"); err != nil {
 		t.Fatalf("first call: %v", err)
 	}
@@ -351,19 +339,7 @@ func TestUpRateLimitsGRPCBehindProxy(t *testing.T) {
 		"--rate-limit-address", "0.001", "--rate-limit-address-burst", "1", "--trusted-proxy", "127.0.0.70/32")
 	addr := grpcRE.FindStringSubmatch(out)[1]
 	send := func(local, forwardedFor string) error {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		ctx = metadata.AppendToOutgoingContext(ctx, "x-forwarded-for", forwardedFor)
-		_, err = pb.NewA2AServiceClient(conn).SendMessage(ctx, &pb.SendMessageRequest{Message: &pb.Message{
-			MessageId: "g-" + forwardedFor, Role: pb.Role_ROLE_USER, Parts: []*pb.Part{{Content: &pb.Part_Text{Text: "world"}}}}})
-		return err
+		return grpcSendFrom(t, addr, local, "x-forwarded-for", forwardedFor)
 	}
 	refused := func(err error) bool { return status.Code(err) == codes.ResourceExhausted }
 	for _, tc := range []struct {
@@ -380,4 +356,25 @@ func TestUpRateLimitsGRPCBehindProxy(t *testing.T) {
 			t.Fatalf("%s: %v, want refused %v", tc.name, err, tc.refused)
 		}
 	}
+}
+
+// grpcSendFrom makes one A2A SendMessage over gRPC to addr from the local
+// address local (a distinct client on loopback), with metadata md (pairs).
+func grpcSendFrom(t *testing.T, addr, local string, md ...string) error {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if len(md) > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, md...)
+	}
+	_, err = pb.NewA2AServiceClient(conn).SendMessage(ctx, &pb.SendMessageRequest{Message: &pb.Message{
+		MessageId: uuid.NewString(), Role: pb.Role_ROLE_USER, Parts: []*pb.Part{{Content: &pb.Part_Text{Text: "world"}}}}})
+	return err
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/edges/a2a/push"
@@ -334,11 +335,7 @@ func TestPushGenerations(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	rcv, hook := newReceiver(t, 0)
-	res, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("go")),
-		Metadata: stepTarget, Config: &a2apb.SendMessageConfig{ReturnImmediately: true, PushConfig: &a2apb.PushConfig{URL: hook}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := sendStepWithPush(ctx, t, a, hook)
 	id := string(res.(*a2apb.Task).ID)
 	cl.step.open(stepChunks)
 	got := rcv.waitFor(t, stepChunks+2)
@@ -412,11 +409,7 @@ func TestPushInlineRefusedLeavesNoTask(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	rcv, hook := newReceiver(t, 0)
-	res, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("go")),
-		Metadata: stepTarget, Config: &a2apb.SendMessageConfig{ReturnImmediately: true, PushConfig: &a2apb.PushConfig{URL: hook}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := sendStepWithPush(ctx, t, a, hook)
 	defer cl.step.open(stepChunks)
 	first := rcv.waitFor(t, 1)[0]
 	var update struct {
@@ -479,4 +472,16 @@ func TestPushConfigsExpireWhenTheTaskEnds(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// sendStepWithPush starts a step task that answers at once, with an inline
+// push config to hook.
+func sendStepWithPush(ctx context.Context, t *testing.T, a *a2aclient.Client, hook string) a2apb.SendMessageResult {
+	t.Helper()
+	res, err := a.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("go")),
+		Metadata: stepTarget, Config: &a2apb.SendMessageConfig{ReturnImmediately: true, PushConfig: &a2apb.PushConfig{URL: hook}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -40,6 +40,20 @@ func sendAs(t *testing.T, a *Adapter, caller, tool string) (*a2a.Task, error) {
 	return taskOf(t, m), nil
 }
 
+// slowTaskOn starts a partner, an adapter on reg and one slow task of
+// alice's on it, still working; the task is let go at the test's end.
+func slowTaskOn(t *testing.T, reg *TaskRegistry) (*partner, *Adapter, *a2a.Task) {
+	t.Helper()
+	p := startPartner(t, partnerOpts{})
+	a := discover(t, p, Config{Tasks: reg})
+	slow, err := sendAs(t, a, "alice", "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.agent.release <- struct{}{} })
+	return p, a, slow
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -188,13 +202,7 @@ func TestRecordTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startPartner(t, partnerOpts{})
-	a := discover(t, p, Config{Tasks: reg})
-	slow, err := sendAs(t, a, "alice", "slow")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.agent.release <- struct{}{} })
+	_, a, slow := slowTaskOn(t, reg)
 	get := callAs(a, "alice", "slow", fmt.Sprintf(`{"get_task":{"id":%q}}`, slow.ID))
 	if _, err := a.Invoke(t.Context(), get); err != nil { // source: get_task
 		t.Fatal(err)
@@ -249,13 +257,7 @@ func TestLiveIndexExpiry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := startPartner(t, partnerOpts{})
-			a := discover(t, p, Config{Tasks: reg})
-			slow, err := sendAs(t, a, "alice", "slow")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.agent.release <- struct{}{} })
+			_, a, slow := slowTaskOn(t, reg)
 			waitUntil(t, "the live task to be counted", func() bool {
 				_, err := sendAs(t, a, "alice", "echo")
 				return errors.Is(err, ErrTaskQuota)
