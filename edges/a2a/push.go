@@ -78,9 +78,11 @@ func (e *Edge) pushConfigOp(ctx context.Context, rc rpcCall, op wire.Operation, 
 			// last commit handled before the config existed: nothing would
 			// then expire it. Looked at again after the write, an end not
 			// seen here is handled with the config there.
-			if again, err := e.tasks.Load(ctx, taskID, owner); err == nil {
-				task = again
+			again, err := e.tasks.Load(ctx, taskID, owner)
+			if err != nil {
+				return nil, storeError(taskID, err)
 			}
+			task = again
 		}
 		if task.State.Terminal() {
 			// A finished task keeps its configs readable (the spec lets a
@@ -217,7 +219,7 @@ const DefaultConfigsKept = 10 * time.Minute
 // configsKept is Push.ConfigsKept, or its default.
 func (e *Edge) configsKept() time.Duration {
 	if k := e.cfg.Push.ConfigsKept; k > 0 {
-		return k
+		return max(k, time.Second) // the bucket's TTLs are whole seconds
 	}
 	return DefaultConfigsKept
 }

@@ -442,7 +442,7 @@ func TestPushConfigsExpireWhenTheTaskEnds(t *testing.T) {
 	var store *push.Store
 	cl := startCluster(t, 1, "", func(c *Config, js jetstream.JetStream) {
 		withPush(t)(c, js)
-		c.Push.ConfigsKept = time.Second
+		c.Push.ConfigsKept = 3 * time.Second
 		store = c.Push.Store
 	})
 	tok := token(t, agentKey, "cap-push-expire")
@@ -459,6 +459,9 @@ func TestPushConfigsExpireWhenTheTaskEnds(t *testing.T) {
 	task := res.(*a2apb.Task)
 	if task.Status.State != a2apb.TaskStateCompleted {
 		t.Fatalf("task %s", task.Status.State)
+	}
+	if cfgs, err := store.ForTask(ctx, string(task.ID)); err != nil || len(cfgs) != 1 {
+		t.Fatalf("the ended task's config right after its end: %d, %v; want it kept a while", len(cfgs), err)
 	}
 	rcv.waitFor(t, 1)
 	deadline := time.Now().Add(30 * time.Second)

@@ -506,19 +506,37 @@ func (e *Edge) createTask(ctx context.Context, owner taskstore.Owner, p *wire.Se
 }
 
 // putInlinePush stores the config a send carried (pc, if any) for task
-// id; undo deletes it again, for a send whose task was not written.
+// id; undo takes it back, for a send whose task was not written: it
+// deletes a config the send created, and puts back one it replaced (a
+// follow-up's config may name one of the task's by its id).
 func (e *Edge) putInlinePush(ctx context.Context, pc *push.Config, id string, owner taskstore.Owner) (undo func(), werr *wire.Error) {
 	if pc == nil {
 		return func() {}, nil
 	}
 	pc.TaskID, pc.Owner = id, pushOwner(owner)
-	stored, err := e.cfg.Push.Store.Put(ctx, *pc)
+	store := e.cfg.Push.Store
+	var before *push.Config
+	if pc.ID != "" {
+		switch prev, err := store.Get(ctx, pc.Owner, id, pc.ID); {
+		case err == nil:
+			before = &prev
+		case !errors.Is(err, push.ErrNotFound):
+			return nil, pushError(err)
+		}
+	}
+	stored, err := store.Put(ctx, *pc)
 	if err != nil {
 		return nil, pushError(err)
 	}
 	return func() {
-		if err := e.cfg.Push.Store.Delete(context.WithoutCancel(ctx), stored.Owner, id, stored.ID); err != nil && !errors.Is(err, push.ErrNotFound) {
-			e.log.Warn("a2a: could not delete the push config of a send whose task was not written", "task", id, "config", stored.ID, "err", err)
+		ctx := context.WithoutCancel(ctx)
+		if before != nil {
+			err = func() error { _, err := store.Put(ctx, *before); return err }()
+		} else if err = store.Delete(ctx, stored.Owner, id, stored.ID); errors.Is(err, push.ErrNotFound) {
+			err = nil
+		}
+		if err != nil {
+			e.log.Warn("a2a: could not take back the push config of a send whose task was not written", "task", id, "config", stored.ID, "err", err)
 		}
 	}, nil
 }

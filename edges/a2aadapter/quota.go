@@ -160,7 +160,7 @@ func (r *TaskRegistry) admit(ctx context.Context, caller string) error {
 		return fmt.Errorf("task registry: count live tasks: %w", err)
 	}
 	if n := idx.count(caller, r.now()); n >= r.opts.maxLive {
-		return fmt.Errorf("%w: caller %s holds %d live tasks on this adapter's partners (limit %d); a task stops counting once a call sees it end (get_task, subscribe_task or cancel_task), or %s after it was last seen",
+		return fmt.Errorf("%w: caller %s holds %d live tasks on this adapter's partners (limit %d); a task stops counting once a call sees it end (get_task, subscribe_task or cancel_task), or %s after it was last recorded",
 			ErrTaskQuota, abbreviate(caller), n, r.opts.maxLive, r.opts.countFor())
 	}
 	return nil
@@ -232,10 +232,17 @@ func (r *TaskRegistry) index(ctx context.Context) (*liveIndex, error) {
 		}
 		return idx, nil
 	case <-ctx.Done():
-		if r.now().Sub(idx.started) >= indexWait {
-			// A watch that has not read the bucket by now may never
-			// say so: the next admission starts another.
-			idx.stop()
+		select {
+		case <-idx.ready: // both were ready: the index is
+			if !idx.stopped() {
+				return idx, nil
+			}
+		default:
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.now().Sub(idx.started) >= indexWait {
+				// A watch that has not read the bucket by now may never
+				// say so: the next admission starts another.
+				idx.stop()
+			}
 		}
 		return nil, ctx.Err()
 	}

@@ -249,7 +249,7 @@ func TestLiveIndexExpiry(t *testing.T) {
 		removed bool
 	}{
 		{"record expired", []RegistryOption{WithRecordTTL(3 * time.Second)}, true},
-		{"live window past", []RegistryOption{WithRecordTTL(time.Hour), WithLiveWindow(3 * time.Second)}, false},
+		{"live window past", []RegistryOption{WithRecordTTL(time.Hour), WithLiveWindow(5 * time.Second)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, js := natstest.Start(t)

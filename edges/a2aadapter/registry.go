@@ -176,10 +176,11 @@ func (r *TaskRegistry) observe(ctx context.Context, rec TaskRecord) error {
 				next.State = cur.State
 			}
 			// The same again is not written, unless the record is half
-			// way to its TTL: the TTL counts from the last write, and a
-			// task still being followed must not expire.
+			// way to its TTL or out of its live window: both count from
+			// the last write, and a task still being followed must
+			// neither expire nor stop counting against its caller.
 			if cur.State == next.State && cur.Source == next.Source && cur.Partner == next.Partner &&
-				(r.opts.ttl <= 0 || rec.Updated.Sub(cur.Updated) < r.opts.ttl/2) {
+				(r.opts.countFor() <= 0 || rec.Updated.Sub(cur.Updated) < r.opts.countFor()/2) {
 				return nil
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/internal/backoff"
@@ -124,6 +125,7 @@ func (o *storeOptions) check() error {
 // the Outbox that the configs of the task are gone because the task
 // ended, not because their owner deleted them (see Outbox).
 type Store struct {
+	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	stream jetstream.Stream // the bucket's backing stream
 	opts   storeOptions
@@ -157,7 +159,7 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, opts ...StoreOption)
 		return nil, fmt.Errorf("open push store: bind stream %s: %w", bucketStream, err)
 	}
 	sc := stream.CachedInfo().Config
-	return &Store{kv: kv, stream: stream, opts: o, probe: sc.Replicas <= 1 && sc.AllowDirect}, nil
+	return &Store{js: js, kv: kv, stream: stream, opts: o, probe: sc.Replicas <= 1 && sc.AllowDirect}, nil
 }
 
 // Put stores cfg and returns it as stored: with a UUIDv7 ID when cfg.ID
@@ -348,9 +350,11 @@ func (s *Store) Delete(ctx context.Context, owner, taskID, id string) error {
 
 // Expire rewrites the owner's config id of task taskID to expire after
 // ttl (at least a second): the config of a finished task, to which nothing
-// more will be sent. The expiry is the bucket's own (a per-key TTL), so it
-// happens whichever replica stops, unlike a timer's. A Put of the same id
-// racing it keeps that Put's config, without the expiry.
+// more will be sent. The expiry is the bucket's own (a per-message TTL),
+// so it happens whichever replica stops, unlike a timer's. The rewrite is
+// one write, conditional on the config read: the key never disappears in
+// between (the delivery side would take the task for one without configs),
+// and a Put of the same id racing it is expired in its turn.
 func (s *Store) Expire(ctx context.Context, owner, taskID, id string, ttl time.Duration) error {
 	if !validRef(owner, taskID, id) {
 		return fmt.Errorf("expire push config: %w", ErrNotFound)
@@ -359,21 +363,33 @@ func (s *Store) Expire(ctx context.Context, owner, taskID, id string, ttl time.D
 		return fmt.Errorf("expire push config: %w: ttl %s below 1s", ErrInvalidArgument, ttl)
 	}
 	key := configKey(owner, taskID, id)
-	e, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("expire push config: %w", ErrNotFound)
+	for range maxPutAttempts {
+		e, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("expire push config: %w", ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("expire push config: %w", err)
+		}
+		_, err = s.js.PublishMsg(ctx, &nats.Msg{Subject: bucketSubjectPrefix + key, Data: e.Value()},
+			jetstream.WithMsgTTL(ttl), jetstream.WithExpectLastSequencePerSubject(e.Revision()))
+		if !wrongLastSequence(err) {
+			if err != nil {
+				return fmt.Errorf("expire push config: %w", err)
+			}
+			return nil
+		}
+		// Rewritten since it was read: expire what is there now.
 	}
-	if err != nil {
-		return fmt.Errorf("expire push config: %w", err)
-	}
-	// A key's TTL is set when it is created: take it out and create it again.
-	if err := s.purge(ctx, key); err != nil {
-		return fmt.Errorf("expire push config: %w", err)
-	}
-	if _, err := s.kv.Create(ctx, key, e.Value(), jetstream.KeyTTL(ttl)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return fmt.Errorf("expire push config: %w", err)
-	}
-	return nil
+	return fmt.Errorf("expire push config: rewritten %d times in a row", maxPutAttempts)
+}
+
+// wrongLastSequence reports whether err is a conditional write refused
+// because the key was written since (10071; 10164 on a replicated stream).
+func wrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // ForTask returns every config of task taskID, of any owner, ordered by

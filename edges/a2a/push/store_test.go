@@ -323,7 +323,7 @@ func TestStoreCloseTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 { // idempotent
-		if err := e.store.CloseTask(ctx, task, time.Second); err != nil {
+		if err := e.store.CloseTask(ctx, task, 3*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
