@@ -530,8 +530,9 @@ func (e *Edge) putInlinePush(ctx context.Context, pc *push.Config, id string, ow
 	}
 	return func() {
 		ctx := context.WithoutCancel(ctx)
+		var err error
 		if before != nil {
-			err = func() error { _, err := store.Put(ctx, *before); return err }()
+			_, err = store.Put(ctx, *before)
 		} else if err = store.Delete(ctx, stored.Owner, id, stored.ID); errors.Is(err, push.ErrNotFound) {
 			err = nil
 		}
