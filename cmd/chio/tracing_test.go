@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -320,22 +321,7 @@ func TestTracingAcrossProcesses(t *testing.T) {
 	if !ok || len(traceID) != 32 {
 		t.Fatalf("receipt %s: metadata.trace_id %q", rid, traceID)
 	}
-	rcv.Await(t, 30*time.Second, "the projections' span of the receipt", func(all []otlptest.Span) bool {
-		for _, s := range all {
-			if s.TraceID == traceID && s.Name == "process CHIO_RECEIPTS" {
-				return true
-			}
-		}
-		return false
-	})
-	services := map[string]map[string]bool{} // span name → services
-	for _, s := range rcv.Trace(traceID) {
-		if services[s.Name] == nil {
-			services[s.Name] = map[string]bool{}
-		}
-		services[s.Name][s.Service] = true
-	}
-	for _, tc := range []struct{ span, service string }{
+	want := []struct{ span, service string }{
 		{"POST /a2a", "chio-edge-a2a"},
 		{"chio.kernel.decide", "chio-edge-a2a"},
 		{"send CHIO_EVENTS", "chio-edge-a2a"},
@@ -343,10 +329,30 @@ func TestTracingAcrossProcesses(t *testing.T) {
 		{"chio.ledger.append", "chio-ledger"},
 		{"send CHIO_RECEIPTS", "chio-ledger"},
 		{"process CHIO_RECEIPTS", "chio-projections"},
-	} {
-		if !services[tc.span][tc.service] {
-			t.Errorf("trace %s: no %q span from %s (%v)", traceID, tc.span, tc.service, services[tc.span])
+	}
+	services := map[string]map[string]bool{} // span name → services
+	missing := func() []string {
+		clear(services)
+		for _, s := range rcv.Trace(traceID) {
+			if services[s.Name] == nil {
+				services[s.Name] = map[string]bool{}
+			}
+			services[s.Name][s.Service] = true
 		}
+		var out []string
+		for _, w := range want {
+			if !services[w.span][w.service] {
+				out = append(out, fmt.Sprintf("no %q span from %s (%v)", w.span, w.service, services[w.span]))
+			}
+		}
+		return out
+	}
+	// Each process exports on its own schedule: wait for all of them.
+	for deadline := time.Now().Add(30 * time.Second); len(missing()) > 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, m := range missing() {
+		t.Errorf("trace %s: %s", traceID, m)
 	}
 }
 
