@@ -364,38 +364,29 @@ func TestProcessFailover(t *testing.T) {
 	failover(ctx, t, p, filepath.Join(p.dir, "keys"))
 }
 
-// failover loads the cluster through the proxy while it breaks it, then
-// checks the log against what the client saw.
 // clock is how the failover test's log times faults and failures, so
 // that one can be read against the other.
 const clock = "15:04:05.000"
 
-func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
+// awaitCluster waits until the proxy and both ledgers are ready and a
+// ledger holds the writer lease. writer names the lease's holder ("" when
+// none can be read), from a NATS connection the test closes at its end.
+func awaitCluster(ctx context.Context, t *testing.T) (writer func() string) {
+	t.Helper()
 	boot := waitUntil(ctx, t, "the cluster to be ready", 3*time.Minute, func() bool {
 		return ready(ctx, proxyURL) && ready(ctx, ledgerURLs["ledger-1"]) && ready(ctx, ledgerURLs["ledger-2"])
 	})
 	t.Logf("cluster ready in %s", boot.Round(time.Millisecond))
-	root := repoRoot(t)
-	// The README's first look at the cluster: the card through the proxy.
-	if status, body, err := get(ctx, anonymous, proxyURL+"/.well-known/agent-card.json"); err != nil || status != http.StatusOK || !strings.Contains(string(body), `"hello_task"`) {
-		t.Fatalf("agent card through the proxy: %d %v %.200s", status, err, body)
-	}
-
-	token := issueCapability(t, keys)
-	reads := serviceToken()
-	kernelPub := readKey(t, keys, "kernel.pub")
-	vkey := readKey(t, keys, "checkpoint.vkey")
-
 	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := func() string {
+	writer = func() string {
 		// Each look bounded on its own: a JetStream request takes its
 		// deadline from the context, and a reply lost while the cluster
 		// heals must not hold the test until the whole run's deadline.
@@ -416,6 +407,57 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 		return rec.Holder
 	}
 	waitUntil(ctx, t, "a ledger to hold the writer lease", time.Minute, func() bool { return ledgerURLs[writer()] != "" })
+	return writer
+}
+
+// proxyClient is an a2a-go JSON-RPC client of the cluster's proxy,
+// sending through rt.
+func proxyClient(ctx context.Context, t *testing.T, rt http.RoundTripper, timeout time.Duration) *a2aclient.Client {
+	t.Helper()
+	client, err := a2aclient.NewFromEndpoints(ctx, []*a2apb.AgentInterface{a2apb.NewAgentInterface(proxyURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
+		a2aclient.WithJSONRPCTransport(&http.Client{Transport: rt, Timeout: timeout}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// pace runs workers goroutines, each making the call newWorker gives it
+// (made here, in order) at the ticks of one ticker that offers rate calls
+// a second over all of them, until ctx ends; wait waits for them to end.
+func pace(ctx context.Context, workers, rate int, newWorker func() func()) (wait func()) {
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	var wg sync.WaitGroup
+	for range workers {
+		call := newWorker()
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				call()
+			}
+		})
+	}
+	return func() { wg.Wait(); tick.Stop() }
+}
+
+// failover loads the cluster through the proxy while it breaks it, then
+// checks the log against what the client saw.
+func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
+	writer := awaitCluster(ctx, t)
+	root := repoRoot(t)
+	// The README's first look at the cluster: the card through the proxy.
+	if status, body, err := get(ctx, anonymous, proxyURL+"/.well-known/agent-card.json"); err != nil || status != http.StatusOK || !strings.Contains(string(body), `"hello_task"`) {
+		t.Fatalf("agent card through the proxy: %d %v %.200s", status, err, body)
+	}
+
+	token := issueCapability(t, keys)
+	reads := serviceToken()
+	kernelPub := readKey(t, keys, "kernel.pub")
+	vkey := readKey(t, keys, "checkpoint.vkey")
 
 	// The load: paced calls through the proxy, a few workers, each with its
 	// own a2a-go client so the edge that answered is known per call.
@@ -425,52 +467,38 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 		calls []call
 	)
 	loadCtx, stopLoad := context.WithCancel(ctx)
-	tick := time.NewTicker(time.Second / rate)
-	defer tick.Stop()
-	var wg sync.WaitGroup
-	for range workers {
+	waitLoad := pace(loadCtx, workers, rate, func() func() {
 		rec := &upstreamRecorder{token: token}
-		client, err := a2aclient.NewFromEndpoints(ctx, []*a2apb.AgentInterface{a2apb.NewAgentInterface(proxyURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
-			a2aclient.WithJSONRPCTransport(&http.Client{Transport: rec, Timeout: 15 * time.Second}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() {
-			for {
-				select {
-				case <-loadCtx.Done():
-					return
-				case <-tick.C:
+		client := proxyClient(ctx, t, rec, 15*time.Second)
+		return func() {
+			msg := a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("failover"))
+			cctx, ccancel := context.WithTimeout(loadCtx, 15*time.Second)
+			res, err := client.SendMessage(cctx, &a2apb.SendMessageRequest{Message: msg})
+			ccancel()
+			cl := call{at: time.Now()}
+			switch task, ok := res.(*a2apb.Task); {
+			case err != nil:
+				cl.failure = err.Error()
+			case !ok:
+				cl.failure = fmt.Sprintf("answered with a %T", res)
+			case task.Status.State != a2apb.TaskStateCompleted:
+				cl.failure = "task " + string(task.Status.State)
+				if task.Status.Message != nil && len(task.Status.Message.Parts) > 0 {
+					b, _ := json.Marshal(task.Status.Message.Parts[0])
+					cl.failure += ": " + string(b)
 				}
-				msg := a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("failover"))
-				cctx, ccancel := context.WithTimeout(loadCtx, 15*time.Second)
-				res, err := client.SendMessage(cctx, &a2apb.SendMessageRequest{Message: msg})
-				ccancel()
-				cl := call{at: time.Now()}
-				switch task, ok := res.(*a2apb.Task); {
-				case err != nil:
-					cl.failure = err.Error()
-				case !ok:
-					cl.failure = fmt.Sprintf("answered with a %T", res)
-				case task.Status.State != a2apb.TaskStateCompleted:
-					cl.failure = "task " + string(task.Status.State)
-					if task.Status.Message != nil && len(task.Status.Message.Parts) > 0 {
-						b, _ := json.Marshal(task.Status.Message.Parts[0])
-						cl.failure += ": " + string(b)
-					}
-				}
-				if task, ok := res.(*a2apb.Task); err == nil && ok && task.Status.State == a2apb.TaskStateCompleted {
-					chio, _ := task.Metadata["chio"].(map[string]any)
-					cl.receipt, _ = chio["receiptId"].(string)
-					cl.ok, cl.taskID = cl.receipt != "", string(task.ID)
-					cl.upstream, _ = rec.last.Load().(string)
-				}
-				mu.Lock()
-				calls = append(calls, cl)
-				mu.Unlock()
 			}
-		})
-	}
+			if task, ok := res.(*a2apb.Task); err == nil && ok && task.Status.State == a2apb.TaskStateCompleted {
+				chio, _ := task.Metadata["chio"].(map[string]any)
+				cl.receipt, _ = chio["receiptId"].(string)
+				cl.ok, cl.taskID = cl.receipt != "", string(task.ID)
+				cl.upstream, _ = rec.last.Load().(string)
+			}
+			mu.Lock()
+			calls = append(calls, cl)
+			mu.Unlock()
+		}
+	})
 	succeededSince := func(since time.Time) bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -530,7 +558,7 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 	topo.start(ctx, old) // back as the standby
 	time.Sleep(4 * time.Second)
 	stopLoad()
-	wg.Wait()
+	waitLoad()
 
 	// Every call the client saw succeed has its receipt, exactly once.
 	mu.Lock()
@@ -652,11 +680,7 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 
 	// Tasks created on the killed edge are readable through the other.
 	readable, onKilled := 0, 0
-	reader, err := a2aclient.NewFromEndpoints(ctx, []*a2apb.AgentInterface{a2apb.NewAgentInterface(proxyURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
-		a2aclient.WithJSONRPCTransport(&http.Client{Transport: &upstreamRecorder{token: token}, Timeout: 15 * time.Second}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader := proxyClient(ctx, t, &upstreamRecorder{token: token}, 15*time.Second)
 	for _, cl := range ok {
 		if cl.upstream != topo.upstream("edge-1") || !cl.at.Before(edgeKilled) {
 			continue

@@ -20,10 +20,6 @@ import (
 
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/chio-ledger/chio/ledger/lease"
 )
 
 // A rolling restart under steady load: every edge, then the active ledger,
@@ -203,48 +199,14 @@ var (
 )
 
 func rollingRestart(ctx context.Context, t *testing.T, topo restarter, keys string) {
-	boot := waitUntil(ctx, t, "the cluster to be ready", 3*time.Minute, func() bool {
-		return ready(ctx, proxyURL) && ready(ctx, ledgerURLs["ledger-1"]) && ready(ctx, ledgerURLs["ledger-2"])
-	})
-	t.Logf("cluster ready in %s", boot.Round(time.Millisecond))
+	writer := awaitCluster(ctx, t)
 	token := issueCapability(t, keys)
 	reads := serviceToken()
 	vkey := readKey(t, keys, "checkpoint.vkey")
-	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writer := func() string {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		kv, err := js.KeyValue(ctx, lease.DefaultBucket)
-		if err != nil {
-			return ""
-		}
-		e, err := kv.Get(ctx, lease.DefaultKey)
-		if err != nil {
-			return ""
-		}
-		var rec struct {
-			Holder string `json:"holder"`
-		}
-		_ = json.Unmarshal(e.Value(), &rec)
-		return rec.Holder
-	}
-	waitUntil(ctx, t, "a ledger to hold the writer lease", time.Minute, func() bool { return ledgerURLs[writer()] != "" })
 	// Both edges answer through the proxy before the load starts.
 	seen := map[string]bool{}
 	probe := &loadTransport{token: token}
-	prober, err := a2aclient.NewFromEndpoints(ctx, []*a2apb.AgentInterface{a2apb.NewAgentInterface(proxyURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
-		a2aclient.WithJSONRPCTransport(&http.Client{Transport: probe, Timeout: 15 * time.Second}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prober := proxyClient(ctx, t, probe, 15*time.Second)
 	waitUntil(ctx, t, "both edges to answer through the proxy", time.Minute, func() bool {
 		msg := a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("warm-up"))
 		if _, err := prober.SendMessage(ctx, &a2apb.SendMessageRequest{Message: msg}); err == nil {
@@ -262,56 +224,42 @@ func rollingRestart(ctx context.Context, t *testing.T, topo restarter, keys stri
 		calls []rollCall
 	)
 	loadCtx, stopLoad := context.WithCancel(ctx)
-	tick := time.NewTicker(time.Second / rate)
-	defer tick.Stop()
-	var wg sync.WaitGroup
 	var n atomic.Int64
-	for range workers {
+	waitLoad := pace(loadCtx, workers, rate, func() func() {
 		tr := &loadTransport{token: token}
-		client, err := a2aclient.NewFromEndpoints(ctx, []*a2apb.AgentInterface{a2apb.NewAgentInterface(proxyURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
-			a2aclient.WithJSONRPCTransport(&http.Client{Transport: tr, Timeout: 30 * time.Second}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() {
-			for {
-				select {
-				case <-loadCtx.Done():
-					return
-				case <-tick.C:
-				}
-				// The call's own deadline, not the load's: a call started
-				// before the load stops is seen through to its end.
-				cctx, ccancel := context.WithTimeout(context.WithoutCancel(loadCtx), 30*time.Second)
-				cl := rollCall{at: time.Now(), stream: n.Add(1)%8 == 0}
-				var err error
-				if cl.stream {
-					tr.answer.Store("")
-					cl.taskID, cl.resumed, err = streamCall(cctx, client, tr)
-				} else {
-					msg := a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("rolling"))
-					var res a2apb.SendMessageResult
-					res, err = client.SendMessage(cctx, &a2apb.SendMessageRequest{Message: msg})
-					if task, ok := res.(*a2apb.Task); err == nil && ok {
-						cl.taskID = string(task.ID)
-						if task.Status.State != a2apb.TaskStateCompleted {
-							err = fmt.Errorf("task %s", task.Status.State)
-						}
-					} else if err == nil {
-						err = fmt.Errorf("answered with a %T", res)
+		client := proxyClient(ctx, t, tr, 30*time.Second)
+		return func() {
+			// The call's own deadline, not the load's: a call started
+			// before the load stops is seen through to its end.
+			cctx, ccancel := context.WithTimeout(context.WithoutCancel(loadCtx), 30*time.Second)
+			cl := rollCall{at: time.Now(), stream: n.Add(1)%8 == 0}
+			var err error
+			if cl.stream {
+				tr.answer.Store("")
+				cl.taskID, cl.resumed, err = streamCall(cctx, client, tr)
+			} else {
+				msg := a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("rolling"))
+				var res a2apb.SendMessageResult
+				res, err = client.SendMessage(cctx, &a2apb.SendMessageRequest{Message: msg})
+				if task, ok := res.(*a2apb.Task); err == nil && ok {
+					cl.taskID = string(task.ID)
+					if task.Status.State != a2apb.TaskStateCompleted {
+						err = fmt.Errorf("task %s", task.Status.State)
 					}
+				} else if err == nil {
+					err = fmt.Errorf("answered with a %T", res)
 				}
-				ccancel()
-				if err != nil {
-					cl.failure = err.Error()
-				}
-				cl.upstream, _ = tr.last.Load().(string)
-				mu.Lock()
-				calls = append(calls, cl)
-				mu.Unlock()
 			}
-		})
-	}
+			ccancel()
+			if err != nil {
+				cl.failure = err.Error()
+			}
+			cl.upstream, _ = tr.last.Load().(string)
+			mu.Lock()
+			calls = append(calls, cl)
+			mu.Unlock()
+		}
+	})
 	answeredBy := func(edge string, since time.Time) bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -393,7 +341,7 @@ func rollingRestart(ctx context.Context, t *testing.T, topo restarter, keys stri
 		old, stopped.Round(time.Millisecond), writer(), takeover.Round(time.Millisecond), fromSIGTERM, old, time.Since(start).Round(time.Millisecond))
 	time.Sleep(5 * time.Second)
 	stopLoad()
-	wg.Wait()
+	waitLoad()
 
 	// Not one call failed.
 	mu.Lock()
