@@ -18,9 +18,10 @@
 // both are counted from the bucket itself, so they hold across replicas.
 // Delete is
 // idempotent, and notifications still queued for a deleted config are
-// dropped. DeleteTask drops every config of a task and marks the task
-// closed for a while, so that a terminal task's last notifications, once
-// enqueued, are still delivered after it.
+// dropped. CloseTask marks an ended task closed for a while and has its
+// configs expire (DeleteTask drops them at once), so that a terminal
+// task's last notifications, once enqueued, are still delivered after
+// its configs are gone.
 //
 // Delivery asks, for every task commit, whether the task has a config
 // (Store.MayHaveConfigs): almost none has, so on a single-replica bucket

@@ -205,8 +205,8 @@ func checkDurable(name string) error {
 // bucket (one message get from the bucket's stream leader; a second one,
 // for the task's closed mark, when the config is gone): a live config is
 // delivered to with its current fields (a replaced config's new URL or
-// credentials); a config gone with its task (Store.DeleteTask, within the
-// closed task TTL) is delivered to with the fields the notification
+// credentials); a config gone with its task (Store.CloseTask or
+// DeleteTask, within the closed task TTL) is delivered to with the fields the notification
 // carries; a config gone otherwise (its owner deleted it, or it was never
 // stored) is not delivered to.
 //

@@ -34,7 +34,7 @@ const (
 	// all its tasks: a task's configs go when it ends, so only a caller
 	// keeping thousands of tasks open with webhooks on each reaches it.
 	DefaultMaxConfigsPerOwner = 4096
-	// DefaultClosedTaskTTL is how long the closed mark DeleteTask leaves
+	// DefaultClosedTaskTTL is how long the closed mark CloseTask (or DeleteTask) leaves
 	// is kept: notifications of the task still queued within it are
 	// delivered, later ones dropped.
 	DefaultClosedTaskTTL = 24 * time.Hour
@@ -91,7 +91,7 @@ func WithMaxConfigsPerTask(n int) StoreOption { return func(o *storeOptions) { o
 // lets a caller with many open tasks store without bound.
 func WithMaxConfigsPerOwner(n int) StoreOption { return func(o *storeOptions) { o.maxOwner = n } }
 
-// WithClosedTaskTTL sets how long the closed mark DeleteTask leaves is
+// WithClosedTaskTTL sets how long the closed mark of an ended task is
 // kept (default DefaultClosedTaskTTL). Keep it far above the longest time
 // a notification can wait in the outbox.
 func WithClosedTaskTTL(d time.Duration) StoreOption { return func(o *storeOptions) { o.closedTTL = d } }
@@ -120,8 +120,8 @@ func (o *storeOptions) check() error {
 // behind the leader may serve; the key listing behind List, ForTask and
 // the limit comes from the stream leader.
 //
-// Besides the configs, the bucket holds one key per task that DeleteTask
-// closed, "<task>" (outside every "<task>.>" filter), with a TTL: it tells
+// Besides the configs, the bucket holds one key per task that CloseTask or
+// DeleteTask closed, "<task>" (outside every "<task>.>" filter), with a TTL: it tells
 // the Outbox that the configs of the task are gone because the task
 // ended, not because their owner deleted them (see Outbox).
 type Store struct {
