@@ -358,12 +358,11 @@ func endProcess(spans []trace.Span, err error) {
 	}
 }
 
-// ensureStream returns the stream, creating it when needed: the events
-// and receipts streams with the shared configuration (create or update, as
-// the ledger does), the task stream only when it does not exist yet, with
-// the configuration the A2A edge gives it, so that whichever starts first
-// brings up the same stream and the edge never finds one it disagrees
-// with.
+// ensureStream returns the stream, creating it only when it does not
+// exist yet: the events and receipts streams with the shared configuration
+// (the ledger owns them), the task stream with the configuration the A2A
+// edge gives it, so that whichever starts first brings up the same stream
+// and the edge never finds one it disagrees with.
 func (s *Service) ensureStream(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
 	switch name {
 	case schemas.EventsStream, schemas.ReceiptsStream:
@@ -371,11 +370,7 @@ func (s *Service) ensureStream(ctx context.Context, js jetstream.JetStream, name
 		if name == schemas.ReceiptsStream {
 			cfg = schemas.ReceiptsStreamConfig(s.cfg.replicas)
 		}
-		st, err := js.CreateOrUpdateStream(ctx, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("ensure stream %s: %w", name, err)
-		}
-		return st, nil
+		return schemas.OpenStream(ctx, js, cfg)
 	}
 	st, err := js.Stream(ctx, name)
 	if err == nil {

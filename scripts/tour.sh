@@ -30,7 +30,7 @@ up_pid=$!
 for _ in $(seq 600); do curl -sf "http://$http/log/checkpoint" >/dev/null && [ -f .chio/operator.token ] && break; sleep 0.1; done
 
 OP="Authorization: Bearer $(cat .chio/operator.token)"
-bin/chio emit --nats "nats://$natsaddr" --count 2 | tee ids.txt
+bin/chio emit --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --count 2 | tee ids.txt
 ID=$(head -1 ids.txt)
 for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' -H "$OP" "http://$http/v1/receipts/$ID")" = 200 ] && break; sleep 0.1; done
 
@@ -48,7 +48,7 @@ bin/chio verify --receipt receipt.json --proof receipt.tlog-proof \
 
 curl -sf -H "$OP" "http://$http/v1/receipts/query?toolServer=hello&outcome=deny&limit=10" | has '"totalCount":1'
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$http/v1/receipts/$ID")" = 401 ]
-bin/chio ledger rebuild --nats "nats://$natsaddr" --data-dir "$work/rebuilt" --keys .chio/keys | tee rebuild.txt
+bin/chio ledger rebuild --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/reader.nk --data-dir "$work/rebuilt" --keys .chio/keys | tee rebuild.txt
 grep -q '^size 2$' rebuild.txt
 
 bin/chio evidence export --url "http://$http" --token @.chio/operator.token --out evidence
@@ -80,7 +80,7 @@ bin/chio capability ancestor @helper.tok > rebuilt.tok
 sed -n 2p agent.tok | cmp - rebuilt.tok
 [ "$(curl -s -D rebuilt.hdr -o rebuilt.json -w '%{http_code}' "http://$http/a2a" -H 'Content-Type: application/json' -H "Authorization: Bearer $(cat rebuilt.tok)" -d "${MSG/m5/m8}")" = 401 ]
 grep -q 'missing_proof' rebuilt.json && grep -qi '^www-authenticate: DPoP' rebuilt.hdr
-bin/chio capability revoke cap-agent --nats "nats://$natsaddr" --reason "key rotated" | has '^revoked cap-agent$'
+bin/chio capability revoke cap-agent --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/operator.nk --reason "key rotated" | has '^revoked cap-agent$'
 curl -sf "http://$http/.well-known/agent-card.json" > card.json
 grep -q '"hello_task"' card.json
 curl -sf "http://$http/.well-known/jwks.json" > jwks.json
@@ -132,10 +132,10 @@ bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat ag
 bridgeaddr=${TOUR_BRIDGE:-127.0.0.1:18084}
 protectaddr=${TOUR_PROTECT:-127.0.0.1:19090}
 bin/chio bridge openapi --spec examples/openapi/chio-log-api.yaml --server-id chio-log-api --upstream "http://$http" \
-  --listen "$bridgeaddr" --nats "nats://$natsaddr" --issuer-pub .chio/keys/issuer.pub > bridge.log 2>&1 &
+  --listen "$bridgeaddr" --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --issuer-pub .chio/keys/issuer.pub > bridge.log 2>&1 &
 bridge_pid=$!
 bin/chio api protect --spec examples/openapi/chio-log-api.yaml --server-id chio-log-api --upstream "http://$http" \
-  --listen "$protectaddr" --nats "nats://$natsaddr" --issuer-pub .chio/keys/issuer.pub > protect.log 2>&1 &
+  --listen "$protectaddr" --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --issuer-pub .chio/keys/issuer.pub > protect.log 2>&1 &
 protect_pid=$!
 for _ in $(seq 100); do grep -q 'MCP http' bridge.log && grep -q 'api protect: http' protect.log && break; sleep 0.1; done
 curl -s "http://$bridgeaddr/mcp" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
@@ -148,14 +148,14 @@ curl -s "http://$protectaddr/openai/v1/tool-calls" -H "X-Chio-Capability: $(cat 
   | tee denied.json
 grep -q '"error":"chio_access_denied"' denied.json && grep -q 'denied by default' denied.json
 echo '{"jsonrpc":"2.0","id":1,"method":"tool/invoke","params":{"capabilityId":"hello_task","arguments":{"text":"world"}}}' \
-  | bin/chio edge acp --stdio --nats "nats://$natsaddr" --issuer-pub .chio/keys/issuer.pub --token @.chio/dev-capability.token \
+  | bin/chio edge acp --stdio --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --issuer-pub .chio/keys/issuer.pub --token @.chio/dev-capability.token \
   | has '"receiptId":"'
 go -C "$repo" build -o "$work/bin/acp-editor" ./examples/acp/editor && go -C "$repo" build -o "$work/bin/acp-agent" ./examples/acp/agent
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" \
   --grant 'acp/*' --grant acp/fs/write_text_file --ttl 1h --output header > editor.tok
 mkdir -p project && echo alpha > project/a.txt
 bin/acp-editor --root project --script "read $PWD/project/a.txt;write $PWD/project/b.txt hello;run rm -rf project;read $HOME/.ssh/id_rsa" -- \
-  bin/chio edge acp --proxy --nats "nats://$natsaddr" --issuer-pub .chio/keys/issuer.pub --token @editor.tok -- bin/acp-agent \
+  bin/chio edge acp --proxy --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --issuer-pub .chio/keys/issuer.pub --token @editor.tok -- bin/acp-agent \
   | tee acp-session.txt
 grep -q '^read: ok "alpha' acp-session.txt && grep -q '^write: ok .* receipt=' acp-session.txt
 grep -q '^run: error .*-32002.*denied by default' acp-session.txt && grep -q '^read: error .*PathGuard' acp-session.txt
@@ -165,7 +165,7 @@ grep -q "\"a2a:$http\"" discover.json
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" --grant "a2a:$http/*" --output header > partner.tok
 adapteraddr=${TOUR_ADAPTER:-127.0.0.1:18085}
 bin/chio a2a serve --target "http://$http" --partner self --listen "$adapteraddr" \
-  --nats "nats://$natsaddr" --issuer-pub .chio/keys/issuer.pub > adapter.log 2>&1 &
+  --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --issuer-pub .chio/keys/issuer.pub > adapter.log 2>&1 &
 adapter_pid=$!
 for _ in $(seq 100); do grep -q 'MCP http' adapter.log && break; sleep 0.1; done
 bin/chio tools list --url "http://$adapteraddr" --token @partner.tok | tee tools.txt
@@ -175,7 +175,7 @@ curl -s "http://$adapteraddr/mcp" -H 'Content-Type: application/json' -H 'Accept
   | tee adapter.json
 grep -q '"decision":"allow"' adapter.json && grep -q 'hello from a2a' adapter.json
 edgeaddr=${TOUR_EDGE:-127.0.0.1:18082}
-bin/chio edge a2a --nats "nats://$natsaddr" --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub --demo conformance > edge.log 2>&1 &
+bin/chio edge a2a --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub --demo conformance > edge.log 2>&1 &
 edge_pid=$!
 for _ in $(seq 100); do curl -sf "http://$edgeaddr/.well-known/agent-card.json" >/dev/null && break; sleep 0.1; done
 curl -sf "http://$edgeaddr/.well-known/agent-card.json" | has '"hello_task"'

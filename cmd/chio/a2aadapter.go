@@ -353,7 +353,7 @@ func newA2AServeCmd() *cobra.Command {
 			if len(targets) == 0 {
 				return usageError(errors.New("--target is required"))
 			}
-			sa, err := connectStandalone(natsURL, "", "chio-a2a-serve", false)
+			sa, err := connectStandalone(natsURL, "", "chio-a2a-serve", false, &ef.natsAuth)
 			if err != nil {
 				return err
 			}

@@ -59,7 +59,7 @@ func newEdgeACPCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sa, err := sf.connect("chio-edge-acp")
+			sa, err := sf.connect("chio-edge-acp", &ef.natsAuth)
 			if err != nil {
 				return err
 			}
@@ -110,7 +110,7 @@ func runACPProxy(cmd *cobra.Command, ef *edgeFlags, natsURL, dataDir, token, key
 	if err != nil {
 		return err
 	}
-	sa, err := connectStandalone(natsURL, dataDir, "chio-edge-acp", true)
+	sa, err := connectStandalone(natsURL, dataDir, "chio-edge-acp", true, &ef.natsAuth)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
@@ -449,6 +450,7 @@ func narrowsParent(parent, child *schemas.CapabilityToken) error {
 
 func newCapabilityRevokeCmd() *cobra.Command {
 	var natsURL, reason string
+	var na natsauth.Client
 	var replicas int
 	cmd := &cobra.Command{
 		Use:   "revoke ID [--nats URL] [--reason TEXT]",
@@ -460,7 +462,7 @@ func newCapabilityRevokeCmd() *cobra.Command {
 			if !schemas.ValidID(args[0]) {
 				return usageError(fmt.Errorf("revoke: %q is not a capability id", args[0]))
 			}
-			nc, js, err := connectNATS(natsURL, "chio-capability-revoke")
+			nc, js, err := connectNATS(natsURL, "chio-capability-revoke", natsauth.Operator, &na)
 			if err != nil {
 				return err
 			}
@@ -473,6 +475,7 @@ func newCapabilityRevokeCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL")
+	registerNATSAuth(cmd.Flags(), &na)
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the revocation)")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the revocations bucket if it must be created")
 	return cmd

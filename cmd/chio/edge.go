@@ -33,6 +33,7 @@ import (
 	"github.com/chio-ledger/chio/edges/tools/conformance"
 	"github.com/chio-ledger/chio/edges/tools/hello"
 	"github.com/chio-ledger/chio/edges/tools/relay"
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/health"
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/schemas"
@@ -40,6 +41,9 @@ import (
 
 // edgeFlags configure an A2A edge, in `chio edge a2a` and `chio up`.
 type edgeFlags struct {
+	// natsAuth is how a standalone edge authenticates to NATS (chio up's
+	// in-process edge uses its own role credential instead).
+	natsAuth       natsauth.Client
 	policyFile     string
 	issuerPub      string
 	publicURL      string
@@ -520,7 +524,7 @@ func newEdgeA2ACmd() *cobra.Command {
 				defer stopNATS()
 				js = j
 			} else {
-				nc, j, err := connectNATS(orDefault(natsURL, nats.DefaultURL), "chio-edge-a2a")
+				nc, j, err := connectNATS(orDefault(natsURL, nats.DefaultURL), "chio-edge-a2a", natsauth.Edge, &ef.natsAuth)
 				if err != nil {
 					return err
 				}
@@ -594,6 +598,7 @@ func newEdgeA2ACmd() *cobra.Command {
 	}
 	ef.register(cmd)
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+"; with --stdio, an embedded server in --data-dir)")
+	registerNATSAuth(cmd.Flags(), &ef.natsAuth)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8082", "HTTP listen address")
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "with --stdio: keys and the embedded NATS store")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve the hello-a2a stdio profile on stdin/stdout")

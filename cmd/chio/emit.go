@@ -12,11 +12,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/schemas"
 )
 
 func newEmitCmd() *cobra.Command {
 	var natsURL, server, tool string
+	var na natsauth.Client
 	var count int
 	cmd := &cobra.Command{
 		Use:   "emit --nats URL [--count N]",
@@ -29,7 +31,7 @@ func newEmitCmd() *cobra.Command {
 			if count < 1 {
 				return usageError(errors.New("--count must be at least 1"))
 			}
-			nc, js, err := connectNATS(natsURL, "chio-emit")
+			nc, js, err := connectNATS(natsURL, "chio-emit", natsauth.Edge, &na)
 			if err != nil {
 				return err
 			}
@@ -49,6 +51,7 @@ func newEmitCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL")
+	registerNATSAuth(cmd.Flags(), &na)
 	cmd.Flags().IntVar(&count, "count", 2, "calls to publish")
 	cmd.Flags().StringVar(&server, "tool-server", "hello", "tool server id")
 	cmd.Flags().StringVar(&tool, "tool", "hello_task", "tool name")

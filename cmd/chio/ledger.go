@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chio-ledger/chio/internal/health"
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/progress"
 	"github.com/chio-ledger/chio/internal/stagedir"
 	"github.com/chio-ledger/chio/ledger"
@@ -74,6 +75,7 @@ func (f *ledgerFlags) options(logger *slog.Logger) []ledger.Option {
 
 func newLedgerCmd() *cobra.Command {
 	var natsURL, dataDir, listen string
+	var na natsauth.Client
 	var lf ledgerFlags
 	var ha haFlags
 	var rf readFlags
@@ -93,7 +95,7 @@ func newLedgerCmd() *cobra.Command {
 				return err
 			}
 			defer store.Close()
-			nc, js, err := connectNATS(natsURL, "chio-ledger")
+			nc, js, err := connectNATS(natsURL, "chio-ledger", natsauth.Ledger, &na)
 			if err != nil {
 				return err
 			}
@@ -116,6 +118,7 @@ func newLedgerCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated")
+	registerNATSAuth(cmd.Flags(), &na)
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "directory of the log store (DIR/log) and, by default, its keys (DIR/keys)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address of the log's HTTP read API")
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
@@ -127,6 +130,7 @@ func newLedgerCmd() *cobra.Command {
 
 func newRebuildCmd() *cobra.Command {
 	var natsURL, dataDir, keysDir string
+	var na natsauth.Client
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "rebuild --nats URL --data-dir NEWDIR",
@@ -153,7 +157,7 @@ func newRebuildCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("ledger rebuild: %w", err)
 			}
-			nc, js, err := connectNATS(natsURL, "chio-ledger-rebuild")
+			nc, js, err := connectNATS(natsURL, "chio-ledger-rebuild", natsauth.Reader, &na)
 			if err != nil {
 				return err
 			}
@@ -173,6 +177,7 @@ func newRebuildCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s)")
+	registerNATSAuth(cmd.Flags(), &na)
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the directory to rebuild the log into (NEWDIR/log)")
 	cmd.Flags().StringVar(&keysDir, "keys", filepath.Join(".chio", "keys"), "key directory of the log being rebuilt")
 	cmd.Flags().BoolVar(&force, "force", false, "replace a finished rebuild in NEWDIR/log (never a running ledger's data directory)")
@@ -254,12 +259,18 @@ func openStore(dir string, keys *ledgerKeys) (*logstore.Store, error) {
 	return s, nil
 }
 
-func connectNATS(url, name string) (*nats.Conn, jetstream.JetStream, error) {
+// connectNATS connects to url as role, with the credential and TLS
+// settings of auth (nil: anonymous), and waits for JetStream.
+func connectNATS(url, name string, role natsauth.Role, auth *natsauth.Client) (*nats.Conn, jetstream.JetStream, error) {
+	opts, refused, err := natsOptions(role, auth)
+	if err != nil {
+		return nil, nil, err
+	}
 	// Pings every 2 s: a node cut off the network drops no TCP connection
 	// (no RST), and with the default 2-minute interval a client would wait
 	// minutes before moving to another node of the cluster.
-	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false),
-		nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(3))
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false),
+		nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(3)}, opts...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
@@ -278,6 +289,13 @@ func connectNATS(url, name string) (*nats.Conn, jetstream.JetStream, error) {
 		cancel()
 		if err == nil {
 			break
+		}
+		select {
+		case perr := <-refused:
+			// The credential is not the role's: waiting would not help.
+			nc.Close()
+			return nil, nil, fmt.Errorf("NATS at %s refused what the %s role needs (is the credential the %s role's?): %w", url, role, role, perr)
+		default:
 		}
 		if time.Now().After(deadline) {
 			nc.Close()

@@ -225,7 +225,7 @@ func newBridgeMCPCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sa, err := sf.connect("chio-bridge-mcp")
+			sa, err := sf.connect("chio-bridge-mcp", &ef.natsAuth)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/openai"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/health"
 )
 
@@ -140,7 +141,7 @@ func newEdgeOpenAICmd() *cobra.Command {
 			if _, err := of.proxy(); err != nil {
 				return err // before connecting: a flag mistake is a usage error
 			}
-			nc, js, err := connectNATS(orDefault(natsURL, nats.DefaultURL), "chio-edge-openai")
+			nc, js, err := connectNATS(orDefault(natsURL, nats.DefaultURL), "chio-edge-openai", natsauth.Edge, &ef.natsAuth)
 			if err != nil {
 				return err
 			}
@@ -170,6 +171,7 @@ func newEdgeOpenAICmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+")")
+	registerNATSAuth(f, &ef.natsAuth)
 	f.StringVar(&listen, "listen", "127.0.0.1:8083", "HTTP listen address")
 	f.StringVar(&ef.policyFile, "policy", "", "policy document (chio.policy.v1); default: trust --issuer-pub with the default guards")
 	f.StringVar(&ef.issuerPub, "issuer-pub", "", "file with the trusted capability issuer's public key (when no --policy)")

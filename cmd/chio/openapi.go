@@ -22,6 +22,7 @@ import (
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
 	"github.com/chio-ledger/chio/edges/openapi"
 	"github.com/chio-ledger/chio/edges/protect"
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natsembed"
 )
 
@@ -160,12 +161,12 @@ func newOpenAPICmd() *cobra.Command {
 
 // connectOrEmbed connects to --nats, or, with stdio and no --nats, starts
 // an embedded server in dataDir. stop closes it.
-func connectOrEmbed(natsURL, dataDir, name string, stdio bool) (jetstream.JetStream, func(), error) {
+func connectOrEmbed(natsURL, dataDir, name string, stdio bool, auth *natsauth.Client) (jetstream.JetStream, func(), error) {
 	if natsURL == "" && stdio {
 		_, js, stop, err := startEmbeddedNATS(natsembed.Config{StoreDir: filepath.Join(dataDir, "nats"), DontListen: true, ServerName: name})
 		return js, stop, err
 	}
-	nc, js, err := connectNATS(orDefault(natsURL, nats.DefaultURL), name)
+	nc, js, err := connectNATS(orDefault(natsURL, nats.DefaultURL), name, natsauth.Edge, auth)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -204,7 +205,7 @@ func newBridgeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sa, err := sf.connect("chio-bridge-openapi")
+			sa, err := sf.connect("chio-bridge-openapi", &ef.natsAuth)
 			if err != nil {
 				return err
 			}
@@ -273,6 +274,7 @@ func registerGovernanceFlags(f *pflag.FlagSet, ef *edgeFlags) {
 	f.BoolVar(&ef.exposeAll, "expose-all", false, "dev only: expose tools without the protocol's expose flag (internal namespaces stay hidden)")
 	f.StringVar(&ef.edgeID, "edge-id", "", "this replica's name in events (default: host name and pid)")
 	f.IntVar(&ef.replicas, "replicas", 1, "replicas of the streams and buckets the edge creates (3 on a cluster)")
+	registerNATSAuth(f, &ef.natsAuth)
 	f.DurationVar(&ef.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGINT/SIGTERM, how long calls in flight get to finish")
 	registerHolderFlags(f, ef)
 }
@@ -306,7 +308,7 @@ func newAPICmd() *cobra.Command {
 				return err
 			}
 			ef.servers = append(ef.servers, srv)
-			sa, err := connectStandalone(natsURL, "", "chio-api-protect", false)
+			sa, err := connectStandalone(natsURL, "", "chio-api-protect", false, &ef.natsAuth)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/health"
 	"github.com/chio-ledger/chio/internal/progress"
 	"github.com/chio-ledger/chio/projections"
@@ -33,6 +34,7 @@ func projectionsDir(dataDir string) string { return filepath.Join(dataDir, "proj
 
 func newProjectionsCmd() *cobra.Command {
 	var natsURL, dataDir, listen, kernelKey, name string
+	var na natsauth.Client
 	var replicas int
 	var rf readFlags
 	var cf consoleFlags
@@ -66,7 +68,7 @@ func newProjectionsCmd() *cobra.Command {
 				return err
 			}
 			defer stopTracing() // flushes after the service has stopped
-			nc, js, err := connectNATS(natsURL, name)
+			nc, js, err := connectNATS(natsURL, name, natsauth.Projections, &na)
 			if err != nil {
 				return err
 			}
@@ -88,6 +90,7 @@ func newProjectionsCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated")
+	registerNATSAuth(cmd.Flags(), &na)
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "directory of the projection store (DIR/projections)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8082", "address of the projection HTTP API")
 	rf.register(cmd)
@@ -101,6 +104,7 @@ func newProjectionsCmd() *cobra.Command {
 
 func newProjectionsRebuildCmd() *cobra.Command {
 	var natsURL, dataDir, kernelKey string
+	var na natsauth.Client
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "rebuild --nats URL --data-dir NEWDIR --kernel-key HEX|FILE",
@@ -128,7 +132,7 @@ func newProjectionsRebuildCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("projections rebuild: %w", err)
 			}
-			nc, js, err := connectNATS(natsURL, "chio-projections-rebuild")
+			nc, js, err := connectNATS(natsURL, "chio-projections-rebuild", natsauth.Reader, &na)
 			if err != nil {
 				return err
 			}
@@ -150,6 +154,7 @@ func newProjectionsRebuildCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s)")
+	registerNATSAuth(cmd.Flags(), &na)
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the directory to rebuild into (NEWDIR/projections)")
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the trusted kernel public key (64 hex), or a file holding it")
 	cmd.Flags().BoolVar(&force, "force", false, "replace a finished rebuild in NEWDIR/projections (never a running service's data directory)")

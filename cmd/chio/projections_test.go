@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
@@ -69,7 +70,7 @@ func TestProjectionsServeRebuildAndTrustList(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Stop)
-	nc, js, err := connectNATS(ns.ClientURL(), "test")
+	nc, js, err := connectNATS(ns.ClientURL(), "test", natsauth.Operator, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func (f *readFlags) authenticator(ctx context.Context, js jetstream.JetStream, r
 			}
 			opts = append(opts, readauth.WithTrustedIssuers(schemas.EncodePublicKey(k)))
 		}
-		kv, err := js.CreateOrUpdateKeyValue(ctx, schemas.RevocationsConfig(replicas))
+		kv, err := schemas.OpenKeyValue(ctx, js, schemas.RevocationsConfig(replicas)) // the operator owns it
 		if err != nil {
 			return nil, nil, fmt.Errorf("read authorization: open %s: %w", schemas.RevocationsBucket, err)
 		}

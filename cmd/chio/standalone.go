@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/health"
 )
 
@@ -25,8 +26,8 @@ type standalone struct {
 }
 
 // connectStandalone connects (or embeds, see connectOrEmbed).
-func connectStandalone(natsURL, dataDir, name string, stdio bool) (*standalone, error) {
-	js, stop, err := connectOrEmbed(natsURL, dataDir, name, stdio)
+func connectStandalone(natsURL, dataDir, name string, stdio bool, auth *natsauth.Client) (*standalone, error) {
+	js, stop, err := connectOrEmbed(natsURL, dataDir, name, stdio, auth)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
+
+	"github.com/chio-ledger/chio/internal/natsauth"
 )
 
 // stdioFlags are the flags of a command that serves either HTTP or one
@@ -29,6 +31,6 @@ func (s *stdioFlags) capability(ef *edgeFlags) (string, error) {
 }
 
 // connect reaches --nats, or an embedded server when serving stdio.
-func (s *stdioFlags) connect(name string) (*standalone, error) {
-	return connectStandalone(s.natsURL, s.dataDir, name, s.stdio)
+func (s *stdioFlags) connect(name string, auth *natsauth.Client) (*standalone, error) {
+	return connectStandalone(s.natsURL, s.dataDir, name, s.stdio, auth)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/chio-ledger/chio/edges/protect"
 	"github.com/chio-ledger/chio/internal/health"
 	"github.com/chio-ledger/chio/internal/leafset"
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/ledger"
@@ -86,12 +87,13 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 		return err
 	}
 	defer store.Close()
-	ns, js, listening, stopNATS, err := c.startNATS()
+	un, err := c.startNATS(ctx)
 	if err != nil {
 		return err
 	}
-	defer stopNATS()
-	if err := c.addRemoteTools(ctx, out, ns, js, keys, listening); err != nil {
+	defer un.stop()
+	ns, edgeJS := un.ns, un.js[natsauth.Edge]
+	if err := c.addRemoteTools(ctx, out, un, keys); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "chio up: keys in %s (log origin %q, kernel key %s)\n", keys.Dir, keys.Origin(), keys.KernelPub)
@@ -117,7 +119,7 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 	}
 	// One registry for the whole process, served at /metrics.
 	metrics := newMetricsRegistry()
-	edges, err := c.startEdges(ctx, js, edgeToken, metrics, mcpServers)
+	edges, err := c.startEdges(ctx, edgeJS, edgeToken, metrics, mcpServers)
 	if err != nil {
 		return err
 	}
@@ -141,7 +143,7 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 	// scope; an operator token that reads everything; and the service
 	// token, if one is given.
 	rf := readFlags{issuers: []string{filepath.Join(keys.Dir, issuerPubFile)}, serviceToken: c.serviceToken, requireDPoP: c.ef.requireDPoP, publicOrigin: c.ef.publicURL}
-	auth, stopAuth, err := rf.authenticator(ctx, js, c.lf.replicas)
+	auth, stopAuth, err := rf.authenticator(ctx, un.js[natsauth.Projections], c.lf.replicas) // the read side: revocations and DPoP replay
 	if err != nil {
 		return err
 	}
@@ -150,7 +152,7 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 	if err != nil {
 		return err
 	}
-	proj, err := c.startProjections(ctx, js, kernelPub, auth, metrics, tp)
+	proj, err := c.startProjections(ctx, un.js[natsauth.Projections], kernelPub, auth, metrics, tp)
 	if err != nil {
 		return err
 	}
@@ -162,7 +164,7 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 	slog.Debug("starting ledger", "data_dir", c.dataDir)
 	// Stopping drains the edge (its calls finish and publish their
 	// events) while the ledger still runs; NATS closes after.
-	return runLedger(ctx, out, js, store, keys, c.listen, &c.lf, mount, append(drains, withRegistry(metrics), withReadAuth(auth),
+	return runLedger(ctx, out, un.js[natsauth.Ledger], store, keys, c.listen, &c.lf, mount, append(drains, withRegistry(metrics), withReadAuth(auth),
 		withChecks(append(edges.r.checks, proj.check(), eventStoreCheck(ns))...))...)
 }
 
@@ -191,23 +193,13 @@ func (c *upConfig) startLocalTools(ctx context.Context) (*openapi.Bridge, []*mcp
 	return bridge, mcpServers, stopMCP, nil
 }
 
-// startNATS starts the embedded NATS JetStream server; listening is false
-// when it serves this process only (--nats-listen none).
-func (c *upConfig) startNATS() (ns *natsembed.Server, js jetstream.JetStream, listening bool, stop func(), err error) {
-	cfg, err := c.natsConfig()
-	if err != nil {
-		return nil, nil, false, nil, err
-	}
-	ns, js, stop, err = startEmbeddedNATS(cfg)
-	return ns, js, !cfg.DontListen, stop, err
-}
-
 // addRemoteTools adds the tools that live across NATS or HTTP: partner A2A
 // agents' skills and, with --workers, the workers found at start. Both
 // come before the kernel is built and the dev capability is issued, so
 // discovery fails closed and what is found is in the capability.
-func (c *upConfig) addRemoteTools(ctx context.Context, out io.Writer, ns *natsembed.Server, js jetstream.JetStream, keys *ledgerKeys, listening bool) error {
+func (c *upConfig) addRemoteTools(ctx context.Context, out io.Writer, un *upNATS, keys *ledgerKeys) error {
 	ef := &c.ef
+	ns, js, listening := un.ns, un.js[natsauth.Edge], un.listening
 	partners, err := c.a2af.adapters(ctx, js, c.lf.replicas, c.a2aTargets, ef.limits.a2aAdapter())
 	if err != nil {
 		return err
@@ -222,12 +214,13 @@ func (c *upConfig) addRemoteTools(ctx context.Context, out io.Writer, ns *natsem
 	}
 	if listening {
 		fmt.Fprintf(out, "chio up: NATS JetStream on %s (data under %s)\n", ns.ClientURL(), c.dataDir)
+		fmt.Fprintf(out, "chio up: NATS credentials in %s (one nkey seed per role: %s; pass one with --nats-nkey)\n", un.creds.Dir, roleFiles())
 	}
 	if ef.workers {
 		if !listening {
 			return usageError(errors.New("--workers needs a NATS address workers can reach (--nats-listen)"))
 		}
-		if ef.servers, err = awaitWorkers(ctx, js.Conn(), ef.servers, out, ns.ClientURL(), ef.workerKey); err != nil {
+		if ef.servers, err = awaitWorkers(ctx, js.Conn(), ef.servers, out, ns.ClientURL(), un.creds.Path(natsauth.Worker), ef.workerKey); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/edges/tools/hello"
 	"github.com/chio-ledger/chio/edges/worker"
@@ -26,6 +27,7 @@ const workerFollowEvery = 5 * time.Second
 
 func newWorkerCmd() *cobra.Command {
 	var natsURL, name, keyFile string
+	var na natsauth.Client
 	var demo bool
 	var concurrency int
 	var oa openapiFlags
@@ -87,8 +89,12 @@ can take calls meant for a worker.`,
 				return err
 			}
 			url := orDefault(natsURL, nats.DefaultURL)
-			nc, err := nats.Connect(url, nats.Name("chio-worker"), nats.MaxReconnects(-1),
-				nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(3))
+			opts, _, err := natsOptions(natsauth.Worker, &na)
+			if err != nil {
+				return err
+			}
+			nc, err := nats.Connect(url, append([]nats.Option{nats.Name("chio-worker"), nats.MaxReconnects(-1),
+				nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(3)}, opts...)...)
 			if err != nil {
 				return fmt.Errorf("connect to NATS at %s: %w", url, err)
 			}
@@ -110,6 +116,7 @@ can take calls meant for a worker.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+")")
+	registerNATSAuth(f, &na)
 	f.StringVar(&keyFile, "manifest-key", "", "file with the Ed25519 key (hex seed) that signs the served manifests; must exist (chio up's is DATA_DIR/keys/"+manifestKeyFile+"; edges pin its public key with --worker-key)")
 	f.StringVar(&name, "name", "", "this worker's name in its service metadata")
 	f.IntVar(&concurrency, "concurrency", worker.DefaultConcurrency, "calls run at once; more wait (or go to other replicas)")
@@ -148,7 +155,7 @@ func addWorkers(ctx context.Context, nc *nats.Conn, reg *tools.Registry, keyArg 
 // awaitWorkers waits until workers on nc serve at least one tool server
 // and returns servers with theirs added: chio up issues its dev capability
 // for what is registered at start, so it waits for its workers first.
-func awaitWorkers(ctx context.Context, nc *nats.Conn, servers []tools.Server, out io.Writer, natsURL, keyArg string) ([]tools.Server, error) {
+func awaitWorkers(ctx context.Context, nc *nats.Conn, servers []tools.Server, out io.Writer, natsURL, credFile, keyArg string) ([]tools.Server, error) {
 	pin, err := workerPublicKey(keyArg)
 	if err != nil {
 		return nil, err
@@ -178,7 +185,7 @@ func awaitWorkers(ctx context.Context, nc *nats.Conn, servers []tools.Server, ou
 			return servers, nil
 		}
 		if !told {
-			fmt.Fprintf(out, "chio up: waiting for a worker (e.g. chio worker --demo --nats %s --manifest-key DATA_DIR/keys/%s)\n", natsURL, manifestKeyFile)
+			fmt.Fprintf(out, "chio up: waiting for a worker (e.g. chio worker --demo --nats %s --nats-nkey %s --manifest-key DATA_DIR/keys/%s)\n", natsURL, credFile, manifestKeyFile)
 			told = true
 		}
 		select {

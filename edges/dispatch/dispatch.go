@@ -88,11 +88,11 @@ func WithMetrics(reg prometheus.Registerer) Option {
 // WithClock sets the clock that stamps events (tests).
 func WithClock(now func() time.Time) Option { return func(d *Dispatcher) { d.now = now } }
 
-// New returns a dispatcher publishing to CHIO_EVENTS, creating or updating
-// the stream with the shared configuration. Allowed calls run on the
+// New returns a dispatcher publishing to CHIO_EVENTS, creating the stream
+// with the shared configuration if it does not exist (the ledger owns it). Allowed calls run on the
 // in-process servers of reg.
 func New(ctx context.Context, js jetstream.JetStream, k *kernel.Kernel, reg *tools.Registry, edgeID string, replicas int, opts ...Option) (*Dispatcher, error) {
-	if _, err := js.CreateOrUpdateStream(ctx, schemas.EventsStreamConfig(replicas)); err != nil {
+	if _, err := schemas.OpenStream(ctx, js, schemas.EventsStreamConfig(replicas)); err != nil {
 		return nil, fmt.Errorf("dispatch: events stream: %w", err)
 	}
 	d := &Dispatcher{js: js, kernel: k, registry: reg, edgeID: edgeID, now: time.Now}

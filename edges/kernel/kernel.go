@@ -103,7 +103,7 @@ func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts
 	if err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
-	revKV, err := js.CreateOrUpdateKeyValue(ctx, schemas.RevocationsConfig(cfg.replicas))
+	revKV, err := schemas.OpenKeyValue(ctx, js, schemas.RevocationsConfig(cfg.replicas)) // the operator owns it
 	if err != nil {
 		return nil, fmt.Errorf("kernel: open %s: %w", schemas.RevocationsBucket, err)
 	}

@@ -44,6 +44,9 @@ type Config struct {
 	// the streams' write errors; zero means DefaultWatchEvery, negative
 	// runs no watchdog.
 	WatchEvery time.Duration
+	// Users, when set, are the only clients the server accepts (each
+	// nkey with its permissions), on TCP and in process alike.
+	Users []*server.NkeyUser
 }
 
 // Defaults of the store watchdog.
@@ -76,6 +79,7 @@ func Start(cfg Config) (*Server, error) {
 		JetStream: true, StoreDir: cfg.StoreDir,
 		SyncAlways: cfg.SyncInterval == 0, SyncInterval: cfg.SyncInterval,
 		NoSigs: true, NoLog: !cfg.Logging,
+		Nkeys: cfg.Users,
 	}
 	if opts.Host == "" {
 		opts.Host = "127.0.0.1"

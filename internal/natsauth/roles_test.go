@@ -1,0 +1,306 @@
+package natsauth_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/edges/a2a/push"
+	"github.com/chio-ledger/chio/edges/a2aadapter"
+	"github.com/chio-ledger/chio/edges/acp"
+	"github.com/chio-ledger/chio/internal/natsauth"
+	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/ledger/lease"
+	"github.com/chio-ledger/chio/ledger/witness"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// server starts an embedded server that accepts only the roles'
+// credentials, as chio up runs it, and sets up the streams and buckets
+// the way the parts do.
+func server(t *testing.T) (*natsembed.Server, *natsauth.Credentials) {
+	t.Helper()
+	dir := t.TempDir()
+	creds, err := natsauth.LoadOrCreate(filepath.Join(dir, "creds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := natsembed.Start(natsembed.Config{StoreDir: filepath.Join(dir, "nats"), Port: -1, Users: creds.Users(), WatchEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	ctx := context.Background()
+	_, js := connect(t, ns, creds, natsauth.Operator)
+	for _, cfg := range []jetstream.StreamConfig{schemas.EventsStreamConfig(1), schemas.ReceiptsStreamConfig(1)} {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cfg := range []jetstream.KeyValueConfig{schemas.RevocationsConfig(1), schemas.BudgetsConfig(1)} {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns, creds
+}
+
+// conn is a connection whose permission refusals are collected.
+type conn struct {
+	*nats.Conn
+	refused chan error
+}
+
+func connect(t *testing.T, ns *natsembed.Server, creds *natsauth.Credentials, r natsauth.Role) (*conn, jetstream.JetStream) {
+	t.Helper()
+	c := &conn{refused: make(chan error, 64)}
+	opts := append(creds.Options(r), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			c.refused <- err
+		}
+	}))
+	nc, err := nats.Connect(ns.ClientURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c.Conn = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, js
+}
+
+// wantRefused waits for the server to refuse subject.
+func (c *conn) wantRefused(t *testing.T, what, subject string) {
+	t.Helper()
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-c.refused:
+		if !strings.Contains(err.Error(), subject) {
+			t.Errorf("%s: refused %v, want a refusal of %q", what, err, subject)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("%s: %q was not refused", what, subject)
+	}
+}
+
+// wantAllowed checks that nothing was refused.
+func (c *conn) wantAllowed(t *testing.T, what string) {
+	t.Helper()
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-c.refused:
+		t.Errorf("%s: refused: %v", what, err)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestAnonymousRefused: a client without a credential is refused at
+// connect, and so is one with a key the server does not know.
+func TestAnonymousRefused(t *testing.T) {
+	ns, _ := server(t)
+	if nc, err := nats.Connect(ns.ClientURL()); err == nil {
+		nc.Close()
+		t.Fatal("an anonymous client connected")
+	} else if !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("anonymous connect: %v, want an authorization violation", err)
+	}
+	stranger, err := natsauth.LoadOrCreate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := nats.Connect(ns.ClientURL(), stranger.Options(natsauth.Edge)...); err == nil {
+		nc.Close()
+		t.Fatal("an unknown nkey connected")
+	}
+}
+
+// TestRoleRefusals: for each role, each action outside it is refused by
+// the server with a permissions violation.
+func TestRoleRefusals(t *testing.T) {
+	ns, creds := server(t)
+	pub := func(s string) action { return action{pub: s} }
+	sub := func(s string) action { return action{sub: s} }
+	api := func(s string) action { return action{pub: "$JS.API." + s} }
+	forgeries := map[natsauth.Role][]action{
+		natsauth.Edge: {
+			pub("$KV.CHIO_REVOCATIONS." + schemas.KVKey("cap-A")), // un-revoke (delete) or forge a revocation
+			api("STREAM.UPDATE.KV_CHIO_REVOCATIONS"), api("STREAM.PURGE.KV_CHIO_REVOCATIONS"), api("STREAM.DELETE.KV_CHIO_REVOCATIONS"),
+			api("STREAM.MSG.DELETE.KV_CHIO_REVOCATIONS"),
+			api("STREAM.PURGE.KV_CHIO_BUDGETS"), api("STREAM.DELETE.CHIO_EVENTS"), api("STREAM.UPDATE.CHIO_EVENTS"),
+			api("STREAM.PURGE.CHIO_EVENTS"), api("STREAM.MSG.DELETE.CHIO_EVENTS"),
+			pub("chio.events.timeout"), pub("chio.receipts.hello"), pub("$KV.chio-ledger-lease.writer"),
+			pub("$KV.CHIO_WITNESS.x"),
+			api("CONSUMER.CREATE.CHIO_EVENTS.snoop"), api("DIRECT.GET.CHIO_EVENTS"), // reading every tenant's events
+			sub("chio.events.>"), sub("chio.tools.*.invoke"), sub("_INBOX_ledger.>"), sub("_INBOX.>"),
+		},
+		natsauth.Ledger: {
+			pub("chio.events.decision"), pub("chio.events.outcome"), pub("chio.events.envelope"), pub("chio.tasks.t1"),
+			pub("$KV.CHIO_REVOCATIONS.x"), pub("$KV.CHIO_BUDGETS.x"), pub("chio.tools.k.invoke"),
+			api("STREAM.DELETE.CHIO_EVENTS"), api("STREAM.PURGE.CHIO_EVENTS"), api("STREAM.UPDATE.KV_CHIO_REVOCATIONS"),
+			sub("chio.tools.*.invoke"), sub("_INBOX_edge.>"),
+		},
+		natsauth.Projections: {
+			pub("chio.events.decision"), pub("chio.events.envelope"), pub("chio.receipts.hello"), pub("chio.tasks.t1"),
+			pub("$KV.CHIO_REVOCATIONS.x"), pub("$KV.CHIO_BUDGETS.x"),
+			api("STREAM.UPDATE.CHIO_EVENTS"), api("STREAM.DELETE.CHIO_TASKS"), api("STREAM.PURGE.CHIO_RECEIPTS"),
+			sub("chio.tools.*.invoke"), sub("_INBOX_ledger.>"),
+		},
+		natsauth.Worker: {
+			pub("chio.events.decision"), pub("chio.tools.k.invoke"), pub("$KV.CHIO_BUDGETS.x"), pub("$KV.CHIO_REVOCATIONS.x"),
+			api("STREAM.INFO.CHIO_EVENTS"), api("CONSUMER.CREATE.CHIO_EVENTS.snoop"),
+			sub("chio.events.>"), sub("chio.receipts.>"), sub("_INBOX_edge.>"),
+		},
+		natsauth.Operator: {
+			pub("chio.events.decision"), pub("chio.events.envelope"), pub("chio.receipts.hello"), pub("chio.tasks.t1"),
+			pub("$KV.CHIO_BUDGETS.x"), pub("chio.tools.k.invoke"),
+			sub("chio.tools.*.invoke"), sub("chio.events.>"), sub("_INBOX_edge.>"),
+		},
+		natsauth.Reader: {
+			pub("chio.events.decision"), pub("chio.receipts.hello"), pub("chio.tasks.t1"), pub("$KV.CHIO_REVOCATIONS.x"),
+			api("STREAM.CREATE.CHIO_EVENTS"), api("STREAM.UPDATE.CHIO_EVENTS"), api("STREAM.PURGE.CHIO_EVENTS"),
+			sub("chio.events.>"), sub("chio.tools.*.invoke"), sub("_INBOX_edge.>"),
+		},
+	}
+	for _, r := range natsauth.Roles() {
+		t.Run(string(r), func(t *testing.T) {
+			c, _ := connect(t, ns, creds, r)
+			for _, a := range forgeries[r] {
+				if a.pub != "" {
+					if err := c.Publish(a.pub, []byte(`{}`)); err != nil {
+						t.Fatal(err)
+					}
+					c.wantRefused(t, "publish", a.pub)
+					continue
+				}
+				s, err := c.SubscribeSync(a.sub)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.wantRefused(t, "subscribe", a.sub)
+				_ = s.Unsubscribe()
+			}
+		})
+	}
+}
+
+type action struct{ pub, sub string }
+
+// TestRolesDoTheirWork: each role can do what its part does (the
+// refusals above are not a server that refuses everything).
+func TestRolesDoTheirWork(t *testing.T) {
+	ns, creds := server(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	op, opJS := connect(t, ns, creds, natsauth.Operator)
+	revs, err := opJS.KeyValue(ctx, schemas.RevocationsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := revs.Put(ctx, schemas.KVKey("cap-A"), []byte(`{"capability_id":"cap-A"}`)); err != nil {
+		t.Fatalf("operator revokes: %v", err)
+	}
+	op.wantAllowed(t, "operator")
+
+	edge, edgeJS := connect(t, ns, creds, natsauth.Edge)
+	if _, err := edgeJS.Publish(ctx, schemas.SubjectDecision, []byte(`{}`)); err != nil {
+		t.Fatalf("edge publishes a decision: %v", err)
+	}
+	erevs, err := schemas.OpenKeyValue(ctx, edgeJS, schemas.RevocationsConfig(1))
+	if err != nil {
+		t.Fatalf("edge opens revocations: %v", err)
+	}
+	if e, err := erevs.Get(ctx, schemas.KVKey("cap-A")); err != nil || len(e.Value()) == 0 {
+		t.Fatalf("edge reads a revocation: %v", err)
+	}
+	w, err := erevs.WatchAll(ctx)
+	if err != nil {
+		t.Fatalf("edge watches revocations: %v", err)
+	}
+	<-w.Updates()
+	_ = w.Stop()
+	buds, err := edgeJS.CreateOrUpdateKeyValue(ctx, schemas.BudgetsConfig(1))
+	if err != nil {
+		t.Fatalf("edge opens budgets: %v", err)
+	}
+	if _, err := buds.Create(ctx, "k", []byte("1")); err != nil {
+		t.Fatalf("edge charges a budget: %v", err)
+	}
+	if _, err := schemas.OpenStream(ctx, edgeJS, schemas.EventsStreamConfig(1)); err != nil {
+		t.Fatalf("edge opens the events stream: %v", err)
+	}
+	edge.wantAllowed(t, "edge")
+
+	led, ledJS := connect(t, ns, creds, natsauth.Ledger)
+	if _, err := ledJS.CreateOrUpdateStream(ctx, schemas.EventsStreamConfig(1)); err != nil {
+		t.Fatalf("ledger configures its stream: %v", err)
+	}
+	cons, err := ledJS.CreateOrUpdateConsumer(ctx, schemas.EventsStream, jetstream.ConsumerConfig{Durable: schemas.LedgerConsumer, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatalf("ledger's consumer: %v", err)
+	}
+	msgs, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for m := range msgs.Messages() {
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("ledger read %d events, want 1 (%v)", n, msgs.Error())
+	}
+	if _, err := ledJS.Publish(ctx, schemas.ReceiptSubject("hello"), []byte(`{}`)); err != nil {
+		t.Fatalf("ledger publishes a receipt: %v", err)
+	}
+	led.wantAllowed(t, "ledger")
+
+	// A worker answers an edge's call on the edge's inbox.
+	wk, _ := connect(t, ns, creds, natsauth.Worker)
+	if _, err := wk.QueueSubscribe("chio.tools.k.invoke", "q", func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := wk.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := edge.RequestWithContext(ctx, "chio.tools.k.invoke", nil)
+	if err != nil || string(reply.Data) != "ok" {
+		t.Fatalf("edge calls a worker: %v", err)
+	}
+	wk.wantAllowed(t, "worker")
+	edge.wantAllowed(t, "edge")
+}
+
+// TestNamesMatchTheirOwners: the names the permission table spells out
+// are the ones the packages that own them use.
+func TestNamesMatchTheirOwners(t *testing.T) {
+	g := strings.Join(append(natsauth.Edge.Grant().Publish, natsauth.Ledger.Grant().Publish...), " ")
+	for _, name := range []string{
+		schemas.EventsStream, schemas.ReceiptsStream, schemas.TasksStream, push.OutboxStream,
+		"KV_" + schemas.RevocationsBucket, "$KV." + schemas.BudgetsBucket + ".>", "$KV." + schemas.VelocityBucket + ".>",
+		"$KV." + schemas.ProofsBucket + ".>", "$KV." + schemas.ProofsEpochBucket + ".>", "$KV." + push.Bucket + ".>",
+		"$KV." + acp.TasksBucket + ".>", "$KV." + a2aadapter.TaskBucket + ".>", "$KV." + lease.DefaultBucket + ".>",
+		"$KV." + witness.Bucket + ".>", schemas.SubjectDecision, schemas.SubjectOutcome, schemas.SubjectEnvelope,
+		schemas.SubjectTimeout, schemas.TasksSubjects, push.OutboxSubjects,
+	} {
+		if !strings.Contains(g, name) {
+			t.Errorf("the permission table does not name %q", name)
+		}
+	}
+}
