@@ -270,7 +270,7 @@ func connectNATS(url, name string, role natsauth.Role, auth *natsauth.Client) (*
 	// (no RST), and with the default 2-minute interval a client would wait
 	// minutes before moving to another node of the cluster.
 	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false),
-		nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(3)}, opts...)...)
+		nats.PingInterval(2 * time.Second), nats.MaxPingsOutstanding(3)}, opts...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}

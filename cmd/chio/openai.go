@@ -18,8 +18,8 @@ import (
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/openai"
 	"github.com/chio-ledger/chio/edges/tools"
-	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/health"
+	"github.com/chio-ledger/chio/internal/natsauth"
 )
 
 // openaiExposure is the OpenAI surface's audience: the policy's "openai"

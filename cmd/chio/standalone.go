@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/health"
+	"github.com/chio-ledger/chio/internal/natsauth"
 )
 
 // standalone is what the standalone edge commands (bridge openapi, api

@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/edges/tools/hello"
 	"github.com/chio-ledger/chio/edges/worker"
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -94,7 +94,7 @@ can take calls meant for a worker.`,
 				return err
 			}
 			nc, err := nats.Connect(url, append([]nats.Option{nats.Name("chio-worker"), nats.MaxReconnects(-1),
-				nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(3)}, opts...)...)
+				nats.PingInterval(2 * time.Second), nats.MaxPingsOutstanding(3)}, opts...)...)
 			if err != nil {
 				return fmt.Errorf("connect to NATS at %s: %w", url, err)
 			}
