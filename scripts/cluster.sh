@@ -43,6 +43,10 @@ build() {
 	(cd "$root/deploy/caddy" && "${gobuild[@]}" -o "$dir/bin/caddy" .)
 }
 
+# natsauth ROLE prints the NATS credential and TLS flags of a role (keygen's
+# DIR/nats: one nkey seed per role and the internal CA), one per line.
+natsauth() { printf '%s\n' --nats-nkey "$dir/keys/nats/$1.nk" --nats-tls-ca "$dir/keys/nats/ca.pem"; }
+
 # cmdline NAME prints the process's command line, one argument per line.
 cmdline() {
 	local bin=$dir/bin
@@ -53,15 +57,18 @@ cmdline() {
 		local n=${1#ledger-}
 		printf '%s\n' "$bin/chio" ledger --nats "$nats_urls" --data-dir "$dir/data/$1" --keys "$dir/keys" \
 			--listen "127.0.0.1:1808$n" --standby --instance "$1" --lease-ttl 10s --replicas 3 \
-			--reader-issuer "$dir/keys/issuer.pub" ;;
+			--reader-issuer "$dir/keys/issuer.pub"
+		natsauth ledger ;;
 	projections)
 		printf '%s\n' "$bin/chio" projections --nats "$nats_urls" --data-dir "$dir/data/projections" \
 			--listen 127.0.0.1:18083 --kernel-key "$dir/keys/kernel.pub" --replicas 3 \
-			--reader-issuer "$dir/keys/issuer.pub" ;;
+			--reader-issuer "$dir/keys/issuer.pub"
+		natsauth projections ;;
 	edge-[12])
 		local n=${1#edge-}
 		printf '%s\n' "$bin/chio" edge a2a --nats "$nats_urls" --listen "127.0.0.1:1809$n" \
-			--issuer-pub "$dir/keys/issuer.pub" --edge-id "$1" --replicas 3 --public-url http://127.0.0.1:18080 ;;
+			--issuer-pub "$dir/keys/issuer.pub" --edge-id "$1" --replicas 3 --public-url http://127.0.0.1:18080
+		natsauth edge ;;
 	proxy)
 		printf '%s\n' "$bin/caddy" run --config "$dir/conf/Caddyfile" --adapter caddyfile ;;
 	*) die "unknown process $1 (one of: ${names[*]})" ;;
@@ -76,9 +83,13 @@ server_name: nats-$n
 listen: 127.0.0.1:1422$((n + 1))
 http: 127.0.0.1:1822$((n + 1))
 jetstream { store_dir: "$dir/data/nats-$n" }
+# As deploy/nats: only the roles' nkeys, TLS for clients and routes.
+include "../keys/nats/users.conf"
+tls { cert_file: "$dir/keys/nats/server.pem", key_file: "$dir/keys/nats/server-key.pem", ca_file: "$dir/keys/nats/ca.pem", timeout: 5 }
 cluster {
   name: chio
   listen: 127.0.0.1:1622$((n + 1))
+  tls { cert_file: "$dir/keys/nats/server.pem", key_file: "$dir/keys/nats/server-key.pem", ca_file: "$dir/keys/nats/ca.pem", verify: true, timeout: 5 }
   routes: [nats-route://127.0.0.1:16222, nats-route://127.0.0.1:16223, nats-route://127.0.0.1:16224]
 }
 EOF
@@ -158,7 +169,7 @@ up() {
 	command -v curl >/dev/null || die "curl is required"
 	build
 	configs
-	"$dir/bin/chio" keygen --out "$dir/keys" --keep
+	"$dir/bin/chio" keygen --out "$dir/keys" --keep --nats-tls-host 127.0.0.1 --nats-tls-host localhost
 	for n in nats-1 nats-2 nats-3; do start "$n"; done
 	for n in nats-1 nats-2 nats-3; do wait_ready "$n"; done
 	for n in ledger-1 ledger-2 projections edge-1 edge-2 proxy; do start "$n"; done

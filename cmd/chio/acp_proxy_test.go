@@ -16,6 +16,7 @@ import (
 
 	"github.com/chio-ledger/chio/edges/acp/proxy"
 	"github.com/chio-ledger/chio/internal/acptest"
+	"github.com/chio-ledger/chio/internal/natsauth"
 )
 
 // agentEnv makes this test binary the scripted ACP agent (a real process
@@ -61,7 +62,7 @@ func TestACPProxy(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		root := newRoot()
-		root.SetArgs([]string{"--log-level", "warn", "edge", "acp", "--proxy", "--nats", up.natsURL,
+		root.SetArgs([]string{"--log-level", "warn", "edge", "acp", "--proxy", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge),
 			"--issuer-pub", filepath.Join(keys, issuerPubFile), "--token", "@" + tokFile, "--", self})
 		root.SetIn(edR)
 		root.SetOut(peW)

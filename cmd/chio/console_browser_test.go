@@ -26,10 +26,10 @@ import (
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/chromedp/chromedp"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -258,11 +258,7 @@ func TestConsoleBrowser(t *testing.T) {
 		"parent_receipt_id": bobParent, "origin_subject": "origin-agent", "delegator_subject": "delegator-agent"})
 	xssID, _ := upToolCall(t, up, "call_console_xss", "hello_task", `{"text":`+strconv.Quote(xssText)+`}`)
 	plainID, _ := upToolCall(t, up, "call_console_1", "hello_task", `{"text":"world"}`)
-	nc, err := nats.Connect(up.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialUp(t, up.natsURL, up.dir, natsauth.Edge)
 	js, _ := jetstream.New(nc)
 	denied := []string{publishCall(t, js, schemas.VerdictDeny), publishCall(t, js, schemas.VerdictDeny)}
 	all := slices.Concat(alice.receipts, bob.receipts, []string{xssID, plainID}, denied)

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/edges/openai"
 	"github.com/chio-ledger/chio/internal/health"
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/internal/tmpfs"
@@ -121,7 +121,7 @@ func TestUpDiskFull(t *testing.T) {
 			// Nothing not durable is acked: the stopped consumer's ack floor
 			// is short of the events the edges recorded meanwhile.
 			if durable := map[string]string{"log": schemas.LedgerConsumer, "projections": projections.DefaultName + "-events"}[tc.subdir]; durable != "" {
-				floor, last := ackFloor(t, up.natsURL, durable)
+				floor, last := ackFloor(t, up.natsURL, up.dir, durable)
 				t.Logf("while full: consumer %s acked up to %d of CHIO_EVENTS' %d", durable, floor, last)
 				if floor >= last {
 					t.Fatalf("consumer %s acked up to %d with the stream at %d while its store was full", durable, floor, last)
@@ -184,11 +184,7 @@ func TestUpDiskFull(t *testing.T) {
 			// Fail closed: every decision in the stream is a call that
 			// succeeded, every outcome follows its durable decision, and
 			// every successful call has its receipt.
-			nc, err := nats.Connect(up.natsURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
+			nc := dialUp(t, up.natsURL, up.dir, natsauth.Reader)
 			js, _ := jetstream.New(nc)
 			decisions, outcomes := natstest.Decisions(t, js), natstest.Outcomes(t, js)
 			for id := range outcomes {
@@ -221,13 +217,9 @@ func TestUpDiskFull(t *testing.T) {
 
 // ackFloor returns a durable consumer's ack floor on CHIO_EVENTS and the
 // stream's last sequence.
-func ackFloor(t *testing.T, natsURL, durable string) (floor, last uint64) {
+func ackFloor(t *testing.T, natsURL, dataDir, durable string) (floor, last uint64) {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialUp(t, natsURL, dataDir, natsauth.Operator)
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -475,7 +467,7 @@ func checkLogAgainstRebuild(t *testing.T, up *upProcess) {
 	if len(lines) < 3 {
 		t.Fatalf("checkpoint: %q", checkpoint)
 	}
-	out, err := chio(context.Background(), "ledger", "rebuild", "--nats", up.natsURL, "--data-dir", filepath.Join(t.TempDir(), "rebuilt"), "--keys", filepath.Join(up.dir, "keys"))
+	out, err := chio(context.Background(), "ledger", "rebuild", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Reader), "--data-dir", filepath.Join(t.TempDir(), "rebuilt"), "--keys", filepath.Join(up.dir, "keys"))
 	if err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}

@@ -535,7 +535,7 @@ func newEdgeA2ACmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ef.httpOrigin = listenOrigin(listen)
+			ef.httpOrigin = schemed(ctx, listenOrigin(listen))
 			if stdio && grpcAddr != "" {
 				return usageError(errors.New("--grpc-listen does not apply to --stdio"))
 			}
@@ -580,9 +580,9 @@ func newEdgeA2ACmd() *cobra.Command {
 				return fmt.Errorf("listen on %s: %w", listen, err)
 			}
 			if ef.publicURL == "" {
-				e.AddOrigin(listenOrigin(ln.Addr().String())) // the bound port, for --listen HOST:0
+				e.AddOrigin(schemed(ctx, listenOrigin(ln.Addr().String()))) // the bound port, for --listen HOST:0
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "chio edge a2a: agent card http://%s/.well-known/agent-card.json, JSON-RPC http://%s/a2a\n", ln.Addr(), ln.Addr())
+			fmt.Fprintf(cmd.OutOrStdout(), "chio edge a2a: agent card %s://%s/.well-known/agent-card.json, JSON-RPC %s://%s/a2a\n", httpScheme(ctx), ln.Addr(), httpScheme(ctx), ln.Addr())
 			drains := []func(context.Context) error{e.Drain}
 			if grpcLn != nil {
 				drainGRPC, stopGRPC := serveGRPC(ctx, e, grpcLn)

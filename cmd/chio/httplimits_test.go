@@ -16,7 +16,6 @@ import (
 
 	pb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -25,6 +24,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -177,11 +177,7 @@ func TestUpDoesNotRateLimitByDefault(t *testing.T) {
 // the bound runs.
 func TestUpRefusesOversizedHeaders(t *testing.T) {
 	up := startUp(t, "--grpc-listen", "none", "--max-header-bytes", "8192")
-	nc, err := nats.Connect(up.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialUp(t, up.natsURL, up.dir, natsauth.Edge)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

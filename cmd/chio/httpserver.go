@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -27,6 +29,7 @@ import (
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
 	"github.com/chio-ledger/chio/internal/ratelimit"
 	"github.com/chio-ledger/chio/internal/readauth"
+	"github.com/chio-ledger/chio/internal/tlsreload"
 )
 
 // The bounds every chio HTTP server keeps by default. A header block past
@@ -62,6 +65,12 @@ type httpLimits struct {
 	maxStreams, maxStreamsPerCaller int
 	// command names the surface of a path no route table below knows.
 	command string
+
+	// tlsFiles are the listener's certificate, key and client CA
+	// (--tls-cert, --tls-key, --tls-client-ca); tlsConfig, built by
+	// prepare, serves them, nil for plain HTTP.
+	tlsFiles  tlsreload.Files
+	tlsConfig *tls.Config
 
 	// Built by prepare.
 	guard      *ratelimit.Guard
@@ -119,6 +128,9 @@ func (l *httpLimits) register(cmd *cobra.Command) {
 	f.IntVar(&l.addr.Burst, "rate-limit-address-burst", 0, "requests one address may make at once above --rate-limit-address (default: one second's worth)")
 	f.Float64Var(&l.principal.Rate, "rate-limit-principal", 0, "reads a second one principal (the root of its capability's chain) may make of receipts, tasks and reports, from any address; more are answered 429 (0: no limit)")
 	f.IntVar(&l.principal.Burst, "rate-limit-principal-burst", 0, "reads one principal may make at once above --rate-limit-principal (default: one second's worth)")
+	f.StringVar(&l.tlsFiles.Cert, "tls-cert", "", "serve HTTPS (and gRPC over TLS) with this certificate (PEM; read again when it changes on disk)")
+	f.StringVar(&l.tlsFiles.Key, "tls-key", "", "the --tls-cert certificate's private key (PEM)")
+	f.StringVar(&l.tlsFiles.ClientCA, "tls-client-ca", "", "with --tls-cert: require client certificates signed by this CA (PEM; mutual TLS)")
 	if p := cmd.CommandPath(); p == "chio up" || p == "chio edge a2a" {
 		f.IntVar(&l.maxStreams, "max-streams", a2a.DefaultMaxStreams, "A2A streams (SSE and gRPC) this replica holds open at once, all callers together; one more is refused 429 / RESOURCE_EXHAUSTED")
 		f.IntVar(&l.maxStreamsPerCaller, "max-streams-per-caller", a2a.DefaultMaxStreamsPerCaller, "A2A streams one caller (principal, or address without a capability) holds open at once on this replica")
@@ -141,6 +153,16 @@ func (l *httpLimits) prepare(cmd *cobra.Command) error {
 		return errors.New("--max-streams and --max-streams-per-caller must not be negative")
 	case l.addr.Rate < 0 || l.principal.Rate < 0 || l.addr.Burst < 0 || l.principal.Burst < 0:
 		return errors.New("--rate-limit-* must not be negative")
+	}
+	if l.tlsFiles != (tlsreload.Files{}) {
+		if l.tlsFiles.Cert == "" || l.tlsFiles.Key == "" {
+			return errors.New("--tls-cert and --tls-key go together (and --tls-client-ca needs them)")
+		}
+		cfg, err := tlsreload.Config(l.tlsFiles)
+		if err != nil {
+			return fmt.Errorf("--tls-cert: %w", err)
+		}
+		l.tlsConfig = cfg
 	}
 	for _, c := range []*ratelimit.Config{&l.addr, &l.principal} {
 		if c.Burst == 0 {
@@ -199,8 +221,12 @@ func (l *httpLimits) surface(r *http.Request) (string, ratelimit.Form) {
 // handler runs. The address is the connection's peer, or behind a
 // --trusted-proxy the one its x-forwarded-for metadata names, as for HTTP.
 func (l *httpLimits) grpcOptions() []grpc.ServerOption {
+	var opts []grpc.ServerOption
+	if l.tlsConfig != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(l.tlsConfig)))
+	}
 	if l.guard == nil || l.guard.Address == nil {
-		return nil
+		return opts
 	}
 	admit := func(ctx context.Context) error {
 		var a netip.Addr
@@ -221,7 +247,7 @@ func (l *httpLimits) grpcOptions() []grpc.ServerOption {
 		}
 		return st.Err()
 	}
-	return []grpc.ServerOption{
+	return append(opts,
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if err := admit(ctx); err != nil {
 				return nil, err
@@ -234,7 +260,24 @@ func (l *httpLimits) grpcOptions() []grpc.ServerOption {
 			}
 			return h(srv, ss)
 		}),
+	)
+}
+
+// httpScheme is "https" when the command serves TLS (--tls-cert), else
+// "http": what its banners and its own origin say.
+func httpScheme(ctx context.Context) string {
+	if httpLimitsFrom(ctx).tlsConfig != nil {
+		return "https"
 	}
+	return "http"
+}
+
+// schemed puts the command's scheme on an http:// origin.
+func schemed(ctx context.Context, origin string) string {
+	if rest, ok := strings.CutPrefix(origin, "http://"); ok {
+		return httpScheme(ctx) + "://" + rest
+	}
+	return origin
 }
 
 // httpLimitsFrom is the limits ctx carries, the defaults if none.
@@ -262,7 +305,7 @@ func (l *httpLimits) streams() (perCaller, total int) { return l.maxStreamsPerCa
 func newHTTPServer(ctx context.Context, h http.Handler) *http.Server {
 	l := httpLimitsFrom(ctx)
 	srv := &http.Server{Handler: l.boundWrites(l.withMetrics(l.guard.Wrap(h))), MaxHeaderBytes: l.maxHeaderBytes,
-		ReadHeaderTimeout: l.readHeaderTimeout, ReadTimeout: l.readTimeout, IdleTimeout: l.idleTimeout}
+		ReadHeaderTimeout: l.readHeaderTimeout, ReadTimeout: l.readTimeout, IdleTimeout: l.idleTimeout, TLSConfig: l.tlsConfig}
 	if l.sendBuffer > 0 {
 		srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 			if tc, ok := c.(*net.TCPConn); ok {

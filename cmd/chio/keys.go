@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/ledger"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -33,9 +34,10 @@ const (
 func newKeygenCmd() *cobra.Command {
 	var out, origin string
 	var force, keep bool
+	var tlsHosts []string
 	cmd := &cobra.Command{
 		Use:   "keygen --out DIR",
-		Short: "Generate the kernel, checkpoint and capability issuer keys",
+		Short: "Generate the kernel, checkpoint and capability issuer keys, and the NATS credential of every role",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
@@ -44,6 +46,13 @@ func newKeygenCmd() *cobra.Command {
 			if force && keep {
 				return usageError(errors.New("--force and --keep contradict each other"))
 			}
+			// The NATS credentials of every role (and, for the named
+			// hosts, the servers' TLS): made when missing, kept otherwise.
+			natsDir, err := writeNATSCredentials(out, tlsHosts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "NATS credentials in %s (one nkey seed per role, and %s for the servers)\n", natsDir, natsauth.UsersConfFile)
 			if _, err := os.Stat(filepath.Join(out, kernelKeyFile)); err == nil && keep {
 				fmt.Fprintf(cmd.OutOrStdout(), "kept the keys in %s\n", out)
 				return nil
@@ -59,7 +68,28 @@ func newKeygenCmd() *cobra.Command {
 	cmd.Flags().StringVar(&origin, "origin", DefaultOrigin, "log origin: the checkpoint key's name (a schema-less URL)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing keys")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep existing keys and succeed (one-shot setup of a cluster's shared keys)")
+	cmd.Flags().StringArrayVar(&tlsHosts, "nats-tls-host", nil, "also make an internal CA and a NATS server certificate for this host name or IP (repeatable), in DIR/nats")
 	return cmd
+}
+
+// writeNATSCredentials makes DIR/nats: one nkey seed per role, the
+// servers' users block, and with hosts, the internal CA and the servers'
+// certificate.
+func writeNATSCredentials(dir string, hosts []string) (string, error) {
+	natsDir := filepath.Join(dir, "nats")
+	creds, err := natsauth.LoadOrCreate(natsDir)
+	if err != nil {
+		return "", err
+	}
+	if _, err := creds.WriteUsersConf(); err != nil {
+		return "", err
+	}
+	if len(hosts) > 0 {
+		if err := natsauth.WriteServerTLS(natsDir, hosts); err != nil {
+			return "", err
+		}
+	}
+	return natsDir, nil
 }
 
 func generateKeys(dir, origin string, force bool) error {

@@ -377,7 +377,8 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
 	}
-	fmt.Fprintf(out, "chio ledger: log API on http://%s (checkpoint: http://%s/log/checkpoint)\n", ln.Addr(), ln.Addr())
+	sch := httpScheme(ctx)
+	fmt.Fprintf(out, "chio ledger: log API on %s://%s (checkpoint: %s://%s/log/checkpoint)\n", sch, ln.Addr(), sch, ln.Addr())
 	if mount != nil {
 		mount(e, ln.Addr())
 	}

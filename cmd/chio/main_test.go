@@ -22,6 +22,7 @@ import (
 	tlog "github.com/transparency-dev/formats/log"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -62,6 +63,27 @@ type upProcess struct {
 	stop  func() error
 	// out is what chio up printed until it was ready.
 	out string
+}
+
+// nkey is the seed file chio up generated for role.
+func (u *upProcess) nkey(role natsauth.Role) string {
+	return filepath.Join(natsCredsDir(u.dir), natsauth.SeedFile(role))
+}
+
+// dialUp connects to the NATS of the chio up whose data directory is
+// dataDir, as role, with the credential it generated; closed at cleanup.
+func dialUp(t *testing.T, natsURL, dataDir string, role natsauth.Role) *nats.Conn {
+	t.Helper()
+	creds, err := natsauth.LoadOrCreate(natsCredsDir(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(natsURL, creds.Options(role)...)
+	if err != nil {
+		t.Fatalf("connect to chio up's NATS as %s: %v", role, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
 
 func startUp(t *testing.T, extra ...string) *upProcess {
@@ -184,11 +206,7 @@ func publishCall(t *testing.T, js jetstream.JetStream, verdict schemas.Verdict) 
 
 func TestUpVerifyAndRebuild(t *testing.T) {
 	up := startUp(t)
-	nc, err := nats.Connect(up.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialUp(t, up.natsURL, up.dir, natsauth.Edge)
 	js, _ := jetstream.New(nc)
 	var ids []string
 	for i := 0; i < 5; i++ {
@@ -301,7 +319,7 @@ func TestUpVerifyAndRebuild(t *testing.T) {
 	}
 	_, checkpoint = httpGet(t, up.httpURL+"/log/checkpoint")
 	cp, _, _, _ = tlog.ParseCheckpoint(checkpoint, keys.Origin, mustVerifier(t, keys.CheckpointVKey))
-	out, err = chio(ctx, "ledger", "rebuild", "--nats", up.natsURL, "--data-dir", filepath.Join(t.TempDir(), "rebuilt"), "--keys", filepath.Join(up.dir, "keys"))
+	out, err = chio(ctx, "ledger", "rebuild", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Reader), "--data-dir", filepath.Join(t.TempDir(), "rebuilt"), "--keys", filepath.Join(up.dir, "keys"))
 	if err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}
@@ -353,11 +371,7 @@ func TestUpLockAndRestart(t *testing.T) {
 	}
 	kernelKey, _ := os.ReadFile(filepath.Join(dir, "keys", kernelPubFile))
 	call := func(natsURL, httpURL string, wantSize uint64) {
-		nc, err := nats.Connect(natsURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
+		nc := dialUp(t, natsURL, dir, natsauth.Edge)
 		js, _ := jetstream.New(nc)
 		publishCall(t, js, schemas.VerdictDeny)
 		deadline := time.Now().Add(20 * time.Second)

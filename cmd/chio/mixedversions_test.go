@@ -14,9 +14,9 @@ import (
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -73,11 +73,7 @@ func sendCalls(t *testing.T, client *a2aclient.Client, prefix string, n int) []s
 func TestOlderConsumerBesideNewEdges(t *testing.T) {
 	up := startUp(t)
 	ctx := context.Background()
-	nc, err := nats.Connect(up.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := dialUp(t, up.natsURL, up.dir, natsauth.Edge)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

@@ -18,23 +18,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/ledger/monitor"
 	"github.com/chio-ledger/chio/schemas"
 )
 
 // monitorDeny logs n deny receipts through up's NATS and waits until the
 // checkpoint covers want leaves.
-func monitorDeny(t *testing.T, natsURL, httpURL string, n int, want uint64) {
+func monitorDeny(t *testing.T, natsURL, dataDir, httpURL string, n int, want uint64) {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialUp(t, natsURL, dataDir, natsauth.Edge)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +49,7 @@ func monitorDeny(t *testing.T, natsURL, httpURL string, n int, want uint64) {
 
 // monitorUpWithKeys starts a chio up whose data dir holds a copy of keys:
 // another log signed by the same log key.
-func monitorUpWithKeys(t *testing.T, keys string) (httpURL, natsURL string) {
+func monitorUpWithKeys(t *testing.T, keys string) (httpURL, natsURL, dataDir string) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
@@ -78,7 +74,7 @@ func monitorUpWithKeys(t *testing.T, keys string) (httpURL, natsURL string) {
 	httpRE := regexp.MustCompile(`log API on (http://[0-9.:]+)`)
 	natsRE := regexp.MustCompile(`NATS JetStream on (nats://[0-9.:]+)`)
 	out, _ := startCommand(t, httpRE, "up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0")
-	return httpRE.FindStringSubmatch(out)[1], natsRE.FindStringSubmatch(out)[1]
+	return httpRE.FindStringSubmatch(out)[1], natsRE.FindStringSubmatch(out)[1], dir
 }
 
 func readMonitorState(t *testing.T, path string) *monitor.State {
@@ -135,7 +131,7 @@ func TestMonitor(t *testing.T) {
 		size uint64
 	}{{0, 0}, {3, 3}, {2, 5}} {
 		if step.add > 0 {
-			monitorDeny(t, up.natsURL, up.httpURL, step.add, step.size)
+			monitorDeny(t, up.natsURL, up.dir, up.httpURL, step.add, step.size)
 		} else {
 			// A new ledger signs its size-0 checkpoint just after it starts;
 			// before, a check concludes nothing (exit 3).
@@ -152,8 +148,8 @@ func TestMonitor(t *testing.T) {
 
 	// Another log under the same key, with other receipts: a fork of the
 	// first from the first's state, and the first a rollback from its own.
-	otherURL, otherNATS := monitorUpWithKeys(t, filepath.Join(up.dir, "keys"))
-	monitorDeny(t, otherNATS, otherURL, 7, 7)
+	otherURL, otherNATS, otherDir := monitorUpWithKeys(t, filepath.Join(up.dir, "keys"))
+	monitorDeny(t, otherNATS, otherDir, otherURL, 7, 7)
 	otherState := filepath.Join(files, "other.json")
 	if out, err := run(otherURL, otherState); err != nil {
 		t.Fatalf("the other log on its own: %v\n%s", err, out)
@@ -230,7 +226,7 @@ func TestMonitor(t *testing.T) {
 	}
 	metrics, stop := watch(up.httpURL, state)
 	monitorWaitFor(t, metrics, regexp.MustCompile(`(?m)^chio_monitor_verified_tree_size 5$`))
-	monitorDeny(t, up.natsURL, up.httpURL, 1, 6)
+	monitorDeny(t, up.natsURL, up.dir, up.httpURL, 1, 6)
 	monitorWaitFor(t, metrics, regexp.MustCompile(`(?m)^chio_monitor_verified_tree_size 6$`))
 	monitorWaitFor(t, metrics, regexp.MustCompile(`(?m)^chio_monitor_checkpoint_age_seconds [0-9.e+-]+$`))
 	forkMetrics, stopFork := watch(otherURL, forkState)

@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/chio-ledger/chio/internal/health"
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -192,11 +191,7 @@ func TestStopDrainsAnInFlightCall(t *testing.T) {
 			args := []string{"up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--demo", "conformance", "--drain-timeout", c.drainTimeout}
 			out, stop := startCommand(t, httpRE, args...)
 			base, natsURL := httpRE.FindStringSubmatch(out)[1], natsRE.FindStringSubmatch(out)[1]
-			nc, err := nats.Connect(natsURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
+			nc := dialUp(t, natsURL, dir, natsauth.Reader)
 			decisions, err := nc.SubscribeSync(schemas.SubjectDecision)
 			if err != nil {
 				t.Fatal(err)

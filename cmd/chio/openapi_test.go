@@ -18,6 +18,7 @@ import (
 
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
 	"github.com/chio-ledger/chio/edges/protect"
+	"github.com/chio-ledger/chio/internal/natsauth"
 )
 
 // bearer adds a capability to every request of an MCP client.
@@ -177,7 +178,7 @@ func TestBridgeOpenAPIStdio(t *testing.T) {
 	root := newRoot()
 	var out syncBuffer
 	root.SetArgs([]string{"--log-level", "warn", "bridge", "openapi", "--stdio", "--spec", filepath.Join("..", "..", "edges", "openapi", "testdata", "httpbin.yaml"),
-		"--server-id", "httpbin", "--upstream", api.URL, "--nats", up.natsURL, "--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile),
+		"--server-id", "httpbin", "--upstream", api.URL, "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile),
 		"--token", strings.TrimSpace(tokOut)})
 	root.SetIn(strings.NewReader(in))
 	root.SetOut(&out)

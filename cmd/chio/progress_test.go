@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/stagedir"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -86,7 +87,7 @@ func TestProgressInterruptAndRerun(t *testing.T) {
 
 	// The projections of an uninterrupted rebuild, to compare with.
 	var fresh interrupter
-	wantProjections, err := chioStderr(context.Background(), &fresh, "projections", "rebuild", "--nats", natsURL,
+	wantProjections, err := chioStderr(context.Background(), &fresh, "projections", "rebuild", "--nats", natsURL, "--nats-nkey", up.nkey(natsauth.Reader),
 		"--data-dir", filepath.Join(work, "fresh"), "--kernel-key", filepath.Join(keysDir, kernelPubFile))
 	if err != nil || !strings.Contains(wantProjections, "\ndigest ") {
 		t.Fatalf("projections rebuild: %v\n%s", err, wantProjections)
@@ -104,7 +105,7 @@ func TestProgressInterruptAndRerun(t *testing.T) {
 		againRefuse string
 	}{{
 		name: "ledger rebuild", label: "ledger rebuild", unit: "messages",
-		args:   []string{"ledger", "rebuild", "--nats", natsURL, "--data-dir", filepath.Join(work, "ledger"), "--keys", keysDir},
+		args:   []string{"ledger", "rebuild", "--nats", natsURL, "--nats-nkey", up.nkey(natsauth.Reader), "--data-dir", filepath.Join(work, "ledger"), "--keys", keysDir},
 		target: filepath.Join(work, "ledger", "log"),
 		check: func(t *testing.T, out string) {
 			// The root as the checkpoint prints it (line 3), then in hex.
@@ -116,7 +117,7 @@ func TestProgressInterruptAndRerun(t *testing.T) {
 		againRefuse: "holds a finished rebuild", again: []string{"--force"},
 	}, {
 		name: "projections rebuild", label: "projections rebuild", unit: "messages",
-		args: []string{"projections", "rebuild", "--nats", natsURL, "--data-dir", filepath.Join(work, "projections"),
+		args: []string{"projections", "rebuild", "--nats", natsURL, "--nats-nkey", up.nkey(natsauth.Reader), "--data-dir", filepath.Join(work, "projections"),
 			"--kernel-key", filepath.Join(keysDir, kernelPubFile)},
 		target: filepath.Join(work, "projections", "projections"),
 		check: func(t *testing.T, out string) {

@@ -201,7 +201,8 @@ func runProjections(ctx context.Context, out io.Writer, js jetstream.JetStream, 
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
 	}
-	fmt.Fprintf(out, "chio projections: API on http://%s (tasks: http://%s/v1/tasks)\n", ln.Addr(), ln.Addr())
+	sch := httpScheme(ctx)
+	fmt.Fprintf(out, "chio projections: API on %s://%s (tasks: %s://%s/v1/tasks)\n", sch, ln.Addr(), sch, ln.Addr())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 2)

@@ -49,7 +49,13 @@ func serveHandler(ctx context.Context, h http.Handler, ln net.Listener, drainTim
 	st := &stopping{}
 	srv := newHTTPServer(ctx, st.wrap(h))
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if srv.TLSConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "") // the certificate comes from TLSConfig (--tls-cert)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -52,11 +53,7 @@ func waitChecked(t *testing.T, up *upProcess, want map[string]int) {
 // signed.
 func TestUpProjectionsTrustOnlyTheirLedgersLeaves(t *testing.T) {
 	up := startUp(t, "--nats-listen", "127.0.0.1:0")
-	nc, err := nats.Connect(up.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := dialUp(t, up.natsURL, up.dir, natsauth.Edge)
 	js, _ := jetstream.New(nc)
 	var ids []string
 	for range 3 {

@@ -106,7 +106,7 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 	if err != nil {
 		return err
 	}
-	grpcLn, err := c.listenGRPC()
+	grpcLn, err := c.listenGRPC(ctx)
 	if err != nil {
 		return err
 	}
@@ -158,8 +158,8 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 	}
 	defer proj.stop()
 	mount := func(e *echo.Echo, addr net.Addr) {
-		c.mountEdges(e, addr, edges, proj.svc, hc, grpcLn != nil, auth)
-		c.announce(out, "http://"+addr.String(), grpcLn, tokenPath, opPath)
+		c.mountEdges(ctx, e, addr, edges, proj.svc, hc, grpcLn != nil, auth)
+		c.announce(out, httpScheme(ctx)+"://"+addr.String(), grpcLn, tokenPath, opPath)
 	}
 	slog.Debug("starting ledger", "data_dir", c.dataDir)
 	// Stopping drains the edge (its calls finish and publish their
@@ -230,7 +230,7 @@ func (c *upConfig) addRemoteTools(ctx context.Context, out io.Writer, un *upNATS
 // listenGRPC checks the listen addresses and binds the gRPC one, if any.
 // The dev capability acts for every tokenless caller, so it is never
 // handed to the network: off loopback, --require-capability is needed.
-func (c *upConfig) listenGRPC() (net.Listener, error) {
+func (c *upConfig) listenGRPC(ctx context.Context) (net.Listener, error) {
 	if !c.requireCapability && !loopbackAddr(c.listen) {
 		return nil, usageError(fmt.Errorf("--listen %s is not a loopback address: pass --require-capability (callers must then present their own capability)", c.listen))
 	}
@@ -238,7 +238,7 @@ func (c *upConfig) listenGRPC() (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.ef.httpOrigin = listenOrigin(c.listen)
+	c.ef.httpOrigin = schemed(ctx, listenOrigin(c.listen))
 	if !c.requireCapability && grpcAddr != "" && !loopbackAddr(grpcAddr) {
 		return nil, usageError(fmt.Errorf("--grpc-listen %s is not a loopback address: pass --require-capability (callers must then present their own capability)", grpcAddr))
 	}
@@ -368,9 +368,9 @@ func (c *upConfig) startProjections(ctx context.Context, js jetstream.JetStream,
 }
 
 // mountEdges puts every surface on the ledger's HTTP server.
-func (c *upConfig) mountEdges(e *echo.Echo, addr net.Addr, edges *upEdges, proj *projections.Service, hc a2a.HTTPConfig, grpc bool, auth *readauth.Authenticator) {
+func (c *upConfig) mountEdges(ctx context.Context, e *echo.Echo, addr net.Addr, edges *upEdges, proj *projections.Service, hc a2a.HTTPConfig, grpc bool, auth *readauth.Authenticator) {
 	if c.ef.publicURL == "" {
-		edges.r.edge.AddOrigin(listenOrigin(addr.String())) // the bound port, for --listen HOST:0
+		edges.r.edge.AddOrigin(schemed(ctx, listenOrigin(addr.String()))) // the bound port, for --listen HOST:0
 	}
 	edges.r.edge.Register(e, hc)
 	edges.oa.Register(e)

@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/chio-ledger/chio/internal/litewitnesstest"
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/ledger/witness"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -187,11 +187,7 @@ func TestUpCosignedByLitewitness(t *testing.T) {
 // upJetStream connects to chio up's NATS.
 func upJetStream(t *testing.T, up *upProcess) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(up.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := dialUp(t, up.natsURL, up.dir, natsauth.Edge)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

@@ -51,11 +51,11 @@ give that file here). When a wrapped MCP server's tool list changes, the worker
 serves the new manifest and refuses calls naming the old one unrun; edges take
 the new one within ` + workerFollowEvery.String() + `.
 
-Security: restrict, with NATS permissions, publishing to chio.tools.> and
-$SRV.> (and subscribing to them) to edges and workers, as CHIO_EVENTS already
-must be. Whoever can publish to a worker's invoke subject runs its tools
-without the kernel, and whoever can subscribe there, or answer $SRV.INFO,
-can take calls meant for a worker.`,
+Security: connect with the worker role's credential (--nats-nkey; chio up
+writes DATA_DIR/nats-creds/worker.nk). The roles' permissions let only edges
+call chio.tools.*.invoke and only workers take those calls, so no other
+credential runs a worker's tools without the kernel or takes calls meant for
+a worker.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()

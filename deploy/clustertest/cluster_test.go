@@ -39,6 +39,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/ledger/lease"
 	"github.com/chio-ledger/chio/ledger/verify"
 	"github.com/chio-ledger/chio/schemas"
@@ -371,17 +372,13 @@ const clock = "15:04:05.000"
 // awaitCluster waits until the proxy and both ledgers are ready and a
 // ledger holds the writer lease. writer names the lease's holder ("" when
 // none can be read), from a NATS connection the test closes at its end.
-func awaitCluster(ctx context.Context, t *testing.T) (writer func() string) {
+func awaitCluster(ctx context.Context, t *testing.T, keys string) (writer func() string) {
 	t.Helper()
 	boot := waitUntil(ctx, t, "the cluster to be ready", 3*time.Minute, func() bool {
 		return ready(ctx, proxyURL) && ready(ctx, ledgerURLs["ledger-1"]) && ready(ctx, ledgerURLs["ledger-2"])
 	})
 	t.Logf("cluster ready in %s", boot.Round(time.Millisecond))
-	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := dialAs(t, keys, natsauth.Operator, nats.MaxReconnects(-1))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -447,7 +444,8 @@ func pace(ctx context.Context, workers, rate int, newWorker func() func()) (wait
 // failover loads the cluster through the proxy while it breaks it, then
 // checks the log against what the client saw.
 func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
-	writer := awaitCluster(ctx, t)
+	writer := awaitCluster(ctx, t, keys)
+	checkSealed(t, keys)
 	root := repoRoot(t)
 	// The README's first look at the cluster: the card through the proxy.
 	if status, body, err := get(ctx, anonymous, proxyURL+"/.well-known/agent-card.json"); err != nil || status != http.StatusOK || !strings.Contains(string(body), `"hello_task"`) {
@@ -862,7 +860,8 @@ func rebuild(ctx context.Context, t *testing.T, root, keys string) (uint64, []by
 		t.Fatalf("build chio: %v\n%s", err, out)
 	}
 	// Stdout only: progress lines go to stderr.
-	cmd := exec.CommandContext(ctx, bin, "ledger", "rebuild", "--nats", natsURL, "--data-dir", t.TempDir(), "--keys", keys)
+	cmd := exec.CommandContext(ctx, bin, "ledger", "rebuild", "--nats", natsURL, "--nats-nkey", filepath.Join(keys, "nats", "reader.nk"),
+		"--nats-tls-ca", filepath.Join(keys, "nats", natsauth.CAFile), "--data-dir", t.TempDir(), "--keys", keys)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -199,7 +199,8 @@ var (
 )
 
 func rollingRestart(ctx context.Context, t *testing.T, topo restarter, keys string) {
-	writer := awaitCluster(ctx, t)
+	writer := awaitCluster(ctx, t, keys)
+	checkSealed(t, keys)
 	token := issueCapability(t, keys)
 	reads := serviceToken()
 	vkey := readKey(t, keys, "checkpoint.vkey")

@@ -181,12 +181,12 @@ func (r Role) Grant() Grant {
 	case Ledger:
 		g.Publish = concat(base,
 			[]string{"chio.events.timeout", "chio.receipts.>"},
-			own(eventsStream), own(receiptsStream), use(kvStream(revocations)),
+			own(eventsStream), own(receiptsStream), open(kvStream(revocations)),
 			kv(lease), kv(witness), kv(proofs), kv(proofsEpoch),
 		)
 	case Projections:
 		g.Publish = concat(base,
-			open(eventsStream), open(receiptsStream), open(tasksStream), use(kvStream(revocations)),
+			open(eventsStream), open(receiptsStream), open(tasksStream), open(kvStream(revocations)),
 			kv(proofs), kv(proofsEpoch),
 		)
 	case Worker:
@@ -199,6 +199,8 @@ func (r Role) Grant() Grant {
 		g.Publish = concat(base, []string{"$JS.API.>", "$KV." + revocations + ".>"}, use(kvStream(revocations)))
 	case Reader:
 		g.Publish = concat(base, use(eventsStream), use(receiptsStream), use(tasksStream), use(kvStream(revocations)))
+		// The live events too: what its consumers read already.
+		g.Subscribe = []string{"chio.events.>"}
 	}
 	g.Subscribe = append(g.Subscribe, inbox)
 	g.Publish = dedup(g.Publish)

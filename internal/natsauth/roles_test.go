@@ -3,6 +3,7 @@ package natsauth_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,10 +22,10 @@ import (
 	"github.com/chio-ledger/chio/schemas"
 )
 
-// server starts an embedded server that accepts only the roles'
+// startServer starts an embedded server that accepts only the roles'
 // credentials, as chio up runs it, and sets up the streams and buckets
 // the way the parts do.
-func server(t *testing.T) (*natsembed.Server, *natsauth.Credentials) {
+func startServer(t *testing.T) (*natsembed.Server, *natsauth.Credentials) {
 	t.Helper()
 	dir := t.TempDir()
 	creds, err := natsauth.LoadOrCreate(filepath.Join(dir, "creds"))
@@ -110,7 +111,7 @@ func (c *conn) wantAllowed(t *testing.T, what string) {
 // TestAnonymousRefused: a client without a credential is refused at
 // connect, and so is one with a key the server does not know.
 func TestAnonymousRefused(t *testing.T) {
-	ns, _ := server(t)
+	ns, _ := startServer(t)
 	if nc, err := nats.Connect(ns.ClientURL()); err == nil {
 		nc.Close()
 		t.Fatal("an anonymous client connected")
@@ -130,7 +131,7 @@ func TestAnonymousRefused(t *testing.T) {
 // TestRoleRefusals: for each role, each action outside it is refused by
 // the server with a permissions violation.
 func TestRoleRefusals(t *testing.T) {
-	ns, creds := server(t)
+	ns, creds := startServer(t)
 	pub := func(s string) action { return action{pub: s} }
 	sub := func(s string) action { return action{sub: s} }
 	api := func(s string) action { return action{pub: "$JS.API." + s} }
@@ -171,7 +172,7 @@ func TestRoleRefusals(t *testing.T) {
 		natsauth.Reader: {
 			pub("chio.events.decision"), pub("chio.receipts.hello"), pub("chio.tasks.t1"), pub("$KV.CHIO_REVOCATIONS.x"),
 			api("STREAM.CREATE.CHIO_EVENTS"), api("STREAM.UPDATE.CHIO_EVENTS"), api("STREAM.PURGE.CHIO_EVENTS"),
-			sub("chio.events.>"), sub("chio.tools.*.invoke"), sub("_INBOX_edge.>"),
+			sub("chio.tools.*.invoke"), sub("chio.receipts.>"), sub("_INBOX_edge.>"),
 		},
 	}
 	for _, r := range natsauth.Roles() {
@@ -201,7 +202,7 @@ type action struct{ pub, sub string }
 // TestRolesDoTheirWork: each role can do what its part does (the
 // refusals above are not a server that refuses everything).
 func TestRolesDoTheirWork(t *testing.T) {
-	ns, creds := server(t)
+	ns, creds := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -301,6 +302,54 @@ func TestNamesMatchTheirOwners(t *testing.T) {
 	} {
 		if !strings.Contains(g, name) {
 			t.Errorf("the permission table does not name %q", name)
+		}
+	}
+}
+
+// TestSeedFileModes: seeds are written mode 0600 in a 0700 directory,
+// and a seed file that group or others may read is refused, at start and
+// as --nats-nkey.
+func TestSeedFileModes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "creds")
+	creds, err := natsauth.LoadOrCreate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("credentials directory mode %v (%v), want 0700", fi.Mode().Perm(), err)
+	}
+	for _, r := range natsauth.Roles() {
+		if fi, err := os.Stat(creds.Path(r)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s seed mode %v (%v), want 0600", r, fi.Mode().Perm(), err)
+		}
+	}
+	again, err := natsauth.LoadOrCreate(dir)
+	if err != nil || again.Public(natsauth.Edge) != creds.Public(natsauth.Edge) {
+		t.Fatalf("a second start did not reuse the seeds: %v", err)
+	}
+	if err := os.Chmod(creds.Path(natsauth.Edge), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natsauth.LoadOrCreate(dir); err == nil || !strings.Contains(err.Error(), "readable by others") {
+		t.Fatalf("a world-readable seed at start: %v", err)
+	}
+	if _, err := (natsauth.Client{Nkey: creds.Path(natsauth.Edge)}).Options(natsauth.Edge); err == nil {
+		t.Fatal("a world-readable seed as --nats-nkey was taken")
+	}
+}
+
+// TestClientOptionErrors: the credential flags that cannot go together
+// are refused before connecting.
+func TestClientOptionErrors(t *testing.T) {
+	for _, c := range []natsauth.Client{
+		{Creds: "a", Nkey: "b"},
+		{User: "u"},
+		{PasswordFile: "p"},
+		{TLSCert: "c"},
+		{Nkey: filepath.Join(t.TempDir(), "missing.nk")},
+	} {
+		if _, err := c.Options(natsauth.Edge); err == nil {
+			t.Errorf("%+v: no error", c)
 		}
 	}
 }
