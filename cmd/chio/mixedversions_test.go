@@ -73,7 +73,8 @@ func sendCalls(t *testing.T, client *a2aclient.Client, prefix string, n int) []s
 func TestOlderConsumerBesideNewEdges(t *testing.T) {
 	up := startUp(t)
 	ctx := context.Background()
-	nc := dialUp(t, up.natsURL, up.dir, natsauth.Edge)
+	// The older consumer is a ledger's: it connects with the ledger's credential.
+	nc := dialUp(t, up.natsURL, up.dir, natsauth.Ledger)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

@@ -70,12 +70,15 @@ func TestUpProjectionsTrustOnlyTheirLedgersLeaves(t *testing.T) {
 	}
 	genuine := []byte(served.Receipt) // the leaf's bytes, as the ledger serves them
 	ctx := context.Background()
+	// Receipts are published by whoever holds a ledger's credential: the
+	// projections check what they are handed even then.
+	ljs, _ := jetstream.New(dialUp(t, up.natsURL, up.dir, natsauth.Ledger))
 	publish := func(id string, leaf uint64, raw []byte) {
 		t.Helper()
 		msg := &nats.Msg{Subject: schemas.ReceiptSubject("hello"), Data: raw, Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, id)
 		msg.Header.Set(schemas.HeaderLeafIndex, strconv.FormatUint(leaf, 10))
-		if _, err := js.PublishMsg(ctx, msg); err != nil {
+		if _, err := ljs.PublishMsg(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
 	}
