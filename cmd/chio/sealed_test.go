@@ -5,11 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/chio-ledger/chio/internal/natsauth"
+	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -35,47 +35,24 @@ func TestUpNATSIsSealed(t *testing.T) {
 		t.Fatalf("revoke with an edge's credential: %v, want a refusal naming the role", err)
 	}
 	for _, c := range []struct {
-		role     natsauth.Role
-		pub, sub string
+		role natsauth.Role
+		do   natstest.Action
 	}{
-		{role: natsauth.Edge, pub: "$KV." + schemas.RevocationsBucket + "." + schemas.KVKey("cap-A")},
-		{role: natsauth.Edge, pub: "$JS.API.STREAM.PURGE.KV_" + schemas.RevocationsBucket},
-		{role: natsauth.Edge, pub: "$JS.API.STREAM.UPDATE." + schemas.EventsStream},
-		{role: natsauth.Edge, sub: "chio.tools.*.invoke"},
-		{role: natsauth.Edge, sub: "chio.events.>"},
-		{role: natsauth.Worker, sub: "chio.events.>"},
-		{role: natsauth.Worker, pub: "chio.tools.x.invoke"},
-		{role: natsauth.Projections, pub: schemas.ReceiptSubject("hello")},
-		{role: natsauth.Projections, pub: schemas.SubjectDecision},
-		{role: natsauth.Reader, pub: schemas.SubjectOutcome},
+		{natsauth.Edge, natstest.Action{Pub: "$KV." + schemas.RevocationsBucket + "." + schemas.KVKey("cap-A")}},
+		{natsauth.Edge, natstest.Action{Pub: "$JS.API.STREAM.PURGE.KV_" + schemas.RevocationsBucket}},
+		{natsauth.Edge, natstest.Action{Pub: "$JS.API.STREAM.UPDATE." + schemas.EventsStream}},
+		{natsauth.Edge, natstest.Action{Sub: "chio.tools.*.invoke"}},
+		{natsauth.Edge, natstest.Action{Sub: "chio.events.>"}},
+		{natsauth.Worker, natstest.Action{Sub: "chio.events.>"}},
+		{natsauth.Worker, natstest.Action{Pub: "chio.tools.x.invoke"}},
+		{natsauth.Projections, natstest.Action{Pub: schemas.ReceiptSubject("hello")}},
+		{natsauth.Projections, natstest.Action{Pub: schemas.SubjectDecision}},
+		{natsauth.Reader, natstest.Action{Pub: schemas.SubjectOutcome}},
 	} {
 		nc := dialUp(t, up.natsURL, up.dir, c.role)
-		refused := make(chan error, 4)
-		nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			if errors.Is(err, nats.ErrPermissionViolation) {
-				refused <- err
-			}
-		})
-		subject := c.pub
-		if c.pub != "" {
-			if err := nc.Publish(c.pub, []byte(`{}`)); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			subject = c.sub
-			if _, err := nc.SubscribeSync(c.sub); err != nil {
-				t.Fatal(err)
-			}
-		}
-		_ = nc.Flush()
-		select {
-		case err := <-refused:
-			if !strings.Contains(err.Error(), subject) {
-				t.Errorf("%s at %s: refused %v", c.role, subject, err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("%s's credential was let at %s", c.role, subject)
-		}
+		refused := natstest.NewRefusals()
+		nc.SetErrorHandler(refused.Handler)
+		refused.ExpectRefused(t, nc, string(c.role), c.do)
 		nc.Close()
 	}
 }

@@ -3,13 +3,12 @@ package clustertest
 import (
 	"errors"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/chio-ledger/chio/internal/natsauth"
+	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -59,41 +58,18 @@ func checkSealed(t *testing.T, keys string) {
 		t.Fatal("the cluster's NATS took a client that does not verify its TLS certificate")
 	}
 	for _, c := range []struct {
-		role     natsauth.Role
-		pub, sub string
+		role natsauth.Role
+		do   natstest.Action
 	}{
-		{natsauth.Edge, "$KV." + schemas.RevocationsBucket + "." + schemas.KVKey("cap-A"), ""},
-		{natsauth.Edge, "$JS.API.STREAM.PURGE.KV_" + schemas.RevocationsBucket, ""},
-		{natsauth.Worker, "", "chio.events.>"},
-		{natsauth.Projections, schemas.ReceiptSubject("hello"), ""},
-		{natsauth.Operator, schemas.SubjectDecision, ""},
+		{natsauth.Edge, natstest.Action{Pub: "$KV." + schemas.RevocationsBucket + "." + schemas.KVKey("cap-A")}},
+		{natsauth.Edge, natstest.Action{Pub: "$JS.API.STREAM.PURGE.KV_" + schemas.RevocationsBucket}},
+		{natsauth.Worker, natstest.Action{Sub: "chio.events.>"}},
+		{natsauth.Projections, natstest.Action{Pub: schemas.ReceiptSubject("hello")}},
+		{natsauth.Operator, natstest.Action{Pub: schemas.SubjectDecision}},
 	} {
-		refused := make(chan error, 4)
-		nc := dialAs(t, keys, c.role, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			if errors.Is(err, nats.ErrPermissionViolation) {
-				refused <- err
-			}
-		}))
-		subject := c.pub
-		if c.pub != "" {
-			if err := nc.Publish(c.pub, []byte(`{}`)); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			subject = c.sub
-			if _, err := nc.SubscribeSync(c.sub); err != nil {
-				t.Fatal(err)
-			}
-		}
-		_ = nc.Flush()
-		select {
-		case err := <-refused:
-			if !strings.Contains(err.Error(), subject) {
-				t.Errorf("%s on %s: refused %v", c.role, subject, err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("the cluster's NATS let the %s credential at %s", c.role, subject)
-		}
+		refused := natstest.NewRefusals()
+		nc := dialAs(t, keys, c.role, refused.Option())
+		refused.ExpectRefused(t, nc, string(c.role), c.do)
 		nc.Close()
 	}
 	t.Log("NATS sealed: no anonymous or unverified clients, and each credential refused outside its role")

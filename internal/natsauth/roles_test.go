@@ -17,6 +17,7 @@ import (
 	"github.com/chio-ledger/chio/edges/acp"
 	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/ledger/lease"
 	"github.com/chio-ledger/chio/ledger/witness"
 	"github.com/chio-ledger/chio/schemas"
@@ -55,18 +56,13 @@ func startServer(t *testing.T) (*natsembed.Server, *natsauth.Credentials) {
 // conn is a connection whose permission refusals are collected.
 type conn struct {
 	*nats.Conn
-	refused chan error
+	refused natstest.Refusals
 }
 
 func connect(t *testing.T, ns *natsembed.Server, creds *natsauth.Credentials, r natsauth.Role) (*conn, jetstream.JetStream) {
 	t.Helper()
-	c := &conn{refused: make(chan error, 64)}
-	opts := append(creds.Options(r), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		if errors.Is(err, nats.ErrPermissionViolation) {
-			c.refused <- err
-		}
-	}))
-	nc, err := nats.Connect(ns.ClientURL(), opts...)
+	c := &conn{refused: natstest.NewRefusals()}
+	nc, err := nats.Connect(ns.ClientURL(), append(creds.Options(r), c.refused.Option())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,33 +75,10 @@ func connect(t *testing.T, ns *natsembed.Server, creds *natsauth.Credentials, r 
 	return c, js
 }
 
-// wantRefused waits for the server to refuse subject.
-func (c *conn) wantRefused(t *testing.T, what, subject string) {
-	t.Helper()
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-c.refused:
-		if !strings.Contains(err.Error(), subject) {
-			t.Errorf("%s: refused %v, want a refusal of %q", what, err, subject)
-		}
-	case <-time.After(5 * time.Second):
-		t.Errorf("%s: %q was not refused", what, subject)
-	}
-}
-
 // wantAllowed checks that nothing was refused.
 func (c *conn) wantAllowed(t *testing.T, what string) {
 	t.Helper()
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-c.refused:
-		t.Errorf("%s: refused: %v", what, err)
-	case <-time.After(200 * time.Millisecond):
-	}
+	c.refused.ExpectNone(t, c.Conn, what)
 }
 
 // TestAnonymousRefused: a client without a credential is refused at
@@ -132,10 +105,10 @@ func TestAnonymousRefused(t *testing.T) {
 // the server with a permissions violation.
 func TestRoleRefusals(t *testing.T) {
 	ns, creds := startServer(t)
-	pub := func(s string) action { return action{pub: s} }
-	sub := func(s string) action { return action{sub: s} }
-	api := func(s string) action { return action{pub: "$JS.API." + s} }
-	forgeries := map[natsauth.Role][]action{
+	pub := func(s string) natstest.Action { return natstest.Action{Pub: s} }
+	sub := func(s string) natstest.Action { return natstest.Action{Sub: s} }
+	api := func(s string) natstest.Action { return natstest.Action{Pub: "$JS.API." + s} }
+	forgeries := map[natsauth.Role][]natstest.Action{
 		natsauth.Edge: {
 			pub("$KV.CHIO_REVOCATIONS." + schemas.KVKey("cap-A")), // un-revoke (delete) or forge a revocation
 			api("STREAM.UPDATE.KV_CHIO_REVOCATIONS"), api("STREAM.PURGE.KV_CHIO_REVOCATIONS"), api("STREAM.DELETE.KV_CHIO_REVOCATIONS"),
@@ -179,25 +152,11 @@ func TestRoleRefusals(t *testing.T) {
 		t.Run(string(r), func(t *testing.T) {
 			c, _ := connect(t, ns, creds, r)
 			for _, a := range forgeries[r] {
-				if a.pub != "" {
-					if err := c.Publish(a.pub, []byte(`{}`)); err != nil {
-						t.Fatal(err)
-					}
-					c.wantRefused(t, "publish", a.pub)
-					continue
-				}
-				s, err := c.SubscribeSync(a.sub)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.wantRefused(t, "subscribe", a.sub)
-				_ = s.Unsubscribe()
+				c.refused.ExpectRefused(t, c.Conn, string(r), a)
 			}
 		})
 	}
 }
-
-type action struct{ pub, sub string }
 
 // TestRolesDoTheirWork: each role can do what its part does (the
 // refusals above are not a server that refuses everything).

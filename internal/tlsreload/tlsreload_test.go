@@ -57,6 +57,26 @@ func pool(t *testing.T, dirs ...string) *x509.CertPool {
 	return p
 }
 
+// listen serves TLS handshakes with cfg until the test ends.
+func listen(t *testing.T, cfg *tls.Config) string {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _ = c.(*tls.Conn).Handshake(); time.Sleep(300 * time.Millisecond); c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
 func copyFile(t *testing.T, from, to string) {
 	raw, err := os.ReadFile(from)
 	if err != nil {
@@ -80,29 +100,16 @@ func TestReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _ = c.(*tls.Conn).Handshake(); time.Sleep(300 * time.Millisecond); c.Close() }()
-		}
-	}()
+	addr := listen(t, cfg)
 	roots := pool(t, a, b)
-	first, err := served(t, ln.Addr().String(), roots, nil)
+	first, err := served(t, addr, roots, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	copyFile(t, filepath.Join(b, natsauth.ServerCertFile), cert)
 	copyFile(t, filepath.Join(b, natsauth.ServerKeyFile), key)
 	time.Sleep(1100 * time.Millisecond)
-	second, err := served(t, ln.Addr().String(), roots, nil)
+	second, err := served(t, addr, roots, nil)
 	if err != nil || second == first {
 		t.Fatalf("after the change: serial %s (%v), before %s: want the new certificate", second, err, first)
 	}
@@ -110,7 +117,7 @@ func TestReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(1100 * time.Millisecond)
-	if third, err := served(t, ln.Addr().String(), roots, nil); err != nil || third != second {
+	if third, err := served(t, addr, roots, nil); err != nil || third != second {
 		t.Fatalf("after a broken change: serial %s (%v), want %s still", third, err, second)
 	}
 }
@@ -124,20 +131,7 @@ func TestClientCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _ = c.(*tls.Conn).Handshake(); time.Sleep(300 * time.Millisecond); c.Close() }()
-		}
-	}()
+	addr := listen(t, cfg)
 	load := func(dir string) *tls.Certificate {
 		c, err := tls.LoadX509KeyPair(filepath.Join(dir, natsauth.ServerCertFile), filepath.Join(dir, natsauth.ServerKeyFile))
 		if err != nil {
@@ -146,13 +140,13 @@ func TestClientCA(t *testing.T) {
 		return &c
 	}
 	roots := pool(t, a)
-	if _, err := served(t, ln.Addr().String(), roots, load(a)); err != nil {
+	if _, err := served(t, addr, roots, load(a)); err != nil {
 		t.Fatalf("a client the CA signed: %v", err)
 	}
-	if _, err := served(t, ln.Addr().String(), roots, nil); err == nil {
+	if _, err := served(t, addr, roots, nil); err == nil {
 		t.Fatal("a client without a certificate was served")
 	}
-	if _, err := served(t, ln.Addr().String(), roots, load(stranger)); err == nil {
+	if _, err := served(t, addr, roots, load(stranger)); err == nil {
 		t.Fatal("a client another CA signed was served")
 	}
 }
