@@ -65,7 +65,7 @@ type upProcess struct {
 	out string
 }
 
-// nkey is the seed file chio up generated for role.
+// nkey is the nkey seed file chio up generated for role.
 func (u *upProcess) nkey(role natsauth.Role) string {
 	return filepath.Join(natsCredsDir(u.dir), natsauth.SeedFile(role))
 }

@@ -79,7 +79,7 @@ func (u *upNATS) stop() {
 	u.ns.Stop()
 }
 
-// roleFiles lists the seed files of every role, for chio up's banner.
+// roleFiles lists every role's nkey seed file, for chio up's banner.
 func roleFiles() string {
 	var out []string
 	for _, r := range natsauth.Roles() {

@@ -89,7 +89,7 @@ func parseSeed(path string, raw []byte) (nkeys.KeyPair, error) {
 	return kp, nil
 }
 
-// Path is the seed file of role r.
+// Path is role r's nkey seed file.
 func (c *Credentials) Path(r Role) string { return filepath.Join(c.Dir, SeedFile(r)) }
 
 // Public is role r's public nkey.

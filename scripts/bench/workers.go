@@ -67,7 +67,10 @@ func startChioUpWithWorkers(ctx context.Context, env *Env, bin string) (*chioUp,
 func startWorker(ctx context.Context, env *Env, bin, natsURL, name string) (*child, error) {
 	// Signed with chio up's manifest key, the one its --workers pins.
 	key := filepath.Join(env.Dir, "chio-up-workers", "keys", "manifest.key")
-	w, _, err := startChild(ctx, env, name, workerReady, 60*time.Second, bin, "worker", "--demo", "--nats", natsURL, "--name", name, "--manifest-key", key)
+	// chio up's NATS takes only its roles' credentials: the worker's.
+	nkey := filepath.Join(env.Dir, "chio-up-workers", "nats-creds", "worker.nk")
+	w, _, err := startChild(ctx, env, name, workerReady, 60*time.Second, bin, "worker", "--demo", "--nats", natsURL, "--nats-nkey", nkey,
+		"--name", name, "--manifest-key", key)
 	return w, err
 }
 
@@ -218,7 +221,7 @@ func runWorkers(ctx context.Context, env *Env) (*Section, error) {
 		Settings: []string{
 			fmt.Sprintf("Machine: %d logical CPUs shared by the load generator, chio up and its workers.", runtime.NumCPU()),
 			"Request: A2A 1.0 JSON-RPC `SendMessage` with the dev capability as bearer token, skill `hello_task`, checked as in section 3 (a completed task).",
-			"In process: `chio up --nats-listen none` as shipped, the demo tool compiled in. Workers: `chio up --nats-listen 127.0.0.1:0 --workers` with `chio worker --demo --nats <its address>` processes: the edge makes the decision durable, then sends the call to the `chio-tools` service by NATS request/reply (queue group: one worker per call) over loopback TCP, and makes the outcome durable when the answer comes.",
+			"In process: `chio up --nats-listen none` as shipped, the demo tool compiled in. Workers: `chio up --nats-listen 127.0.0.1:0 --workers` with `chio worker --demo --nats <its address> --nats-nkey <its worker.nk>` processes: the edge makes the decision durable, then sends the call to the `chio-tools` service by NATS request/reply (queue group: one worker per call) over loopback TCP, and makes the outcome durable when the answer comes.",
 			fmt.Sprintf("Closed loop at %v; %s warm-up, %s measured; %d rounds per level, in-process and 1 worker alternating which goes first, then a second worker started and 2 workers measured; after each run the harness waits until every receipt of the run is signed. CPU per request is chio up's plus its workers'.", levels, warm, dur, env.Rounds),
 		},
 	}
