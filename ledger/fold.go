@@ -39,6 +39,9 @@ type folder struct {
 	changes map[string]*pending
 	// newPending lists allow decisions that started waiting in this batch.
 	newPending []*schemas.DecisionEvent
+	// edgeVerified: decisions were folded only if a certified edge signed
+	// them and they name it, so receipts name it (metadata.edge).
+	edgeVerified bool
 }
 
 // decoded is one event after parsing, validation and the lookups of
@@ -131,6 +134,9 @@ func pendingRecord(store *logstore.Lookup, cache *pendingCache, receiptID string
 func decode(log *slog.Logger, e *event) decoded {
 	var d decoded
 	var v validator
+	if e.refused {
+		return decoded{} // quarantined: no certified edge signed it
+	}
 	switch e.subject {
 	case schemas.SubjectDecision:
 		d.decision = new(schemas.DecisionEvent)
@@ -151,6 +157,11 @@ func decode(log *slog.Logger, e *event) decoded {
 	}
 	if err != nil {
 		log.Warn("skipping malformed event", "subject", e.subject, "stream_seq", e.seq, "err", err)
+		return decoded{}
+	}
+	if d.decision != nil && e.checkEdge && !claimsSigner(d.decision, e.signer) {
+		log.Warn("skipping a decision that names another edge than its signer", "stream_seq", e.seq, "receipt_id", d.decision.ReceiptID,
+			"edge_id", d.decision.EdgeID, "signer", e.signer.EdgeID, "err", schemas.ErrEdgeClaim)
 		return decoded{}
 	}
 	switch {
@@ -230,6 +241,10 @@ func (f *folder) deletePending(receiptID string) {
 // produce records that b becomes the next leaf, and points the dedup
 // entries of the event that completed it and of its decision at that leaf.
 func (f *folder) produce(b *schemas.ReceiptBody, completing string, decision *schemas.DecisionEvent) *schemas.ReceiptBody {
+	if f.edgeVerified && decision.EdgeKey != "" {
+		// The decision was folded only if it names its signer.
+		b.Metadata = withMetadataKey(b.Metadata, edgeKey, schemas.EdgeRef{EdgeID: decision.EdgeID, Key: decision.EdgeKey, CredentialID: decision.EdgeCredentialID})
+	}
 	f.produced[b.ID] = true
 	if p := schemas.LineagePrincipals(decision.CapabilityLineage); p != nil {
 		f.principals[b.ID] = p
@@ -348,17 +363,25 @@ func withTraceID(meta json.RawMessage, traceID string) json.RawMessage {
 	if traceID == "" {
 		return meta
 	}
+	return withMetadataKey(meta, traceIDKey, traceID)
+}
+
+// withMetadataKey sets one key of a receipt's metadata object.
+func withMetadataKey(meta json.RawMessage, key string, v any) json.RawMessage {
 	m := map[string]json.RawMessage{}
 	if len(meta) > 0 && json.Unmarshal(meta, &m) != nil {
 		return meta // validated as an object when decoded, so this does not happen
 	}
-	m[traceIDKey], _ = json.Marshal(traceID)
+	m[key], _ = json.Marshal(v)
 	raw, err := json.Marshal(m)
 	if err != nil {
 		return meta
 	}
 	return raw
 }
+
+// edgeKey is the receipt metadata key naming the edge that decided.
+const edgeKey = "edge"
 
 // traceIDKey is the receipt metadata key of the call's trace id.
 const traceIDKey = "trace_id"

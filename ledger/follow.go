@@ -89,11 +89,12 @@ func (l *Ledger) follow(ctx context.Context) error {
 			if err != nil || meta.Sequence.Stream <= pos {
 				continue // the ordered consumer restarted below our position
 			}
-			events = append(events, event{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data(), stored: meta.Timestamp})
+			events = append(events, withEdge(event{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data(), stored: meta.Timestamp}, m.Headers()))
 		}
 		if len(events) == 0 {
 			continue
 		}
+		l.screen(events) // a standby folds what the writer folds; the writer quarantines
 		started := l.cfg.now()
 		_, completed, leaves, err := l.apply(events, nil)
 		if err != nil {

@@ -99,6 +99,7 @@ type Ledger struct {
 	metrics  *metrics
 	publish  chan struct{}  // wakes the receipt publisher
 	fresh    chan []pubLeaf // committed batches handed to the publisher
+	edge     *edgeCheck     // nil: every message is folded (WithEdgeTrust)
 }
 
 type config struct {
@@ -125,6 +126,8 @@ type config struct {
 	startSeq uint64
 	// tracer traces the fold of traced events; nil: tracing off.
 	tracer trace.Tracer
+	// edgeTrust, when set, folds only edge-signed messages (edgetrust.go).
+	edgeTrust *EdgeTrust
 }
 
 // Option configures a Ledger.
@@ -185,9 +188,13 @@ func New(js jetstream.JetStream, store *logstore.Store, keys Keys, opts ...Optio
 	if cfg.maxBatch < 1 || cfg.incompleteAfter < time.Second {
 		return nil, errors.New("ledger: batch size must be positive and the incomplete timeout at least 1s")
 	}
-	return &Ledger{js: js, store: store, keys: keys, cfg: cfg, log: cfg.log.With("component", "ledger"), metrics: newMetrics(cfg.registry, checkpointAge(store, cfg.now), store),
+	l := &Ledger{js: js, store: store, keys: keys, cfg: cfg, log: cfg.log.With("component", "ledger"), metrics: newMetrics(cfg.registry, checkpointAge(store, cfg.now), store),
 		timeouts: newTimeouts(), pending: newPendingCache(),
-		publish: make(chan struct{}, 1), fresh: make(chan []pubLeaf, 16)}, nil
+		publish: make(chan struct{}, 1), fresh: make(chan []pubLeaf, 16)}
+	if cfg.edgeTrust != nil {
+		l.edge = newEdgeCheck(cfg.edgeTrust, cfg.registry)
+	}
+	return l, nil
 }
 
 // CheckpointVerifier returns a logstore verifier for this ledger's
@@ -203,9 +210,10 @@ func CheckpointVerifier(origin string, v note.Verifier) logstore.CheckpointVerif
 	}
 }
 
-// EnsureStreams creates or updates CHIO_EVENTS and CHIO_RECEIPTS.
+// EnsureStreams creates or updates CHIO_EVENTS, CHIO_RECEIPTS and
+// CHIO_QUARANTINE.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	for _, cfg := range []jetstream.StreamConfig{schemas.EventsStreamConfig(replicas), schemas.ReceiptsStreamConfig(replicas)} {
+	for _, cfg := range []jetstream.StreamConfig{schemas.EventsStreamConfig(replicas), schemas.ReceiptsStreamConfig(replicas), QuarantineStreamConfig(replicas)} {
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}
@@ -438,6 +446,13 @@ type event struct {
 	subject string
 	data    []byte
 	stored  time.Time // when the stream stored it
+	// edgeCred and edgeSig are the message's edge credential and
+	// signature headers; signer is the credential screen verified, and
+	// checkEdge says a decision must name it.
+	edgeCred, edgeSig string
+	signer            *schemas.EdgeCredential
+	checkEdge         bool
+	refused           bool // screen refused it: it folds to nothing
 	// traceparent is the event's trace context, traceparents an
 	// envelope's list of them (tracing.HeaderTraceparents); read only
 	// when the ledger traces.
@@ -470,13 +485,18 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 			if err != nil {
 				return fmt.Errorf("ledger: fill gap at stream sequence %d: %w", next, err)
 			}
-			events = append(events, l.traced(event{seq: next, subject: raw.Subject, data: raw.Data, stored: raw.Time}, raw.Header))
+			events = append(events, l.traced(withEdge(event{seq: next, subject: raw.Subject, data: raw.Data, stored: raw.Time}, raw.Header), raw.Header))
 		}
-		events = append(events, l.traced(event{seq: seq, subject: m.Subject(), data: m.Data(), stored: meta.Timestamp}, m.Headers()))
+		events = append(events, l.traced(withEdge(event{seq: seq, subject: m.Subject(), data: m.Data(), stored: meta.Timestamp}, m.Headers()), m.Headers()))
 		next = seq + 1
 	}
 	if len(events) == 0 {
 		return nil
+	}
+	// Refused messages stay in the batch, folding to nothing (as a
+	// malformed one does), so the log's position moves past them.
+	if err := l.quarantine(ctx, l.screen(events)); err != nil {
+		return err
 	}
 	started := l.cfg.now()
 	pend, completed, leaves, err := l.apply(events, func() error {
@@ -522,7 +542,8 @@ func (l *Ledger) apply(msgs []event, beforeCommit func() error) (_ []*schemas.De
 	defer func() { bt.end(err) }()
 	tx := l.store.Begin()
 	defer tx.Discard()
-	f := &folder{tx: tx, produced: map[string]bool{}, principals: map[string][]string{}, marked: map[string]bool{}, next: tx.Size(), log: l.log, changes: map[string]*pending{}}
+	f := &folder{tx: tx, produced: map[string]bool{}, principals: map[string][]string{}, marked: map[string]bool{}, next: tx.Size(), log: l.log, changes: map[string]*pending{},
+		edgeVerified: l.edge != nil}
 	dec := make([]decoded, len(events))
 	err = parallelWith(len(events), func() (func(int) error, func()) {
 		look := l.store.NewLookup()
@@ -607,7 +628,7 @@ func expand(log *slog.Logger, msgs []event) []event {
 	}
 	out := make([]event, 0, len(msgs)+8*n)
 	for _, m := range msgs {
-		if m.subject != schemas.SubjectEnvelope {
+		if m.subject != schemas.SubjectEnvelope || m.refused {
 			out = append(out, m)
 			continue
 		}
@@ -621,7 +642,7 @@ func expand(log *slog.Logger, msgs []event) []event {
 			tps = tracing.SplitTraceparents(m.traceparents, len(evs))
 		}
 		for i, e := range evs {
-			ev := event{seq: m.seq, subject: e.Subject, data: e.Data, stored: m.stored}
+			ev := event{seq: m.seq, subject: e.Subject, data: e.Data, stored: m.stored, signer: m.signer, checkEdge: m.checkEdge}
 			if tps != nil {
 				ev.traceparent = tps[i]
 			}

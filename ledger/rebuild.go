@@ -87,10 +87,11 @@ func (l *Ledger) Rebuild(ctx context.Context, opts ...RebuildOption) (logstore.S
 			return logstore.State{}, fmt.Errorf("rebuild: %w", err)
 		}
 		done = meta.Sequence.Stream >= last
-		events = append(events, event{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data()})
+		events = append(events, withEdge(event{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data(), stored: meta.Timestamp}, m.Headers()))
 		weight += schemas.EventCount(m.Subject(), m.Headers().Get(schemas.HeaderEventKinds))
 		if weight >= l.cfg.maxBatch || done {
 			weight = 0
+			l.screen(events) // the same messages refused as when they were folded
 			if _, _, _, err := l.apply(events, nil); err != nil {
 				return logstore.State{}, err
 			}

@@ -39,6 +39,12 @@ type DecisionEvent struct {
 	RequestID    string          `json:"request_id,omitempty"`
 	TaskID       string          `json:"task_id,omitempty"`
 	EdgeID       string          `json:"edge_id,omitempty"`
+	// EdgeKey and EdgeCredentialID name the edge key that signed the
+	// decision and its credential (schemas.EdgeCredential); a ledger that
+	// checks edge signatures folds the decision only if they are the
+	// signer's, and names them in the receipt (metadata.edge).
+	EdgeKey          string `json:"edge_key,omitempty"`
+	EdgeCredentialID string `json:"edge_credential_id,omitempty"`
 	// GovernedIntent is the caller's declared intent, if any; the ledger
 	// signs it into metadata.governed_transaction.
 	GovernedIntent *GovernedIntent `json:"governed_intent,omitempty"`

@@ -260,7 +260,8 @@ func TestConsoleBrowser(t *testing.T) {
 	plainID, _ := upToolCall(t, up, "call_console_1", "hello_task", `{"text":"world"}`)
 	nc := dialUp(t, up.natsURL, up.dir, natsauth.Edge)
 	js, _ := jetstream.New(nc)
-	denied := []string{publishCall(t, js, schemas.VerdictDeny), publishCall(t, js, schemas.VerdictDeny)}
+	s := upSigner(t, filepath.Join(up.dir, "keys"))
+	denied := []string{publishCall(t, js, s, schemas.VerdictDeny), publishCall(t, js, s, schemas.VerdictDeny)}
 	all := slices.Concat(alice.receipts, bob.receipts, []string{xssID, plainID}, denied)
 	for _, id := range all {
 		waitStatus(t, up.token, up.httpURL+"/v1/receipts/"+id, http.StatusOK)

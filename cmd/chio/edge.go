@@ -44,6 +44,11 @@ type edgeFlags struct {
 	// natsAuth is how a standalone edge authenticates to NATS (chio up's
 	// in-process edge uses its own role credential instead).
 	natsAuth       natsauth.Client
+	// edgeKeyFile and edgeCredFile are the edge's signing key and
+	// credential (--edge-key, --edge-credential); signer is what they
+	// load, or what chio up issued.
+	edgeKeyFile, edgeCredFile string
+	signer                    *schemas.EdgeSigner
 	policyFile     string
 	issuerPub      string
 	publicURL      string
@@ -306,7 +311,13 @@ func (f *edgeFlags) governance(ctx context.Context, js jetstream.JetStream, metr
 	if err != nil {
 		return nil, err
 	}
-	d, err := dispatch.New(ctx, js, k, reg, id, f.replicas, dispatch.WithMetrics(metrics), dispatch.WithTracerProvider(f.tracer))
+	signer, err := f.edgeSigner()
+	if err != nil {
+		k.Close()
+		return nil, err
+	}
+	d, err := dispatch.New(ctx, js, k, reg, id, f.replicas, dispatch.WithMetrics(metrics), dispatch.WithTracerProvider(f.tracer),
+		dispatch.WithEdgeSigner(signer))
 	if err != nil {
 		k.Close()
 		return nil, err
@@ -599,6 +610,7 @@ func newEdgeA2ACmd() *cobra.Command {
 	ef.register(cmd)
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+"; with --stdio, an embedded server in --data-dir)")
 	registerNATSAuth(cmd.Flags(), &ef.natsAuth)
+	registerEdgeSignerFlags(cmd.Flags(), &ef)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8082", "HTTP listen address")
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "with --stdio: keys and the embedded NATS store")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve the hello-a2a stdio profile on stdin/stdout")

@@ -72,7 +72,7 @@ func TestStandbyLedgersFailOver(t *testing.T) {
 	}
 	var ids []string
 	for range 20 {
-		ids = append(ids, publishCall(t, js, schemas.VerdictDeny))
+		ids = append(ids, publishCall(t, js, nil, schemas.VerdictDeny))
 	}
 	waitFor("the writer to log 20", func() bool { return logSize(t, writer) == 20 })
 	waitFor("the standby to follow to 20", func() bool { return logSize(t, standbyURL) == 20 })
@@ -83,7 +83,7 @@ func TestStandbyLedgersFailOver(t *testing.T) {
 	}
 	waitFor("the standby to become the writer", func() bool { return isWriter(standbyURL) })
 	for range 10 {
-		ids = append(ids, publishCall(t, js, schemas.VerdictDeny))
+		ids = append(ids, publishCall(t, js, nil, schemas.VerdictDeny))
 	}
 	waitFor("the new writer to log 30", func() bool { return logSize(t, standbyURL) == 30 })
 	for _, id := range ids {

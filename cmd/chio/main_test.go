@@ -70,6 +70,16 @@ func (u *upProcess) nkey(role natsauth.Role) string {
 	return filepath.Join(natsCredsDir(u.dir), natsauth.SeedFile(role))
 }
 
+// upSigner signs as the edge of a chio up whose key directory is keysDir.
+func upSigner(t *testing.T, keysDir string) *schemas.EdgeSigner {
+	t.Helper()
+	s, err := loadEdgeSigner(filepath.Join(keysDir, edgeKeyFile), filepath.Join(keysDir, edgeCredFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // dialUp connects to the NATS of the chio up whose data directory is
 // dataDir, as role, with the credential it generated; closed at cleanup.
 func dialUp(t *testing.T, natsURL, dataDir string, role natsauth.Role) *nats.Conn {
@@ -195,9 +205,11 @@ func logSize(t *testing.T, url string) uint64 {
 	return n
 }
 
-func publishCall(t *testing.T, js jetstream.JetStream, verdict schemas.Verdict) string {
+// publishCall publishes one call's events, signed by s if it is not nil
+// (upSigner: as chio up's edge).
+func publishCall(t *testing.T, js jetstream.JetStream, s *schemas.EdgeSigner, verdict schemas.Verdict) string {
 	t.Helper()
-	id, err := emitCall(context.Background(), js, "hello", "hello_task", verdict)
+	id, err := emitCall(context.Background(), js, s, "hello", "hello_task", verdict)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +222,8 @@ func TestUpVerifyAndRebuild(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	var ids []string
 	for i := 0; i < 5; i++ {
-		ids = append(ids, publishCall(t, js, schemas.VerdictAllow), publishCall(t, js, schemas.VerdictDeny))
+		s := upSigner(t, filepath.Join(up.dir, "keys"))
+		ids = append(ids, publishCall(t, js, s, schemas.VerdictAllow), publishCall(t, js, s, schemas.VerdictDeny))
 	}
 	last := ids[len(ids)-1]
 	deadline := time.Now().Add(20 * time.Second)
@@ -373,7 +386,7 @@ func TestUpLockAndRestart(t *testing.T) {
 	call := func(natsURL, httpURL string, wantSize uint64) {
 		nc := dialUp(t, natsURL, dir, natsauth.Edge)
 		js, _ := jetstream.New(nc)
-		publishCall(t, js, schemas.VerdictDeny)
+		publishCall(t, js, upSigner(t, filepath.Join(dir, "keys")), schemas.VerdictDeny)
 		deadline := time.Now().Add(20 * time.Second)
 		for logSize(t, httpURL) != wantSize {
 			if time.Now().After(deadline) {

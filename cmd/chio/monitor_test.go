@@ -36,7 +36,7 @@ func monitorDeny(t *testing.T, natsURL, dataDir, httpURL string, n int, want uin
 		t.Fatal(err)
 	}
 	for range n {
-		publishCall(t, js, schemas.VerdictDeny)
+		publishCall(t, js, upSigner(t, filepath.Join(dataDir, "keys")), schemas.VerdictDeny)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for logSize(t, httpURL) != want {

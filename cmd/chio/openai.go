@@ -172,6 +172,7 @@ func newEdgeOpenAICmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+")")
 	registerNATSAuth(f, &ef.natsAuth)
+	registerEdgeSignerFlags(f, &ef)
 	f.StringVar(&listen, "listen", "127.0.0.1:8083", "HTTP listen address")
 	f.StringVar(&ef.policyFile, "policy", "", "policy document (chio.policy.v1); default: trust --issuer-pub with the default guards")
 	f.StringVar(&ef.issuerPub, "issuer-pub", "", "file with the trusted capability issuer's public key (when no --policy)")

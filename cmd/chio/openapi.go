@@ -275,6 +275,7 @@ func registerGovernanceFlags(f *pflag.FlagSet, ef *edgeFlags) {
 	f.StringVar(&ef.edgeID, "edge-id", "", "this replica's name in events (default: host name and pid)")
 	f.IntVar(&ef.replicas, "replicas", 1, "replicas of the streams and buckets the edge creates (3 on a cluster)")
 	registerNATSAuth(f, &ef.natsAuth)
+	registerEdgeSignerFlags(f, ef)
 	f.DurationVar(&ef.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGINT/SIGTERM, how long calls in flight get to finish")
 	registerHolderFlags(f, ef)
 }

@@ -41,7 +41,7 @@ func publishGoverned(t *testing.T, js jetstream.JetStream, kernel ed25519.Privat
 	d := schemas.DecisionEvent{Schema: schemas.DecisionEventSchema, EventID: schemas.DecisionEventID(id), ReceiptID: id,
 		Timestamp: 1760000000, CapabilityID: capID, ToolServer: "shop", ToolName: "buy", Parameters: json.RawMessage(`{}`),
 		Decision: schemas.Decision{Verdict: schemas.VerdictAllow}, PolicyHash: schemas.SHA256Hex([]byte("p")), CapabilityLineage: lineage}
-	if err := publishEvent(ctx, js, schemas.SubjectDecision, d.EventID, &d); err != nil {
+	if err := publishEvent(ctx, js, nil, schemas.SubjectDecision, d.EventID, &d); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := (&schemas.GovernedIntent{ID: "i-" + id, ServerID: "shop", ToolName: "buy", Purpose: "restock"}).Transaction(schemas.EvidenceAsserted)

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -57,7 +58,8 @@ func TestUpProjectionsTrustOnlyTheirLedgersLeaves(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	var ids []string
 	for range 3 {
-		ids = append(ids, publishCall(t, js, schemas.VerdictAllow), publishCall(t, js, schemas.VerdictDeny))
+		s := upSigner(t, filepath.Join(up.dir, "keys"))
+		ids = append(ids, publishCall(t, js, s, schemas.VerdictAllow), publishCall(t, js, s, schemas.VerdictDeny))
 	}
 	waitChecked(t, up, map[string]int{"signed_here": len(ids)})
 

@@ -98,6 +98,10 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 	}
 	fmt.Fprintf(out, "chio up: keys in %s (log origin %q, kernel key %s)\n", keys.Dir, keys.Origin(), keys.KernelPub)
 	c.edgeDefaults(cmd, keys)
+	if err := c.certifyEdge(ctx, out, un, keys); err != nil {
+		return err
+	}
+	defer c.stopEdgeTrust()
 	reg, err := c.ef.registry()
 	if err != nil {
 		return err

@@ -27,6 +27,7 @@ type upConfig struct {
 	mcpf                        mcpFlags
 	requireCapability           bool
 	serviceToken                string
+	stopTrust                   func() // the ledger's revocation watch (certifyEdge)
 }
 
 // register declares chio up's flags, all of them here so that --help and

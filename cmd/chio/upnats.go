@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/ledger"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -86,4 +90,36 @@ func roleFiles() string {
 		out = append(out, natsauth.SeedFile(r))
 	}
 	return strings.Join(out, ", ")
+}
+
+// certifyEdge gives chio up's edge a credential (its key under
+// DATA_DIR/keys/edge.key, a credential issued at each start by this data
+// directory's issuer key, DATA_DIR/keys/edge.cred) and makes its ledger
+// fold only what a certified edge signed.
+func (c *upConfig) certifyEdge(ctx context.Context, out io.Writer, un *upNATS, keys *ledgerKeys) error {
+	issuer, err := readIssuerKey(keys.Dir)
+	if err != nil {
+		return err
+	}
+	signer, err := issueEdgeCredential(issuer, c.ef.edgeID, filepath.Join(keys.Dir, edgeKeyFile), filepath.Join(keys.Dir, edgeCredFile), time.Now(), edgeCredentialTTL)
+	if err != nil {
+		return err
+	}
+	c.ef.signer = signer
+	trust, stop, err := ledgerEdgeTrust(ctx, un.js[natsauth.Ledger], c.lf.replicas, []string{schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey))})
+	if err != nil {
+		return err
+	}
+	c.stopTrust = stop
+	c.lf.extra = append(c.lf.extra, ledger.WithEdgeTrust(trust))
+	fmt.Fprintf(out, "chio up: edge credential %s in %s (the ledger folds only events a certified edge signed)\n",
+		signer.Credential().ID, filepath.Join(keys.Dir, edgeCredFile))
+	return nil
+}
+
+// stopEdgeTrust ends the ledger's revocation watch.
+func (c *upConfig) stopEdgeTrust() {
+	if c.stopTrust != nil {
+		c.stopTrust()
+	}
 }

@@ -81,7 +81,7 @@ func TestUpCosignedByLitewitness(t *testing.T) {
 	js := upJetStream(t, up)
 	calls := func(n int) {
 		for range n {
-			publishCall(t, js, schemas.VerdictAllow)
+			publishCall(t, js, upSigner(t, keysDir), schemas.VerdictAllow)
 		}
 	}
 	// cosignedAt waits for /log/checkpoint to be cosigned at size ≥ min,
@@ -104,7 +104,7 @@ func TestUpCosignedByLitewitness(t *testing.T) {
 		})
 		return size
 	}
-	ids := []string{publishCall(t, js, schemas.VerdictAllow)}
+	ids := []string{publishCall(t, js, upSigner(t, keysDir), schemas.VerdictAllow)}
 	calls(2)
 	first := cosignedAt(up.httpURL, 3)
 
@@ -166,7 +166,7 @@ func TestUpCosignedByLitewitness(t *testing.T) {
 	fork := startUp(t, "--keys", keysDir, "--origin", witnessedOrigin, "--witness-policy", policyFile, "--witness-interval", "100ms")
 	forkJS := upJetStream(t, fork)
 	for range 12 {
-		publishCall(t, forkJS, schemas.VerdictDeny)
+		publishCall(t, forkJS, upSigner(t, keysDir), schemas.VerdictDeny)
 	}
 	// Past the witness's size, the fork's tree is refused as inconsistent
 	// with the one the witness cosigned (422), not merely behind it.

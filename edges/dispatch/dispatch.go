@@ -71,6 +71,8 @@ type Dispatcher struct {
 	now      func() time.Time
 	w        *eventwriter.Writer
 	wopts    []eventwriter.Option
+	// edgeKey and edgeCredential name the signer of the events (WithEdgeSigner).
+	edgeKey, edgeCredential string
 	tracer   trace.Tracer // nil: tracing off
 }
 
@@ -83,6 +85,19 @@ type Option func(*Dispatcher)
 // many events each write carried.
 func WithMetrics(reg prometheus.Registerer) Option {
 	return func(d *Dispatcher) { d.wopts = append(d.wopts, eventwriter.WithMetrics(reg)) }
+}
+
+// WithEdgeSigner signs every message the dispatcher writes with the edge's
+// key, and names the key and its credential in each decision.
+func WithEdgeSigner(s *schemas.EdgeSigner) Option {
+	return func(d *Dispatcher) {
+		if s == nil {
+			return
+		}
+		d.wopts = append(d.wopts, eventwriter.WithSigner(s))
+		// The decision names the signer: its credential's edge id too.
+		d.edgeID, d.edgeKey, d.edgeCredential = s.Credential().EdgeID, s.Credential().PublicKey, s.Credential().ID
+	}
 }
 
 // WithClock sets the clock that stamps events (tests).
@@ -497,7 +512,7 @@ func (d *Dispatcher) decisionEvent(c Call, dec *kernel.Decision) (*schemas.Decis
 		Schema: schemas.DecisionEventSchema, EventID: schemas.DecisionEventID(c.ReceiptID), ReceiptID: c.ReceiptID,
 		Timestamp: d.stamp(), CapabilityID: dec.CapabilityID, ToolServer: c.ServerID, ToolName: c.ToolName,
 		Parameters: params, Decision: dec.Verdict(), PolicyHash: dec.PolicyHash, Evidence: evidence, Metadata: rawMeta,
-		TrustLevel: schemas.TrustMediated, TenantID: c.TenantID, RequestID: c.RequestID, TaskID: c.TaskID, EdgeID: d.edgeID,
+		TrustLevel: schemas.TrustMediated, TenantID: c.TenantID, RequestID: c.RequestID, TaskID: c.TaskID, EdgeID: d.edgeID, EdgeKey: d.edgeKey, EdgeCredentialID: d.edgeCredential,
 		GovernedIntent: c.GovernedIntent, CapabilityLineage: dec.CapabilityLineage, TraceID: c.traceID,
 	}
 	if c.OutcomeWithin > 0 && ev.Decision.Verdict == schemas.VerdictAllow {

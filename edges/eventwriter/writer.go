@@ -36,9 +36,10 @@ import (
 type Writer struct {
 	js       jetstream.JetStream
 	metrics  *metrics
-	tracer   trace.Tracer // nil: tracing off
-	maxBytes int          // an envelope's events, body and kinds header
-	gate     *gate        // whether every consumer reads envelopes yet
+	tracer   trace.Tracer        // nil: tracing off
+	maxBytes int                 // an envelope's events, body and kinds header
+	gate     *gate               // whether every consumer reads envelopes yet
+	signer   *schemas.EdgeSigner // signs each message, if set
 
 	mu      sync.Mutex
 	queue   []*queued
@@ -83,6 +84,18 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(w *Writer) { w.tracer = tracing.Tracer(tp, "github.com/chio-ledger/chio/edges/eventwriter") }
 }
 
+// signingOverhead bounds the two headers a signed message adds: the
+// credential (its canonical JSON, base64url) and the signature.
+const signingOverhead = 2 << 10
+
+// WithSigner signs every message with the edge's key: its credential and
+// signature travel as headers (schemas.HeaderEdgeCredential,
+// schemas.HeaderEdgeSignature), and the ledger folds only what a
+// certified edge signed.
+func WithSigner(s *schemas.EdgeSigner) Option {
+	return func(w *Writer) { w.signer = s }
+}
+
 // New returns a Writer publishing on js. It starts nothing: a flusher runs
 // only while events are queued.
 func New(js jetstream.JetStream, opts ...Option) *Writer {
@@ -93,6 +106,9 @@ func New(js jetstream.JetStream, opts ...Option) *Writer {
 	}
 	for _, o := range opts {
 		o(w)
+	}
+	if w.signer != nil {
+		w.maxBytes -= signingOverhead
 	}
 	return w
 }
@@ -248,6 +264,11 @@ func (w *Writer) publish(batch []*queued) error {
 				msg.Header.Set(tracing.HeaderTraceparents, v)
 			}
 		}
+	}
+	if w.signer != nil {
+		cred, sig := w.signer.Sign(msg.Subject, msg.Data)
+		msg.Header.Set(schemas.HeaderEdgeCredential, cred)
+		msg.Header.Set(schemas.HeaderEdgeSignature, sig)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), publishWithin)
 	defer cancel()

@@ -105,6 +105,7 @@ const (
 	acpTasks    = "CHIO_ACP_TASKS"
 	a2aTasks    = "CHIO_A2A_TASKS"
 	lease       = "chio-ledger-lease"
+	quarantine  = "CHIO_QUARANTINE"
 	witness     = "CHIO_WITNESS"
 )
 
@@ -180,8 +181,8 @@ func (r Role) Grant() Grant {
 		)
 	case Ledger:
 		g.Publish = concat(base,
-			[]string{"chio.events.timeout", "chio.receipts.>"},
-			own(eventsStream), own(receiptsStream), open(kvStream(revocations)),
+			[]string{"chio.events.timeout", "chio.receipts.>", "chio.quarantine.>"},
+			own(eventsStream), own(receiptsStream), own(quarantine), open(kvStream(revocations)),
 			kv(lease), kv(witness), kv(proofs), kv(proofsEpoch),
 		)
 	case Projections:
@@ -198,7 +199,7 @@ func (r Role) Grant() Grant {
 		// subjects, only revocations.
 		g.Publish = concat(base, []string{"$JS.API.>", "$KV." + revocations + ".>"}, use(kvStream(revocations)))
 	case Reader:
-		g.Publish = concat(base, use(eventsStream), use(receiptsStream), use(tasksStream), use(kvStream(revocations)))
+		g.Publish = concat(base, use(eventsStream), use(receiptsStream), use(tasksStream), use(quarantine), use(kvStream(revocations)))
 		// The live events too: what its consumers read already.
 		g.Subscribe = []string{"chio.events.>"}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/internal/natstest"
+	"github.com/chio-ledger/chio/ledger"
 	"github.com/chio-ledger/chio/ledger/lease"
 	"github.com/chio-ledger/chio/ledger/witness"
 	"github.com/chio-ledger/chio/schemas"
@@ -256,7 +257,7 @@ func TestNamesMatchTheirOwners(t *testing.T) {
 		"KV_" + schemas.RevocationsBucket, "$KV." + schemas.BudgetsBucket + ".>", "$KV." + schemas.VelocityBucket + ".>",
 		"$KV." + schemas.ProofsBucket + ".>", "$KV." + schemas.ProofsEpochBucket + ".>", "$KV." + push.Bucket + ".>",
 		"$KV." + acp.TasksBucket + ".>", "$KV." + a2aadapter.TaskBucket + ".>", "$KV." + lease.DefaultBucket + ".>",
-		"$KV." + witness.Bucket + ".>", schemas.SubjectDecision, schemas.SubjectOutcome, schemas.SubjectEnvelope,
+		"$KV." + witness.Bucket + ".>", ledger.QuarantineStream, schemas.SubjectDecision, schemas.SubjectOutcome, schemas.SubjectEnvelope,
 		schemas.SubjectTimeout, schemas.TasksSubjects, push.OutboxSubjects,
 	} {
 		if !strings.Contains(g, name) {

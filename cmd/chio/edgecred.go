@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
+
+	"github.com/chio-ledger/chio/internal/revocation"
+	"github.com/chio-ledger/chio/ledger"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// The files of an edge's signing key and credential in a key directory.
+const (
+	edgeKeyFile  = "edge.key"  // the edge's Ed25519 key (hex seed)
+	edgeCredFile = "edge.cred" // its chio.edge_credential.v1, issued by the issuer key
+)
+
+// edgeCredentialTTL is how long a credential chio up or keygen issues is valid.
+const edgeCredentialTTL = 365 * 24 * time.Hour
+
+// registerEdgeSignerFlags declares how a standalone edge signs what it writes.
+func registerEdgeSignerFlags(f *pflag.FlagSet, ef *edgeFlags) {
+	f.StringVar(&ef.edgeKeyFile, "edge-key", "", "the edge's Ed25519 key (hex seed) that signs every event it writes (with --edge-credential; chio keygen --edge ID writes KEYS/edges/ID.key)")
+	f.StringVar(&ef.edgeCredFile, "edge-credential", "", "the edge key's chio.edge_credential.v1, issued by the capability issuer key (KEYS/edges/ID.cred); a ledger with --edge-issuer folds only events so signed")
+}
+
+// edgeSigner is the signer the edge flags name, or nil without them.
+func (f *edgeFlags) edgeSigner() (*schemas.EdgeSigner, error) {
+	if f.signer != nil || (f.edgeKeyFile == "" && f.edgeCredFile == "") {
+		return f.signer, nil
+	}
+	if f.edgeKeyFile == "" || f.edgeCredFile == "" {
+		return nil, usageError(errors.New("--edge-key and --edge-credential go together"))
+	}
+	s, err := loadEdgeSigner(f.edgeKeyFile, f.edgeCredFile)
+	if err != nil {
+		return nil, err
+	}
+	f.signer = s
+	return s, nil
+}
+
+func loadEdgeSigner(keyFile, credFile string) (*schemas.EdgeSigner, error) {
+	raw, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("edge key: %w", err)
+	}
+	key, err := schemas.ParsePrivateKey(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return nil, fmt.Errorf("edge key %s: %w", keyFile, err)
+	}
+	craw, err := os.ReadFile(credFile)
+	if err != nil {
+		return nil, fmt.Errorf("edge credential: %w", err)
+	}
+	cred, err := schemas.ParseEdgeCredential(craw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", credFile, err)
+	}
+	s, err := schemas.NewEdgeSigner(cred, key)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", credFile, err)
+	}
+	return s, nil
+}
+
+// issueEdgeCredential makes (or reuses) the key keyFile and writes a new
+// credential for it and edgeID to credFile, signed by issuer.
+func issueEdgeCredential(issuer ed25519.PrivateKey, edgeID, keyFile, credFile string, now time.Time, ttl time.Duration) (*schemas.EdgeSigner, error) {
+	var key ed25519.PrivateKey
+	raw, err := os.ReadFile(keyFile)
+	switch {
+	case err == nil:
+		if key, err = schemas.ParsePrivateKey(strings.TrimSpace(string(raw))); err != nil {
+			return nil, fmt.Errorf("edge key %s: %w", keyFile, err)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		if _, key, err = ed25519.GenerateKey(rand.Reader); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(keyFile), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(keyFile, []byte(schemas.EncodePrivateKey(key)+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("edge key: %w", err)
+		}
+	default:
+		return nil, fmt.Errorf("edge key: %w", err)
+	}
+	cred, err := schemas.IssueEdgeCredential(issuer, schemas.EdgeCredentialBody{
+		ID:     fmt.Sprintf("edge.%s.%d", edgeID, now.UnixNano()),
+		EdgeID: edgeID, PublicKey: schemas.EncodePublicKey(key.Public().(ed25519.PublicKey)),
+		IssuedAt: uint64(now.Add(-time.Minute).Unix()), ExpiresAt: uint64(now.Add(ttl).Unix()),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.MarshalIndent(cred, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(credFile, append(out, '\n'), 0o644); err != nil {
+		return nil, fmt.Errorf("edge credential: %w", err)
+	}
+	return schemas.NewEdgeSigner(cred, key)
+}
+
+// readIssuerKey reads the capability issuer's private key from a key directory.
+func readIssuerKey(keysDir string) (ed25519.PrivateKey, error) {
+	raw, err := os.ReadFile(filepath.Join(keysDir, issuerKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("issuer key: %w", err)
+	}
+	return schemas.ParsePrivateKey(strings.TrimSpace(string(raw)))
+}
+
+// ledgerEdgeTrust is the edge trust of a ledger: the issuers whose edge
+// credentials it honours and the revocations of CHIO_REVOCATIONS, with
+// when each was made. stop ends the watch.
+func ledgerEdgeTrust(ctx context.Context, js jetstream.JetStream, replicas int, issuers []string) (ledger.EdgeTrust, func(), error) {
+	kv, err := schemas.OpenKeyValue(ctx, js, schemas.RevocationsConfig(replicas))
+	if err != nil {
+		return ledger.EdgeTrust{}, nil, fmt.Errorf("edge trust: %w", err)
+	}
+	w, err := revocation.Watch(ctx, kv, slog.Default())
+	if err != nil {
+		return ledger.EdgeTrust{}, nil, fmt.Errorf("edge trust: %w", err)
+	}
+	revokedAt := func(id string) (uint64, bool) {
+		if w.FirstRevoked([]string{id}) == "" {
+			return 0, false
+		}
+		// When it was revoked decides which messages it still signed,
+		// the same on every replay.
+		gctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		e, err := kv.Get(gctx, schemas.KVKey(id))
+		if err != nil {
+			return 0, true // revoked, and when cannot be read: refuse
+		}
+		var rev schemas.Revocation
+		if json.Unmarshal(e.Value(), &rev) != nil {
+			return 0, true
+		}
+		return rev.RevokedAt, true
+	}
+	return ledger.EdgeTrust{Issuers: issuers, RevokedAt: revokedAt}, w.Stop, nil
+}

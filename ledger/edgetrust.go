@@ -1,0 +1,201 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// EdgeTrust is how the ledger decides that a certified edge wrote a
+// message: the issuers whose edge credentials it honours, and when a
+// credential was revoked.
+type EdgeTrust struct {
+	// Issuers are the hex Ed25519 keys whose chio.edge_credential.v1 it
+	// honours (the capability issuers).
+	Issuers []string
+	// RevokedAt reports when a credential id was revoked (unix seconds),
+	// and false when it is not revoked. Nil: no revocations.
+	RevokedAt func(id string) (uint64, bool)
+}
+
+// WithEdgeTrust makes the ledger fold only messages an edge signed with a
+// key whose credential one of the trusted issuers signed, valid and not
+// revoked when the stream stored the message; a decision must name that
+// edge (edge id, key, credential id), and its receipt names it in
+// metadata.edge. Every other message is quarantined: published to
+// CHIO_QUARANTINE with the reason, counted in
+// chio_ledger_events_quarantined_total and logged, and never a receipt.
+// Timeout events are the ledger's own (only its role may publish them)
+// and need no edge signature.
+func WithEdgeTrust(t EdgeTrust) Option { return func(c *config) { c.edgeTrust = &t } }
+
+// Quarantine names.
+const (
+	// QuarantineStream holds the messages the ledger refused to fold, with
+	// why (HeaderQuarantineReason) and where they were
+	// (HeaderQuarantineSeq).
+	QuarantineStream   = "CHIO_QUARANTINE"
+	QuarantineSubjects = "chio.quarantine.>"
+	quarantineSubject  = "chio.quarantine.events"
+
+	HeaderQuarantineReason = "Chio-Quarantine-Reason"
+	HeaderQuarantineSeq    = "Chio-Stream-Seq"
+	headerQuarantineFrom   = "Chio-Subject"
+)
+
+// QuarantineStreamConfig is the configuration of QuarantineStream (the
+// ledger owns it; kept until an operator purges it).
+func QuarantineStreamConfig(replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: QuarantineStream, Description: "Chio stream messages the ledger refused to fold, with the reason",
+		Subjects: []string{QuarantineSubjects}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
+		Replicas: max(replicas, 1), Duplicates: schemas.DuplicateWindow, Discard: jetstream.DiscardOld,
+		MaxBytes: 1 << 30, MaxMsgSize: schemas.MaxEnvelopeBytes + 8<<10, Compression: schemas.StreamCompression,
+	}
+}
+
+// edgeCheck verifies edge signatures, keeping the credentials it verified
+// (by their header value) so a message costs one signature check.
+type edgeCheck struct {
+	issuers   map[string]bool
+	revokedAt func(id string) (uint64, bool)
+	refused   *prometheus.CounterVec
+
+	mu    sync.Mutex
+	creds map[string]*schemas.EdgeCredential
+}
+
+// maxCachedCredentials bounds the verified credentials kept.
+const maxCachedCredentials = 4096
+
+func newEdgeCheck(t *EdgeTrust, reg prometheus.Registerer) *edgeCheck {
+	c := &edgeCheck{issuers: map[string]bool{}, revokedAt: t.RevokedAt, creds: map[string]*schemas.EdgeCredential{},
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chio_ledger_events_quarantined_total",
+			Help: "Stream messages the ledger refused to fold (no valid signature of a certified edge), by reason."}, []string{"reason"})}
+	for _, k := range t.Issuers {
+		c.issuers[k] = true
+	}
+	if reg != nil {
+		reg.MustRegister(c.refused)
+	}
+	return c
+}
+
+// check returns the credential that signed e, or why e is refused.
+func (c *edgeCheck) check(e *event) (*schemas.EdgeCredential, error) {
+	if e.subject == schemas.SubjectTimeout {
+		return nil, nil // the ledger's own
+	}
+	if e.edgeCred == "" || e.edgeSig == "" {
+		return nil, schemas.ErrEdgeUnsigned
+	}
+	c.mu.Lock()
+	cred := c.creds[e.edgeCred]
+	c.mu.Unlock()
+	if cred == nil {
+		parsed, err := schemas.ParseEdgeHeader(e.edgeCred)
+		if err != nil {
+			return nil, err
+		}
+		if err := parsed.Verify(func(k string) bool { return c.issuers[k] }); err != nil {
+			return nil, err
+		}
+		cred = parsed
+		c.mu.Lock()
+		if len(c.creds) >= maxCachedCredentials {
+			clear(c.creds)
+		}
+		c.creds[e.edgeCred] = cred
+		c.mu.Unlock()
+	}
+	stored := uint64(e.stored.Unix())
+	if c.revokedAt != nil {
+		if at, ok := c.revokedAt(cred.ID); ok && at <= stored {
+			return nil, schemas.ErrEdgeRevoked
+		}
+	}
+	if err := schemas.VerifyEdgeMessage(cred, e.edgeSig, e.subject, e.data, stored); err != nil {
+		return nil, err
+	}
+	return cred, nil
+}
+
+// reason is the metric label of a refusal.
+func reason(err error) string {
+	for _, r := range []struct {
+		err   error
+		label string
+	}{{schemas.ErrEdgeUnsigned, "unsigned"}, {schemas.ErrEdgeCredential, "credential"}, {schemas.ErrEdgeIssuer, "issuer"},
+		{schemas.ErrEdgeExpired, "expired"}, {schemas.ErrEdgeRevoked, "revoked"}, {schemas.ErrEdgeSignature, "signature"}} {
+		if errors.Is(err, r.err) {
+			return r.label
+		}
+	}
+	return "other"
+}
+
+// screen marks the events no certified edge signed as refused (they fold
+// to nothing) and the others with their signer, and returns the refused
+// ones with why. Without edge trust it marks nothing.
+func (l *Ledger) screen(events []event) (refused []refusedEvent) {
+	if l.edge == nil {
+		return nil
+	}
+	for i := range events {
+		e := &events[i]
+		cred, err := l.edge.check(e)
+		if err != nil {
+			e.refused = true
+			refused = append(refused, refusedEvent{*e, err})
+			continue
+		}
+		e.signer, e.checkEdge = cred, cred != nil
+	}
+	return refused
+}
+
+type refusedEvent struct {
+	event
+	why error
+}
+
+// quarantine publishes the refused messages to QuarantineStream (each
+// once: its message id is its stream sequence), counts and logs them.
+func (l *Ledger) quarantine(ctx context.Context, refused []refusedEvent) error {
+	for _, r := range refused {
+		l.edge.refused.WithLabelValues(reason(r.why)).Inc()
+		l.log.Warn("quarantined a message no certified edge signed: no receipt", "stream_seq", r.seq, "subject", r.subject, "reason", r.why)
+		msg := &nats.Msg{Subject: quarantineSubject, Data: r.data, Header: nats.Header{}}
+		msg.Header.Set(HeaderQuarantineReason, r.why.Error())
+		msg.Header.Set(HeaderQuarantineSeq, strconv.FormatUint(r.seq, 10))
+		msg.Header.Set(headerQuarantineFrom, r.subject)
+		if r.edgeCred != "" {
+			msg.Header.Set(schemas.HeaderEdgeCredential, r.edgeCred)
+		}
+		if _, err := l.js.PublishMsg(ctx, msg, jetstream.WithMsgID("q-"+strconv.FormatUint(r.seq, 10))); err != nil {
+			return fmt.Errorf("ledger: quarantine stream sequence %d: %w", r.seq, err)
+		}
+	}
+	return nil
+}
+
+// claimsSigner reports whether a decision names the edge that signed it.
+func claimsSigner(d *schemas.DecisionEvent, c *schemas.EdgeCredential) bool {
+	return d.EdgeID == c.EdgeID && d.EdgeKey == c.PublicKey && d.EdgeCredentialID == c.ID
+}
+
+// withEdge sets the event's edge signature headers from its message.
+func withEdge(e event, h nats.Header) event {
+	if h != nil {
+		e.edgeCred, e.edgeSig = h.Get(schemas.HeaderEdgeCredential), h.Get(schemas.HeaderEdgeSignature)
+	}
+	return e
+}
