@@ -118,7 +118,10 @@ func (c *edgeCheck) check(e *event) (*schemas.EdgeCredential, error) {
 	}
 	stored := uint64(e.stored.Unix())
 	if c.revokedAt != nil {
-		if at, ok := c.revokedAt(cred.ID); ok && at <= stored {
+		// Revocations are in whole seconds: a message stored in the
+		// second of the revocation still counts as signed before it, on
+		// every replay alike.
+		if at, ok := c.revokedAt(cred.ID); ok && at < stored {
 			return nil, schemas.ErrEdgeRevoked
 		}
 	}

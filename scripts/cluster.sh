@@ -57,7 +57,7 @@ cmdline() {
 		local n=${1#ledger-}
 		printf '%s\n' "$bin/chio" ledger --nats "$nats_urls" --data-dir "$dir/data/$1" --keys "$dir/keys" \
 			--listen "127.0.0.1:1808$n" --standby --instance "$1" --lease-ttl 10s --replicas 3 \
-			--reader-issuer "$dir/keys/issuer.pub"
+			--reader-issuer "$dir/keys/issuer.pub" --edge-issuer "$dir/keys/issuer.pub"
 		natsauth ledger ;;
 	projections)
 		printf '%s\n' "$bin/chio" projections --nats "$nats_urls" --data-dir "$dir/data/projections" \
@@ -67,7 +67,8 @@ cmdline() {
 	edge-[12])
 		local n=${1#edge-}
 		printf '%s\n' "$bin/chio" edge a2a --nats "$nats_urls" --listen "127.0.0.1:1809$n" \
-			--issuer-pub "$dir/keys/issuer.pub" --edge-id "$1" --replicas 3 --public-url http://127.0.0.1:18080
+			--issuer-pub "$dir/keys/issuer.pub" --edge-id "$1" --replicas 3 --public-url http://127.0.0.1:18080 \
+			--edge-key "$dir/keys/edges/$1.key" --edge-credential "$dir/keys/edges/$1.cred"
 		natsauth edge ;;
 	proxy)
 		printf '%s\n' "$bin/caddy" run --config "$dir/conf/Caddyfile" --adapter caddyfile ;;
@@ -169,7 +170,7 @@ up() {
 	command -v curl >/dev/null || die "curl is required"
 	build
 	configs
-	"$dir/bin/chio" keygen --out "$dir/keys" --keep --nats-tls-host 127.0.0.1 --nats-tls-host localhost
+	"$dir/bin/chio" keygen --out "$dir/keys" --keep --edge edge-1 --edge edge-2 --nats-tls-host 127.0.0.1 --nats-tls-host localhost
 	for n in nats-1 nats-2 nats-3; do start "$n"; done
 	for n in nats-1 nats-2 nats-3; do wait_ready "$n"; done
 	for n in ledger-1 ledger-2 projections edge-1 edge-2 proxy; do start "$n"; done

@@ -30,7 +30,7 @@ up_pid=$!
 for _ in $(seq 600); do curl -sf "http://$http/log/checkpoint" >/dev/null && [ -f .chio/operator.token ] && break; sleep 0.1; done
 
 OP="Authorization: Bearer $(cat .chio/operator.token)"
-bin/chio emit --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --count 2 | tee ids.txt
+bin/chio emit --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --edge-key .chio/keys/edge.key --edge-credential .chio/keys/edge.cred --count 2 | tee ids.txt
 ID=$(head -1 ids.txt)
 for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' -H "$OP" "http://$http/v1/receipts/$ID")" = 200 ] && break; sleep 0.1; done
 
@@ -48,7 +48,7 @@ bin/chio verify --receipt receipt.json --proof receipt.tlog-proof \
 
 curl -sf -H "$OP" "http://$http/v1/receipts/query?toolServer=hello&outcome=deny&limit=10" | has '"totalCount":1'
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$http/v1/receipts/$ID")" = 401 ]
-bin/chio ledger rebuild --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/reader.nk --data-dir "$work/rebuilt" --keys .chio/keys | tee rebuild.txt
+bin/chio ledger rebuild --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/reader.nk --edge-issuer .chio/keys/issuer.pub --data-dir "$work/rebuilt" --keys .chio/keys | tee rebuild.txt
 grep -q '^size 2$' rebuild.txt
 
 bin/chio evidence export --url "http://$http" --token @.chio/operator.token --out evidence

@@ -467,7 +467,7 @@ func checkLogAgainstRebuild(t *testing.T, up *upProcess) {
 	if len(lines) < 3 {
 		t.Fatalf("checkpoint: %q", checkpoint)
 	}
-	out, err := chio(context.Background(), "ledger", "rebuild", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Reader), "--data-dir", filepath.Join(t.TempDir(), "rebuilt"), "--keys", filepath.Join(up.dir, "keys"))
+	out, err := chio(context.Background(), "ledger", "rebuild", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Reader), "--edge-issuer", filepath.Join(up.dir, "keys", issuerPubFile), "--data-dir", filepath.Join(t.TempDir(), "rebuilt"), "--keys", filepath.Join(up.dir, "keys"))
 	if err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}

@@ -43,35 +43,35 @@ import (
 type edgeFlags struct {
 	// natsAuth is how a standalone edge authenticates to NATS (chio up's
 	// in-process edge uses its own role credential instead).
-	natsAuth       natsauth.Client
+	natsAuth natsauth.Client
 	// edgeKeyFile and edgeCredFile are the edge's signing key and
 	// credential (--edge-key, --edge-credential); signer is what they
 	// load, or what chio up issued.
 	edgeKeyFile, edgeCredFile string
 	signer                    *schemas.EdgeSigner
-	policyFile     string
-	issuerPub      string
-	publicURL      string
-	trustedProxies []string
-	manifests      []string
-	exposeAll      bool
-	tier           string
-	replicas       int
-	edgeID         string
-	awaitReceipt   time.Duration
-	serveRoot      bool
-	demos          []string
-	defaultSkill   string
-	noPush         bool
-	pushPrivate    []string
-	pushLoopback   bool
-	relayAs        string
-	relayTo        string
-	relaySkill     string
-	relayToken     string
-	relayKey       string
-	drainTimeout   time.Duration
-	drainDelay     time.Duration // --drain-delay, where the command has it
+	policyFile                string
+	issuerPub                 string
+	publicURL                 string
+	trustedProxies            []string
+	manifests                 []string
+	exposeAll                 bool
+	tier                      string
+	replicas                  int
+	edgeID                    string
+	awaitReceipt              time.Duration
+	serveRoot                 bool
+	demos                     []string
+	defaultSkill              string
+	noPush                    bool
+	pushPrivate               []string
+	pushLoopback              bool
+	relayAs                   string
+	relayTo                   string
+	relaySkill                string
+	relayToken                string
+	relayKey                  string
+	drainTimeout              time.Duration
+	drainDelay                time.Duration // --drain-delay, where the command has it
 	// The gRPC binding: --grpc-listen, --grpc-public-url, and the address
 	// the card advertises (set by listenGRPC).
 	grpcListen    string

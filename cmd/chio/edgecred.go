@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/chio-ledger/chio/internal/revocation"
@@ -158,4 +160,61 @@ func ledgerEdgeTrust(ctx context.Context, js jetstream.JetStream, replicas int, 
 		return rev.RevokedAt, true
 	}
 	return ledger.EdgeTrust{Issuers: issuers, RevokedAt: revokedAt}, w.Stop, nil
+}
+
+// registerEdgeIssuerFlag declares --edge-issuer, the ledger's trust in
+// edges' credentials.
+func registerEdgeIssuerFlag(cmd *cobra.Command, issuers *[]string) {
+	cmd.Flags().StringArrayVar(issuers, "edge-issuer", nil, "fold only events signed by an edge whose chio.edge_credential.v1 this key issued (64 hex, or a file holding it, e.g. KEYS/issuer.pub; repeatable); others go to CHIO_QUARANTINE. Without it every event is folded")
+}
+
+// withEdgeIssuers adds the ledger's edge trust for issuers to lf; stop
+// ends its revocation watch.
+func withEdgeIssuers(ctx context.Context, out io.Writer, js jetstream.JetStream, lf *ledgerFlags, issuers []string) (stop func(), err error) {
+	if len(issuers) == 0 {
+		slog.Warn("no --edge-issuer: every event on the stream is folded into a receipt, signed by an edge or not")
+		return func() {}, nil
+	}
+	var keys []string
+	for _, s := range issuers {
+		k, err := readPublicKey("--edge-issuer", s)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, schemas.EncodePublicKey(k))
+	}
+	trust, stop, err := ledgerEdgeTrust(ctx, js, lf.replicas, keys)
+	if err != nil {
+		return nil, err
+	}
+	lf.extra = append(lf.extra, ledger.WithEdgeTrust(trust))
+	fmt.Fprintf(out, "chio ledger: folding only events signed by edges certified by %d issuer key(s); others go to %s\n", len(keys), ledger.QuarantineStream)
+	return stop, nil
+}
+
+// certifyEdges issues each edge id a key and credential under dir/edges,
+// keeping those already there.
+func certifyEdges(out io.Writer, dir string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	issuer, err := readIssuerKey(dir)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if !schemas.ValidName(id) {
+			return usageError(fmt.Errorf("--edge %q is not an edge id", id))
+		}
+		key, cred := filepath.Join(dir, "edges", id+".key"), filepath.Join(dir, "edges", id+".cred")
+		if _, err := os.Stat(cred); err == nil {
+			continue
+		}
+		s, err := issueEdgeCredential(issuer, id, key, cred, time.Now(), edgeCredentialTTL)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "edge %s: key %s, credential %s (%s)\n", id, key, cred, s.Credential().ID)
+	}
+	return nil
 }

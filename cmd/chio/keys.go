@@ -34,7 +34,7 @@ const (
 func newKeygenCmd() *cobra.Command {
 	var out, origin string
 	var force, keep bool
-	var tlsHosts []string
+	var tlsHosts, edges []string
 	cmd := &cobra.Command{
 		Use:   "keygen --out DIR",
 		Short: "Generate the kernel, checkpoint and capability issuer keys, and the NATS credential of every role",
@@ -55,9 +55,12 @@ func newKeygenCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "NATS credentials in %s (one nkey seed per role, and %s for the servers)\n", natsDir, natsauth.UsersConfFile)
 			if _, err := os.Stat(filepath.Join(out, kernelKeyFile)); err == nil && keep {
 				fmt.Fprintf(cmd.OutOrStdout(), "kept the keys in %s\n", out)
-				return nil
+				return certifyEdges(cmd.OutOrStdout(), out, edges)
 			}
 			if err := generateKeys(out, origin, force); err != nil {
+				return err
+			}
+			if err := certifyEdges(cmd.OutOrStdout(), out, edges); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote keys for origin %q to %s\n", origin, out)
@@ -68,6 +71,7 @@ func newKeygenCmd() *cobra.Command {
 	cmd.Flags().StringVar(&origin, "origin", DefaultOrigin, "log origin: the checkpoint key's name (a schema-less URL)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing keys")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep existing keys and succeed (one-shot setup of a cluster's shared keys)")
+	cmd.Flags().StringArrayVar(&edges, "edge", nil, "also issue edge ID a signing key and credential, DIR/edges/ID.key and ID.cred (repeatable; kept if present), for its --edge-key and --edge-credential")
 	cmd.Flags().StringArrayVar(&tlsHosts, "nats-tls-host", nil, "also make an internal CA and a NATS server certificate for this host name or IP (repeatable), in DIR/nats")
 	return cmd
 }

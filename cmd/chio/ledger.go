@@ -76,6 +76,7 @@ func (f *ledgerFlags) options(logger *slog.Logger) []ledger.Option {
 func newLedgerCmd() *cobra.Command {
 	var natsURL, dataDir, listen string
 	var na natsauth.Client
+	var edgeIssuers []string
 	var lf ledgerFlags
 	var ha haFlags
 	var rf readFlags
@@ -100,6 +101,11 @@ func newLedgerCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
+			stopTrust, err := withEdgeIssuers(cmd.Context(), cmd.OutOrStdout(), js, &lf, edgeIssuers)
+			if err != nil {
+				return err
+			}
+			defer stopTrust()
 			var opts []runOption
 			if ha.enabled {
 				opts = append(opts, withStandby(&ha))
@@ -119,6 +125,7 @@ func newLedgerCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated")
 	registerNATSAuth(cmd.Flags(), &na)
+	registerEdgeIssuerFlag(cmd, &edgeIssuers)
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "directory of the log store (DIR/log) and, by default, its keys (DIR/keys)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address of the log's HTTP read API")
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
@@ -131,6 +138,7 @@ func newLedgerCmd() *cobra.Command {
 func newRebuildCmd() *cobra.Command {
 	var natsURL, dataDir, keysDir string
 	var na natsauth.Client
+	var edgeIssuers []string
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "rebuild --nats URL --data-dir NEWDIR",
@@ -143,7 +151,9 @@ func newRebuildCmd() *cobra.Command {
 			"directory beside NEWDIR/log and renamed to NEWDIR/log when complete: an interrupted rebuild (Ctrl-C)\n" +
 			"leaves no NEWDIR/log, and the next one removes what it left. A finished rebuild in NEWDIR/log is\n" +
 			"refused unless --force, which replaces it once the new one is complete; a directory rebuild did not\n" +
-			"make (a live store) is never replaced.",
+			"make (a live store) is never replaced.\n\n" +
+			"Give it the --edge-issuer keys the ledger ran with: the log it folds only certified edges' events, and\n" +
+			"its receipts name the edge (metadata.edge), so a rebuild without them folds to another root.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dataDir == "" {
@@ -162,9 +172,15 @@ func newRebuildCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
+			var lf ledgerFlags
+			stopTrust, err := withEdgeIssuers(cmd.Context(), io.Discard, js, &lf, edgeIssuers)
+			if err != nil {
+				return err
+			}
+			defer stopTrust()
 			p := progress.New(cmd.ErrOrStderr(), "ledger rebuild", 0, progress.WithUnit("messages"))
 			defer p.Stop()
-			st, err := rebuildLog(cmd.Context(), js, stage.Path, keys, p.Func())
+			st, err := rebuildLog(cmd.Context(), js, stage.Path, keys, p.Func(), lf.extra...)
 			if err == nil {
 				err = stage.Commit()
 			}
@@ -178,6 +194,7 @@ func newRebuildCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s)")
 	registerNATSAuth(cmd.Flags(), &na)
+	registerEdgeIssuerFlag(cmd, &edgeIssuers)
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the directory to rebuild the log into (NEWDIR/log)")
 	cmd.Flags().StringVar(&keysDir, "keys", filepath.Join(".chio", "keys"), "key directory of the log being rebuilt")
 	cmd.Flags().BoolVar(&force, "force", false, "replace a finished rebuild in NEWDIR/log (never a running ledger's data directory)")
@@ -186,13 +203,13 @@ func newRebuildCmd() *cobra.Command {
 
 // rebuildLog rebuilds the log into dir, reporting progress to report,
 // and closes the store so dir can be renamed.
-func rebuildLog(ctx context.Context, js jetstream.JetStream, dir string, keys *ledgerKeys, report func(done, total uint64)) (logstore.State, error) {
+func rebuildLog(ctx context.Context, js jetstream.JetStream, dir string, keys *ledgerKeys, report func(done, total uint64), opts ...ledger.Option) (logstore.State, error) {
 	store, err := openStore(dir, keys)
 	if err != nil {
 		return logstore.State{}, err
 	}
 	st, err := func() (logstore.State, error) {
-		l, err := ledger.New(js, store, keys.Keys, ledger.WithLogger(slog.Default()))
+		l, err := ledger.New(js, store, keys.Keys, append([]ledger.Option{ledger.WithLogger(slog.Default())}, opts...)...)
 		if err != nil {
 			return logstore.State{}, err
 		}

@@ -332,7 +332,7 @@ func TestUpVerifyAndRebuild(t *testing.T) {
 	}
 	_, checkpoint = httpGet(t, up.httpURL+"/log/checkpoint")
 	cp, _, _, _ = tlog.ParseCheckpoint(checkpoint, keys.Origin, mustVerifier(t, keys.CheckpointVKey))
-	out, err = chio(ctx, "ledger", "rebuild", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Reader), "--data-dir", filepath.Join(t.TempDir(), "rebuilt"), "--keys", filepath.Join(up.dir, "keys"))
+	out, err = chio(ctx, "ledger", "rebuild", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Reader), "--edge-issuer", filepath.Join(up.dir, "keys", issuerPubFile), "--data-dir", filepath.Join(t.TempDir(), "rebuilt"), "--keys", filepath.Join(up.dir, "keys"))
 	if err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}

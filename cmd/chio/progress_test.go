@@ -105,7 +105,7 @@ func TestProgressInterruptAndRerun(t *testing.T) {
 		againRefuse string
 	}{{
 		name: "ledger rebuild", label: "ledger rebuild", unit: "messages",
-		args:   []string{"ledger", "rebuild", "--nats", natsURL, "--nats-nkey", up.nkey(natsauth.Reader), "--data-dir", filepath.Join(work, "ledger"), "--keys", keysDir},
+		args:   []string{"ledger", "rebuild", "--nats", natsURL, "--nats-nkey", up.nkey(natsauth.Reader), "--edge-issuer", filepath.Join(keysDir, issuerPubFile), "--data-dir", filepath.Join(work, "ledger"), "--keys", keysDir},
 		target: filepath.Join(work, "ledger", "log"),
 		check: func(t *testing.T, out string) {
 			// The root as the checkpoint prints it (line 3), then in hex.

@@ -111,6 +111,7 @@ func newVerifyCmd() *cobra.Command {
 				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "binding: %s\n", receiptBinding(in.Receipt))
+			fmt.Fprintf(cmd.OutOrStdout(), "edge: %s\n", receiptEdge(in.Receipt))
 			return nil
 		},
 	}
@@ -175,4 +176,26 @@ func receiptBinding(raw []byte) string {
 		}
 	}
 	return out + ")"
+}
+
+// receiptEdge describes the edge a receipt names as the one that decided
+// (metadata.edge, signed with the receipt), quoted: the receipt is
+// genuine, but its strings are still the caller's to choose.
+func receiptEdge(raw []byte) string {
+	var wrapper struct {
+		Receipt json.RawMessage `json:"receipt"`
+	}
+	if json.Unmarshal(raw, &wrapper) == nil && len(wrapper.Receipt) > 0 {
+		raw = wrapper.Receipt
+	}
+	var r struct {
+		Metadata struct {
+			Edge *schemas.EdgeRef `json:"edge"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil || r.Metadata.Edge == nil {
+		return "none recorded (a ledger that checks edge signatures names the edge that signed the decision)"
+	}
+	e := r.Metadata.Edge
+	return fmt.Sprintf("%q key %q credential %q (the edge that signed the decision)", e.EdgeID, e.Key, e.CredentialID)
 }

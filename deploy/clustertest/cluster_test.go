@@ -861,7 +861,7 @@ func rebuild(ctx context.Context, t *testing.T, root, keys string) (uint64, []by
 	}
 	// Stdout only: progress lines go to stderr.
 	cmd := exec.CommandContext(ctx, bin, "ledger", "rebuild", "--nats", natsURL, "--nats-nkey", filepath.Join(keys, "nats", "reader.nk"),
-		"--nats-tls-ca", filepath.Join(keys, "nats", natsauth.CAFile), "--data-dir", t.TempDir(), "--keys", keys)
+		"--nats-tls-ca", filepath.Join(keys, "nats", natsauth.CAFile), "--edge-issuer", filepath.Join(keys, "issuer.pub"), "--data-dir", t.TempDir(), "--keys", keys)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
