@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"path/filepath"
 	"syscall"
@@ -47,25 +49,58 @@ func BenchmarkLedgerIngest(b *testing.B) {
 // the receipts, which compares across runs on a shared machine where ns/op
 // does not.
 func BenchmarkApplyBatches(b *testing.B) {
+	b.Run("unsigned", func(b *testing.B) { benchApply(b, false) })
+	// Each message signed by a certified edge, and checked (screen) before
+	// the fold: the cost of edge trust.
+	b.Run("edge-signed", func(b *testing.B) { benchApply(b, true) })
+}
+
+func benchApply(b *testing.B, signed bool) {
 	h := newHarness(b)
 	const batch = 1024
 	ts := uint64(time.Now().Unix())
+	var signer *schemas.EdgeSigner
+	var opts []Option
+	if signed {
+		_, issuer, _ := ed25519.GenerateKey(rand.Reader)
+		_, key, _ := ed25519.GenerateKey(rand.Reader)
+		cred, err := schemas.IssueEdgeCredential(issuer, schemas.EdgeCredentialBody{ID: "edge.bench", EdgeID: "bench",
+			PublicKey: schemas.EncodePublicKey(key.Public().(ed25519.PublicKey)), IssuedAt: ts - 60, ExpiresAt: ts + 3600})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if signer, err = schemas.NewEdgeSigner(cred, key); err != nil {
+			b.Fatal(err)
+		}
+		opts = append(opts, WithEdgeTrust(EdgeTrust{Issuers: []string{cred.Issuer}}))
+	}
 	var msgs []event
+	add := func(subject string, v any) {
+		raw, _ := json.Marshal(v)
+		e := event{seq: uint64(len(msgs) + 1), subject: subject, data: raw, stored: time.Unix(int64(ts), 0)}
+		if signer != nil {
+			e.edgeCred, e.edgeSig = signer.Sign(subject, raw)
+		}
+		msgs = append(msgs, e)
+	}
 	receipts := 0
 	for i := 0; receipts < b.N; i++ {
 		c := newCall(schemas.VerdictDeny, "")
 		if i%2 == 0 {
 			c = newCall(schemas.VerdictAllow, schemas.OutcomeCompleted)
 		}
-		d, _ := json.Marshal(decisionEvent(c, ts))
-		msgs = append(msgs, event{seq: uint64(len(msgs) + 1), subject: schemas.SubjectDecision, data: d})
+		d := decisionEvent(c, ts)
+		if signer != nil {
+			cr := signer.Credential()
+			d.EdgeID, d.EdgeKey, d.EdgeCredentialID = cr.EdgeID, cr.PublicKey, cr.ID
+		}
+		add(schemas.SubjectDecision, d)
 		if c.verdict == schemas.VerdictAllow {
-			o, _ := json.Marshal(outcomeEvent(c, ts+1))
-			msgs = append(msgs, event{seq: uint64(len(msgs) + 1), subject: schemas.SubjectOutcome, data: o})
+			add(schemas.SubjectOutcome, outcomeEvent(c, ts+1))
 		}
 		receipts++
 	}
-	store, l := offlineLedger(b, filepath.Join(b.TempDir(), "log"), h.keys)
+	store, l := offlineLedger(b, filepath.Join(b.TempDir(), "log"), h.keys, opts...)
 	defer store.Close()
 	cpu := func() time.Duration {
 		var ru syscall.Rusage
@@ -75,7 +110,11 @@ func BenchmarkApplyBatches(b *testing.B) {
 	b.ResetTimer()
 	start := cpu()
 	for lo := 0; lo < len(msgs); lo += batch {
-		if _, _, _, err := l.apply(msgs[lo:min(lo+batch, len(msgs))], nil); err != nil {
+		part := msgs[lo:min(lo+batch, len(msgs))]
+		if refused := l.screen(part); len(refused) > 0 {
+			b.Fatalf("refused %v", refused[0].why)
+		}
+		if _, _, _, err := l.apply(part, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

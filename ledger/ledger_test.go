@@ -85,13 +85,13 @@ func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // offlineLedger opens a store in dir and a ledger over it with no
 // JetStream, for tests that fold events directly. The caller closes the
 // store.
-func offlineLedger(t testing.TB, dir string, keys Keys) (*logstore.Store, *Ledger) {
+func offlineLedger(t testing.TB, dir string, keys Keys, opts ...Option) (*logstore.Store, *Ledger) {
 	t.Helper()
 	store, err := logstore.Open(dir, logstore.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := New(nil, store, keys, WithLogger(quiet()))
+	l, err := New(nil, store, keys, append([]Option{WithLogger(quiet())}, opts...)...)
 	if err != nil {
 		_ = store.Close()
 		t.Fatal(err)

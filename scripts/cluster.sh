@@ -170,7 +170,7 @@ up() {
 	command -v curl >/dev/null || die "curl is required"
 	build
 	configs
-	"$dir/bin/chio" keygen --out "$dir/keys" --keep --edge edge-1 --edge edge-2 --nats-tls-host 127.0.0.1 --nats-tls-host localhost
+	"$dir/bin/chio" keygen --out "$dir/keys" --keep --edge edge-1 --edge edge-2 --nats-roles --nats-tls-host 127.0.0.1 --nats-tls-host localhost
 	for n in nats-1 nats-2 nats-3; do start "$n"; done
 	for n in nats-1 nats-2 nats-3; do wait_ready "$n"; done
 	for n in ledger-1 ledger-2 projections edge-1 edge-2 proxy; do start "$n"; done

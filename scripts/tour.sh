@@ -127,35 +127,40 @@ curl -sf "http://$http/openai/v1/tool-calls" -H 'Content-Type: application/json'
   -d '{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"hello_task","arguments":"{\"text\":\"world\"}"}}]}' \
   | tee openai.json
 grep -q '"tool_call_id":"call_1"' openai.json && grep -q '"denied":false' openai.json && grep -q '"receipt_ref":"' openai.json
+bin/chio keygen --out .chio/keys --keep --edge tour | has '^edge tour: key'
 bin/chio openapi manifest --spec examples/openapi/chio-log-api.yaml --server-id chio-log-api | has '"name": "getCheckpoint"'
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" --grant 'chio-log-api/*' --output header > api.tok
 bridgeaddr=${TOUR_BRIDGE:-127.0.0.1:18084}
 protectaddr=${TOUR_PROTECT:-127.0.0.1:19090}
 bin/chio bridge openapi --spec examples/openapi/chio-log-api.yaml --server-id chio-log-api --upstream "http://$http" \
-  --listen "$bridgeaddr" --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --issuer-pub .chio/keys/issuer.pub > bridge.log 2>&1 &
+  --listen "$bridgeaddr" --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --edge-key .chio/keys/edges/tour.key --edge-credential .chio/keys/edges/tour.cred --issuer-pub .chio/keys/issuer.pub > bridge.log 2>&1 &
 bridge_pid=$!
 bin/chio api protect --spec examples/openapi/chio-log-api.yaml --server-id chio-log-api --upstream "http://$http" \
-  --listen "$protectaddr" --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --issuer-pub .chio/keys/issuer.pub > protect.log 2>&1 &
+  --listen "$protectaddr" --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --edge-key .chio/keys/edges/tour.key --edge-credential .chio/keys/edges/tour.cred --issuer-pub .chio/keys/issuer.pub > protect.log 2>&1 &
 protect_pid=$!
 for _ in $(seq 100); do grep -q 'MCP http' bridge.log && grep -q 'api protect: http' protect.log && break; sleep 0.1; done
 curl -s "http://$bridgeaddr/mcp" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
   -H "Authorization: Bearer $(cat api.tok)" -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"getCheckpoint","arguments":{}}}' \
   | tee mcp.json
 grep -q '"httpStatus":200' mcp.json && grep -q '"receipt_ref":"' mcp.json
+# the certified bridge's receipt reaches the log and names its edge
+bridge_receipt=$(sed -n 's/.*"receipt_ref":"\([^"]*\)".*/\1/p' mcp.json | head -1)
+for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' -H "$OP" "http://$http/v1/receipts/$bridge_receipt")" = 200 ] && break; sleep 0.1; done
+curl -sf -H "$OP" "http://$http/v1/receipts/$bridge_receipt" | has '"edge":{"credential_id":"edge.tour.'
 curl -si "http://$protectaddr/log/checkpoint" -H "X-Chio-Capability: $(cat api.tok)" | tee protected.txt
 grep -q '^HTTP/1.1 200' protected.txt && grep -qi '^X-Chio-Receipt: ' protected.txt
 curl -s "http://$protectaddr/openai/v1/tool-calls" -H "X-Chio-Capability: $(cat api.tok)" -H 'Content-Type: application/json' -d '{}' \
   | tee denied.json
 grep -q '"error":"chio_access_denied"' denied.json && grep -q 'denied by default' denied.json
 echo '{"jsonrpc":"2.0","id":1,"method":"tool/invoke","params":{"capabilityId":"hello_task","arguments":{"text":"world"}}}' \
-  | bin/chio edge acp --stdio --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --issuer-pub .chio/keys/issuer.pub --token @.chio/dev-capability.token \
+  | bin/chio edge acp --stdio --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --edge-key .chio/keys/edges/tour.key --edge-credential .chio/keys/edges/tour.cred --issuer-pub .chio/keys/issuer.pub --token @.chio/dev-capability.token \
   | has '"receiptId":"'
 go -C "$repo" build -o "$work/bin/acp-editor" ./examples/acp/editor && go -C "$repo" build -o "$work/bin/acp-agent" ./examples/acp/agent
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" \
   --grant 'acp/*' --grant acp/fs/write_text_file --ttl 1h --output header > editor.tok
 mkdir -p project && echo alpha > project/a.txt
 bin/acp-editor --root project --script "read $PWD/project/a.txt;write $PWD/project/b.txt hello;run rm -rf project;read $HOME/.ssh/id_rsa" -- \
-  bin/chio edge acp --proxy --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --issuer-pub .chio/keys/issuer.pub --token @editor.tok -- bin/acp-agent \
+  bin/chio edge acp --proxy --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --edge-key .chio/keys/edges/tour.key --edge-credential .chio/keys/edges/tour.cred --issuer-pub .chio/keys/issuer.pub --token @editor.tok -- bin/acp-agent \
   | tee acp-session.txt
 grep -q '^read: ok "alpha' acp-session.txt && grep -q '^write: ok .* receipt=' acp-session.txt
 grep -q '^run: error .*-32002.*denied by default' acp-session.txt && grep -q '^read: error .*PathGuard' acp-session.txt
@@ -165,7 +170,7 @@ grep -q "\"a2a:$http\"" discover.json
 bin/chio capability issue --issuer-key .chio/keys/issuer.key --subject "$(cat agent.pub)" --grant "a2a:$http/*" --output header > partner.tok
 adapteraddr=${TOUR_ADAPTER:-127.0.0.1:18085}
 bin/chio a2a serve --target "http://$http" --partner self --listen "$adapteraddr" \
-  --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --issuer-pub .chio/keys/issuer.pub > adapter.log 2>&1 &
+  --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --edge-key .chio/keys/edges/tour.key --edge-credential .chio/keys/edges/tour.cred --issuer-pub .chio/keys/issuer.pub > adapter.log 2>&1 &
 adapter_pid=$!
 for _ in $(seq 100); do grep -q 'MCP http' adapter.log && break; sleep 0.1; done
 bin/chio tools list --url "http://$adapteraddr" --token @partner.tok | tee tools.txt
@@ -175,7 +180,7 @@ curl -s "http://$adapteraddr/mcp" -H 'Content-Type: application/json' -H 'Accept
   | tee adapter.json
 grep -q '"decision":"allow"' adapter.json && grep -q 'hello from a2a' adapter.json
 edgeaddr=${TOUR_EDGE:-127.0.0.1:18082}
-bin/chio edge a2a --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub --demo conformance > edge.log 2>&1 &
+bin/chio edge a2a --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/edge.nk --edge-key .chio/keys/edges/tour.key --edge-credential .chio/keys/edges/tour.cred --listen "$edgeaddr" --issuer-pub .chio/keys/issuer.pub --demo conformance > edge.log 2>&1 &
 edge_pid=$!
 for _ in $(seq 100); do curl -sf "http://$edgeaddr/.well-known/agent-card.json" >/dev/null && break; sleep 0.1; done
 curl -sf "http://$edgeaddr/.well-known/agent-card.json" | has '"hello_task"'

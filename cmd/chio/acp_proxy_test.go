@@ -62,7 +62,7 @@ func TestACPProxy(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		root := newRoot()
-		root.SetArgs([]string{"--log-level", "warn", "edge", "acp", "--proxy", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge),
+		root.SetArgs([]string{"--log-level", "warn", "edge", "acp", "--proxy", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--edge-key", up.certify(t, "acp-proxy"), "--edge-credential", up.credFile("acp-proxy"),
 			"--issuer-pub", filepath.Join(keys, issuerPubFile), "--token", "@" + tokFile, "--", self})
 		root.SetIn(edR)
 		root.SetOut(peW)

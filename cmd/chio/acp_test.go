@@ -48,7 +48,7 @@ func TestUpServesACP(t *testing.T) {
 
 	root := newRoot()
 	var out syncBuffer
-	root.SetArgs([]string{"--log-level", "warn", "edge", "acp", "--stdio", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge),
+	root.SetArgs([]string{"--log-level", "warn", "edge", "acp", "--stdio", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--edge-key", up.certify(t, "acp-stdio"), "--edge-credential", up.credFile("acp-stdio"),
 		"--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile), "--token", "@" + filepath.Join(up.dir, "dev-capability.token")})
 	root.SetIn(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"_chio/tool/invoke","params":{"capabilityId":"hello_task","arguments":{"text":"stdio"}}}` + "\n"))
 	root.SetOut(&out)

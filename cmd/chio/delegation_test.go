@@ -198,9 +198,9 @@ func TestThreeHopDelegatedCall(t *testing.T) {
 	_ = os.WriteFile(bKey, []byte(schemas.EncodePrivateKey(b.key)), 0o600)
 	_ = os.WriteFile(cKey, []byte(schemas.EncodePrivateKey(c.key)), 0o600)
 	issuerPub := filepath.Join(up.dir, "keys", issuerPubFile)
-	edgeY := startEdgeA2A(t, "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--issuer-pub", issuerPub, "--edge-id", "edge-y",
+	edgeY := startEdgeA2A(t, "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--edge-key", up.certify(t, "edge-y"), "--edge-credential", up.credFile("edge-y"), "--issuer-pub", issuerPub, "--edge-id", "edge-y",
 		"--relay-as", "agent-c/ask", "--relay-to", up.httpURL+"/a2a", "--relay-skill", "hello-a2a-srv/hello_task", "--relay-token", cFile, "--relay-key", cKey)
-	edgeX := startEdgeA2A(t, "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--issuer-pub", issuerPub, "--edge-id", "edge-x",
+	edgeX := startEdgeA2A(t, "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--edge-key", up.certify(t, "edge-x"), "--edge-credential", up.credFile("edge-x"), "--issuer-pub", issuerPub, "--edge-id", "edge-x",
 		"--relay-as", "agent-b/ask", "--relay-to", edgeY, "--relay-skill", "agent-c/ask", "--relay-token", bFile, "--relay-key", bKey)
 
 	client, err := a2aclient.NewFromEndpoints(ctx, []*a2apb.AgentInterface{a2apb.NewAgentInterface(edgeX, a2apb.TransportProtocolJSONRPC)},

@@ -74,7 +74,7 @@ func TestUpServesGRPC(t *testing.T) {
 func TestEdgeA2AServesGRPC(t *testing.T) {
 	up := startUp(t)
 	re := regexp.MustCompile(`chio edge a2a: gRPC 127\.0\.0\.1:([0-9]+) \(A2A 1\.0, advertised as ([^)]+)\)`)
-	out, _ := startCommand(t, re, "edge", "a2a", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0",
+	out, _ := startCommand(t, re, "edge", "a2a", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--edge-key", up.certify(t, "grpc-edge"), "--edge-credential", up.credFile("grpc-edge"), "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0",
 		"--public-url", "https://edge.example", "--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile))
 	m := re.FindStringSubmatch(out)
 	if m[2] != "edge.example:"+m[1] {

@@ -35,6 +35,7 @@ func newKeygenCmd() *cobra.Command {
 	var out, origin string
 	var force, keep bool
 	var tlsHosts, edges []string
+	var natsRoles bool
 	cmd := &cobra.Command{
 		Use:   "keygen --out DIR",
 		Short: "Generate the kernel, checkpoint and capability issuer keys, and the NATS credential of every role",
@@ -48,11 +49,16 @@ func newKeygenCmd() *cobra.Command {
 			}
 			// The NATS credentials of every role (and, for the named
 			// hosts, the servers' TLS): made when missing, kept otherwise.
-			natsDir, err := writeNATSCredentials(out, tlsHosts)
-			if err != nil {
-				return err
+			if len(tlsHosts) > 0 && !natsRoles {
+				return usageError(errors.New("--nats-tls-host needs --nats-roles"))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "NATS credentials in %s (one nkey seed per role, and %s for the servers)\n", natsDir, natsauth.UsersConfFile)
+			if natsRoles {
+				natsDir, err := writeNATSCredentials(out, tlsHosts)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "NATS credentials in %s (one nkey seed per role, and %s for the servers)\n", natsDir, natsauth.UsersConfFile)
+			}
 			if _, err := os.Stat(filepath.Join(out, kernelKeyFile)); err == nil && keep {
 				fmt.Fprintf(cmd.OutOrStdout(), "kept the keys in %s\n", out)
 				return certifyEdges(cmd.OutOrStdout(), out, edges)
@@ -72,6 +78,7 @@ func newKeygenCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite existing keys")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep existing keys and succeed (one-shot setup of a cluster's shared keys)")
 	cmd.Flags().StringArrayVar(&edges, "edge", nil, "also issue edge ID a signing key and credential, DIR/edges/ID.key and ID.cred (repeatable; kept if present), for its --edge-key and --edge-credential")
+	cmd.Flags().BoolVar(&natsRoles, "nats-roles", false, "also write DIR/nats: one NATS nkey seed per role and the servers' users block (a cluster's; chio up makes its own)")
 	cmd.Flags().StringArrayVar(&tlsHosts, "nats-tls-host", nil, "also make an internal CA and a NATS server certificate for this host name or IP (repeatable), in DIR/nats")
 	return cmd
 }

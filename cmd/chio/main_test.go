@@ -70,6 +70,24 @@ func (u *upProcess) nkey(role natsauth.Role) string {
 	return filepath.Join(natsCredsDir(u.dir), natsauth.SeedFile(role))
 }
 
+// certify issues a standalone edge id a key and credential under up's
+// issuer key, as chio keygen --edge does, and returns the key's file.
+func (u *upProcess) certify(t *testing.T, id string) string {
+	t.Helper()
+	issuer, err := readIssuerKey(filepath.Join(u.dir, "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(u.dir, "test-edges", id+".key")
+	if _, err := issueEdgeCredential(issuer, id, key, u.credFile(id), time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// credFile is the credential certify wrote for id.
+func (u *upProcess) credFile(id string) string { return filepath.Join(u.dir, "test-edges", id+".cred") }
+
 // upSigner signs as the edge of a chio up whose key directory is keysDir.
 func upSigner(t *testing.T, keysDir string) *schemas.EdgeSigner {
 	t.Helper()

@@ -149,7 +149,7 @@ func TestOpenAIProxyFlags(t *testing.T) {
 func TestEdgeOpenAIReplica(t *testing.T) {
 	up := startUp(t)
 	re := regexp.MustCompile(`tools (http://[0-9.:]+)/openai`)
-	out, _ := startCommand(t, re, "edge", "openai", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--listen", "127.0.0.1:0",
+	out, _ := startCommand(t, re, "edge", "openai", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--edge-key", up.certify(t, "openai-edge"), "--edge-credential", up.credFile("openai-edge"), "--listen", "127.0.0.1:0",
 		"--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile), "--edge-id", "openai-replica")
 	base := re.FindStringSubmatch(out)[1]
 	tok, err := os.ReadFile(filepath.Join(up.dir, "dev-capability.token"))

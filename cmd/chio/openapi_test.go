@@ -178,7 +178,7 @@ func TestBridgeOpenAPIStdio(t *testing.T) {
 	root := newRoot()
 	var out syncBuffer
 	root.SetArgs([]string{"--log-level", "warn", "bridge", "openapi", "--stdio", "--spec", filepath.Join("..", "..", "edges", "openapi", "testdata", "httpbin.yaml"),
-		"--server-id", "httpbin", "--upstream", api.URL, "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile),
+		"--server-id", "httpbin", "--upstream", api.URL, "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--edge-key", up.certify(t, "openapi-bridge"), "--edge-credential", up.credFile("openapi-bridge"), "--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile),
 		"--token", strings.TrimSpace(tokOut)})
 	root.SetIn(strings.NewReader(in))
 	root.SetOut(&out)

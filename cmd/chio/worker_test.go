@@ -21,12 +21,12 @@ func TestWorkerBehindEdge(t *testing.T) {
 	up := startUp(t)
 	_, stopWorker := startCommand(t, regexp.MustCompile(`chio worker: serving hello-a2a-srv \(1 tools\)`),
 		"worker", "--demo", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Worker), "--name", "w1", "--manifest-key", filepath.Join(up.dir, "keys", manifestKeyFile))
-	edge := startEdgeA2A(t, "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--workers", "--edge-id", "edge-workers",
+	edge := startEdgeA2A(t, "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--edge-key", up.certify(t, "edge-workers"), "--edge-credential", up.credFile("edge-workers"), "--workers", "--edge-id", "edge-workers",
 		"--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile), "--worker-key", filepath.Join(up.dir, "keys", manifestPubFile))
 	// An edge with --workers pins the key workers sign with, or does not start.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := chio(ctx, "edge", "a2a", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--listen", "127.0.0.1:0", "--workers",
+	if _, err := chio(ctx, "edge", "a2a", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--edge-key", up.certify(t, "edge-refused"), "--edge-credential", up.credFile("edge-refused"), "--listen", "127.0.0.1:0", "--workers",
 		"--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile)); err == nil || !strings.Contains(err.Error(), "--worker-key") {
 		t.Fatalf("edge --workers without --worker-key: %v", err)
 	}

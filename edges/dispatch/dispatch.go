@@ -73,7 +73,7 @@ type Dispatcher struct {
 	wopts    []eventwriter.Option
 	// edgeKey and edgeCredential name the signer of the events (WithEdgeSigner).
 	edgeKey, edgeCredential string
-	tracer   trace.Tracer // nil: tracing off
+	tracer                  trace.Tracer // nil: tracing off
 }
 
 // Option configures a Dispatcher.
