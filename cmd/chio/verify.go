@@ -133,12 +133,7 @@ func newVerifyCmd() *cobra.Command {
 // "chio_dpop_v1 (jkt …)", "bearer", or "none recorded". A jkt that is
 // not the attributed subject key's thumbprint is said to be so.
 func receiptBinding(raw []byte) string {
-	var wrapper struct {
-		Receipt json.RawMessage `json:"receipt"`
-	}
-	if json.Unmarshal(raw, &wrapper) == nil && len(wrapper.Receipt) > 0 {
-		raw = wrapper.Receipt
-	}
+	raw = bareReceipt(raw)
 	var r struct {
 		Metadata struct {
 			Attribution struct {
@@ -182,12 +177,7 @@ func receiptBinding(raw []byte) string {
 // (metadata.edge, signed with the receipt), quoted: the receipt is
 // genuine, but its strings are still the caller's to choose.
 func receiptEdge(raw []byte) string {
-	var wrapper struct {
-		Receipt json.RawMessage `json:"receipt"`
-	}
-	if json.Unmarshal(raw, &wrapper) == nil && len(wrapper.Receipt) > 0 {
-		raw = wrapper.Receipt
-	}
+	raw = bareReceipt(raw)
 	var r struct {
 		Metadata struct {
 			Edge *schemas.EdgeRef `json:"edge"`
@@ -198,4 +188,16 @@ func receiptEdge(raw []byte) string {
 	}
 	e := r.Metadata.Edge
 	return fmt.Sprintf("%q key %q credential %q (the edge that signed the decision)", e.EdgeID, e.Key, e.CredentialID)
+}
+
+// bareReceipt is the receipt itself of a /v1/receipts/{id} body, or raw
+// when it is a bare receipt already.
+func bareReceipt(raw []byte) []byte {
+	var wrapper struct {
+		Receipt json.RawMessage `json:"receipt"`
+	}
+	if json.Unmarshal(raw, &wrapper) == nil && len(wrapper.Receipt) > 0 {
+		return wrapper.Receipt
+	}
+	return raw
 }
