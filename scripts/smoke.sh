@@ -229,9 +229,10 @@ class Edge:
         if rc != 0:
             fail("stdio edge exited with status %d" % rc, self.log.name)
 
-def stdio_flow(chio, nats_url, nkey, data_dir, out, pid_path):
+def stdio_flow(chio, nats_url, nkey, edge_key, edge_cred, data_dir, out, pid_path):
     """The example's smoke requests, verbatim, through one stdio edge session."""
-    edge = Edge([chio, "edge", "a2a", "--stdio", "--nats", nats_url, "--nats-nkey", nkey, "--data-dir", data_dir],
+    edge = Edge([chio, "edge", "a2a", "--stdio", "--nats", nats_url, "--nats-nkey", nkey,
+                 "--edge-key", edge_key, "--edge-credential", edge_cred, "--data-dir", data_dir],
                 os.path.join(out, "logs", "edge.log"), pid_path)
     text = [{"type": "text", "text": "world"}]
     send = edge.rpc({"jsonrpc": "2.0", "id": 1, "method": "message/send",
@@ -320,7 +321,10 @@ ln -s "$updir/keys" "$stdiodir/keys"
 py pretty "$art/stdio/agent-card.json"
 # In the background + wait, so a signal to this script is handled at once.
 # (python3 itself, not the py function: $! must be the driver's own pid.)
-python3 "$helper" stdio-flow "$chio" "$nats_url" "$updir/nats-creds/edge.nk" "$stdiodir" "$art/stdio" "$tmp/edge.pid" &
+# The stdio edge signs its events with a key chio up's issuer certified
+# (the ledger folds only those).
+"$chio" keygen --out "$updir/keys" --keep --edge smoke-stdio >/dev/null
+python3 "$helper" stdio-flow "$chio" "$nats_url" "$updir/nats-creds/edge.nk" "$updir/keys/edges/smoke-stdio.key" "$updir/keys/edges/smoke-stdio.cred" "$stdiodir" "$art/stdio" "$tmp/edge.pid" &
 driver_pid=$!
 wait "$driver_pid" || die "stdio flow failed (edge log: $art/stdio/logs/edge.log)"
 driver_pid=""
