@@ -52,15 +52,19 @@ const (
 )
 
 // QuarantineStreamConfig is the configuration of QuarantineStream (the
-// ledger owns it; kept until an operator purges it).
+// ledger owns it). It keeps the newest quarantineMaxMsgs: a count, not a
+// byte size, because JetStream reserves a byte limit's storage up front.
 func QuarantineStreamConfig(replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name: QuarantineStream, Description: "Chio stream messages the ledger refused to fold, with the reason",
 		Subjects: []string{QuarantineSubjects}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
 		Replicas: max(replicas, 1), Duplicates: schemas.DuplicateWindow, Discard: jetstream.DiscardOld,
-		MaxBytes: 1 << 30, MaxMsgSize: schemas.MaxEnvelopeBytes + 8<<10, Compression: schemas.StreamCompression,
+		MaxMsgs: quarantineMaxMsgs, MaxMsgSize: schemas.MaxEnvelopeBytes + 8<<10, Compression: schemas.StreamCompression,
 	}
 }
+
+// quarantineMaxMsgs bounds the quarantine: the oldest go first.
+const quarantineMaxMsgs = 1_000_000
 
 // edgeCheck verifies edge signatures, keeping the credentials it verified
 // (by their header value) so a message costs one signature check.
