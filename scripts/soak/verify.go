@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// logSize is the size of the log's latest signed checkpoint.
+// logSize is the size of the log's latest signed checkpoint (0 before the first).
 func logSize(ctx context.Context, base string) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/log/checkpoint", nil)
 	if err != nil {
@@ -26,6 +26,9 @@ func logSize(ctx context.Context, base string) (int, error) {
 		return 0, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return 0, nil // an empty log, before its first checkpoint is signed
+	}
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("checkpoint: HTTP %d", resp.StatusCode)
 	}
