@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // An edge credential (chio.edge_credential.v1) is the operator's statement
@@ -73,11 +75,12 @@ func (b *EdgeCredentialBody) validate() error {
 	return nil
 }
 
-// ParseEdgeCredential decodes a credential, refusing unknown fields. It
-// does not verify the signature (Verify does).
+// ParseEdgeCredential decodes a credential with the strict reader: one
+// bounded document, each member once, names exact (no case variants), no
+// unknown members. It does not verify the signature (Verify does).
 func ParseEdgeCredential(raw []byte) (*EdgeCredential, error) {
 	var c EdgeCredential
-	if err := DecodeStrict(raw, &c); err != nil {
+	if err := strictjson.UnmarshalExactKnown(raw, &c); err != nil {
 		return nil, fmt.Errorf("edge credential: %w", err)
 	}
 	if err := c.validate(); err != nil {

@@ -3,7 +3,9 @@ package schemas_test
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/chio-ledger/chio/schemas"
@@ -63,6 +65,25 @@ func TestEdgeSignatures(t *testing.T) {
 	} {
 		if err := schemas.VerifyEdgeMessage(cred, sig, c.subject, []byte(c.data), c.at); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	// Hostile forms of a genuine credential: a duplicate member, a case
+	// variant, an unknown member. The genuine one reads.
+	genuine, err := json.Marshal(cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := schemas.ParseEdgeCredential(genuine); err != nil {
+		t.Fatalf("genuine credential: %v", err)
+	}
+	body := strings.TrimSuffix(string(genuine), "}")
+	for _, raw := range []string{
+		body + `,"edge_id":"e2"}`,
+		strings.Replace(string(genuine), `"edge_id"`, `"Edge_ID"`, 1),
+		body + `,"extra":1}`,
+	} {
+		if _, err := schemas.ParseEdgeCredential([]byte(raw)); err == nil {
+			t.Errorf("credential %s was read", raw)
 		}
 	}
 	if _, err := schemas.ParseEdgeHeader("not base64!"); !errors.Is(err, schemas.ErrEdgeCredential) {
