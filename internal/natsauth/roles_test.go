@@ -111,6 +111,8 @@ func TestRoleRefusals(t *testing.T) {
 	api := func(s string) natstest.Action { return natstest.Action{Pub: "$JS.API." + s} }
 	forgeries := map[natsauth.Role][]natstest.Action{
 		natsauth.Edge: {
+			api("STREAM.PURGE.CHIO_QUARANTINE"), api("STREAM.UPDATE.CHIO_QUARANTINE"),
+			pub("chio.quarantine.events"),                         // hiding a forgery among the ledger's refusals, or faking one
 			pub("$KV.CHIO_REVOCATIONS." + schemas.KVKey("cap-A")), // un-revoke (delete) or forge a revocation
 			api("STREAM.UPDATE.KV_CHIO_REVOCATIONS"), api("STREAM.PURGE.KV_CHIO_REVOCATIONS"), api("STREAM.DELETE.KV_CHIO_REVOCATIONS"),
 			api("STREAM.MSG.DELETE.KV_CHIO_REVOCATIONS"),
@@ -128,22 +130,26 @@ func TestRoleRefusals(t *testing.T) {
 			sub("chio.tools.*.invoke"), sub("_INBOX_edge.>"),
 		},
 		natsauth.Projections: {
+			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
 			pub("chio.events.decision"), pub("chio.events.envelope"), pub("chio.receipts.hello"), pub("chio.tasks.t1"),
 			pub("$KV.CHIO_REVOCATIONS.x"), pub("$KV.CHIO_BUDGETS.x"),
 			api("STREAM.UPDATE.CHIO_EVENTS"), api("STREAM.DELETE.CHIO_TASKS"), api("STREAM.PURGE.CHIO_RECEIPTS"),
 			sub("chio.tools.*.invoke"), sub("_INBOX_ledger.>"),
 		},
 		natsauth.Worker: {
+			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
 			pub("chio.events.decision"), pub("chio.tools.k.invoke"), pub("$KV.CHIO_BUDGETS.x"), pub("$KV.CHIO_REVOCATIONS.x"),
 			api("STREAM.INFO.CHIO_EVENTS"), api("CONSUMER.CREATE.CHIO_EVENTS.snoop"),
 			sub("chio.events.>"), sub("chio.receipts.>"), sub("_INBOX_edge.>"),
 		},
 		natsauth.Operator: {
+			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
 			pub("chio.events.decision"), pub("chio.events.envelope"), pub("chio.receipts.hello"), pub("chio.tasks.t1"),
 			pub("$KV.CHIO_BUDGETS.x"), pub("chio.tools.k.invoke"),
 			sub("chio.tools.*.invoke"), sub("chio.events.>"), sub("_INBOX_edge.>"),
 		},
 		natsauth.Reader: {
+			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
 			pub("chio.events.decision"), pub("chio.receipts.hello"), pub("chio.tasks.t1"), pub("$KV.CHIO_REVOCATIONS.x"),
 			api("STREAM.CREATE.CHIO_EVENTS"), api("STREAM.UPDATE.CHIO_EVENTS"), api("STREAM.PURGE.CHIO_EVENTS"),
 			sub("chio.tools.*.invoke"), sub("chio.receipts.>"), sub("_INBOX_edge.>"),
