@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -141,9 +142,15 @@ func ledgerEdgeTrust(ctx context.Context, js jetstream.JetStream, replicas int, 
 	if err != nil {
 		return ledger.EdgeTrust{}, nil, fmt.Errorf("edge trust: %w", err)
 	}
+	// When each revoked credential was revoked, read once: a revoked
+	// credential's every message would otherwise cost a KV read.
+	var at sync.Map
 	revokedAt := func(id string) (uint64, bool) {
 		if w.FirstRevoked([]string{id}) == "" {
 			return 0, false
+		}
+		if v, ok := at.Load(id); ok {
+			return v.(uint64), true
 		}
 		// When it was revoked decides which messages it still signed,
 		// the same on every replay.
@@ -157,6 +164,7 @@ func ledgerEdgeTrust(ctx context.Context, js jetstream.JetStream, replicas int, 
 		if json.Unmarshal(e.Value(), &rev) != nil {
 			return 0, true
 		}
+		at.Store(id, rev.RevokedAt)
 		return rev.RevokedAt, true
 	}
 	return ledger.EdgeTrust{Issuers: issuers, RevokedAt: revokedAt}, w.Stop, nil

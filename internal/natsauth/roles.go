@@ -17,9 +17,7 @@
 package natsauth
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -48,24 +46,6 @@ const (
 
 // Roles lists every role, in the order the documentation gives them.
 func Roles() []Role { return []Role{Edge, Ledger, Projections, Worker, Operator, Reader} }
-
-// Parse returns the role named s.
-func Parse(s string) (Role, error) {
-	for _, r := range Roles() {
-		if string(r) == s {
-			return r, nil
-		}
-	}
-	return "", fmt.Errorf("unknown NATS role %q (one of %s)", s, strings.Join(roleNames(), ", "))
-}
-
-func roleNames() []string {
-	var out []string
-	for _, r := range Roles() {
-		out = append(out, string(r))
-	}
-	return out
-}
 
 // InboxPrefix is the inbox prefix of the role's connections: replies to
 // its requests, and its consumers' messages, arrive under it.
