@@ -2,10 +2,8 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -66,27 +64,17 @@ func QuarantineStreamConfig(replicas int) jetstream.StreamConfig {
 // quarantineMaxMsgs bounds the quarantine: the oldest go first.
 const quarantineMaxMsgs = 1_000_000
 
-// edgeCheck verifies edge signatures, keeping the credentials it verified
-// (by their header value) so a message costs one signature check.
+// edgeCheck is the ledger's edge trust: the verifier and the count of
+// what it refused.
 type edgeCheck struct {
-	issuers   map[string]bool
-	revokedAt func(id string) (uint64, bool)
-	refused   *prometheus.CounterVec
-
-	mu    sync.Mutex
-	creds map[string]*schemas.EdgeCredential
+	v       *schemas.EdgeVerifier
+	refused *prometheus.CounterVec
 }
 
-// maxCachedCredentials bounds the verified credentials kept.
-const maxCachedCredentials = 4096
-
 func newEdgeCheck(t *EdgeTrust, reg prometheus.Registerer) *edgeCheck {
-	c := &edgeCheck{issuers: map[string]bool{}, revokedAt: t.RevokedAt, creds: map[string]*schemas.EdgeCredential{},
+	c := &edgeCheck{v: schemas.NewEdgeVerifier(t.Issuers, t.RevokedAt),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chio_ledger_events_quarantined_total",
 			Help: "Stream messages the ledger refused to fold (no valid signature of a certified edge), by reason."}, []string{"reason"})}
-	for _, k := range t.Issuers {
-		c.issuers[k] = true
-	}
 	if reg != nil {
 		reg.MustRegister(c.refused)
 	}
@@ -98,55 +86,7 @@ func (c *edgeCheck) check(e *event) (*schemas.EdgeCredential, error) {
 	if e.subject == schemas.SubjectTimeout {
 		return nil, nil // the ledger's own
 	}
-	if e.edgeCred == "" || e.edgeSig == "" {
-		return nil, schemas.ErrEdgeUnsigned
-	}
-	c.mu.Lock()
-	cred := c.creds[e.edgeCred]
-	c.mu.Unlock()
-	if cred == nil {
-		parsed, err := schemas.ParseEdgeHeader(e.edgeCred)
-		if err != nil {
-			return nil, err
-		}
-		if err := parsed.Verify(func(k string) bool { return c.issuers[k] }); err != nil {
-			return nil, err
-		}
-		cred = parsed
-		c.mu.Lock()
-		if len(c.creds) >= maxCachedCredentials {
-			clear(c.creds)
-		}
-		c.creds[e.edgeCred] = cred
-		c.mu.Unlock()
-	}
-	stored := uint64(e.stored.Unix())
-	if c.revokedAt != nil {
-		// Revocations are in whole seconds: a message stored in the
-		// second of the revocation still counts as signed before it, on
-		// every replay alike.
-		if at, ok := c.revokedAt(cred.ID); ok && at < stored {
-			return nil, schemas.ErrEdgeRevoked
-		}
-	}
-	if err := schemas.VerifyEdgeMessage(cred, e.edgeSig, e.subject, e.data, stored); err != nil {
-		return nil, err
-	}
-	return cred, nil
-}
-
-// reason is the metric label of a refusal.
-func reason(err error) string {
-	for _, r := range []struct {
-		err   error
-		label string
-	}{{schemas.ErrEdgeUnsigned, "unsigned"}, {schemas.ErrEdgeCredential, "credential"}, {schemas.ErrEdgeIssuer, "issuer"},
-		{schemas.ErrEdgeExpired, "expired"}, {schemas.ErrEdgeRevoked, "revoked"}, {schemas.ErrEdgeSignature, "signature"}} {
-		if errors.Is(err, r.err) {
-			return r.label
-		}
-	}
-	return "other"
+	return c.v.Check(e.subject, e.data, e.edgeCred, e.edgeSig, e.stored)
 }
 
 // screen marks the events no certified edge signed as refused (they fold
@@ -156,15 +96,22 @@ func (l *Ledger) screen(events []event) (refused []refusedEvent) {
 	if l.edge == nil {
 		return nil
 	}
-	for i := range events {
+	// Each message is one signature check: on every core, as decoding is.
+	errs := make([]error, len(events))
+	_ = parallel(len(events), func(i int) error {
 		e := &events[i]
 		cred, err := l.edge.check(e)
 		if err != nil {
-			e.refused = true
-			refused = append(refused, refusedEvent{*e, err})
-			continue
+			e.refused, errs[i] = true, err
+			return nil
 		}
 		e.signer, e.checkEdge = cred, cred != nil
+		return nil
+	})
+	for i, err := range errs {
+		if err != nil {
+			refused = append(refused, refusedEvent{events[i], err})
+		}
 	}
 	return refused
 }
@@ -178,7 +125,7 @@ type refusedEvent struct {
 // once: its message id is its stream sequence), counts and logs them.
 func (l *Ledger) quarantine(ctx context.Context, refused []refusedEvent) error {
 	for _, r := range refused {
-		l.edge.refused.WithLabelValues(reason(r.why)).Inc()
+		l.edge.refused.WithLabelValues(schemas.EdgeReason(r.why)).Inc()
 		l.log.Warn("quarantined a message no certified edge signed: no receipt", "stream_seq", r.seq, "subject", r.subject, "reason", r.why)
 		msg := &nats.Msg{Subject: quarantineSubject, Data: r.data, Header: nats.Header{}}
 		msg.Header.Set(HeaderQuarantineReason, r.why.Error())

@@ -208,9 +208,9 @@ func (c *consumer) process(ctx context.Context, stream jetstream.Stream, batch [
 			if err != nil {
 				return fmt.Errorf("fill gap at %s sequence %d: %w", c.f.stream(), next, err)
 			}
-			folded = append(folded, streamMsg{seq: next, subject: raw.Subject, header: raw.Header, data: raw.Data})
+			folded = append(folded, rawStreamMsg(next, raw))
 		}
-		folded = append(folded, streamMsg{seq: seq, subject: m.Subject(), header: m.Headers(), data: m.Data()})
+		folded = append(folded, streamMsg{seq: seq, subject: m.Subject(), header: m.Headers(), data: m.Data(), stored: meta.Timestamp})
 		next = seq + 1
 	}
 	if len(folded) > 0 {

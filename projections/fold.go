@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/nats-io/nats.go"
@@ -28,6 +29,19 @@ type streamMsg struct {
 	subject string
 	header  nats.Header
 	data    []byte
+	stored  time.Time // when the stream stored it
+}
+
+// rawStreamMsg is a message read by a get. A direct get's subject and
+// time come from headers the server appends after the message's own, so
+// they are read from the last values: a publisher's header of the same
+// name cannot move a message to another subject or time.
+func rawStreamMsg(seq uint64, raw *jetstream.RawStreamMsg) streamMsg {
+	m := streamMsg{seq: seq, subject: raw.Subject, header: raw.Header, data: raw.Data, stored: raw.Time}
+	if subject := schemas.ServerHeader(raw.Header, "Nats-Subject"); subject != "" {
+		m.subject, m.stored = subject, schemas.StoredTime(raw.Header)
+	}
+	return m
 }
 
 // txn is one fold batch: an indexed Pebble batch, whose reads see its own
@@ -179,14 +193,26 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// taskFold folds CHIO_TASKS commits into task state.
-type taskFold struct{ log *slog.Logger }
+// taskFold folds CHIO_TASKS commits into task state. With trust, only
+// the commits a certified edge signed (schemas.EdgeVerifier
+// .CheckTaskCommit), each where it was written to follow.
+type taskFold struct {
+	log     *slog.Logger
+	trust   *schemas.EdgeVerifier
+	refused prometheus.Counter
+}
 
 func (taskFold) stream() string { return schemas.TasksStream }
 
 type preparedCommit struct {
 	id     string
 	commit schemas.TaskCommit
+	// prev is the sequence the commit was signed to follow, -1 when not
+	// checked; refused is a commit no certified edge signed, or one that
+	// does not decode: it is not folded but still moves its task's
+	// LastSeq.
+	prev    int64
+	refused bool
 }
 
 func (f taskFold) prepare(m *streamMsg) any {
@@ -195,10 +221,20 @@ func (f taskFold) prepare(m *streamMsg) any {
 		f.log.Warn("skipping a task commit on a subject that names no valid task id", "subject", m.subject, "stream_seq", m.seq)
 		return nil
 	}
-	p := &preparedCommit{id: id}
+	p := &preparedCommit{id: id, prev: -1}
+	if f.trust != nil {
+		prev, err := f.trust.CheckTaskCommit(m.subject, m.header, m.data, m.stored)
+		if err != nil {
+			f.log.Warn("skipping a task commit no certified edge signed", "task", id, "stream_seq", m.seq, "reason", err)
+			f.refused.Inc()
+			p.refused = true
+			return p
+		}
+		p.prev = int64(prev)
+	}
 	if err := json.Unmarshal(m.data, &p.commit); err != nil {
 		f.log.Warn("skipping undecodable task commit", "task", id, "stream_seq", m.seq, "err", err)
-		return nil
+		p.refused = true
 	}
 	return p
 }
@@ -211,6 +247,28 @@ func (f taskFold) apply(tx *txn, m *streamMsg, prepared any) error {
 	t, err := tx.task(p.id)
 	if err != nil {
 		return err
+	}
+	// Every commit on the subject, folded or not, is the one the next
+	// signed commit follows (as the edge's own reads count them).
+	defer func() {
+		if t.head != nil && t.head.LastSeq < m.seq {
+			t.head.LastSeq, t.dirty = m.seq, true
+		}
+	}()
+	if t.head != nil {
+		last := t.head.LastSeq
+		if !p.refused && p.prev >= 0 && last > 0 && uint64(p.prev) != last {
+			f.log.Warn("skipping a task commit replayed onto another position", "task", p.id, "stream_seq", m.seq, "signed_prev", p.prev, "prev", last)
+			f.refused.Inc()
+			return nil
+		}
+	} else if !p.refused && p.prev > 0 {
+		f.log.Warn("skipping a task commit that follows another on a task not created", "task", p.id, "stream_seq", m.seq, "signed_prev", p.prev)
+		f.refused.Inc()
+		return nil
+	}
+	if p.refused {
+		return nil
 	}
 	rec := timelineRecord{Replica: m.header.Get(schemas.HeaderReplica)}
 	applied := false

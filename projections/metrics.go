@@ -23,6 +23,8 @@ type metrics struct {
 	receipts *prometheus.CounterVec
 	// storagePaused is 1 while folding waits for the store's reserve.
 	storagePaused prometheus.Gauge
+	// tasksRefused counts task commits no certified edge signed.
+	tasksRefused prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, s *Service) *metrics {
@@ -31,6 +33,8 @@ func newMetrics(reg prometheus.Registerer, s *Service) *metrics {
 			Help: "Stream messages folded into the projection store, by projection (tasks, events, receipts)."}, []string{"projection"}),
 		receipts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chio_projection_receipts_checked_total",
 			Help: "Receipt messages that parsed, by check: verified (signature checked here), signed_here (exact bytes a ledger in this process signed: not checked again), unverified (kept, flagged). Redeliveries count again."}, []string{"check"}),
+		tasksRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "chio_projection_task_commits_refused_total",
+			Help: "Task commits not folded because no certified edge signed them where they stand (WithEdgeTrust)."}),
 		storagePaused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chio_projection_storage_unavailable",
 			Help: "1 while the projection store's filesystem is short of its reserve: folding is paused and nothing is acked."}),
 	}
@@ -44,7 +48,7 @@ func newMetrics(reg prometheus.Registerer, s *Service) *metrics {
 				}
 				return float64(free)
 			}))
-		reg.MustRegister(m.folded, m.receipts, &lagCollector{svc: s, desc: prometheus.NewDesc("chio_projection_lag",
+		reg.MustRegister(m.folded, m.receipts, m.tasksRefused, &lagCollector{svc: s, desc: prometheus.NewDesc("chio_projection_lag",
 			"Messages of the projection's stream not folded yet: the stream's last sequence minus the folded position, read at scrape time.",
 			[]string{"projection"}, nil)})
 	}

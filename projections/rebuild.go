@@ -160,7 +160,7 @@ func (s *Service) rebuildStream(ctx context.Context, r streamRange, f fold, step
 			done = true
 		} else {
 			done = seq == r.last
-			batch = append(batch, streamMsg{seq: seq, subject: m.Subject(), header: m.Headers(), data: m.Data()})
+			batch = append(batch, streamMsg{seq: seq, subject: m.Subject(), header: m.Headers(), data: m.Data(), stored: meta.Timestamp})
 		}
 		if len(batch) == s.cfg.batch || (done && len(batch) > 0) {
 			if err := foldBatch(s.store, f, batch); err != nil {

@@ -51,6 +51,7 @@ type config struct {
 	// this process signed the leaf of this RFC 6962 hash.
 	signedHere func(leafHash [32]byte) bool
 	mem        storeMemory // WithStoreMemory
+	edgeTrust  *schemas.EdgeVerifier
 }
 
 // Option configures Open and Rebuild.
@@ -100,6 +101,14 @@ func WithBatch(n int) Option { return func(c *config) { c.batch = n } }
 func WithTrustedLeaves(signedHere func(leafHash [32]byte) bool) Option {
 	return func(c *config) { c.signedHere = signedHere }
 }
+
+// WithEdgeTrust folds only the task commits a certified edge signed, each
+// where it was written to follow (schemas.EdgeVerifier.CheckTaskCommit):
+// a NATS credential alone cannot forge a task that the read API serves.
+// Others are skipped, logged and counted in
+// chio_projection_task_commits_refused_total. Without it every commit is
+// folded.
+func WithEdgeTrust(v *schemas.EdgeVerifier) Option { return func(c *config) { c.edgeTrust = v } }
 
 // WithStoreMemory sizes the store's Pebble block cache and memtables, in
 // bytes (defaults DefaultCacheSize and DefaultMemTableSize): the memory
@@ -249,7 +258,7 @@ func (s *Service) Run(ctx context.Context, js jetstream.JetStream) error {
 func (s *Service) fold(i int) fold {
 	switch streams()[i].name {
 	case schemas.TasksStream:
-		return taskFold{log: s.log}
+		return taskFold{log: s.log, trust: s.cfg.edgeTrust, refused: s.metrics.tasksRefused}
 	case schemas.EventsStream:
 		return lineageFold{log: s.log}
 	}

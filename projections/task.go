@@ -35,6 +35,10 @@ type taskHead struct {
 	Artifacts uint32 `json:"a,omitempty"`
 	// Generation is the task's generation (schemas.TaskHead.Generation).
 	Generation int64 `json:"g,omitempty"`
+	// LastSeq is the stream sequence of the last commit on the task's
+	// subject, folded or not: the one a signed commit must follow (0 in
+	// heads stored before it was kept: not checked).
+	LastSeq uint64 `json:"ls,omitempty"`
 }
 
 // taskState is a task as a fold batch sees it.
@@ -119,7 +123,9 @@ func (t *taskState) flush(tx *txn) {
 	if !t.dirty {
 		return
 	}
-	t.head.encode(t.fold)
+	if t.fold != nil { // nil: only LastSeq moved
+		t.head.encode(t.fold)
+	}
 	raw, err := json.Marshal(t.head)
 	if err != nil {
 		tx.fail(fmt.Errorf("encode task %s: %w", t.id, err))

@@ -174,6 +174,10 @@ func ParseEdgeHeader(credential string) (*EdgeCredential, error) {
 // VerifyEdgeMessage checks a message's edge signature against an already
 // verified credential, valid at storedAt (unix seconds).
 func VerifyEdgeMessage(c *EdgeCredential, signature, subject string, data []byte, storedAt uint64) error {
+	return verifyEdgeInput(c, signature, EdgeSigningInput(subject, data), storedAt)
+}
+
+func verifyEdgeInput(c *EdgeCredential, signature string, input []byte, storedAt uint64) error {
 	if storedAt < c.IssuedAt || storedAt >= c.ExpiresAt {
 		return ErrEdgeExpired
 	}
@@ -185,7 +189,7 @@ func VerifyEdgeMessage(c *EdgeCredential, signature, subject string, data []byte
 	if err != nil {
 		return ErrEdgeCredential
 	}
-	if !ed25519.Verify(pub, EdgeSigningInput(subject, data), sig) {
+	if !ed25519.Verify(pub, input, sig) {
 		return ErrEdgeSignature
 	}
 	return nil

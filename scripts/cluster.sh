@@ -62,13 +62,14 @@ cmdline() {
 	projections)
 		printf '%s\n' "$bin/chio" projections --nats "$nats_urls" --data-dir "$dir/data/projections" \
 			--listen 127.0.0.1:18083 --kernel-key "$dir/keys/kernel.pub" --replicas 3 \
-			--reader-issuer "$dir/keys/issuer.pub"
+			--reader-issuer "$dir/keys/issuer.pub" --edge-issuer "$dir/keys/issuer.pub"
 		natsauth projections ;;
 	edge-[12])
 		local n=${1#edge-}
 		printf '%s\n' "$bin/chio" edge a2a --nats "$nats_urls" --listen "127.0.0.1:1809$n" \
 			--issuer-pub "$dir/keys/issuer.pub" --edge-id "$1" --replicas 3 --public-url http://127.0.0.1:18080 \
-			--edge-key "$dir/keys/edges/$1.key" --edge-credential "$dir/keys/edges/$1.cred"
+			--edge-key "$dir/keys/edges/$1.key" --edge-credential "$dir/keys/edges/$1.cred" \
+			--edge-issuer "$dir/keys/issuer.pub"
 		natsauth edge ;;
 	proxy)
 		printf '%s\n' "$bin/caddy" run --config "$dir/conf/Caddyfile" --adapter caddyfile ;;

@@ -49,29 +49,34 @@ type edgeFlags struct {
 	// load, or what chio up issued.
 	edgeKeyFile, edgeCredFile string
 	signer                    *schemas.EdgeSigner
-	policyFile                string
-	issuerPub                 string
-	publicURL                 string
-	trustedProxies            []string
-	manifests                 []string
-	exposeAll                 bool
-	tier                      string
-	replicas                  int
-	edgeID                    string
-	awaitReceipt              time.Duration
-	serveRoot                 bool
-	demos                     []string
-	defaultSkill              string
-	noPush                    bool
-	pushPrivate               []string
-	pushLoopback              bool
-	relayAs                   string
-	relayTo                   string
-	relaySkill                string
-	relayToken                string
-	relayKey                  string
-	drainTimeout              time.Duration
-	drainDelay                time.Duration // --drain-delay, where the command has it
+	// taskIssuers (--edge-issuer) make the task store honour only
+	// commits a certified edge signed; taskTrust is that trust (chio up
+	// sets it itself).
+	taskIssuers    []string
+	taskTrust      *schemas.EdgeVerifier
+	policyFile     string
+	issuerPub      string
+	publicURL      string
+	trustedProxies []string
+	manifests      []string
+	exposeAll      bool
+	tier           string
+	replicas       int
+	edgeID         string
+	awaitReceipt   time.Duration
+	serveRoot      bool
+	demos          []string
+	defaultSkill   string
+	noPush         bool
+	pushPrivate    []string
+	pushLoopback   bool
+	relayAs        string
+	relayTo        string
+	relaySkill     string
+	relayToken     string
+	relayKey       string
+	drainTimeout   time.Duration
+	drainDelay     time.Duration // --drain-delay, where the command has it
 	// The gRPC binding: --grpc-listen, --grpc-public-url, and the address
 	// the card advertises (set by listenGRPC).
 	grpcListen    string
@@ -333,7 +338,23 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		return nil, err
 	}
 	policy, reg, id, k, d := g.policy, g.registry, g.id, g.kernel, g.dispatch
-	ts, err := taskstore.Open(ctx, js, taskstore.WithReplicas(max(f.replicas, 1)), taskstore.WithReplicaID(id), f.limits.taskstore())
+	if f.taskTrust == nil && len(f.taskIssuers) > 0 {
+		trust, stop, err := taskTrust(ctx, js, f.replicas, "the edge's task store", f.taskIssuers)
+		if err != nil {
+			k.Close()
+			return nil, err
+		}
+		context.AfterFunc(ctx, stop)
+		f.taskTrust = trust
+	}
+	opts := []taskstore.Option{taskstore.WithReplicas(max(f.replicas, 1)), taskstore.WithReplicaID(id), f.limits.taskstore()}
+	if f.signer != nil {
+		opts = append(opts, taskstore.WithEdgeSigner(f.signer))
+	}
+	if f.taskTrust != nil {
+		opts = append(opts, taskstore.WithEdgeTrust(f.taskTrust))
+	}
+	ts, err := taskstore.Open(ctx, js, opts...)
 	if err != nil {
 		k.Close()
 		return nil, err
@@ -611,6 +632,7 @@ func newEdgeA2ACmd() *cobra.Command {
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+"; with --stdio, an embedded server in --data-dir)")
 	registerNATSAuth(cmd.Flags(), &ef.natsAuth)
 	registerEdgeSignerFlags(cmd.Flags(), &ef)
+	registerTaskTrustFlag(cmd.Flags(), &ef.taskIssuers)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8082", "HTTP listen address")
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "with --stdio: keys and the embedded NATS store")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve the hello-a2a stdio profile on stdin/stdout")

@@ -130,22 +130,22 @@ func readIssuerKey(keysDir string) (ed25519.PrivateKey, error) {
 	return schemas.ParsePrivateKey(strings.TrimSpace(string(raw)))
 }
 
-// ledgerEdgeTrust is the edge trust of a ledger: the issuers whose edge
-// credentials it honours and the revocations of CHIO_REVOCATIONS, with
-// when each was made. stop ends the watch.
-func ledgerEdgeTrust(ctx context.Context, js jetstream.JetStream, replicas int, issuers []string) (ledger.EdgeTrust, func(), error) {
+// revocationTimes watches CHIO_REVOCATIONS and reports when a credential
+// id was revoked (unix seconds), the form edge trust takes; stop ends the
+// watch.
+func revocationTimes(ctx context.Context, js jetstream.JetStream, replicas int) (revokedAt func(id string) (uint64, bool), stop func(), err error) {
 	kv, err := schemas.OpenKeyValue(ctx, js, schemas.RevocationsConfig(replicas))
 	if err != nil {
-		return ledger.EdgeTrust{}, nil, fmt.Errorf("edge trust: %w", err)
+		return nil, nil, fmt.Errorf("edge trust: %w", err)
 	}
 	w, err := revocation.Watch(ctx, kv, slog.Default())
 	if err != nil {
-		return ledger.EdgeTrust{}, nil, fmt.Errorf("edge trust: %w", err)
+		return nil, nil, fmt.Errorf("edge trust: %w", err)
 	}
 	// When each revoked credential was revoked, read once: a revoked
 	// credential's every message would otherwise cost a KV read.
 	var at sync.Map
-	revokedAt := func(id string) (uint64, bool) {
+	revokedAt = func(id string) (uint64, bool) {
 		if w.FirstRevoked([]string{id}) == "" {
 			return 0, false
 		}
@@ -167,13 +167,68 @@ func ledgerEdgeTrust(ctx context.Context, js jetstream.JetStream, replicas int, 
 		at.Store(id, rev.RevokedAt)
 		return rev.RevokedAt, true
 	}
-	return ledger.EdgeTrust{Issuers: issuers, RevokedAt: revokedAt}, w.Stop, nil
+	return revokedAt, w.Stop, nil
+}
+
+// ledgerEdgeTrust is the edge trust of a ledger: the issuers whose edge
+// credentials it honours and the revocations of CHIO_REVOCATIONS, with
+// when each was made. stop ends the watch.
+func ledgerEdgeTrust(ctx context.Context, js jetstream.JetStream, replicas int, issuers []string) (ledger.EdgeTrust, func(), error) {
+	revokedAt, stop, err := revocationTimes(ctx, js, replicas)
+	if err != nil {
+		return ledger.EdgeTrust{}, nil, err
+	}
+	return ledger.EdgeTrust{Issuers: issuers, RevokedAt: revokedAt}, stop, nil
+}
+
+// edgeVerifier is the trust of a task reader (an A2A edge's task store,
+// the projections) in what edges wrote: the issuers' credentials, less the
+// revoked ones. stop ends the revocation watch.
+func edgeVerifier(ctx context.Context, js jetstream.JetStream, replicas int, issuers []string) (*schemas.EdgeVerifier, func(), error) {
+	revokedAt, stop, err := revocationTimes(ctx, js, replicas)
+	if err != nil {
+		return nil, nil, err
+	}
+	return schemas.NewEdgeVerifier(issuers, revokedAt), stop, nil
+}
+
+// edgeIssuerKeys reads --edge-issuer values (hex or files) as hex keys.
+func edgeIssuerKeys(values []string) ([]string, error) {
+	var keys []string
+	for _, s := range values {
+		k, err := readPublicKey("--edge-issuer", s)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, schemas.EncodePublicKey(k))
+	}
+	return keys, nil
+}
+
+// taskTrust is the edge trust of a task reader named by --edge-issuer,
+// nil without the flag (every commit honoured, as the warning says).
+func taskTrust(ctx context.Context, js jetstream.JetStream, replicas int, who string, issuers []string) (*schemas.EdgeVerifier, func(), error) {
+	if len(issuers) == 0 {
+		slog.Warn("no --edge-issuer: " + who + " honours every task commit on the stream, signed by an edge or not")
+		return nil, func() {}, nil
+	}
+	keys, err := edgeIssuerKeys(issuers)
+	if err != nil {
+		return nil, nil, err
+	}
+	return edgeVerifier(ctx, js, replicas, keys)
 }
 
 // registerEdgeIssuerFlag declares --edge-issuer, the ledger's trust in
 // edges' credentials.
 func registerEdgeIssuerFlag(cmd *cobra.Command, issuers *[]string) {
 	cmd.Flags().StringArrayVar(issuers, "edge-issuer", nil, "fold only events signed by an edge whose chio.edge_credential.v1 this key issued (64 hex, or a file holding it, e.g. KEYS/issuer.pub; repeatable); others go to CHIO_QUARANTINE. Without it every event is folded")
+}
+
+// registerTaskTrustFlag declares --edge-issuer on a reader of task
+// commits (an A2A edge, the projections).
+func registerTaskTrustFlag(f *pflag.FlagSet, issuers *[]string) {
+	f.StringArrayVar(issuers, "edge-issuer", nil, "honour only task commits signed by an edge whose chio.edge_credential.v1 this key issued (64 hex, or a file holding it, e.g. KEYS/issuer.pub; repeatable). Without it every commit is honoured")
 }
 
 // withEdgeIssuers adds the ledger's edge trust for issuers to lf; stop
@@ -183,13 +238,9 @@ func withEdgeIssuers(ctx context.Context, out io.Writer, js jetstream.JetStream,
 		slog.Warn("no --edge-issuer: every event on the stream is folded into a receipt, signed by an edge or not")
 		return func() {}, nil
 	}
-	var keys []string
-	for _, s := range issuers {
-		k, err := readPublicKey("--edge-issuer", s)
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, schemas.EncodePublicKey(k))
+	keys, err := edgeIssuerKeys(issuers)
+	if err != nil {
+		return nil, err
 	}
 	trust, stop, err := ledgerEdgeTrust(ctx, js, lf.replicas, keys)
 	if err != nil {

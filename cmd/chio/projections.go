@@ -34,6 +34,7 @@ func projectionsDir(dataDir string) string { return filepath.Join(dataDir, "proj
 
 func newProjectionsCmd() *cobra.Command {
 	var natsURL, dataDir, listen, kernelKey, name string
+	var edgeIssuers []string
 	var na natsauth.Client
 	var replicas int
 	var rf readFlags
@@ -78,10 +79,15 @@ func newProjectionsCmd() *cobra.Command {
 				return err
 			}
 			defer stop()
+			trust, stopTrust, err := taskTrust(cmd.Context(), js, replicas, "chio projections", edgeIssuers)
+			if err != nil {
+				return err
+			}
+			defer stopTrust()
 			metrics := newMetricsRegistry()
 			svc, err := projections.Open(projectionsDir(dataDir), projections.WithLogger(slog.Default()), projections.WithName(name),
 				projections.WithKernelKey(key), projections.WithAuthenticator(auth), projections.WithReplicas(replicas),
-				projections.WithMetrics(metrics), projections.WithTracerProvider(tp))
+				projections.WithMetrics(metrics), projections.WithTracerProvider(tp), projections.WithEdgeTrust(trust))
 			if err != nil {
 				return err
 			}
@@ -96,6 +102,7 @@ func newProjectionsCmd() *cobra.Command {
 	rf.register(cmd)
 	cf.register(cmd.Flags())
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the trusted kernel public key (64 hex), or a file holding it (the ledger's keys/kernel.pub)")
+	registerTaskTrustFlag(cmd.Flags(), &edgeIssuers)
 	cmd.Flags().StringVar(&name, "name", projections.DefaultName, "instance name: the stem of the durable consumer names")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the streams and consumers the service creates (3 on a cluster)")
 	cmd.AddCommand(newProjectionsRebuildCmd())
@@ -104,6 +111,7 @@ func newProjectionsCmd() *cobra.Command {
 
 func newProjectionsRebuildCmd() *cobra.Command {
 	var natsURL, dataDir, kernelKey string
+	var edgeIssuers []string
 	var na natsauth.Client
 	var force bool
 	cmd := &cobra.Command{
@@ -137,10 +145,15 @@ func newProjectionsRebuildCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
+			trust, stopTrust, err := taskTrust(cmd.Context(), js, 1, "the rebuild", edgeIssuers)
+			if err != nil {
+				return errors.Join(err, stage.Discard())
+			}
+			defer stopTrust()
 			prog := progress.New(cmd.ErrOrStderr(), "projections rebuild", 0, progress.WithUnit("messages"))
 			defer prog.Stop()
 			res, err := projections.RebuildWithProgress(cmd.Context(), js, stage.Path, prog.Func(),
-				projections.WithLogger(slog.Default()), projections.WithKernelKey(key))
+				projections.WithLogger(slog.Default()), projections.WithKernelKey(key), projections.WithEdgeTrust(trust))
 			if err == nil {
 				err = stage.Commit()
 			}
@@ -157,6 +170,7 @@ func newProjectionsRebuildCmd() *cobra.Command {
 	registerNATSAuth(cmd.Flags(), &na)
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the directory to rebuild into (NEWDIR/projections)")
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the trusted kernel public key (64 hex), or a file holding it")
+	registerTaskTrustFlag(cmd.Flags(), &edgeIssuers)
 	cmd.Flags().BoolVar(&force, "force", false, "replace a finished rebuild in NEWDIR/projections (never a running service's data directory)")
 	return cmd
 }

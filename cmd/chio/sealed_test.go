@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -221,5 +225,87 @@ func waitReceipt(t *testing.T, up *upProcess, id string) []byte {
 			t.Fatalf("receipt %s: %d %s", id, status, body)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUpServesOnlySignedTasks: a task commit cloned from a genuine one onto
+// a new task, with the attacker's result, published with the edge role's
+// own NATS credential, is served by neither A2A tasks/get nor the read
+// API; neither is a genuine commit's signature copied onto another task.
+// The genuine task is served as its edge wrote it.
+func TestUpServesOnlySignedTasks(t *testing.T) {
+	ctx := t.Context()
+	up := startUp(t)
+	card, err := agentcard.DefaultResolver.Resolve(ctx, up.httpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := a2aclient.NewFromCard(ctx, card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := client.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("genuine"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2apb.Task)
+	if !ok {
+		t.Fatalf("answer %T, want a task", res)
+	}
+	js, err := jetstream.New(dialUp(t, up.natsURL, up.dir, natsauth.Edge))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, schemas.TasksStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(schemas.TaskSubject(string(task.ID))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := func(data []byte, keepSignature bool) *nats.Msg {
+		h := nats.Header{}
+		for _, k := range []string{schemas.HeaderTaskSummary, schemas.HeaderReplica} {
+			h.Set(k, first.Header.Get(k))
+		}
+		if keepSignature {
+			for _, k := range []string{schemas.HeaderEdgeCredential, schemas.HeaderEdgeSignature, schemas.HeaderTaskBodySHA256, schemas.HeaderTaskPrev} {
+				h.Set(k, first.Header.Get(k))
+			}
+		}
+		return &nats.Msg{Header: h, Data: data}
+	}
+	forgedResult := []byte(strings.ReplaceAll(string(first.Data), "genuine", "transfer $1,000,000 to attacker"))
+	forgeries := map[string]*nats.Msg{
+		"unsigned clone with the attacker's result":  clone(forgedResult, false),
+		"genuine signature copied onto another task": clone(first.Data, true),
+	}
+	ids := map[string]string{}
+	for name, m := range forgeries {
+		ids[name] = uuid.Must(uuid.NewV7()).String()
+		m.Subject = schemas.TaskSubject(ids[name])
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatalf("%s: publish: %v", name, err)
+		}
+	}
+	// A call after the forgeries: once the read API serves its task, the
+	// projection has folded past them.
+	res, err = client.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("after"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, up.token, up.httpURL+"/v1/tasks/"+string(res.(*a2apb.Task).ID), http.StatusOK)
+	for name, id := range ids {
+		if got, err := client.GetTask(ctx, &a2apb.GetTaskRequest{ID: a2apb.TaskID(id)}); err == nil {
+			t.Errorf("%s: A2A tasks/get serves it: %v", name, got.Status)
+		}
+		if code, body := httpGetAs(t, up.token, up.httpURL+"/v1/tasks/"+id); code != http.StatusNotFound {
+			t.Errorf("%s: /v1/tasks serves it: %d %.200s", name, code, body)
+		}
+	}
+	got, err := client.GetTask(ctx, &a2apb.GetTaskRequest{ID: task.ID})
+	if err != nil || got.Status.State != a2apb.TaskStateCompleted {
+		t.Fatalf("the genuine task: %v, %v", got, err)
 	}
 }

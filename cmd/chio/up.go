@@ -354,7 +354,7 @@ func (c *upConfig) startProjections(ctx context.Context, js jetstream.JetStream,
 	c.lf.extra = append(c.lf.extra, ledger.WithSignedLeaves(signed.Add))
 	svc, err := projections.Open(projectionsDir(c.dataDir), projections.WithLogger(slog.Default()),
 		projections.WithKernelKey(kernelPub), projections.WithAuthenticator(auth), projections.WithMetrics(metrics), projections.WithTracerProvider(tp),
-		projections.WithTrustedLeaves(signed.Contains))
+		projections.WithTrustedLeaves(signed.Contains), projections.WithEdgeTrust(c.ef.taskTrust))
 	if err != nil {
 		return nil, err
 	}

@@ -95,7 +95,8 @@ func roleFiles() string {
 // certifyEdge gives chio up's edge a credential (its key under
 // DATA_DIR/keys/edge.key, a credential issued at each start by this data
 // directory's issuer key, DATA_DIR/keys/edge.cred) and makes its ledger
-// fold only what a certified edge signed.
+// fold only what a certified edge signed, and its task readers only the
+// commits one signed.
 func (c *upConfig) certifyEdge(ctx context.Context, out io.Writer, un *upNATS, keys *ledgerKeys) error {
 	issuer, err := readIssuerKey(keys.Dir)
 	if err != nil {
@@ -112,7 +113,10 @@ func (c *upConfig) certifyEdge(ctx context.Context, out io.Writer, un *upNATS, k
 	}
 	c.stopTrust = stop
 	c.lf.extra = append(c.lf.extra, ledger.WithEdgeTrust(trust))
-	fmt.Fprintf(out, "chio up: edge credential %s in %s (the ledger folds only events a certified edge signed)\n",
+	// The task readers (the edge's store, the projections) honour only
+	// commits a certified edge signed, under the same trust.
+	c.ef.taskTrust = schemas.NewEdgeVerifier(trust.Issuers, trust.RevokedAt)
+	fmt.Fprintf(out, "chio up: edge credential %s in %s (the ledger folds only events, and the task readers only commits, a certified edge signed)\n",
 		signer.Credential().ID, filepath.Join(keys.Dir, edgeCredFile))
 	return nil
 }

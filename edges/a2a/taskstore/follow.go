@@ -91,7 +91,15 @@ func (s *Store) Follow(ctx context.Context, durable string, fn func(context.Cont
 				continue
 			}
 		}
-		c, err := decodeCommit(m)
+		c, err := s.decodeCommit(ctx, m)
+		var retry errRetry
+		if errors.As(err, &retry) {
+			if ctx.Err() == nil {
+				s.opts.log.Warn("taskstore: follow: commit not checked; redelivering", "subject", m.Subject(), "err", err)
+			}
+			_ = m.NakWithDelay(redeliveryDelay(m))
+			continue
+		}
 		if err != nil {
 			// Not a commit this store can read: nothing will ever make it
 			// readable, so drop it rather than block the consumer.
@@ -128,7 +136,7 @@ func FollowTasks(want func(ctx context.Context, taskID string) (bool, error)) Fo
 	return func(o *followOptions) { o.want = want }
 }
 
-func decodeCommit(m jetstream.Msg) (Commit, error) {
+func (s *Store) decodeCommit(ctx context.Context, m jetstream.Msg) (Commit, error) {
 	meta, err := m.Metadata()
 	if err != nil {
 		return Commit{}, fmt.Errorf("metadata: %w", err)
@@ -136,6 +144,15 @@ func decodeCommit(m jetstream.Msg) (Commit, error) {
 	id, ok := strings.CutPrefix(m.Subject(), schemas.TasksSubjectPrefix)
 	if !ok || !validID(id) {
 		return Commit{}, fmt.Errorf("subject %q is not a task subject", m.Subject())
+	}
+	prev, ok := s.authentic(m.Subject(), meta.Sequence.Stream, m.Headers(), m.Data(), meta.Timestamp)
+	if !ok {
+		return Commit{}, errUnsigned
+	}
+	if replayed, err := s.replayed(ctx, m.Subject(), prev, meta.Sequence.Stream); err != nil {
+		return Commit{}, errRetry{err}
+	} else if replayed {
+		return Commit{}, fmt.Errorf("%w: replayed onto another position (signed to follow %d)", errUnsigned, prev)
 	}
 	sm, err := decodeSummary(m.Headers().Get(summaryHeader))
 	if err != nil {
@@ -196,3 +213,10 @@ func redeliveryDelay(m jetstream.Msg) time.Duration {
 
 // followRetry paces the redelivery of a commit its handler failed.
 var followRetry = backoff.Policy{Base: time.Second, Cap: time.Minute}
+
+// errRetry marks a commit that could not be checked for now (the stream
+// did not answer): it is offered again.
+type errRetry struct{ err error }
+
+func (e errRetry) Error() string { return e.err.Error() }
+func (e errRetry) Unwrap() error { return e.err }

@@ -97,7 +97,7 @@ func (s *Store) scan(ctx context.Context) ([]taskSummary, error) {
 			if !ok || !validID(id) {
 				continue
 			}
-			sm, err := decodeSummary(m.Headers().Get(summaryHeader))
+			sm, err := s.readSummary(m.Subject(), meta.Sequence.Stream, m.Headers(), meta.Timestamp)
 			if err != nil {
 				s.opts.log.Warn("taskstore: task without a readable summary", "task", id, "err", err)
 				continue

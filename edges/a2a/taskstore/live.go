@@ -76,7 +76,7 @@ func (l *Live) run(ctx context.Context, it jetstream.MessagesContext) {
 		if !ok || !validID(id) {
 			continue
 		}
-		sm, err := decodeSummary(m.Headers().Get(summaryHeader))
+		sm, err := l.s.readSummary(m.Subject(), meta.Sequence.Stream, m.Headers(), meta.Timestamp)
 		l.mu.Lock()
 		switch prev, seen := l.tasks[id]; {
 		case seen && prev.seq >= meta.Sequence.Stream:

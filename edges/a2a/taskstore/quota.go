@@ -282,7 +282,7 @@ func (x *ownerIndex) follow(s *Store) error {
 				}
 				return
 			}
-			x.apply(m)
+			x.apply(s, m)
 			if meta, err := m.Metadata(); err == nil && meta.NumPending == 0 {
 				x.once.Do(func() { close(x.ready) })
 			}
@@ -291,7 +291,7 @@ func (x *ownerIndex) follow(s *Store) error {
 	return nil
 }
 
-func (x *ownerIndex) apply(m jetstream.Msg) {
+func (x *ownerIndex) apply(s *Store, m jetstream.Msg) {
 	meta, err := m.Metadata()
 	if err != nil {
 		return
@@ -300,7 +300,7 @@ func (x *ownerIndex) apply(m jetstream.Msg) {
 	if !ok || !validID(id) {
 		return
 	}
-	sm, err := decodeSummary(m.Headers().Get(summaryHeader))
+	sm, err := s.readSummary(m.Subject(), meta.Sequence.Stream, m.Headers(), meta.Timestamp)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.read = max(x.read, meta.Sequence.Stream)

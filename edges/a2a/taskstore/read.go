@@ -1,6 +1,7 @@
 package taskstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/internal/backoff"
+	"github.com/chio-ledger/chio/schemas"
 )
 
 // defaultReadBatch is how many messages one direct get request asks for.
@@ -38,7 +40,7 @@ type directGet struct {
 // both). So a replicated read first asks the leader for the subject's last
 // sequence and accepts a direct read only once it reaches that floor:
 // read-your-writes across replicas at the cost of one leader round trip.
-func (s *Store) readCommits(ctx context.Context, subject string, fn func(seq uint64, msgID string, data []byte) error) error {
+func (s *Store) readCommits(ctx context.Context, subject string, fn func(seq uint64, h nats.Header, data []byte) error) error {
 	if s.opts.replicas <= 1 {
 		_, err := s.readDirect(ctx, subject, 0, fn)
 		return err
@@ -53,14 +55,14 @@ func (s *Store) readCommits(ctx context.Context, subject string, fn func(seq uin
 		return err
 	}
 	type message struct {
-		seq   uint64
-		msgID string
-		data  []byte
+		seq  uint64
+		h    nats.Header
+		data []byte
 	}
 	for attempt := 1; ; attempt++ {
 		var msgs []message
-		last, err := s.readDirect(ctx, subject, leaderAttempt, func(seq uint64, msgID string, data []byte) error {
-			msgs = append(msgs, message{seq, msgID, data})
+		last, err := s.readDirect(ctx, subject, leaderAttempt, func(seq uint64, h nats.Header, data []byte) error {
+			msgs = append(msgs, message{seq, h, data})
 			return nil
 		})
 		if (errors.Is(err, errUnanswered) || errors.Is(err, nats.ErrNoResponders)) && ctx.Err() == nil {
@@ -74,7 +76,7 @@ func (s *Store) readCommits(ctx context.Context, subject string, fn func(seq uin
 		}
 		if last >= floor {
 			for _, m := range msgs {
-				if err := fn(m.seq, m.msgID, m.data); err != nil {
+				if err := fn(m.seq, m.h, m.data); err != nil {
 					return err
 				}
 			}
@@ -168,7 +170,7 @@ func (s *Store) leaderLastOnce(ctx context.Context, subject string) (uint64, err
 // gets, one request per s.readBatch messages, and returns the last
 // sequence read (0 if none). With perBatch set, a batch not answered
 // within it fails with errUnanswered.
-func (s *Store) readDirect(ctx context.Context, subject string, perBatch time.Duration, fn func(seq uint64, msgID string, data []byte) error) (uint64, error) {
+func (s *Store) readDirect(ctx context.Context, subject string, perBatch time.Duration, fn func(seq uint64, h nats.Header, data []byte) error) (uint64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.js.Options().DefaultTimeout)
@@ -217,7 +219,7 @@ func (s *Store) readDirect(ctx context.Context, subject string, perBatch time.Du
 // readReplies consumes one batch's replies up to its end-of-batch marker.
 // It reports whether messages remain past the batch and the sequence of
 // the last one delivered.
-func (s *Store) readReplies(ctx context.Context, ch <-chan *nats.Msg, subject string, fn func(uint64, string, []byte) error) (more bool, last uint64, err error) {
+func (s *Store) readReplies(ctx context.Context, ch <-chan *nats.Msg, subject string, fn func(uint64, nats.Header, []byte) error) (more bool, last uint64, err error) {
 	for {
 		var m *nats.Msg
 		select {
@@ -225,7 +227,15 @@ func (s *Store) readReplies(ctx context.Context, ch <-chan *nats.Msg, subject st
 		case <-ctx.Done():
 			return false, 0, fmt.Errorf("read %s: %w", subject, ctx.Err())
 		}
-		switch status := m.Header.Get("Status"); status {
+		// A message's reply always carries the server's sequence; a status
+		// reply never does. Telling them apart by that, not by a Status
+		// header, keeps a commit published with a Status header of its own
+		// from ending the read early.
+		status := ""
+		if len(m.Header.Values(jetstream.SequenceHeader)) == 0 {
+			status = cmp.Or(m.Header.Get("Status"), "no sequence")
+		}
+		switch status {
 		case "":
 		case "404": // nothing (more) on the subject
 			return false, last, nil
@@ -237,12 +247,12 @@ func (s *Store) readReplies(ctx context.Context, ch <-chan *nats.Msg, subject st
 		default:
 			return false, 0, fmt.Errorf("read %s: direct get status %s: %s", subject, status, m.Header.Get("Description"))
 		}
-		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		seq, err := strconv.ParseUint(schemas.ServerHeader(m.Header, jetstream.SequenceHeader), 10, 64)
 		if err != nil || seq <= last {
 			return false, 0, fmt.Errorf("read %s: %w", subject, errors.New("direct get reply without a valid sequence"))
 		}
 		last = seq
-		if err := fn(seq, m.Header.Get(jetstream.MsgIDHeader), m.Data); err != nil {
+		if err := fn(seq, m.Header, m.Data); err != nil {
 			return false, 0, err
 		}
 	}

@@ -45,7 +45,7 @@ const (
 	// 16 (965/s at 4), with no difference at 16 clients and below.
 	DefaultBatchThreshold = 8
 
-	summaryHeader = "Chio-Task-Summary"
+	summaryHeader = schemas.HeaderTaskSummary
 	commitVersion = schemas.TaskCommitVersion
 )
 
@@ -79,6 +79,8 @@ type options struct {
 	now             func() time.Time
 	log             *slog.Logger
 	replicaID       string
+	signer          *schemas.EdgeSigner
+	verifier        *schemas.EdgeVerifier
 	// Limits (quota.go); 0 means none.
 	maxStreamBytes    int64
 	maxStreamMsgs     int64
@@ -143,6 +145,17 @@ func WithMaxCommitsPerTask(n int64) Option { return func(o *options) { o.maxComm
 // principal (default DefaultMaxLiveTasksPerOwner; 0: no bound); see
 // AdmitOwner.
 func WithMaxLiveTasksPerOwner(n int) Option { return func(o *options) { o.maxLiveTasks = n } }
+
+// WithEdgeSigner signs every commit with the edge's key: readers with
+// WithEdgeTrust (and the projections) honour only signed commits.
+func WithEdgeSigner(sg *schemas.EdgeSigner) Option { return func(o *options) { o.signer = sg } }
+
+// WithEdgeTrust makes every read honour only commits a certified edge
+// signed (schemas.EdgeVerifier.CheckTaskCommit): a load skips the others'
+// events and refuses a commit replayed onto another position, and a
+// list, watch, follow or live index skips them, so a NATS credential
+// alone cannot forge a task. Without it every commit is honoured.
+func WithEdgeTrust(v *schemas.EdgeVerifier) Option { return func(o *options) { o.verifier = v } }
 
 // check refuses an invalid option, naming it.
 func (o *options) check() error {
@@ -407,11 +420,17 @@ func (s *Store) load(ctx context.Context, id string, owner Owner) (*Task, error)
 // events (see Task.apply).
 func (s *Store) fold(ctx context.Context, id string) (*Task, error) {
 	t := &Task{ID: id}
-	err := s.readCommits(ctx, Subject(id), func(seq uint64, msgID string, data []byte) error {
+	subject := Subject(id)
+	err := s.readCommits(ctx, subject, func(seq uint64, h nats.Header, data []byte) error {
+		prev, ok := s.authentic(subject, seq, h, data, schemas.StoredTime(h))
 		var c commit
-		if err := json.Unmarshal(data, &c); err != nil {
-			s.opts.log.Warn("taskstore: skipping undecodable commit", "task", id, "seq", seq, "err", err)
-		} else {
+		switch {
+		case !ok: // logged
+		case prev >= 0 && uint64(prev) != t.Seq:
+			s.opts.log.Warn("taskstore: skipping a commit replayed onto another position", "task", id, "seq", seq, "signed_prev", prev, "prev", t.Seq)
+		case json.Unmarshal(data, &c) != nil:
+			s.opts.log.Warn("taskstore: skipping undecodable commit", "task", id, "seq", seq)
+		default:
 			for i := range c.Events {
 				if err := t.apply(&c.Events[i]); err != nil {
 					s.opts.log.Warn("taskstore: skipping refused event", "task", id, "seq", seq, "err", err)
@@ -420,7 +439,7 @@ func (s *Store) fold(ctx context.Context, id string) (*Task, error) {
 		}
 		t.Seq = seq
 		t.size += len(data)
-		t.commitIDs = append(t.commitIDs, msgID)
+		t.commitIDs = append(t.commitIDs, h.Get(jetstream.MsgIDHeader))
 		return nil
 	})
 	if err != nil {
@@ -628,6 +647,11 @@ func (s *Store) commit(ctx context.Context, t *Task, events []Event, commitID st
 	// Headers the client adds: the message id and the expected sequence.
 	size := len(body) + len(summaryHeader) + len(sum) + len(jetstream.MsgIDHeader) + len(commitID) +
 		len(jetstream.ExpectedLastSubjSeqHeader) + 20 + 64 + len(schemas.HeaderReplica) + len(s.opts.replicaID)
+	if sg := s.opts.signer; sg != nil {
+		// It follows t.Seq, which the stream enforces on the write.
+		sg.SignTaskCommit(msg.Subject, msg.Header, body, t.Seq)
+		size += sg.TaskCommitSignatureBytes()
+	}
 	if size > s.opts.maxMessageBytes {
 		return nil, fmt.Errorf("%w: commit of %d bytes exceeds the %d-byte message limit", ErrTooLarge, size, s.opts.maxMessageBytes)
 	}

@@ -44,7 +44,7 @@ func (s *Store) watch(ctx context.Context, id string, owner Owner) (<-chan Event
 	if err != nil {
 		return nil, fmt.Errorf("read last commit: %w", err)
 	}
-	sm, err := decodeSummary(last.Header.Get(summaryHeader))
+	sm, err := s.readSummary(last.Subject, last.Sequence, last.Header, last.Time)
 	if err != nil || sm.Subject != owner.Subject || sm.Tenant != owner.Tenant {
 		return nil, ErrNotFound
 	}
@@ -98,6 +98,14 @@ func (s *Store) pump(ctx context.Context, id string, it jetstream.MessagesContex
 			return
 		}
 		var c commit
+		// The watch sees the task's every commit in order, so the one
+		// before is prev (an ordered consumer delivers from the first).
+		prev, ok := s.authentic(m.Subject(), meta.Sequence.Stream, m.Headers(), m.Data(), meta.Timestamp)
+		before := t.Seq
+		t.Seq = meta.Sequence.Stream
+		if !ok || (prev >= 0 && uint64(prev) != before) {
+			continue
+		}
 		if err := json.Unmarshal(m.Data(), &c); err != nil {
 			s.opts.log.Warn("taskstore: skipping undecodable commit", "task", id, "seq", meta.Sequence.Stream, "err", err)
 			continue
