@@ -360,6 +360,10 @@ func TestConsoleBrowser(t *testing.T) {
 		if txt := tab.text("#binding"); !strings.Contains(txt, "the token alone (bearer)") {
 			t.Errorf("holder binding: %s", txt)
 		}
+		// The certified edge that decided, from metadata.edge.
+		if txt := tab.text("#receipt-edge"); !strings.Contains(txt, "edge chio-up · credential edge.chio-up.") {
+			t.Errorf("deciding edge: %s", txt)
+		}
 	})
 
 	t.Run("tampering fails verification", func(t *testing.T) {

@@ -211,11 +211,22 @@ func TestRecordTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Invoke(t.Context(), get); err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := reg.Lookup(t.Context(), a.ServerID(), string(slow.ID)); !again.Updated.Equal(first.Updated) {
-		t.Fatal("the same observation again, early in the TTL, was written")
+	// The partner moves its slow task on by itself (submitted, then
+	// working): an observation of a new state is written, so the check is
+	// of the first observation that repeats the one before.
+	for attempt := 0; ; attempt++ {
+		if _, err := a.Invoke(t.Context(), get); err != nil {
+			t.Fatal(err)
+		}
+		again, _ := reg.Lookup(t.Context(), a.ServerID(), string(slow.ID))
+		if again.State != first.State && attempt < 3 {
+			first = again
+			continue
+		}
+		if !again.Updated.Equal(first.Updated) {
+			t.Fatal("the same observation again, early in the TTL, was written")
+		}
+		break
 	}
 	time.Sleep(ttl/2 + 100*time.Millisecond)
 	if _, err := a.Invoke(t.Context(), get); err != nil {

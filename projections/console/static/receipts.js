@@ -134,10 +134,18 @@ function summary(r, leafIndex) {
     ['Trust level', r.trust_level],
     ['Leaf index', leafIndex],
     ['Trace', m.trace_id ? mono(m.trace_id) : ''],
+    ['Decided by', h('span', { id: 'receipt-edge' }, edgeOf(m.edge))],
     ['Kernel key', mono(r.kernel_key)],
     ['Policy hash', short(r.policy_hash, 24)],
     ['Content hash', short(r.content_hash, 24)],
   ]));
+}
+
+// edgeOf names the certified edge that decided (metadata.edge, inside the
+// kernel's signature), or says that the ledger recorded none.
+function edgeOf(e) {
+  if (!e) return 'no edge recorded (a ledger without edge trust signed it)';
+  return h('span', null, `edge ${e.edge_id} · credential `, mono(e.credential_id ?? ''), ' · key ', short(e.key, 16));
 }
 
 function decision(r) {
