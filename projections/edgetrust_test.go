@@ -7,29 +7,13 @@ import (
 	"maps"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/chio-ledger/chio/internal/edgetest"
 	"github.com/chio-ledger/chio/schemas"
 )
-
-func certifiedEdge(t *testing.T, issuer ed25519.PrivateKey, id string) *schemas.EdgeSigner {
-	t.Helper()
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	now := uint64(time.Now().Unix())
-	cred, err := schemas.IssueEdgeCredential(issuer, schemas.EdgeCredentialBody{ID: "edge." + id, EdgeID: id,
-		PublicKey: schemas.EncodePublicKey(key.Public().(ed25519.PublicKey)), IssuedAt: now - 60, ExpiresAt: now + 3600})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := schemas.NewEdgeSigner(cred, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // TestOnlySignedTaskCommitsAreFolded: with edge trust, the projections
 // serve a task only as certified edges wrote it. An unsigned commit, one
@@ -41,7 +25,7 @@ func TestOnlySignedTaskCommitsAreFolded(t *testing.T) {
 	h := newHarness(t)
 	_, issuer, _ := ed25519.GenerateKey(rand.Reader)
 	_, stranger, _ := ed25519.GenerateKey(rand.Reader)
-	edge, other := certifiedEdge(t, issuer, "edge-1"), certifiedEdge(t, stranger, "edge-x")
+	edge, other := edgetest.Certified(t, issuer, "edge-1"), edgetest.Certified(t, stranger, "edge-x")
 	trust := func() *schemas.EdgeVerifier {
 		return schemas.NewEdgeVerifier([]string{schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey))}, nil)
 	}

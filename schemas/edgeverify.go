@@ -98,7 +98,7 @@ func EdgeReason(err error) string {
 		err   error
 		label string
 	}{{ErrEdgeUnsigned, "unsigned"}, {ErrEdgeCredential, "credential"}, {ErrEdgeIssuer, "issuer"},
-		{ErrEdgeExpired, "expired"}, {ErrEdgeRevoked, "revoked"}, {ErrEdgeSignature, "signature"}} {
+		{ErrEdgeExpired, "expired"}, {ErrEdgeRevoked, "revoked"}, {ErrEdgeSignature, "signature"}, {ErrEdgeStale, "stale"}} {
 		if errors.Is(err, r.err) {
 			return r.label
 		}

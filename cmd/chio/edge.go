@@ -301,8 +301,12 @@ func (f *edgeFlags) governance(ctx context.Context, js jetstream.JetStream, metr
 	if err != nil {
 		return nil, err
 	}
+	signer, err := f.edgeSigner()
+	if err != nil {
+		return nil, err
+	}
 	if f.workers {
-		if err := addWorkers(ctx, js.Conn(), reg, f.workerKey); err != nil {
+		if err := addWorkers(ctx, js.Conn(), reg, f.workerKey, signer); err != nil {
 			return nil, err
 		}
 	}
@@ -314,11 +318,6 @@ func (f *edgeFlags) governance(ctx context.Context, js jetstream.JetStream, metr
 	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg), kernel.WithReplicas(f.replicas), kernel.WithMetrics(metrics),
 		kernel.WithRequireDPoP(f.requireDPoP), kernel.WithTracerProvider(f.tracer))
 	if err != nil {
-		return nil, err
-	}
-	signer, err := f.edgeSigner()
-	if err != nil {
-		k.Close()
 		return nil, err
 	}
 	d, err := dispatch.New(ctx, js, k, reg, id, f.replicas, dispatch.WithMetrics(metrics), dispatch.WithTracerProvider(f.tracer),
@@ -530,6 +529,15 @@ func newEdgeA2ACmd() *cobra.Command {
 			}
 			defer stopTracing() // first deferred, so it flushes last
 			ef.tracer = tp
+			if ef.workers { // checked before connecting: a usage error, not a NATS one
+				signer, err := ef.edgeSigner()
+				if err != nil {
+					return err
+				}
+				if _, err := workerOptions(ef.workerKey, signer); err != nil {
+					return err
+				}
+			}
 			var js jetstream.JetStream
 			devToken := ""
 			if stdio {

@@ -138,6 +138,35 @@ func revocationTimes(ctx context.Context, js jetstream.JetStream, replicas int) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("edge trust: %w", err)
 	}
+	return watchRevocationTimes(ctx, kv)
+}
+
+// awaitRevocations looks CHIO_REVOCATIONS up without creating it (a
+// worker reads it, and its owners give it its replicas), waiting until it
+// exists.
+func awaitRevocations(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	for told := false; ; {
+		kv, err := js.KeyValue(ctx, schemas.RevocationsBucket)
+		if err == nil {
+			return kv, nil
+		}
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, fmt.Errorf("edge trust: open %s: %w", schemas.RevocationsBucket, err)
+		}
+		if !told {
+			slog.Warn("edge trust: waiting for " + schemas.RevocationsBucket + " (the ledger or chio up creates it)")
+			told = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("edge trust: waiting for %s: %w", schemas.RevocationsBucket, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// watchRevocationTimes is revocationTimes over an open bucket.
+func watchRevocationTimes(ctx context.Context, kv jetstream.KeyValue) (revokedAt func(id string) (uint64, bool), stop func(), err error) {
 	w, err := revocation.Watch(ctx, kv, slog.Default())
 	if err != nil {
 		return nil, nil, fmt.Errorf("edge trust: %w", err)

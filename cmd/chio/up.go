@@ -93,15 +93,16 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 	}
 	defer un.stop()
 	ns, edgeJS := un.ns, un.js[natsauth.Edge]
-	if err := c.addRemoteTools(ctx, out, un, keys); err != nil {
-		return err
-	}
 	fmt.Fprintf(out, "chio up: keys in %s (log origin %q, kernel key %s)\n", keys.Dir, keys.Origin(), keys.KernelPub)
 	c.edgeDefaults(cmd, keys)
+	// Certified first: the edge signs its calls to the workers it finds.
 	if err := c.certifyEdge(ctx, out, un, keys); err != nil {
 		return err
 	}
 	defer c.stopEdgeTrust()
+	if err := c.addRemoteTools(ctx, out, un, keys); err != nil {
+		return err
+	}
 	reg, err := c.ef.registry()
 	if err != nil {
 		return err
@@ -224,7 +225,7 @@ func (c *upConfig) addRemoteTools(ctx context.Context, out io.Writer, un *upNATS
 		if !listening {
 			return usageError(errors.New("--workers needs a NATS address workers can reach (--nats-listen)"))
 		}
-		if ef.servers, err = awaitWorkers(ctx, js.Conn(), ef.servers, out, ns.ClientURL(), un.creds.Path(natsauth.Worker), ef.workerKey); err != nil {
+		if ef.servers, err = awaitWorkers(ctx, js.Conn(), ef.servers, out, ns.ClientURL(), un.creds.Path(natsauth.Worker), ef.workerKey, ef.signer); err != nil {
 			return err
 		}
 	}

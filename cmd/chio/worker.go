@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/edges/tools"
@@ -30,6 +31,7 @@ func newWorkerCmd() *cobra.Command {
 	var na natsauth.Client
 	var demo bool
 	var concurrency int
+	var edgeIssuers []string
 	var oa openapiFlags
 	var mf mcpFlags
 	cmd := &cobra.Command{
@@ -53,9 +55,13 @@ the new one within ` + workerFollowEvery.String() + `.
 
 Security: connect with the worker role's credential (--nats-nkey; chio up
 writes DATA_DIR/nats-creds/worker.nk). The roles' permissions let only edges
-call chio.tools.*.invoke and only workers take those calls, so no other
-credential runs a worker's tools without the kernel or takes calls meant for
-a worker.`,
+call chio.tools.*.invoke and only workers take those calls. Beyond them, the
+worker runs only calls a certified edge signed (--edge-issuer: the issuer of
+the edges' credentials, chio up's DATA_DIR/keys/issuer.pub), fresh, naming
+their decision's receipt id and never sent before, so an edge's NATS
+credential alone runs no tool without the kernel. It signs every answer
+with its manifest key, and edges take no answer it did not sign, so a
+worker's NATS credential alone answers no call.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -88,6 +94,13 @@ a worker.`,
 			if err != nil {
 				return err
 			}
+			if len(edgeIssuers) == 0 {
+				return usageError(errors.New("--edge-issuer is required: a worker runs only calls a certified edge signed (chio up's issuer is DATA_DIR/keys/" + issuerPubFile + ")"))
+			}
+			issuers, err := edgeIssuerKeys(edgeIssuers)
+			if err != nil {
+				return usageError(err)
+			}
 			url := orDefault(natsURL, nats.DefaultURL)
 			opts, _, err := natsOptions(natsauth.Worker, &na)
 			if err != nil {
@@ -99,8 +112,24 @@ a worker.`,
 				return fmt.Errorf("connect to NATS at %s: %w", url, err)
 			}
 			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return fmt.Errorf("connect to JetStream: %w", err)
+			}
+			// Revocations are read as the ledger reads them: a revoked
+			// edge credential's calls are refused from its revocation on.
+			kv, err := awaitRevocations(ctx, js)
+			if err != nil {
+				return err
+			}
+			revokedAt, stopTrust, err := watchRevocationTimes(ctx, kv)
+			if err != nil {
+				return err
+			}
+			defer stopTrust()
+			trust := schemas.NewEdgeVerifier(issuers, revokedAt)
 			w, err := worker.Serve(nc, servers, worker.WithName(name), worker.WithConcurrency(concurrency),
-				worker.WithManifestKey(key))
+				worker.WithManifestKey(key), worker.WithEdgeTrust(trust))
 			if err != nil {
 				return err
 			}
@@ -118,6 +147,7 @@ a worker.`,
 	f.StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+")")
 	registerNATSAuth(f, &na)
 	f.StringVar(&keyFile, "manifest-key", "", "file with the Ed25519 key (hex seed) that signs the served manifests; must exist (chio up's is DATA_DIR/keys/"+manifestKeyFile+"; edges pin its public key with --worker-key)")
+	f.StringArrayVar(&edgeIssuers, "edge-issuer", nil, "run only calls signed by an edge whose chio.edge_credential.v1 this key issued (64 hex, or a file holding it, e.g. chio up's DATA_DIR/keys/"+issuerPubFile+"; repeatable); required")
 	f.StringVar(&name, "name", "", "this worker's name in its service metadata")
 	f.IntVar(&concurrency, "concurrency", worker.DefaultConcurrency, "calls run at once; more wait (or go to other replicas)")
 	f.BoolVar(&demo, "demo", false, "serve the demo tool server ("+hello.ServerID+")")
@@ -128,12 +158,11 @@ a worker.`,
 
 // addWorkers registers, on reg, the tool servers workers serve on nc, and
 // follows them until ctx ends: servers whose workers start later are added.
-func addWorkers(ctx context.Context, nc *nats.Conn, reg *tools.Registry, keyArg string) error {
-	pin, err := workerPublicKey(keyArg)
+func addWorkers(ctx context.Context, nc *nats.Conn, reg *tools.Registry, keyArg string, signer *schemas.EdgeSigner) error {
+	opts, err := workerOptions(keyArg, signer)
 	if err != nil {
 		return err
 	}
-	opts := []worker.Option{worker.WithWorkerKey(pin)}
 	added, skipped, err := worker.Register(ctx, nc, reg, opts...)
 	if err != nil {
 		return fmt.Errorf("--workers: %w", err)
@@ -155,8 +184,8 @@ func addWorkers(ctx context.Context, nc *nats.Conn, reg *tools.Registry, keyArg 
 // awaitWorkers waits until workers on nc serve at least one tool server
 // and returns servers with theirs added: chio up issues its dev capability
 // for what is registered at start, so it waits for its workers first.
-func awaitWorkers(ctx context.Context, nc *nats.Conn, servers []tools.Server, out io.Writer, natsURL, credFile, keyArg string) ([]tools.Server, error) {
-	pin, err := workerPublicKey(keyArg)
+func awaitWorkers(ctx context.Context, nc *nats.Conn, servers []tools.Server, out io.Writer, natsURL, credFile, keyArg string, signer *schemas.EdgeSigner) ([]tools.Server, error) {
+	opts, err := workerOptions(keyArg, signer)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +195,7 @@ func awaitWorkers(ctx context.Context, nc *nats.Conn, servers []tools.Server, ou
 	}
 	told := false
 	for {
-		remotes, err := worker.Discover(ctx, nc, worker.WithWorkerKey(pin))
+		remotes, err := worker.Discover(ctx, nc, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("--workers: %w", err)
 		}
@@ -185,7 +214,7 @@ func awaitWorkers(ctx context.Context, nc *nats.Conn, servers []tools.Server, ou
 			return servers, nil
 		}
 		if !told {
-			fmt.Fprintf(out, "chio up: waiting for a worker (e.g. chio worker --demo --nats %s --nats-nkey %s --manifest-key DATA_DIR/keys/%s)\n", natsURL, credFile, manifestKeyFile)
+			fmt.Fprintf(out, "chio up: waiting for a worker (e.g. chio worker --demo --nats %s --nats-nkey %s --manifest-key DATA_DIR/keys/%s --edge-issuer DATA_DIR/keys/%s)\n", natsURL, credFile, manifestKeyFile, issuerPubFile)
 			told = true
 		}
 		select {
@@ -194,6 +223,19 @@ func awaitWorkers(ctx context.Context, nc *nats.Conn, servers []tools.Server, ou
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// workerOptions are an edge's options for its workers: the pinned worker
+// key, and the edge's signer, without which workers refuse its calls.
+func workerOptions(keyArg string, signer *schemas.EdgeSigner) ([]worker.Option, error) {
+	pin, err := workerPublicKey(keyArg)
+	if err != nil {
+		return nil, err
+	}
+	if signer == nil {
+		return nil, usageError(errors.New("--workers needs --edge-key and --edge-credential: workers run only calls a certified edge signed"))
+	}
+	return []worker.Option{worker.WithWorkerKey(pin), worker.WithEdgeSigner(signer)}, nil
 }
 
 // workerPublicKey is the pinned worker key: 64 hex, or a file holding it.

@@ -26,12 +26,18 @@
 // time, or whose id the edge already holds is logged and skipped; the
 // others are still registered. Register adds a Remote per new server.
 //
-// Security: the signature authenticates manifests, not the subjects.
-// NATS permissions must restrict publishing and subscribing on
-// `chio.tools.>` and `$SRV.>` to edges and workers, as CHIO_EVENTS
-// already must be: whoever can publish to a worker's invoke subject runs
-// its tools without the kernel, and whoever can subscribe to it (joining
-// the queue group) or answer $SRV.INFO can take calls meant for a worker. Remote.Invoke is one request/reply on the
+// Security: NATS permissions restrict publishing and subscribing on
+// `chio.tools.>` and `$SRV.>` to edges and workers. Beyond them, every
+// message on the invoke path is signed. An edge (WithEdgeSigner) signs
+// each call and cancel with its certified edge key, and a worker with
+// WithEdgeTrust runs only calls a certified edge signed, fresh, naming
+// their decision's receipt id and never sent before: an edge's NATS
+// credential alone runs no tool without the kernel. A worker signs every
+// answer, result or refusal, with its manifest key over the request it
+// answers (HeaderWorkerSignature), and a Remote takes no answer the
+// pinned key did not sign (ErrForgedAnswer, the outcome unknown): a
+// client that joins the queue group with a worker's NATS credential
+// answers no call. Remote.Invoke is one request/reply on the
 // invoke subject, answered by whichever replica the queue group picks; the
 // request names the manifest hash it was discovered with, and a replica
 // serving another manifest refuses it without running it.

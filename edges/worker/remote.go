@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +40,7 @@ type remoteOptions struct {
 	maxAnswer int
 	window    time.Duration
 	key       string
+	signer    *schemas.EdgeSigner
 	log       *slog.Logger
 }
 
@@ -66,6 +69,11 @@ func WithManifestTimeout(d time.Duration) Option { return func(o *remoteOptions)
 // manifest (deny_by_default, exposure, hints) for the edge to serve.
 func WithWorkerKey(publicKey string) Option { return func(o *remoteOptions) { o.key = publicKey } }
 
+// WithEdgeSigner signs every call and cancel the Remote sends with the
+// edge's key (schemas.EdgeSigner.SignToolCall), for workers that run only
+// calls a certified edge sent (WithEdgeTrust).
+func WithEdgeSigner(s *schemas.EdgeSigner) Option { return func(o *remoteOptions) { o.signer = s } }
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *remoteOptions) { o.log = l } }
 
@@ -86,6 +94,7 @@ type Remote struct {
 	nc   *nats.Conn
 	id   string
 	opts remoteOptions
+	pin  ed25519.PublicKey // the worker key every answer must be signed by
 
 	// mu guards the manifest, which Refresh may swap.
 	mu       sync.RWMutex
@@ -97,16 +106,22 @@ type Remote struct {
 var _ tools.Server = (*Remote)(nil)
 
 // NewRemote returns the Remote of the server m describes, served by
-// workers reached on nc.
+// workers reached on nc. It takes only answers signed by the pinned
+// worker key (WithWorkerKey, required).
 func NewRemote(nc *nats.Conn, m *schemas.ToolManifest, opts ...Option) (*Remote, error) {
 	if m == nil {
 		return nil, errors.New("remote tool server: manifest is nil")
+	}
+	o := newOptions(opts)
+	pin, err := schemas.ParsePublicKey(o.key)
+	if err != nil {
+		return nil, fmt.Errorf("remote tool server %q: worker key: %w", m.ServerID, err)
 	}
 	hash, err := ManifestHash(m)
 	if err != nil {
 		return nil, fmt.Errorf("remote tool server: %w", err)
 	}
-	r := &Remote{nc: nc, id: m.ServerID, opts: newOptions(opts)}
+	r := &Remote{nc: nc, id: m.ServerID, opts: o, pin: pin}
 	r.set(m, hash)
 	return r, nil
 }
@@ -227,7 +242,12 @@ func (r *Remote) call(ctx context.Context, inv tools.Invocation, stream bool) (*
 	}
 	callCtx, cancel := context.WithTimeout(runCtx, r.opts.timeout)
 	defer cancel()
-	msg, err := r.nc.RequestMsgWithContext(callCtx, &nats.Msg{Subject: subject(r.id, roleInvoke), Data: data})
+	subj := subject(r.id, roleInvoke)
+	req := &nats.Msg{Subject: subj, Data: data}
+	if r.opts.signer != nil {
+		req.Header = r.opts.signer.SignToolCall(subj, data, time.Now())
+	}
+	msg, err := r.nc.RequestMsgWithContext(callCtx, req)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, fmt.Errorf("invoke %s: %w", name, ErrNoWorker)
@@ -243,8 +263,14 @@ func (r *Remote) call(ctx context.Context, inv tools.Invocation, stream bool) (*
 		}
 		return nil, fmt.Errorf("invoke %s: %w: %w", name, tools.ErrOutcomeUnknown, cause)
 	}
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
-		return nil, remoteError(name, code, msg.Header.Get(micro.ErrorHeader))
+	code, text := msg.Header.Get(micro.ErrorCodeHeader), msg.Header.Get(micro.ErrorHeader)
+	if !r.signedAnswer(subj, data, code, text, msg) {
+		// Not the worker's: whoever answered may have run it, or not.
+		r.publishCancel(inv.ID)
+		return nil, fmt.Errorf("invoke %s: %w: %w", name, tools.ErrOutcomeUnknown, ErrForgedAnswer)
+	}
+	if code != "" {
+		return nil, remoteError(name, code, text)
 	}
 	if len(msg.Data) > r.opts.maxAnswer {
 		return nil, fmt.Errorf("invoke %s: %w: larger than %d bytes", name, ErrBadAnswer, r.opts.maxAnswer)
@@ -254,6 +280,16 @@ func (r *Remote) call(ctx context.Context, inv tools.Invocation, stream bool) (*
 		return nil, fmt.Errorf("invoke %s: %w: %v", name, ErrBadAnswer, err)
 	}
 	return &a, nil
+}
+
+// signedAnswer reports whether the pinned worker key signed msg as the
+// answer to the request data on subj.
+func (r *Remote) signedAnswer(subj string, data []byte, code, text string, msg *nats.Msg) bool {
+	sig, err := base64.RawURLEncoding.DecodeString(msg.Header.Get(HeaderWorkerSignature))
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return false
+	}
+	return ed25519.Verify(r.pin, answerSigningInput(subj, data, code, text, msg.Data), sig)
 }
 
 // remoteError is the error of a worker's error answer.
@@ -267,7 +303,7 @@ func remoteError(name, code, text string) error {
 		return fmt.Errorf("invoke %s: %w: %w: %s", name, ErrRefused, tools.ErrUnknownTool, text)
 	case codeTooLarge:
 		return fmt.Errorf("invoke %s: %w: %s", name, ErrBadAnswer, text)
-	case codeBadRequest, codeManifestMismatch, codeStopping:
+	case codeBadRequest, codeManifestMismatch, codeStopping, codeUnauthenticated:
 		return fmt.Errorf("invoke %s: %w: %s", name, ErrRefused, text)
 	default:
 		return fmt.Errorf("invoke %s: %w: %s", name, ErrRemoteTool, text)
@@ -287,7 +323,12 @@ func (r *Remote) Cancel(ctx context.Context, id string) error {
 func (r *Remote) publishCancel(id string) {
 	raw, err := json.Marshal(cancelRequest{ID: id})
 	if err == nil {
-		err = r.nc.Publish(subject(r.id, roleCancel), raw)
+		subj := subject(r.id, roleCancel)
+		msg := &nats.Msg{Subject: subj, Data: raw}
+		if r.opts.signer != nil {
+			msg.Header = r.opts.signer.SignToolCall(subj, raw, time.Now())
+		}
+		err = r.nc.PublishMsg(msg)
 	}
 	if err != nil {
 		r.opts.log.Warn("worker: cancel not sent", "server", r.id, "id", id, "err", err)

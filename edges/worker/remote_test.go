@@ -128,7 +128,7 @@ func TestRefusedUnrun(t *testing.T) {
 	}
 	other := remotes[0].Manifest()
 	other.Version = "9.9.9"
-	stale, err := NewRemote(nc, other)
+	stale, err := NewRemote(nc, other, trusted())
 	if err != nil {
 		t.Fatal(err)
 	}

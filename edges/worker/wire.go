@@ -42,6 +42,7 @@ const (
 	codeOutcomeUnknown   = "504" // the tool was cut off (tools.ErrOutcomeUnknown)
 	codeStopping         = "503" // this replica is stopping: nothing ran
 	codeTooLarge         = "413" // the tool ran; its answer does not fit a NATS message
+	codeUnauthenticated  = "401" // no certified edge signed the call, or it was sent before: nothing ran
 )
 
 // Sentinel errors; callers test them with errors.Is.
@@ -58,7 +59,27 @@ var (
 	// ErrBadAnswer: a worker's answer is too large or not the expected
 	// JSON; the tool may have run.
 	ErrBadAnswer = errors.New("the worker's answer is not usable")
+	// ErrForgedAnswer: the answer is not signed by the worker key the
+	// edge pins: whoever sent it is not the worker, and whether the tool
+	// ran is unknown (the error also matches tools.ErrOutcomeUnknown).
+	ErrForgedAnswer = errors.New("the answer is not signed by the worker key")
 )
+
+// HeaderWorkerSignature carries a worker's answer's signature by its
+// manifest key (Ed25519, base64url without padding) over
+// answerSigningInput: an edge takes an answer, result or refusal, only
+// from the worker it pinned, so a client that joined the queue group with
+// a worker's NATS credential cannot answer for it.
+const HeaderWorkerSignature = "Chio-Worker-Signature"
+
+// answerSigningInput is what a worker signs of an answer: a domain tag,
+// the invoke subject, the SHA-256 of the request it answers (so an answer
+// cannot be moved to another call), the error code and text (empty on
+// success) and the SHA-256 of the body.
+func answerSigningInput(subject string, request []byte, code, text string, body []byte) []byte {
+	rq, b := sha256.Sum256(request), sha256.Sum256(body)
+	return fmt.Appendf(nil, "chio.tool_answer.v1\n%s\n%x\n%s\n%s\n%x", subject, rq, code, text, b)
+}
 
 // SubjectKey is the subject token of a server id: the first 16 bytes of
 // its SHA-256, in hex.

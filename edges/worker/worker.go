@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,11 +35,22 @@ const DefaultDrainTimeout = 10 * time.Second
 // headers of an answer.
 const answerHeadroom = 4 << 10
 
+// DefaultFreshness is how far a call's signing time may be from the
+// worker's clock (WithEdgeTrust).
+const DefaultFreshness = 30 * time.Second
+
+// maxSeenCalls bounds the signed calls a worker remembers to refuse them
+// a second time; past it (after the expired are forgotten) calls are
+// refused unrun until older ones expire.
+const maxSeenCalls = 1 << 20
+
 type workerOptions struct {
 	name        string
 	concurrency int
 	drain       time.Duration
 	key         ed25519.PrivateKey
+	trust       *schemas.EdgeVerifier
+	freshness   time.Duration
 	log         *slog.Logger
 }
 
@@ -58,6 +71,21 @@ func WithManifestKey(key ed25519.PrivateKey) WorkerOption {
 	return func(o *workerOptions) { o.key = key }
 }
 
+// WithEdgeTrust makes the worker run only calls a certified edge signed
+// (schemas.EdgeSigner.SignToolCall, sent by a Remote WithEdgeSigner): the
+// credential issued by a trusted issuer and not revoked, the signature
+// made within the freshness window, the request naming its decision's
+// receipt id, and never sent before. Others are refused unrun. Without
+// it every call is run: NATS permissions are then all that keeps a
+// stranger from running tools without the kernel.
+func WithEdgeTrust(v *schemas.EdgeVerifier) WorkerOption {
+	return func(o *workerOptions) { o.trust = v }
+}
+
+// WithFreshness sets how far a signed call's time may be from the
+// worker's clock (default DefaultFreshness).
+func WithFreshness(d time.Duration) WorkerOption { return func(o *workerOptions) { o.freshness = d } }
+
 // WithDrainTimeout bounds how long Stop waits for the calls running
 // (default DefaultDrainTimeout).
 func WithDrainTimeout(d time.Duration) WorkerOption { return func(o *workerOptions) { o.drain = d } }
@@ -76,6 +104,11 @@ type Worker struct {
 	cancel   context.CancelFunc
 	served   atomic.Int64
 	byID     map[string]*served
+	key      ed25519.PrivateKey
+	trust    *schemas.EdgeVerifier
+	fresh    time.Duration
+	seen     seenCalls
+	refused  atomic.Int64 // calls refused as not sent by a certified edge
 	stopOnce sync.Once
 	stopErr  error
 
@@ -119,8 +152,12 @@ func Serve(nc *nats.Conn, servers []tools.Server, opts ...WorkerOption) (*Worker
 	if o.drain <= 0 {
 		o.drain = DefaultDrainTimeout
 	}
+	if o.freshness <= 0 {
+		o.freshness = DefaultFreshness
+	}
 	check := tools.NewRegistry()
-	w := &Worker{nc: nc, log: o.log, drain: o.drain, sem: make(chan struct{}, o.concurrency), byID: map[string]*served{}}
+	w := &Worker{nc: nc, log: o.log, drain: o.drain, sem: make(chan struct{}, o.concurrency), byID: map[string]*served{},
+		key: o.key, trust: o.trust, fresh: o.freshness, seen: seenCalls{at: map[[32]byte]time.Time{}}}
 	for _, s := range servers {
 		if err := check.Register(s); err != nil {
 			return nil, fmt.Errorf("serve tools: %w", err)
@@ -184,6 +221,10 @@ func (w *Worker) addEndpoints(id string, s *served) error {
 
 // Served reports how many calls this worker has answered.
 func (w *Worker) Served() int64 { return w.served.Load() }
+
+// Unauthenticated reports how many calls this worker refused, unrun,
+// because no certified edge signed them or they were sent before.
+func (w *Worker) Unauthenticated() int64 { return w.refused.Load() }
 
 // Info is the worker's micro service info.
 func (w *Worker) Info() micro.Info { return w.svc.Info() }
@@ -262,9 +303,20 @@ func (w *Worker) run(r micro.Request) {
 		w.refuse(r, codeBadRequest, fmt.Sprintf("request larger than %d bytes", MaxRequestBytes))
 		return
 	}
+	if err := w.authentic(r); err != nil {
+		w.refused.Add(1)
+		w.log.Warn("worker: call refused unrun: not sent by a certified edge", "subject", r.Subject(), "reason", schemas.EdgeReason(err), "err", err)
+		w.refuse(r, codeUnauthenticated, "call refused unrun: "+err.Error())
+		return
+	}
 	var req request
 	if err := strictjson.Unmarshal(r.Data(), &req); err != nil {
 		w.refuse(r, codeBadRequest, "request: "+err.Error())
+		return
+	}
+	if w.trust != nil && (req.Governance == nil || req.Governance.ReceiptID == "") {
+		w.refused.Add(1)
+		w.refuse(r, codeUnauthenticated, "call refused unrun: it names no decision's receipt id")
 		return
 	}
 	s := w.byID[req.ServerID]
@@ -334,7 +386,7 @@ func (w *Worker) run(r micro.Request) {
 		w.refuse(r, codeTooLarge, fmt.Sprintf("the answer is %d bytes, more than the NATS max_payload less headers (%d)", len(raw), w.maxAnswer()))
 		return
 	}
-	if err := w.nc.PublishMsg(&nats.Msg{Subject: r.Reply(), Data: raw}); err != nil {
+	if err := w.nc.PublishMsg(&nats.Msg{Subject: r.Reply(), Data: raw, Header: w.sign(r, "", "", raw)}); err != nil {
 		w.log.Warn("worker: answer not sent; the call will end incomplete", "server", req.ServerID, "tool", req.Tool, "id", req.ID, "err", err)
 	}
 }
@@ -344,15 +396,85 @@ func (w *Worker) run(r micro.Request) {
 // its own, and the micro handler that received it reads r's error state
 // once it returns, so r must not be written to after that.
 func (w *Worker) refuse(r micro.Request, code, text string) {
-	msg := &nats.Msg{Subject: r.Reply(), Header: nats.Header{micro.ErrorHeader: {headerText(text)}, micro.ErrorCodeHeader: {code}}}
+	text = headerText(text)
+	h := w.sign(r, code, text, nil)
+	h.Set(micro.ErrorHeader, text)
+	h.Set(micro.ErrorCodeHeader, code)
+	msg := &nats.Msg{Subject: r.Reply(), Header: h}
 	if err := w.nc.PublishMsg(msg); err != nil {
 		w.log.Warn("worker: error answer not sent", "subject", r.Subject(), "err", err)
 	}
 }
 
+// sign returns the header holding the worker's signature of an answer to
+// r (answerSigningInput).
+func (w *Worker) sign(r micro.Request, code, text string, body []byte) nats.Header {
+	sig := ed25519.Sign(w.key, answerSigningInput(r.Subject(), r.Data(), code, text, body))
+	return nats.Header{HeaderWorkerSignature: {base64.RawURLEncoding.EncodeToString(sig)}}
+}
+
+// authentic checks, with edge trust, that a certified edge signed the
+// call within the freshness window and that it was not sent before.
+func (w *Worker) authentic(r micro.Request) error {
+	if w.trust == nil {
+		return nil
+	}
+	now := time.Now()
+	_, at, err := w.trust.CheckToolCall(r.Subject(), nats.Header(r.Headers()), r.Data(), now, w.fresh)
+	if err != nil {
+		return err
+	}
+	// Signed, fresh, and the first time: remembered until its time
+	// leaves the window, when the freshness check refuses it anyway.
+	return w.seen.first(sha256.Sum256(r.Data()), at.Add(w.fresh), now)
+}
+
+// seenCalls remembers the signed calls run, until their signature leaves
+// the freshness window, so a captured call sent again is refused.
+type seenCalls struct {
+	mu    sync.Mutex
+	at    map[[32]byte]time.Time // request hash → when it may be forgotten
+	swept int                    // the size after the last sweep
+}
+
+var (
+	errReplayed = errors.New("this signed call was sent before")
+	errSeenFull = errors.New("too many recent signed calls to remember; try again")
+)
+
+func (s *seenCalls) first(h [32]byte, forget, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.at[h]; ok && now.Before(t) {
+		return errReplayed
+	}
+	// Amortised: the expired are swept when the map has doubled since.
+	if len(s.at) >= max(2*s.swept, 1024) {
+		for k, t := range s.at {
+			if !now.Before(t) {
+				delete(s.at, k)
+			}
+		}
+		s.swept = len(s.at)
+	}
+	if len(s.at) >= maxSeenCalls {
+		return errSeenFull
+	}
+	s.at[h] = forget
+	return nil
+}
+
 // cancelCall stops the invocation if it runs here; no answer is sent, as
-// every replica hears the request.
+// every replica hears the request. With edge trust only a certified
+// edge's signed cancel is heard.
 func (w *Worker) cancelCall(s *served, r micro.Request) {
+	if w.trust != nil {
+		if _, _, err := w.trust.CheckToolCall(r.Subject(), nats.Header(r.Headers()), r.Data(), time.Now(), w.fresh); err != nil {
+			w.refused.Add(1)
+			w.log.Warn("worker: cancel ignored: not sent by a certified edge", "subject", r.Subject(), "reason", schemas.EdgeReason(err))
+			return
+		}
+	}
 	var c cancelRequest
 	if strictjson.Unmarshal(r.Data(), &c) != nil || c.ID == "" {
 		return

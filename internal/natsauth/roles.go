@@ -171,7 +171,8 @@ func (r Role) Grant() Grant {
 			kv(proofs), kv(proofsEpoch),
 		)
 	case Worker:
-		g.Publish = concat(base)
+		// Revocations read: a revoked edge credential's calls are refused.
+		g.Publish = concat(base, use(kvStream(revocations)))
 		g.Subscribe = []string{"chio.tools.*.invoke", "chio.tools.*.manifest", "chio.tools.*.cancel", "$SRV.>"}
 		g.Responses = true
 	case Operator:

@@ -140,6 +140,8 @@ func TestRoleRefusals(t *testing.T) {
 			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
 			pub("chio.events.decision"), pub("chio.tools.k.invoke"), pub("$KV.CHIO_BUDGETS.x"), pub("$KV.CHIO_REVOCATIONS.x"),
 			api("STREAM.INFO.CHIO_EVENTS"), api("CONSUMER.CREATE.CHIO_EVENTS.snoop"),
+			// It reads revocations, and changes nothing of them.
+			api("STREAM.CREATE.KV_CHIO_REVOCATIONS"), api("STREAM.PURGE.KV_CHIO_REVOCATIONS"), api("STREAM.DELETE.KV_CHIO_REVOCATIONS"),
 			sub("chio.events.>"), sub("chio.receipts.>"), sub("_INBOX_edge.>"),
 		},
 		natsauth.Operator: {

@@ -70,7 +70,9 @@ func startWorker(ctx context.Context, env *Env, bin, natsURL, name string) (*chi
 	// chio up's NATS takes only its roles' credentials: the worker's.
 	nkey := filepath.Join(env.Dir, "chio-up-workers", "nats-creds", "worker.nk")
 	w, _, err := startChild(ctx, env, name, workerReady, 60*time.Second, bin, "worker", "--demo", "--nats", natsURL, "--nats-nkey", nkey,
-		"--name", name, "--manifest-key", key)
+		"--name", name, "--manifest-key", key,
+		// It runs only calls an edge chio up's issuer certified signed.
+		"--edge-issuer", filepath.Join(env.Dir, "chio-up-workers", "keys", "issuer.pub"))
 	return w, err
 }
 

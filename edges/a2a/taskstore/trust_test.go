@@ -14,25 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/edgetest"
 	"github.com/chio-ledger/chio/schemas"
 )
-
-// certifiedEdge is an edge key with a credential issued by issuer.
-func certifiedEdge(t *testing.T, issuer ed25519.PrivateKey, id string) *schemas.EdgeSigner {
-	t.Helper()
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	now := uint64(time.Now().Unix())
-	cred, err := schemas.IssueEdgeCredential(issuer, schemas.EdgeCredentialBody{ID: "edge." + id, EdgeID: id,
-		PublicKey: schemas.EncodePublicKey(key.Public().(ed25519.PublicKey)), IssuedAt: now - 60, ExpiresAt: now + 3600})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := schemas.NewEdgeSigner(cred, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // TestOnlySignedCommitsAreHonoured: with edge trust, a task commit that no
 // certified edge signed, or that was changed or replayed after signing,
@@ -44,7 +28,7 @@ func TestOnlySignedCommitsAreHonoured(t *testing.T) {
 	ns := startNATS(t)
 	_, issuer, _ := ed25519.GenerateKey(rand.Reader)
 	_, stranger, _ := ed25519.GenerateKey(rand.Reader)
-	edge := certifiedEdge(t, issuer, "edge-1")
+	edge := edgetest.Certified(t, issuer, "edge-1")
 	trust := schemas.NewEdgeVerifier([]string{schemas.EncodePublicKey(issuer.Public().(ed25519.PublicKey))}, nil)
 	s := openStore(t, ns, WithEdgeSigner(edge), WithEdgeTrust(trust))
 	follow := startFollow(t, s)
@@ -89,7 +73,7 @@ func TestOnlySignedCommitsAreHonoured(t *testing.T) {
 		}
 		return h
 	}
-	strangerEdge := certifiedEdge(t, stranger, "edge-x")
+	strangerEdge := edgetest.Certified(t, stranger, "edge-x")
 	tampered := signedBy(edge, Subject(task.ID), []byte(`{"v":1,"events":[]}`), working.Seq)
 	forgeries := []struct {
 		name    string
