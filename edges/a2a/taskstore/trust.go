@@ -66,3 +66,28 @@ func (s *Store) replayed(ctx context.Context, subject string, prev int64, seq ui
 	}
 	return next != seq, nil
 }
+
+// lastCommit reads the last commit on subject by a direct get, with the
+// server's own subject, sequence and time (schemas.ServerHeader): a
+// commit that carries such headers of its own cannot pass for another
+// task's. found is false when the subject holds none.
+func (s *Store) lastCommit(ctx context.Context, subject string) (seq uint64, h nats.Header, stored time.Time, found bool, err error) {
+	req, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return 0, nil, time.Time{}, false, err
+	}
+	m, err := s.nc.RequestWithContext(ctx, s.apiPrefix+"DIRECT.GET."+StreamName, req)
+	if err != nil {
+		return 0, nil, time.Time{}, false, fmt.Errorf("read the last commit of %s: %w", subject, err)
+	}
+	if m.Header.Get("Status") == "404" {
+		return 0, nil, time.Time{}, false, nil
+	}
+	seq, err = strconv.ParseUint(schemas.ServerHeader(m.Header, jetstream.SequenceHeader), 10, 64)
+	if err != nil || schemas.ServerHeader(m.Header, jetstream.SubjectHeader) != subject {
+		return 0, nil, time.Time{}, false, fmt.Errorf("read the last commit of %s: status %s %s", subject, m.Header.Get("Status"), m.Header.Get("Description"))
+	}
+	return seq, m.Header, schemas.StoredTime(m.Header), true, nil
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -74,6 +75,13 @@ func TestOnlySignedCommitsAreHonoured(t *testing.T) {
 		return h
 	}
 	strangerEdge := edgetest.Certified(t, stranger, "edge-x")
+	// A genuine commit moved to another task, with the server's headers
+	// forged to name the task it was signed for.
+	movedTask := uuid.Must(uuid.NewV7()).String()
+	moved := maps.Clone(genuine.Header)
+	moved.Set(jetstream.SubjectHeader, Subject(task.ID))
+	moved.Set(jetstream.SequenceHeader, strconv.FormatUint(working.Seq, 10))
+	moved.Set("Nats-Time-Stamp", genuine.Time.Format(time.RFC3339Nano))
 	tampered := signedBy(edge, Subject(task.ID), []byte(`{"v":1,"events":[]}`), working.Seq)
 	forgeries := []struct {
 		name    string
@@ -87,6 +95,7 @@ func TestOnlySignedCommitsAreHonoured(t *testing.T) {
 		{"genuine commit replayed later", Subject(task.ID), maps.Clone(genuine.Header), genuine.Data},
 		{"unsigned task", Subject(forgedTask), signedBy(nil, "", nil, 0), created},
 		{"task signed for another subject", Subject(forgedTask), signedBy(edge, Subject(task.ID), created, 0), created},
+		{"genuine commit moved with forged server headers", Subject(movedTask), moved, genuine.Data},
 	}
 	for _, f := range forgeries {
 		for _, k := range []string{jetstream.MsgIDHeader, jetstream.ExpectedLastSubjSeqHeader, batchIDHeader, batchSeqHeader, batchCommitHeader} {
@@ -104,8 +113,10 @@ func TestOnlySignedCommitsAreHonoured(t *testing.T) {
 	if _, err := s.Load(ctx, forgedTask, alice); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("load of the forged task: %v, want ErrNotFound", err)
 	}
-	if _, err := s.Watch(ctx, forgedTask, alice); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("watch of the forged task: %v, want ErrNotFound", err)
+	for _, id := range []string{forgedTask, movedTask} {
+		if _, err := s.Watch(ctx, id, alice); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("watch of the forged task %s: %v, want ErrNotFound", id, err)
+		}
 	}
 	listed, _, _, err := s.List(ctx, alice, ListFilter{})
 	if err != nil {

@@ -37,14 +37,14 @@ func (s *Store) watch(ctx context.Context, id string, owner Owner) (<-chan Event
 	if !validID(id) {
 		return nil, ErrNotFound
 	}
-	last, err := s.stream.GetLastMsgForSubject(ctx, Subject(id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	seq, h, stored, found, err := s.lastCommit(ctx, Subject(id))
+	if err != nil {
+		return nil, err
+	}
+	if !found {
 		return nil, ErrNotFound
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read last commit: %w", err)
-	}
-	sm, err := s.readSummary(last.Subject, last.Sequence, last.Header, last.Time)
+	sm, err := s.readSummary(Subject(id), seq, h, stored)
 	if err != nil || sm.Subject != owner.Subject || sm.Tenant != owner.Tenant {
 		return nil, ErrNotFound
 	}
