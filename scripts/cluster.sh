@@ -67,7 +67,7 @@ cmdline() {
 	edge-[12])
 		local n=${1#edge-}
 		printf '%s\n' "$bin/chio" edge a2a --nats "$nats_urls" --listen "127.0.0.1:1809$n" \
-			--issuer-pub "$dir/keys/issuer.pub" --edge-id "$1" --replicas 3 --public-url http://127.0.0.1:18080 \
+			--issuer-pub "$dir/keys/issuer.pub" --edge-id "$1" --replicas 3 --public-url https://127.0.0.1:18080 \
 			--edge-key "$dir/keys/edges/$1.key" --edge-credential "$dir/keys/edges/$1.cred" \
 			--edge-issuer "$dir/keys/issuer.pub"
 		natsauth edge ;;
@@ -96,12 +96,15 @@ cluster {
 }
 EOF
 	done
-	cat >"$dir/conf/Caddyfile" <<'EOF'
+	# TLS with the internal CA's certificate (keygen --https-host), as
+	# the compose proxy's.
+	cat >"$dir/conf/Caddyfile" <<EOF
 {
 	admin off
 	auto_https off
 }
-http://127.0.0.1:18080 {
+https://127.0.0.1:18080 {
+	tls $dir/keys/tls/https.pem $dir/keys/tls/https-key.pem
 	reverse_proxy 127.0.0.1:18091 127.0.0.1:18092 {
 		lb_policy round_robin
 		lb_try_duration 5s
@@ -139,14 +142,14 @@ url_of() {
 	ledger-[12]) echo "http://127.0.0.1:1808${1#ledger-}" ;;
 	projections) echo http://127.0.0.1:18083 ;;
 	edge-[12]) echo "http://127.0.0.1:1809${1#edge-}" ;;
-	proxy) echo http://127.0.0.1:18080 ;;
+	proxy) echo https://127.0.0.1:18080 ;;
 	nats-[123]) echo "http://127.0.0.1:1822$((${1#nats-} + 1))" ;;
 	esac
 }
 
 ready_path() { case $1 in nats-*) echo /healthz ;; *) echo /readyz ;; esac; }
 
-is_ready() { curl -fsS -o /dev/null --max-time 2 "$(url_of "$1")$(ready_path "$1")"; }
+is_ready() { curl -fsS -o /dev/null --max-time 2 --cacert "$dir/keys/nats/ca.pem" "$(url_of "$1")$(ready_path "$1")"; }
 
 # wait_ready NAME: until its readiness probe answers. A process that exits
 # while the cluster is still electing JetStream leaders is restarted (as
@@ -171,13 +174,14 @@ up() {
 	command -v curl >/dev/null || die "curl is required"
 	build
 	configs
-	"$dir/bin/chio" keygen --out "$dir/keys" --keep --edge edge-1 --edge edge-2 --nats-roles --nats-tls-host 127.0.0.1 --nats-tls-host localhost
+	"$dir/bin/chio" keygen --out "$dir/keys" --keep --edge edge-1 --edge edge-2 --nats-roles --nats-tls-host 127.0.0.1 --nats-tls-host localhost \
+		--https-host 127.0.0.1 --https-host localhost
 	for n in nats-1 nats-2 nats-3; do start "$n"; done
 	for n in nats-1 nats-2 nats-3; do wait_ready "$n"; done
 	for n in ledger-1 ledger-2 projections edge-1 edge-2 proxy; do start "$n"; done
 	for n in ledger-1 ledger-2 projections edge-1 edge-2 proxy; do wait_ready "$n"; done
 	status
-	echo "cluster.sh: up. Agent card: http://127.0.0.1:18080/.well-known/agent-card.json; callers need a capability from"
+	echo "cluster.sh: up. Agent card: https://127.0.0.1:18080/.well-known/agent-card.json (curl --cacert $dir/keys/nats/ca.pem); callers need a capability from"
 	echo "  $dir/bin/chio capability issue --issuer-key $dir/keys/issuer.key --subject HEX --grant hello-a2a-srv/hello_task --output header"
 	echo "  receipts and projections are read with the service token: -H \"Authorization: Bearer \$CHIO_SERVICE_TOKEN\" (default cluster-dev-token)"
 }

@@ -34,7 +34,7 @@ const (
 func newKeygenCmd() *cobra.Command {
 	var out, origin string
 	var force, keep bool
-	var tlsHosts, edges []string
+	var tlsHosts, httpsHosts, edges []string
 	var natsRoles bool
 	cmd := &cobra.Command{
 		Use:   "keygen --out DIR",
@@ -52,12 +52,23 @@ func newKeygenCmd() *cobra.Command {
 			if len(tlsHosts) > 0 && !natsRoles {
 				return usageError(errors.New("--nats-tls-host needs --nats-roles"))
 			}
+			if len(httpsHosts) > 0 && len(tlsHosts) == 0 {
+				return usageError(errors.New("--https-host needs --nats-tls-host: its certificate comes from the internal CA made there"))
+			}
 			if natsRoles {
 				natsDir, err := writeNATSCredentials(out, tlsHosts)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "NATS credentials in %s (one nkey seed per role, and %s for the servers)\n", natsDir, natsauth.UsersConfFile)
+			}
+			if len(httpsHosts) > 0 {
+				tlsDir := filepath.Join(out, "tls")
+				if err := natsauth.WriteHTTPSCert(filepath.Join(out, "nats"), tlsDir, httpsHosts); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "HTTPS certificate in %s (%s, %s; clients trust %s)\n", tlsDir, natsauth.HTTPSCertFile, natsauth.HTTPSKeyFile,
+					filepath.Join(out, "nats", natsauth.CAFile))
 			}
 			if _, err := os.Stat(filepath.Join(out, kernelKeyFile)); err == nil && keep {
 				fmt.Fprintf(cmd.OutOrStdout(), "kept the keys in %s\n", out)
@@ -79,6 +90,7 @@ func newKeygenCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep existing keys and succeed (one-shot setup of a cluster's shared keys)")
 	cmd.Flags().StringArrayVar(&edges, "edge", nil, "also issue edge ID a signing key and credential, DIR/edges/ID.key and ID.cred (repeatable; kept if present), for its --edge-key and --edge-credential")
 	cmd.Flags().BoolVar(&natsRoles, "nats-roles", false, "also write DIR/nats: one NATS nkey seed per role and the servers' users block (a cluster's; chio up makes its own)")
+	cmd.Flags().StringArrayVar(&httpsHosts, "https-host", nil, "also issue, from that internal CA, an HTTPS server certificate for this host name or IP (repeatable), in DIR/tls (the compose proxy's; kept if present)")
 	cmd.Flags().StringArrayVar(&tlsHosts, "nats-tls-host", nil, "also make an internal CA and a NATS server certificate for this host name or IP (repeatable), in DIR/nats")
 	return cmd
 }

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -451,6 +454,55 @@ func TestKeygen(t *testing.T) {
 	}
 	if _, err := chio(context.Background(), "keygen", "--out", t.TempDir(), "--origin", "bad origin"); err == nil {
 		t.Fatal("keygen accepted an origin with a space")
+	}
+}
+
+// TestKeygenHTTPSCert: keygen --https-host issues, from the internal CA
+// it made for NATS, a certificate an HTTPS server serves and a client
+// trusting only that CA accepts (the compose proxy's), kept on a rerun.
+func TestKeygenHTTPSCert(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := chio(context.Background(), "keygen", "--out", t.TempDir(), "--https-host", "127.0.0.1"); err == nil ||
+		!strings.Contains(err.Error(), "--https-host needs --nats-tls-host") {
+		t.Fatalf("--https-host without the CA: %v", err)
+	}
+	args := []string{"keygen", "--out", dir, "--keep", "--nats-roles", "--nats-tls-host", "nats-1", "--https-host", "127.0.0.1", "--https-host", "localhost"}
+	if _, err := chio(context.Background(), args...); err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "tls", natsauth.HTTPSCertFile), filepath.Join(dir, "tls", natsauth.HTTPSKeyFile)
+	before, _ := os.ReadFile(certFile)
+	if _, err := chio(context.Background(), args...); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(certFile); string(after) != string(before) {
+		t.Fatal("a rerun replaced the HTTPS certificate")
+	}
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the key file: %v %v, want mode 0600", fi.Mode(), err)
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+	srv.StartTLS()
+	defer srv.Close()
+	caPEM, err := os.ReadFile(filepath.Join(dir, "nats", natsauth.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	trusting := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := trusting.Get(srv.URL)
+	if err != nil {
+		t.Fatalf("a client trusting the internal CA: %v", err)
+	}
+	resp.Body.Close()
+	if _, err := (&http.Client{Transport: &http.Transport{}}).Get(srv.URL); err == nil {
+		t.Fatal("a client trusting only the system roots accepted the internal CA's certificate")
 	}
 }
 

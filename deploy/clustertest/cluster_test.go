@@ -13,6 +13,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,7 +49,7 @@ import (
 
 // Host ports the compose file publishes (its defaults).
 const (
-	proxyURL    = "http://127.0.0.1:18080"
+	proxyURL    = "https://127.0.0.1:18080" // TLS under the cluster's internal CA
 	natsURL     = "nats://127.0.0.1:14222"
 	projectName = "chio-failover"
 )
@@ -148,6 +150,11 @@ func serviceToken() string {
 
 // get reads url with token as its bearer credential, or anonymously.
 func get(ctx context.Context, token, url string) (int, []byte, error) {
+	return getVia(ctx, http.DefaultClient, token, url)
+}
+
+// getVia is get through client.
+func getVia(ctx context.Context, client *http.Client, token, url string) (int, []byte, error) {
 	// Bounded on its own: a read from a node that was just killed or cut
 	// off must fail and be retried, not wait for the run's deadline.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -159,7 +166,7 @@ func get(ctx context.Context, token, url string) (int, []byte, error) {
 	if token != anonymous {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -181,8 +188,46 @@ func waitUntil(ctx context.Context, t *testing.T, what string, limit time.Durati
 }
 
 func ready(ctx context.Context, url string) bool {
-	status, _, err := get(ctx, anonymous, url+"/readyz")
+	return readyVia(ctx, http.DefaultClient, url)
+}
+
+func readyVia(ctx context.Context, client *http.Client, url string) bool {
+	status, _, err := getVia(ctx, client, anonymous, url+"/readyz")
 	return err == nil && status == http.StatusOK
+}
+
+// proxyTransport trusts the cluster's internal CA (KEYS/nats/ca.pem), the
+// one the proxy's certificate (keygen --https-host) chains to, and no
+// other root.
+func proxyTransport(t *testing.T, keys string) *http.Transport {
+	t.Helper()
+	pem, err := os.ReadFile(filepath.Join(keys, "nats", natsauth.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		t.Fatal("the cluster's CA is not PEM")
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	return tr
+}
+
+// checkProxyTLS: the proxy speaks only TLS, with a certificate only the
+// cluster's CA vouches for.
+func checkProxyTLS(ctx context.Context, t *testing.T, pt http.RoundTripper) {
+	t.Helper()
+	if _, _, err := get(ctx, anonymous, proxyURL+"/readyz"); err == nil {
+		t.Fatal("a client trusting only the system roots accepted the proxy's certificate")
+	}
+	plain := strings.Replace(proxyURL, "https://", "http://", 1)
+	if status, _, err := get(ctx, anonymous, plain+"/readyz"); err == nil && status < 400 {
+		t.Fatalf("the proxy answered plain HTTP: %d", status)
+	}
+	if !readyVia(ctx, &http.Client{Transport: pt}, proxyURL) {
+		t.Fatal("the proxy is not ready over TLS")
+	}
 }
 
 // call is one load-generator call as the client saw it.
@@ -199,13 +244,14 @@ type call struct {
 // remembers which edge answered the worker's last request.
 type upstreamRecorder struct {
 	token string
+	base  http.RoundTripper // trusts the proxy's CA (proxyTransport)
 	last  atomic.Value
 }
 
 func (u *upstreamRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+u.token)
-	resp, err := http.DefaultTransport.RoundTrip(r)
+	resp, err := u.base.RoundTrip(r)
 	if err == nil {
 		u.last.Store(resp.Header.Get("X-Chio-Upstream"))
 	}
@@ -374,8 +420,9 @@ const clock = "15:04:05.000"
 // none can be read), from a NATS connection the test closes at its end.
 func awaitCluster(ctx context.Context, t *testing.T, keys string) (writer func() string) {
 	t.Helper()
+	proxy := &http.Client{Transport: proxyTransport(t, keys)}
 	boot := waitUntil(ctx, t, "the cluster to be ready", 3*time.Minute, func() bool {
-		return ready(ctx, proxyURL) && ready(ctx, ledgerURLs["ledger-1"]) && ready(ctx, ledgerURLs["ledger-2"])
+		return readyVia(ctx, proxy, proxyURL) && ready(ctx, ledgerURLs["ledger-1"]) && ready(ctx, ledgerURLs["ledger-2"])
 	})
 	t.Logf("cluster ready in %s", boot.Round(time.Millisecond))
 	nc := dialAs(t, keys, natsauth.Operator, nats.MaxReconnects(-1))
@@ -446,9 +493,11 @@ func pace(ctx context.Context, workers, rate int, newWorker func() func()) (wait
 func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 	writer := awaitCluster(ctx, t, keys)
 	checkSealed(t, keys)
+	pt := proxyTransport(t, keys)
+	checkProxyTLS(ctx, t, pt)
 	root := repoRoot(t)
 	// The README's first look at the cluster: the card through the proxy.
-	if status, body, err := get(ctx, anonymous, proxyURL+"/.well-known/agent-card.json"); err != nil || status != http.StatusOK || !strings.Contains(string(body), `"hello_task"`) {
+	if status, body, err := getVia(ctx, &http.Client{Transport: pt}, anonymous, proxyURL+"/.well-known/agent-card.json"); err != nil || status != http.StatusOK || !strings.Contains(string(body), `"hello_task"`) {
 		t.Fatalf("agent card through the proxy: %d %v %.200s", status, err, body)
 	}
 
@@ -466,7 +515,7 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 	)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	waitLoad := pace(loadCtx, workers, rate, func() func() {
-		rec := &upstreamRecorder{token: token}
+		rec := &upstreamRecorder{token: token, base: pt}
 		client := proxyClient(ctx, t, rec, 15*time.Second)
 		return func() {
 			msg := a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("failover"))
@@ -678,7 +727,7 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 
 	// Tasks created on the killed edge are readable through the other.
 	readable, onKilled := 0, 0
-	reader := proxyClient(ctx, t, &upstreamRecorder{token: token}, 15*time.Second)
+	reader := proxyClient(ctx, t, &upstreamRecorder{token: token, base: pt}, 15*time.Second)
 	for _, cl := range ok {
 		if cl.upstream != topo.upstream("edge-1") || !cl.at.Before(edgeKilled) {
 			continue

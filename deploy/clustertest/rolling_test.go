@@ -90,6 +90,7 @@ type lastEventIDKey struct{}
 // to each request and remembers which edge answered last.
 type loadTransport struct {
 	token string
+	base  http.RoundTripper // trusts the proxy's CA (proxyTransport)
 	last  atomic.Value
 	// answer is the last answer that was not a stream, for a stream call
 	// the client saw end with no event.
@@ -102,7 +103,7 @@ func (l *loadTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if id, ok := r.Context().Value(lastEventIDKey{}).(string); ok {
 		r.Header.Set("Last-Event-ID", id)
 	}
-	resp, err := http.DefaultTransport.RoundTrip(r)
+	resp, err := l.base.RoundTrip(r)
 	if err == nil {
 		l.last.Store(resp.Header.Get("X-Chio-Upstream"))
 		if resp.Header.Get("Content-Type") != "text/event-stream" {
@@ -201,12 +202,14 @@ var (
 func rollingRestart(ctx context.Context, t *testing.T, topo restarter, keys string) {
 	writer := awaitCluster(ctx, t, keys)
 	checkSealed(t, keys)
+	pt := proxyTransport(t, keys)
+	checkProxyTLS(ctx, t, pt)
 	token := issueCapability(t, keys)
 	reads := serviceToken()
 	vkey := readKey(t, keys, "checkpoint.vkey")
 	// Both edges answer through the proxy before the load starts.
 	seen := map[string]bool{}
-	probe := &loadTransport{token: token}
+	probe := &loadTransport{token: token, base: pt}
 	prober := proxyClient(ctx, t, probe, 15*time.Second)
 	waitUntil(ctx, t, "both edges to answer through the proxy", time.Minute, func() bool {
 		msg := a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("warm-up"))
@@ -227,7 +230,7 @@ func rollingRestart(ctx context.Context, t *testing.T, topo restarter, keys stri
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var n atomic.Int64
 	waitLoad := pace(loadCtx, workers, rate, func() func() {
-		tr := &loadTransport{token: token}
+		tr := &loadTransport{token: token, base: pt}
 		client := proxyClient(ctx, t, tr, 30*time.Second)
 		return func() {
 			// The call's own deadline, not the load's: a call started

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,6 +34,9 @@ type Target struct {
 	// Signer, when set, signs every request: Authorization: DPoP and a
 	// fresh proof (its cost is the generator's).
 	Signer *dpop.Signer
+	// RootCAs, when set, are the roots an https URL's certificate must
+	// chain to (the cluster proxy's internal CA).
+	RootCAs *x509.CertPool
 }
 
 // LoadResult is one load run's outcome. Requests and latencies count only
@@ -64,10 +69,11 @@ func (r *LoadResult) Err() error {
 }
 
 // newLoadClient is an HTTP client that keeps a connection per worker.
-func newLoadClient(conns int) *http.Client {
+func newLoadClient(conns int, roots *x509.CertPool) *http.Client {
 	return &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{
+			TLSClientConfig:     &tls.Config{RootCAs: roots},
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConns:        conns + 16,
 			MaxIdleConnsPerHost: conns + 16,
@@ -194,7 +200,7 @@ func (t *tally) add(lat Latencies, inWindow, ok, errs int, firstErr string) {
 // counting completions, not starts, so that neither the window's edges nor
 // a slow tail that straddles its end is trimmed from rate or percentiles.
 func closedLoop(ctx context.Context, t *Target, conc int, warm, dur time.Duration) (*LoadResult, error) {
-	c := newLoadClient(conc)
+	c := newLoadClient(conc, t.RootCAs)
 	defer c.CloseIdleConnections()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	start := time.Now()
@@ -253,7 +259,7 @@ func openLoop(ctx context.Context, t *Target, rate float64, warm, dur time.Durat
 	if rate <= 0 {
 		return nil, fmt.Errorf("open loop: rate %v", rate)
 	}
-	c := newLoadClient(maxInFlight)
+	c := newLoadClient(maxInFlight, t.RootCAs)
 	defer c.CloseIdleConnections()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	interval := time.Duration(float64(time.Second) / rate)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -23,7 +25,7 @@ var clusterPorts = []int{14222, 14223, 14224, 16222, 16223, 16224, 18222, 18223,
 	18080, 18081, 18082, 18083, 18091, 18092}
 
 const (
-	proxyURL = "http://127.0.0.1:18080"
+	proxyURL = "https://127.0.0.1:18080" // TLS under the cluster's internal CA
 	edge1URL = "http://127.0.0.1:18091"
 )
 
@@ -154,14 +156,16 @@ func (c *cluster) waitLog(ctx context.Context, want int, limit time.Duration) (t
 
 // upstreams asks the proxy n times for the agent card and returns the
 // distinct edges that answered (Caddy's X-Chio-Upstream header).
-func upstreams(ctx context.Context, n int) (map[string]int, error) {
+func upstreams(ctx context.Context, roots *x509.CertPool, n int) (map[string]int, error) {
 	seen := map[string]int{}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	defer client.CloseIdleConnections()
 	for range n {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, proxyURL+"/.well-known/agent-card.json", nil)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
@@ -176,10 +180,10 @@ func upstreams(ctx context.Context, n int) (map[string]int, error) {
 
 // waitUpstreams polls the proxy until exactly the wanted number of edges
 // answer (after a kill, Caddy's health check needs a second or two).
-func waitUpstreams(ctx context.Context, want int, limit time.Duration) (map[string]int, error) {
+func waitUpstreams(ctx context.Context, roots *x509.CertPool, want int, limit time.Duration) (map[string]int, error) {
 	deadline := time.Now().Add(limit)
 	for {
-		seen, err := upstreams(ctx, 8)
+		seen, err := upstreams(ctx, roots, 8)
 		if err == nil && len(seen) == want {
 			return seen, nil
 		}
@@ -226,6 +230,15 @@ func runScaleOut(ctx context.Context, env *Env) (sec *Section, err error) {
 		return nil, err
 	}
 	hdr := http.Header{"Authorization": {tok}, "A2A-Version": {"1.0"}}
+	// The proxy serves TLS under the internal CA keygen made.
+	caPEM, err := os.ReadFile(filepath.Join(c.dir, "keys", "nats", "ca.pem"))
+	if err != nil {
+		return nil, fmt.Errorf("scaleout: the cluster's CA: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("scaleout: the cluster's CA is not PEM")
+	}
 	// The writer signs its first checkpoint a moment after it is up.
 	if _, err := c.waitLog(ctx, 0, time.Minute); err != nil {
 		return nil, err
@@ -234,7 +247,7 @@ func runScaleOut(ctx context.Context, env *Env) (sec *Section, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if seen, err := waitUpstreams(ctx, 2, 30*time.Second); err != nil {
+	if seen, err := waitUpstreams(ctx, roots, 2, 30*time.Second); err != nil {
 		return nil, err
 	} else {
 		env.Logf("scaleout: proxy spreads over %v", seen)
@@ -249,7 +262,7 @@ func runScaleOut(ctx context.Context, env *Env) (sec *Section, err error) {
 	one := &scaleConfig{name: "(c) proxy, edge-1 only (edge-2 killed)", url: proxyURL + "/a2a", runs: map[int][]*LoadResult{}}
 	var maxDrain time.Duration
 	measure := func(sc *scaleConfig, conc int) error {
-		res, err := closedLoop(ctx, &Target{URL: sc.url, Header: hdr, State: completed}, conc, warm, dur)
+		res, err := closedLoop(ctx, &Target{URL: sc.url, Header: hdr, State: completed, RootCAs: roots}, conc, warm, dur)
 		if err != nil {
 			return err
 		}
@@ -285,7 +298,7 @@ func runScaleOut(ctx context.Context, env *Env) (sec *Section, err error) {
 		if err := c.sh(ctx, "kill", "edge-2"); err != nil {
 			return nil, err
 		}
-		if _, err := waitUpstreams(ctx, 1, 30*time.Second); err != nil {
+		if _, err := waitUpstreams(ctx, roots, 1, 30*time.Second); err != nil {
 			return nil, fmt.Errorf("after killing edge-2: %w", err)
 		}
 		for _, conc := range levels {
@@ -296,7 +309,7 @@ func runScaleOut(ctx context.Context, env *Env) (sec *Section, err error) {
 		if err := c.sh(ctx, "start", "edge-2"); err != nil {
 			return nil, err
 		}
-		if _, err := waitUpstreams(ctx, 2, time.Minute); err != nil {
+		if _, err := waitUpstreams(ctx, roots, 2, time.Minute); err != nil {
 			return nil, fmt.Errorf("after restarting edge-2: %w", err)
 		}
 	}
