@@ -3,12 +3,14 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chio-ledger/chio/ledger/logstore"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -152,4 +154,28 @@ func withEdge(e event, h nats.Header) event {
 		e.edgeCred, e.edgeSig = h.Get(schemas.HeaderEdgeCredential), h.Get(schemas.HeaderEdgeSignature)
 	}
 	return e
+}
+
+// keepCredentials adds to tx each credential that signed a message of
+// msgs and that this process has not stored yet, and returns their ids
+// (marked kept once tx commits). A receipt names its edge's credential by
+// id; the store keeps the credential itself for evidence packages.
+func (l *Ledger) keepCredentials(tx *logstore.Txn, msgs []event) ([]string, error) {
+	var kept []string
+	for i := range msgs {
+		c := msgs[i].signer
+		if c == nil || slices.Contains(kept, c.ID) {
+			continue
+		}
+		if _, ok := l.credsKept.Load(c.ID); ok {
+			continue
+		}
+		raw, err := schemas.Canonical(c)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: keep edge credential %s: %w", c.ID, err)
+		}
+		tx.PutEdgeCredential(c.ID, raw)
+		kept = append(kept, c.ID)
+	}
+	return kept, nil
 }

@@ -90,6 +90,9 @@ func (k Keys) Origin() string { return k.Checkpoint.Name() }
 type Ledger struct {
 	js    jetstream.JetStream
 	store *logstore.Store
+	// credsKept: the edge credentials this process stored
+	// (keepCredentials), so each costs one write per process.
+	credsKept sync.Map
 	keys  Keys
 	cfg   config
 	log   *slog.Logger
@@ -573,6 +576,10 @@ func (l *Ledger) apply(msgs []event, beforeCommit func() error) (_ []*schemas.De
 		}
 	}
 	tx.SetStreamSeq(lastSeq)
+	kept, err := l.keepCredentials(tx, msgs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	sums := make([]logstore.Summary, len(bodies))
 	for i, b := range bodies {
 		sums[i] = logstore.Summary{ReceiptID: b.ID, Timestamp: b.Timestamp, CapabilityID: b.CapabilityID,
@@ -600,6 +607,9 @@ func (l *Ledger) apply(msgs []event, beforeCommit func() error) (_ []*schemas.De
 	}
 	if err := tx.Commit(l.signCheckpoint); err != nil {
 		return nil, nil, nil, fmt.Errorf("ledger: %w", err)
+	}
+	for _, id := range kept {
+		l.credsKept.Store(id, true)
 	}
 	l.pending.apply(f.changes)
 	// Schedule timeouts only for calls still open after this batch.

@@ -52,7 +52,8 @@ bin/chio ledger rebuild --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/r
 grep -q '^size 2$' rebuild.txt
 
 bin/chio evidence export --url "http://$http" --token @.chio/operator.token --out evidence
-bin/chio evidence verify --input evidence --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)" | has '^evidence package verified'
+bin/chio evidence verify --input evidence --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)" --edge-issuer .chio/keys/issuer.pub | tee verified.txt | has '^evidence package verified'
+grep -q '^edges: .*each issued by a pinned --edge-issuer key' verified.txt
 cp -r evidence tampered && sed '1s/hello/hellp/' evidence/receipts.ndjson > tampered/receipts.ndjson
 if bin/chio evidence verify --input tampered --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)" 2> tampered.txt; then exit 1; fi
 grep -q 'receipts.ndjson' tampered.txt

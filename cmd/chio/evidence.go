@@ -190,8 +190,9 @@ func parseEvidenceTime(flag, s string) (uint64, error) {
 
 func newEvidenceVerifyCmd() *cobra.Command {
 	var input, vkey, kernelKey, policyFile string
+	var edgeIssuers []string
 	cmd := &cobra.Command{
-		Use:   "verify --input DIR --vkey FILE --kernel-key HEX [--witness-policy FILE]",
+		Use:   "verify --input DIR --vkey FILE --kernel-key HEX [--edge-issuer KEY] [--witness-policy FILE]",
 		Short: "Verify an evidence package offline against pinned keys",
 		Long: "Checks, in order: manifest.json (every file listed and no other, each of its size and SHA-256);\n" +
 			"the checkpoint's signature by the pinned log key (--vkey: a note verifier key or a file holding\n" +
@@ -203,7 +204,10 @@ func newEvidenceVerifyCmd() *cobra.Command {
 			"query.json's filter (tool server and name, outcome, since/until; a principal through the lineage\n" +
 			"chain of its capability), each capability's lineage chain in the package unless query.json says\n" +
 			"lineage was not readable or lists the capability as missing; every lineage record on a receipt's\n" +
-			"chain; query.json's counts; with --witness-policy, the witness quorum of the checkpoint's\n" +
+			"chain; each receipt that names the edge that decided it (metadata.edge) against that edge's\n" +
+			"credential in edge-credentials.ndjson (same edge id and key; signed by its issuer, one of the\n" +
+			"--edge-issuer keys when given, and every credential named by a receipt); query.json's counts;\n" +
+			"with --witness-policy, the witness quorum of the checkpoint's\n" +
 			"cosignatures; and consistency-proof.json when present. Exit status 0 prints \"evidence package\n" +
 			"verified\" with the counts; 1 names the first failed check with its file (and line); 2 is bad usage.\n\n" +
 			"What a package that verifies proves: each receipt in it was signed by the kernel and is in the log\n" +
@@ -228,7 +232,11 @@ func newEvidenceVerifyCmd() *cobra.Command {
 			if _, err := note.NewVerifier(vkey); err != nil {
 				return usageError(fmt.Errorf("--vkey: %w", err))
 			}
-			opts := evidence.VerifyOptions{VKey: vkey, KernelKey: strings.TrimSpace(kernelKey)}
+			issuers, err := edgeIssuerKeys(edgeIssuers)
+			if err != nil {
+				return usageError(err)
+			}
+			opts := evidence.VerifyOptions{VKey: vkey, KernelKey: strings.TrimSpace(kernelKey), EdgeIssuers: issuers}
 			if policyFile != "" {
 				p, err := witness.LoadPolicy(policyFile)
 				if err != nil {
@@ -248,6 +256,13 @@ func newEvidenceVerifyCmd() *cobra.Command {
 				rep.Receipts, rep.Unreadable, rep.Lineage, rep.Files, rep.TreeSize, rep.Origin)
 			fmt.Fprintf(w, "each receipt is inside the filter %s; not provable offline: that these are all the receipts it selects (compare with the log or a second export)\n",
 				describeFilter(rep.Filter))
+			switch {
+			case rep.EdgeCredentials > 0 && len(issuers) > 0:
+				fmt.Fprintf(w, "edges: %d edge credentials, each issued by a pinned --edge-issuer key\n", rep.EdgeCredentials)
+			case rep.EdgeCredentials > 0:
+				fmt.Fprintf(w, "edges: %d edge credentials, issued by %s (not pinned: compare with the operator's issuer key, or pass --edge-issuer)\n",
+					rep.EdgeCredentials, strings.Join(rep.EdgeIssuers, ", "))
+			}
 			if policyFile != "" {
 				fmt.Fprintf(w, "witnesses: quorum met, cosigned by %s\n", strings.Join(rep.Cosigners, ", "))
 			}
@@ -260,6 +275,7 @@ func newEvidenceVerifyCmd() *cobra.Command {
 	cmd.Flags().StringVar(&input, "input", "", "the evidence package directory")
 	cmd.Flags().StringVar(&vkey, "vkey", "", "the log's note verifier key, or a file holding it")
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the pinned kernel public key (64 hex)")
+	cmd.Flags().StringArrayVar(&edgeIssuers, "edge-issuer", nil, "an issuer key edge credentials must be signed by (64 hex, or a file holding it, e.g. KEYS/issuer.pub; repeatable)")
 	cmd.Flags().StringVar(&policyFile, "witness-policy", "", "a witness policy file: the checkpoint must carry a quorum of its witnesses' cosignatures")
 	return cmd
 }

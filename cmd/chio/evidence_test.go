@@ -243,9 +243,20 @@ func TestEvidenceExportAndVerify(t *testing.T) {
 		return []string{"evidence", "verify", "--input", dir, "--vkey", vkeyFile, "--kernel-key", kernel}
 	}
 	out, err = chio(ctx, verifyArgs(base)...)
-	want := fmt.Sprintf("evidence package verified: %d tool receipts (0 unreadable), %d lineage records, 7 verified files", len(all), len(capIDs))
+	want := fmt.Sprintf("evidence package verified: %d tool receipts (0 unreadable), %d lineage records, 8 verified files", len(all), len(capIDs))
 	if err != nil || !strings.Contains(out, want) || !strings.Contains(out, fmt.Sprintf("consistency: tree size %d extends", earlySize)) {
 		t.Fatalf("verify: %v\n%s\nwant %q", err, out, want)
+	}
+	// The edge that decided each call is certified by the issuer key the
+	// auditor pins, and by no other.
+	if out, err := chio(ctx, append(verifyArgs(base), "--edge-issuer", filepath.Join(keysDir, issuerPubFile))...); err != nil ||
+		!strings.Contains(out, "edge credentials, each issued by a pinned --edge-issuer key") {
+		t.Fatalf("verify with the edge issuer pinned: %v\n%s", err, out)
+	}
+	strangerPub, _, _ := ed25519.GenerateKey(rand.Reader)
+	if _, err := chio(ctx, append(verifyArgs(base), "--edge-issuer", schemas.EncodePublicKey(strangerPub))...); err == nil ||
+		!strings.Contains(err.Error(), "FAILED edge-credentials.ndjson:1: edge:") {
+		t.Fatalf("verify with another edge issuer pinned: %v", err)
 	}
 	// Each receipt line is the leaf the log holds, in log order.
 	lines := evidencePackageLines(t, filepath.Join(base, evidence.ReceiptsFile))
@@ -352,6 +363,18 @@ func TestEvidenceExportAndVerify(t *testing.T) {
 				editLines(t, dir, f, func(l [][]byte) [][]byte { return slices.Delete(l, bLine-1, bLine) })
 			}
 			editEvidenceQuery(t, dir, func(q *evidence.Query) { q.Receipts-- })
+			remanifest(t, dir)
+		}},
+		{name: "the edge credentials removed, counts and manifest rewritten", want: "receipts.ndjson:1: edge:", edit: func(t *testing.T, dir string) {
+			_ = os.WriteFile(filepath.Join(dir, evidence.EdgeCredentialsFile), nil, 0o644)
+			editEvidenceQuery(t, dir, func(q *evidence.Query) { q.Edges.Credentials = 0 })
+			remanifest(t, dir)
+		}},
+		{name: "an edge credential's edge id edited, manifest recomputed", want: "edge-credentials.ndjson:1: edge:", edit: func(t *testing.T, dir string) {
+			editLines(t, dir, evidence.EdgeCredentialsFile, func(l [][]byte) [][]byte {
+				l[0] = bytes.Replace(l[0], []byte(`"edge_id":"chio-up"`), []byte(`"edge_id":"chio-uq"`), 1)
+				return l
+			})
 			remanifest(t, dir)
 		}},
 		{name: "a file added", want: "notes.txt: manifest:", edit: func(t *testing.T, dir string) {
@@ -525,7 +548,7 @@ func TestEvidenceExportAndVerify(t *testing.T) {
 				}
 			}
 			out, err = chio(ctx, verifyArgs(dir)...)
-			want := fmt.Sprintf("evidence package verified: %d tool receipts (0 unreadable), %d lineage records, 6 verified files", len(c.ids), c.lineage)
+			want := fmt.Sprintf("evidence package verified: %d tool receipts (0 unreadable), %d lineage records, 7 verified files", len(c.ids), c.lineage)
 			if err != nil || !strings.Contains(out, want) {
 				t.Fatalf("verify: %v\n%s\nwant %q", err, out, want)
 			}

@@ -126,6 +126,27 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET("/v1/receipts/:id", h.receipt, private("reading receipts")...)
 	e.GET("/v1/receipts/:id/inclusion-proof", h.inclusion, private("reading receipts")...)
 	e.GET("/v1/receipts/:id/tlog-proof", h.tlogProof, private("reading receipts")...)
+	e.GET("/v1/edge-credentials/:id", h.edgeCredential, private("reading edge credentials")...)
+}
+
+// edgeCredential serves GET /v1/edge-credentials/{id}: the
+// chio.edge_credential.v1 a receipt's metadata.edge names, as the ledger
+// kept it when it folded what that edge signed, for an auditor to check
+// against the issuer's key offline. Any reader may read it: it names an
+// edge and its public key, no call.
+func (h *Handler) edgeCredential(c echo.Context) error {
+	id := c.Param("id")
+	if !schemas.ValidID(id) {
+		return fail(http.StatusBadRequest, "bad_credential_id", "malformed edge credential id")
+	}
+	raw, err := h.store.EdgeCredential(id)
+	if errors.Is(err, logstore.ErrNotFound) {
+		return fail(http.StatusNotFound, "edge_credential_not_found", "no edge credential %s signed an event this log folded", id)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, raw)
 }
 
 // NewServer returns an Echo server with the JSON error handler, panic

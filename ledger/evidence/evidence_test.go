@@ -165,7 +165,7 @@ func TestEvidenceUnreadableReceipt(t *testing.T) {
 		t.Fatalf("line 1: %s", lines[0])
 	}
 	rep, err := Verify(dir, VerifyOptions{VKey: l.vkey, KernelKey: l.kernel})
-	if err != nil || rep.Receipts != 5 || rep.Unreadable != 1 || rep.Lineage != 0 || rep.Files != 6 {
+	if err != nil || rep.Receipts != 5 || rep.Unreadable != 1 || rep.Lineage != 0 || rep.Files != 7 {
 		t.Fatalf("verify: %+v %v", rep, err)
 	}
 	// The unreadable receipt's raw bytes are what its signature covers.

@@ -152,7 +152,10 @@ type exporter struct {
 	receipts *hashedFile
 	proofs   *hashedFile
 	lineage  *hashedFile
-	q        Query
+	edges    *hashedFile
+	// edgesSeen: the edge credential ids the receipts named so far.
+	edgesSeen map[string]bool
+	q         Query
 
 	lineageReadable bool
 	// caps holds what is decided of each capability the query named: no
@@ -185,7 +188,7 @@ func export(ctx context.Context, c *Client, dir string, o Options) (*Query, erro
 	if o.PageSize <= 0 || o.PageSize > 200 {
 		o.PageSize = 200
 	}
-	e := &exporter{c: c, o: o, log: logger, lineageReadable: true, caps: map[string]capState{}, written: map[string]bool{},
+	e := &exporter{c: c, o: o, log: logger, lineageReadable: true, caps: map[string]capState{}, written: map[string]bool{}, edgesSeen: map[string]bool{},
 		q: Query{Format: Format, Server: c.Base, ExportedAt: now().UTC().Format(time.RFC3339), Filter: o.Filter}}
 
 	// The log's key as it publishes it: the export checks what it fetches
@@ -264,6 +267,9 @@ func export(ctx context.Context, c *Client, dir string, o Options) (*Query, erro
 	if e.lineage, err = create(LineageFile); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
+	if e.edges, err = create(EdgeCredentialsFile); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
 	if err := e.pages(ctx); err != nil {
 		return nil, err
 	}
@@ -281,6 +287,7 @@ func export(ctx context.Context, c *Client, dir string, o Options) (*Query, erro
 		e.q.Lineage.Note = "some receipts name a capability whose lineage the projections did not serve (none recorded, or outside the credential's scope): lineage.missing lists them"
 	}
 	e.q.Lineage.Readable = e.lineageReadable
+	slices.Sort(e.q.Edges.Missing)
 
 	qf, err := create(QueryFile)
 	if err != nil {
@@ -529,6 +536,8 @@ func (e *exporter) item(ctx context.Context, raw json.RawMessage) (done bool, er
 	e.q.Receipts++
 	if it.Unreadable != nil {
 		e.q.Unreadable++
+	} else if err := e.edgeCredential(ctx, line); err != nil {
+		return false, err
 	}
 	if !e.caps[capID].named {
 		if err := e.writeLineage(capID, chain); err != nil {

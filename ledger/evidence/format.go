@@ -27,6 +27,10 @@
 //	                           not read lineage (query.json says so). They
 //	                           are projections, not signed: the manifest
 //	                           is all that covers them
+//	edge-credentials.ndjson    the chio.edge_credential.v1 of each edge
+//	                           the receipts name (metadata.edge), each once,
+//	                           canonical; signed by the issuer key
+//	                           (EdgeCredentialsFile)
 //	consistency-proof.json     optional: {"from_checkpoint","from","to",
 //	                           "proof"}, the RFC 6962 proof that the
 //	                           checkpoint extends an earlier one
@@ -59,7 +63,16 @@
 //     capability as one whose lineage the projections did not serve; every
 //     lineage record is on the chain of a receipt's capability, and the
 //     chains are well formed;
+//   - every receipt that names the edge that decided it names one whose
+//     credential is in the package (or in query.json's edges.missing),
+//     with the same edge id and key, signed by its issuer key, one of
+//     those the auditor pins when any are; every credential is named;
 //   - with consistency-proof.json, the checkpoint extends the earlier one.
+//
+// The edge's own signature on the event that carried a decision was
+// checked by the ledger when it folded it, against that credential: the
+// receipt, which the kernel key signs, records that result, not the
+// signed event, which stays in the event stream.
 //
 // It cannot prove completeness: that the package holds every receipt of
 // the log (at its checkpoint) that the filter selects. An exporter who
@@ -146,6 +159,8 @@ type Query struct {
 	// Unreadable counts the receipts exported as raw bytes.
 	Unreadable uint64  `json:"unreadable"`
 	Lineage    Lineage `json:"lineage"`
+	// Edges says what EdgeCredentialsFile holds.
+	Edges Edges `json:"edges"`
 	// ConsistencyFrom is the size of the earlier checkpoint the
 	// consistency proof starts at, when there is one.
 	ConsistencyFrom *uint64 `json:"consistency_from,omitempty"`

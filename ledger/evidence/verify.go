@@ -28,6 +28,10 @@ type VerifyOptions struct {
 	// Checkpoint, when set, checks the signed checkpoint further (a
 	// witness quorum) and returns who vouched for it.
 	Checkpoint func(signedNote []byte, log note.Verifier) ([]string, error)
+	// EdgeIssuers, when set, are the issuer keys (64 lowercase hex) an
+	// edge credential must be signed by; without them each is checked
+	// against the issuer it names, and Report.EdgeIssuers lists those.
+	EdgeIssuers []string
 }
 
 // Report is what a package that verified holds. Receipts is how many
@@ -41,7 +45,11 @@ type Report struct {
 	Receipts   int
 	Unreadable int
 	Lineage    int
-	Files      int // the manifest and every file it covers, all verified
+	// EdgeCredentials is how many edge credentials were verified, and
+	// EdgeIssuers the issuer keys that signed them.
+	EdgeCredentials int
+	EdgeIssuers     []string
+	Files           int // the manifest and every file it covers, all verified
 	// Cosigners are what VerifyOptions.Checkpoint returned.
 	Cosigners []string
 	// ConsistencyFrom is the size of the earlier checkpoint proven to be
@@ -94,12 +102,20 @@ func Verify(dir string, opts VerifyOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkReceipts(dir, cpNote, cp.Size, opts, q, lin, rep); err != nil {
+	edges, err := readEdges(dir, files, q, opts.EdgeIssuers)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkReceipts(dir, cpNote, cp.Size, opts, q, lin, edges, rep); err != nil {
 		return nil, err
 	}
 	if err := lin.checkNamed(); err != nil {
 		return nil, err
 	}
+	if err := edges.checkNamed(); err != nil {
+		return nil, err
+	}
+	rep.EdgeCredentials, rep.EdgeIssuers = len(edges.creds), edges.issuers
 	rep.Lineage = len(lin.order)
 	if err := checkCounts(q, rep); err != nil {
 		return nil, err
@@ -209,7 +225,7 @@ func hashFile(path string) (int64, string, error) {
 var receiptChecks = []string{"receipt", "kernel-key", "receipt-signature", "parameter-hash"}
 
 // checkReceipts walks receipts.ndjson and inclusion-proofs.ndjson in step.
-func checkReceipts(dir string, cpNote []byte, size uint64, opts VerifyOptions, q *Query, lin *lineageSet, rep *Report) error {
+func checkReceipts(dir string, cpNote []byte, size uint64, opts VerifyOptions, q *Query, lin *lineageSet, edges *edgeSet, rep *Report) error {
 	rf, err := os.Open(filepath.Join(dir, ReceiptsFile))
 	if err != nil {
 		return &Failure{File: ReceiptsFile, Check: "read", Err: err}
@@ -312,6 +328,11 @@ func checkReceipts(dir string, cpNote []byte, size uint64, opts VerifyOptions, q
 		}
 		if err := lin.checkPrincipal(head.CapabilityID, q.Filter.Principal); err != nil {
 			return atReceipt("filter", err)
+		}
+		if !unreadable {
+			if err := edges.receipt(leaf); err != nil {
+				return atReceipt("edge", err)
+			}
 		}
 		rep.Receipts++
 		if res.Unreadable != "" {

@@ -51,6 +51,7 @@ const (
 	prefixByServer   = 'S' // S | tool server | 0 | u64 index
 	prefixByTool     = 'T' // T | tool server | 0 | tool name | 0 | u64 index
 	prefixByOwner    = 'P' // P | principal | 0 | u64 index: every prefix of the call's authority path
+	prefixEdgeCred   = 'E' // E | credential id → canonical chio.edge_credential.v1 that signed folded events
 )
 
 // Layout is the version of the key layout this package writes, recorded
@@ -570,6 +571,10 @@ func (s *Store) latestCheckpoint() ([]byte, error) {
 	}
 	return bytes.Clone(it.Value()), nil
 }
+
+// EdgeCredential returns the edge credential with the given id, as the
+// ledger kept it (Txn.PutEdgeCredential), or ErrNotFound.
+func (s *Store) EdgeCredential(id string) ([]byte, error) { return s.get(strKey(prefixEdgeCred, id)) }
 
 // Statement returns the checkpoint statement with the given sequence number.
 func (s *Store) Statement(seq uint64) ([]byte, error) { return s.get(u64Key(prefixStatement, seq)) }

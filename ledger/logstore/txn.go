@@ -123,6 +123,13 @@ func (t *Txn) DeletePending(id string) {
 	t.setErr(t.b.Delete(strKey(prefixPending, id), nil))
 }
 
+// PutEdgeCredential keeps an edge credential (its canonical JSON) under
+// its id: what an evidence package carries for an auditor to check the
+// edge a receipt names against the issuer's key.
+func (t *Txn) PutEdgeCredential(id string, cred []byte) {
+	t.setErr(t.b.Set(strKey(prefixEdgeCred, id), cred, nil))
+}
+
 // SetStreamSeq records the last stream sequence folded by this batch.
 func (t *Txn) SetStreamSeq(seq uint64) { t.state.StreamSeq = seq }
 
