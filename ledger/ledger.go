@@ -93,9 +93,9 @@ type Ledger struct {
 	// credsKept: the edge credentials this process stored
 	// (keepCredentials), so each costs one write per process.
 	credsKept sync.Map
-	keys  Keys
-	cfg   config
-	log   *slog.Logger
+	keys      Keys
+	cfg       config
+	log       *slog.Logger
 
 	timeouts *timeouts
 	pending  *pendingCache
