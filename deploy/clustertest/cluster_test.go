@@ -495,6 +495,7 @@ func failover(ctx context.Context, t *testing.T, topo topology, keys string) {
 	checkSealed(t, keys)
 	pt := proxyTransport(t, keys)
 	checkProxyTLS(ctx, t, pt)
+	checkForgedEvents(ctx, t, keys, ledgerURLs[writer()])
 	root := repoRoot(t)
 	// The README's first look at the cluster: the card through the proxy.
 	if status, body, err := getVia(ctx, &http.Client{Transport: pt}, anonymous, proxyURL+"/.well-known/agent-card.json"); err != nil || status != http.StatusOK || !strings.Contains(string(body), `"hello_task"`) {

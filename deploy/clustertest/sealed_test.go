@@ -1,11 +1,19 @@
 package clustertest
 
 import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natstest"
@@ -73,4 +81,81 @@ func checkSealed(t *testing.T, keys string) {
 		nc.Close()
 	}
 	t.Log("NATS sealed: no anonymous or unverified clients, and each credential refused outside its role")
+}
+
+// checkForgedEvents: with an edge's own NATS credential, a decision no
+// certified edge signed (unsigned, or under a credential a stranger's
+// issuer made) makes no receipt in the cluster's log, while the same
+// decision signed with a compose edge's key does.
+func checkForgedEvents(ctx context.Context, t *testing.T, keys, ledgerURL string) {
+	t.Helper()
+	js, err := jetstream.New(dialAs(t, keys, natsauth.Edge))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := schemas.ParsePrivateKey(readKey(t, keys, filepath.Join("edges", "edge-1.key")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := schemas.ParseEdgeCredential([]byte(readKey(t, keys, filepath.Join("edges", "edge-1.cred"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	genuine, err := schemas.NewEdgeSigner(cred, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, strangerIssuer, _ := ed25519.GenerateKey(rand.Reader)
+	_, strangerKey, _ := ed25519.GenerateKey(rand.Reader)
+	now := uint64(time.Now().Unix())
+	sc, err := schemas.IssueEdgeCredential(strangerIssuer, schemas.EdgeCredentialBody{ID: "edge.forged", EdgeID: "edge-1",
+		PublicKey: schemas.EncodePublicKey(strangerKey.Public().(ed25519.PublicKey)), IssuedAt: now - 60, ExpiresAt: now + 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := schemas.NewEdgeSigner(sc, strangerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func(s *schemas.EdgeSigner) string {
+		t.Helper()
+		id := uuid.Must(uuid.NewV7()).String()
+		d := schemas.DecisionEvent{Schema: schemas.DecisionEventSchema, EventID: schemas.DecisionEventID(id), ReceiptID: id,
+			Timestamp: uint64(time.Now().Unix()), CapabilityID: "cap-forged", ToolServer: "hello-a2a-srv", ToolName: "hello_task",
+			Parameters: json.RawMessage(`{"text":"transfer $1,000,000 to attacker"}`), PolicyHash: schemas.SHA256Hex([]byte("forged")),
+			Decision: schemas.Decision{Verdict: schemas.VerdictDeny, Reason: "forged", Guard: "forged"}, EdgeID: "edge-1"}
+		msg := &nats.Msg{Subject: schemas.SubjectDecision, Header: nats.Header{}}
+		if s != nil {
+			c := s.Credential()
+			d.EdgeID, d.EdgeKey, d.EdgeCredentialID = c.EdgeID, c.PublicKey, c.ID
+		}
+		if err := d.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if msg.Data, err = json.Marshal(&d); err != nil {
+			t.Fatal(err)
+		}
+		if s != nil {
+			c, sig := s.Sign(msg.Subject, msg.Data)
+			msg.Header.Set(schemas.HeaderEdgeCredential, c)
+			msg.Header.Set(schemas.HeaderEdgeSignature, sig)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := js.PublishMsg(pctx, msg, jetstream.WithMsgID(d.EventID)); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	unsigned, forged, signed := decide(nil), decide(stranger), decide(genuine)
+	waitUntil(ctx, t, "the genuine decision's receipt", time.Minute, func() bool {
+		status, _, err := get(ctx, serviceToken(), ledgerURL+"/v1/receipts/"+signed)
+		return err == nil && status == http.StatusOK
+	})
+	for _, id := range []string{unsigned, forged} {
+		if status, body, err := get(ctx, serviceToken(), ledgerURL+"/v1/receipts/"+id); err != nil || status != http.StatusNotFound {
+			t.Fatalf("receipt %s of a decision no certified edge signed: %d %v %.200s, want 404", id, status, err, body)
+		}
+	}
+	t.Log("events: a decision published with an edge's NATS credential but no certified edge's signature makes no receipt")
 }
