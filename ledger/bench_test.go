@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chio-ledger/chio/internal/edgetest"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -69,16 +70,8 @@ func benchApply(b *testing.B, signed bool, perMessage int) {
 	var opts []Option
 	if signed {
 		_, issuer, _ := ed25519.GenerateKey(rand.Reader)
-		_, key, _ := ed25519.GenerateKey(rand.Reader)
-		cred, err := schemas.IssueEdgeCredential(issuer, schemas.EdgeCredentialBody{ID: "edge.bench", EdgeID: "bench",
-			PublicKey: schemas.EncodePublicKey(key.Public().(ed25519.PublicKey)), IssuedAt: ts - 60, ExpiresAt: ts + 3600})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if signer, err = schemas.NewEdgeSigner(cred, key); err != nil {
-			b.Fatal(err)
-		}
-		opts = append(opts, WithEdgeTrust(EdgeTrust{Issuers: []string{cred.Issuer}}))
+		signer = edgetest.CertifiedFor(b, issuer, "bench", ts-60, ts+3600)
+		opts = append(opts, WithEdgeTrust(EdgeTrust{Issuers: []string{signer.Credential().Issuer}}))
 	}
 	var msgs []event
 	var pend []schemas.StreamEvent

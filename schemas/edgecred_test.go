@@ -8,22 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chio-ledger/chio/internal/edgetest"
 	"github.com/chio-ledger/chio/schemas"
 )
 
 func edgeSigner(t testing.TB, issuer ed25519.PrivateKey, issued, expires uint64) *schemas.EdgeSigner {
 	t.Helper()
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	cred, err := schemas.IssueEdgeCredential(issuer, schemas.EdgeCredentialBody{ID: "edge.e1.1", EdgeID: "e1",
-		PublicKey: schemas.EncodePublicKey(key.Public().(ed25519.PublicKey)), IssuedAt: issued, ExpiresAt: expires})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := schemas.NewEdgeSigner(cred, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return edgetest.CertifiedFor(t, issuer, "e1", issued, expires)
 }
 
 // TestEdgeSignatures: a message verifies under its credential only as it

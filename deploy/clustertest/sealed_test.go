@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/edgetest"
 	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natstest"
 	"github.com/chio-ledger/chio/schemas"
@@ -106,17 +107,7 @@ func checkForgedEvents(ctx context.Context, t *testing.T, keys, ledgerURL string
 		t.Fatal(err)
 	}
 	_, strangerIssuer, _ := ed25519.GenerateKey(rand.Reader)
-	_, strangerKey, _ := ed25519.GenerateKey(rand.Reader)
-	now := uint64(time.Now().Unix())
-	sc, err := schemas.IssueEdgeCredential(strangerIssuer, schemas.EdgeCredentialBody{ID: "edge.forged", EdgeID: "edge-1",
-		PublicKey: schemas.EncodePublicKey(strangerKey.Public().(ed25519.PublicKey)), IssuedAt: now - 60, ExpiresAt: now + 3600})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stranger, err := schemas.NewEdgeSigner(sc, strangerKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stranger := edgetest.Certified(t, strangerIssuer, "edge-1")
 	decide := func(s *schemas.EdgeSigner) string {
 		t.Helper()
 		id := uuid.Must(uuid.NewV7()).String()

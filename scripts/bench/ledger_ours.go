@@ -45,8 +45,12 @@ type receiptEvents struct {
 // buildEvents returns n calls' events, as scripts/ledgerbench makes them:
 // odd calls a deny decision (one event), even calls an allow decision and
 // its completed outcome (two events), 1.5 events per receipt on average.
-func buildEvents(n int) ([]receiptEvents, error) {
+//
+// Each decision names the edge of signer, as a certified edge's does; a
+// run that signs nothing (ourConfig.signer nil) folds it all the same.
+func buildEvents(n int, signer *schemas.EdgeSigner) ([]receiptEvents, error) {
 	ts := uint64(time.Now().Unix())
+	cred := signer.Credential()
 	out := make([]receiptEvents, n)
 	for i := range out {
 		id := uuid.Must(uuid.NewV7()).String()
@@ -54,7 +58,8 @@ func buildEvents(n int) ([]receiptEvents, error) {
 			Timestamp: ts, CapabilityID: "cap-" + strconv.Itoa(i%64), ToolServer: "hello", ToolName: "hello_task",
 			Parameters: json.RawMessage(fmt.Sprintf(`{"message":{"role":"user","parts":[{"text":"hello %d"}]}}`, i)),
 			Decision:   schemas.Decision{Verdict: schemas.VerdictAllow}, PolicyHash: schemas.SHA256Hex([]byte("policy")),
-			Evidence: []schemas.GuardEvidence{{GuardName: "CapabilityGuard", Verdict: true}}}
+			Evidence: []schemas.GuardEvidence{{GuardName: "CapabilityGuard", Verdict: true}},
+			EdgeID:   cred.EdgeID, EdgeKey: cred.PublicKey, EdgeCredentialID: cred.ID}
 		if i%2 == 1 {
 			d.Decision = schemas.Decision{Verdict: schemas.VerdictDeny, Reason: "tool not granted", Guard: "grant"}
 		}
@@ -81,6 +86,38 @@ func buildEvents(n int) ([]receiptEvents, error) {
 type ourConfig struct {
 	batch     int
 	batchWait time.Duration
+	// signer, when set, signs every write as a certified edge's writer
+	// does, and the ledger folds only what its issuer certified.
+	signer *schemas.EdgeSigner
+}
+
+// benchEdge is a certified edge for the ledger section: a fresh issuer
+// and edge key, the credential valid for a day.
+func benchEdge() (*schemas.EdgeSigner, error) {
+	_, issuer, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := uint64(time.Now().Unix())
+	cred, err := schemas.IssueEdgeCredential(issuer, schemas.EdgeCredentialBody{ID: "edge.bench", EdgeID: "bench",
+		PublicKey: schemas.EncodePublicKey(key.Public().(ed25519.PublicKey)), IssuedAt: now - 60, ExpiresAt: now + 86400})
+	if err != nil {
+		return nil, fmt.Errorf("edge credential: %w", err)
+	}
+	return schemas.NewEdgeSigner(cred, key)
+}
+
+// ledgerOptions are the ledger's options for cfg.
+func (cfg ourConfig) ledgerOptions(extra ...ledger.Option) []ledger.Option {
+	opts := append([]ledger.Option{ledger.WithLogger(slog.New(slog.DiscardHandler)), ledger.WithBatch(cfg.batch, cfg.batchWait)}, extra...)
+	if cfg.signer != nil {
+		opts = append(opts, ledger.WithEdgeTrust(ledger.EdgeTrust{Issuers: []string{cfg.signer.Credential().Issuer}}))
+	}
+	return opts
 }
 
 // ourRun holds one run of our ledger.
@@ -92,9 +129,17 @@ type ourRun struct {
 	keys  ledger.Keys
 
 	pubErrs  atomic.Int64
-	pubErr   atomic.Value  // first asynchronous publish error
-	failed   chan struct{} // closed on the first failed write
+	pubErr   atomic.Pointer[error] // first publish or write error
+	failed   chan struct{}         // closed on the first failed write
 	failOnce sync.Once
+}
+
+// firstErr is the first publish or write error, nil when none.
+func (o *ourRun) firstErr() error {
+	if p := o.pubErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (o *ourRun) close() {
@@ -126,7 +171,7 @@ func openOurRun(ctx context.Context, dir string, syncEvery time.Duration) (*ourR
 		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096),
 			jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
 				o.pubErrs.Add(1)
-				o.pubErr.CompareAndSwap(nil, err)
+				o.pubErr.CompareAndSwap(nil, &err)
 			}))
 		if err != nil {
 			o.close()
@@ -173,8 +218,7 @@ func runOurs(ctx context.Context, dir string, evs []receiptEvents, n int, shape 
 		finished bool
 		done     = make(chan struct{})
 	)
-	l, err := ledger.New(o.js[0], o.store, o.keys, ledger.WithLogger(slog.New(slog.DiscardHandler)),
-		ledger.WithBatch(cfg.batch, cfg.batchWait),
+	l, err := ledger.New(o.js[0], o.store, o.keys, cfg.ledgerOptions(
 		ledger.WithOnCommit(func(c ledger.Commit) {
 			if c.Receipts == 0 {
 				return
@@ -186,19 +230,27 @@ func runOurs(ctx context.Context, dir string, evs []receiptEvents, n int, shape 
 				finished = true
 				close(done)
 			}
-		}))
+		}))...)
 	if err != nil {
 		return runResult{}, nil, fmt.Errorf("ledger: %w", err)
 	}
 	lctx, stop := context.WithCancel(ctx)
-	defer stop()
 	stopped := make(chan error, 1)
 	go func() { stopped <- l.Run(lctx) }()
+	// The ledger stops before the store closes (o.close), whichever way
+	// this returns.
+	ledgerDone := false
+	defer func() {
+		stop()
+		if !ledgerDone {
+			<-stopped
+		}
+	}()
 
 	// Events go out as edges write them: through one coalescing writer
 	// per edge process (connection), a call's outcome after its decision
 	// was acknowledged, concurrent calls sharing writes.
-	ws := o.writers()
+	ws := o.writers(cfg.signer)
 	t0 := make([]time.Time, n)
 	var calls sync.WaitGroup
 	submit := func(i int, due time.Time) error {
@@ -212,19 +264,21 @@ func runOurs(ctx context.Context, dir string, evs []receiptEvents, n int, shape 
 	select {
 	case <-done:
 	case <-o.failed:
-		return runResult{}, nil, fmt.Errorf("a write failed: %v", o.pubErr.Load())
+		return runResult{}, nil, fmt.Errorf("a write failed: %v", o.firstErr())
 	case err := <-stopped:
+		ledgerDone = true
 		return runResult{}, nil, fmt.Errorf("ledger stopped early: %w", err)
 	case <-ctx.Done():
 		return runResult{}, nil, ctx.Err()
 	}
 	stop()
 	calls.Wait()
+	ledgerDone = true
 	if err := <-stopped; err != nil {
 		return runResult{}, nil, fmt.Errorf("ledger: %w", err)
 	}
 	if k := o.pubErrs.Load(); k > 0 {
-		return runResult{}, nil, fmt.Errorf("%d publishes failed: %v", k, o.pubErr.Load())
+		return runResult{}, nil, fmt.Errorf("%d publishes failed: %v", k, o.firstErr())
 	}
 	if err := checkOurLog(o.store, o.keys.CheckpointVerifier, n); err != nil {
 		return runResult{}, nil, err
@@ -280,10 +334,14 @@ func runOurs(ctx context.Context, dir string, evs []receiptEvents, n int, shape 
 
 // writers returns one event writer per producer connection, as each edge
 // process has one.
-func (o *ourRun) writers() []*eventwriter.Writer {
+func (o *ourRun) writers(signer *schemas.EdgeSigner) []*eventwriter.Writer {
 	ws := make([]*eventwriter.Writer, len(o.js))
 	for i, js := range o.js {
-		ws[i] = eventwriter.New(js)
+		if signer != nil {
+			ws[i] = eventwriter.New(js, eventwriter.WithSigner(signer))
+		} else {
+			ws[i] = eventwriter.New(js)
+		}
 	}
 	return ws
 }
@@ -298,7 +356,7 @@ func (o *ourRun) writeCall(ctx context.Context, w *eventwriter.Writer, r *receip
 		}
 		if err := w.Write(ctx, m.id, schemas.StreamEvent{Subject: m.subject, Data: m.data}); err != nil {
 			o.pubErrs.Add(1)
-			o.pubErr.CompareAndSwap(nil, err)
+			o.pubErr.CompareAndSwap(nil, &err)
 			o.failOnce.Do(func() { close(o.failed) })
 			return
 		}
@@ -372,7 +430,7 @@ func runOursBacklog(ctx context.Context, dir string, evs []receiptEvents, n int,
 	if err != nil {
 		return runResult{}, err
 	}
-	ws := o.writers()
+	ws := o.writers(cfg.signer)
 	var next atomic.Int64
 	var calls sync.WaitGroup
 	for range backlogWriters {
@@ -390,7 +448,7 @@ func runOursBacklog(ctx context.Context, dir string, evs []receiptEvents, n int,
 	failed := o.pubErrs.Load()
 	o.close() // Stop flushes the stream to disk
 	if failed > 0 {
-		return runResult{}, fmt.Errorf("%d publishes failed: %v", failed, o.pubErr.Load())
+		return runResult{}, fmt.Errorf("%d publishes failed: %v", failed, o.firstErr())
 	}
 
 	if o, err = openOurRun(ctx, dir, 0); err != nil {
@@ -403,8 +461,7 @@ func runOursBacklog(ctx context.Context, dir string, evs []receiptEvents, n int,
 		last     time.Time
 		done     = make(chan struct{})
 	)
-	l, err := ledger.New(o.js[0], o.store, o.keys, ledger.WithLogger(slog.New(slog.DiscardHandler)),
-		ledger.WithBatch(cfg.batch, cfg.batchWait),
+	l, err := ledger.New(o.js[0], o.store, o.keys, cfg.ledgerOptions(
 		ledger.WithOnCommit(func(c ledger.Commit) {
 			if c.Receipts > 0 {
 				batches++
@@ -413,7 +470,7 @@ func runOursBacklog(ctx context.Context, dir string, evs []receiptEvents, n int,
 				finished, last = true, c.Committed
 				close(done)
 			}
-		}))
+		}))...)
 	if err != nil {
 		return runResult{}, fmt.Errorf("ledger: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/chio-ledger/chio/schemas"
 )
 
 // TestLedgerSides runs each side once on the same receipts and checks that
@@ -21,7 +23,7 @@ func TestLedgerSides(t *testing.T) {
 	b := newLedgerBench(&Env{Short: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	evs, err := buildEvents(n)
+	evs, err := buildEvents(n, testEdge(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,15 +51,20 @@ func TestLedgerSides(t *testing.T) {
 }
 
 // TestLedgerOursOnly runs only our side (for profiling with -cpuprofile).
+// (BENCH_LEDGER_SIGNED=1: with edge-signed writes).
 func TestLedgerOursOnly(t *testing.T) {
 	n, err := strconv.Atoi(os.Getenv("BENCH_LEDGER_OURS"))
 	if err != nil {
 		t.Skip("set BENCH_LEDGER_OURS to the number of receipts")
 	}
 	b := newLedgerBench(&Env{Short: true})
-	evs, err := buildEvents(n)
+	edge := testEdge(t)
+	evs, err := buildEvents(n, edge)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if os.Getenv("BENCH_LEDGER_SIGNED") == "1" { // every write edge-signed and checked
+		b.ours.signer = edge
 	}
 	r, _, err := b.runSide(context.Background(), t.TempDir(), 0, evs, nil, n, loadShape{window: min(n, 16384), workers: 64}, false)
 	if err != nil {
@@ -73,7 +80,7 @@ func TestLedgerBacklogOnly(t *testing.T) {
 	if err != nil {
 		t.Skip("set BENCH_LEDGER_BACKLOG to the number of receipts")
 	}
-	evs, err := buildEvents(n)
+	evs, err := buildEvents(n, testEdge(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,4 +89,14 @@ func TestLedgerBacklogOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("ours from a backlog: %s, %s", fmtRate(r.rate()), r.note)
+}
+
+// testEdge is the ledger section's certified edge, for a test.
+func testEdge(t *testing.T) *schemas.EdgeSigner {
+	t.Helper()
+	s, err := benchEdge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
