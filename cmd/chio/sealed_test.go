@@ -61,6 +61,10 @@ func TestUpNATSIsSealed(t *testing.T) {
 		{natsauth.Projections, natstest.Action{Pub: schemas.ReceiptSubject("hello")}},
 		{natsauth.Projections, natstest.Action{Pub: schemas.SubjectDecision}},
 		{natsauth.Reader, natstest.Action{Pub: schemas.SubjectOutcome}},
+		// The ledger's own consumer: deleting it would stop the ledger,
+		// pulling from it would make the ledger skip what was pulled.
+		{natsauth.Reader, natstest.Action{Pub: "$JS.API.CONSUMER.DELETE." + schemas.EventsStream + "." + schemas.LedgerConsumer}},
+		{natsauth.Projections, natstest.Action{Pub: "$JS.API.CONSUMER.MSG.NEXT." + schemas.EventsStream + "." + schemas.LedgerConsumer}},
 	} {
 		nc := dialUp(t, up.natsURL, up.dir, c.role)
 		refused := natstest.NewRefusals()

@@ -75,6 +75,7 @@ func checkSealed(t *testing.T, keys string) {
 		{natsauth.Worker, natstest.Action{Sub: "chio.events.>"}},
 		{natsauth.Projections, natstest.Action{Pub: schemas.ReceiptSubject("hello")}},
 		{natsauth.Operator, natstest.Action{Pub: schemas.SubjectDecision}},
+		{natsauth.Reader, natstest.Action{Pub: "$JS.API.CONSUMER.DELETE." + schemas.EventsStream + "." + schemas.LedgerConsumer}},
 	} {
 		refused := natstest.NewRefusals()
 		nc := dialAs(t, keys, c.role, refused.Option())

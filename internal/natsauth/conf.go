@@ -30,7 +30,11 @@ func permissionsBlock(r Role, indent string) string {
 	g := r.Grant()
 	var b strings.Builder
 	b.WriteString("{\n")
-	fmt.Fprintf(&b, "%s  publish: { allow: %s }\n", indent, confList(g.Publish, indent))
+	if len(g.DenyPublish) > 0 {
+		fmt.Fprintf(&b, "%s  publish: { allow: %s, deny: %s }\n", indent, confList(g.Publish, indent), confList(g.DenyPublish, indent))
+	} else {
+		fmt.Fprintf(&b, "%s  publish: { allow: %s }\n", indent, confList(g.Publish, indent))
+	}
 	fmt.Fprintf(&b, "%s  subscribe: { allow: %s }\n", indent, confList(g.Subscribe, indent))
 	if g.Responses {
 		fmt.Fprintf(&b, "%s  allow_responses: { max: -1, expires: %q }\n", indent, ResponseWindow.String())

@@ -91,7 +91,8 @@ func TestShippedServerConfig(t *testing.T) {
 				if got == nil {
 					t.Fatalf("no user for role %s", r)
 				}
-				if !reflect.DeepEqual(got.Publish.Allow, want.Publish.Allow) || !reflect.DeepEqual(got.Subscribe.Allow, want.Subscribe.Allow) ||
+				if !reflect.DeepEqual(got.Publish.Allow, want.Publish.Allow) || !reflect.DeepEqual(got.Publish.Deny, want.Publish.Deny) ||
+					!reflect.DeepEqual(got.Subscribe.Allow, want.Subscribe.Allow) ||
 					(got.Response == nil) != (want.Response == nil) || (want.Response != nil && *got.Response != *want.Response) {
 					t.Errorf("role %s: the server's permissions differ from the table", r)
 				}

@@ -117,7 +117,7 @@ func (c *Credentials) Users() []*server.NkeyUser {
 // Permissions is the grant in nats-server's form.
 func (g Grant) Permissions() *server.Permissions {
 	p := &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: append([]string{}, g.Publish...)},
+		Publish:   &server.SubjectPermission{Allow: append([]string{}, g.Publish...), Deny: append([]string(nil), g.DenyPublish...)},
 		Subscribe: &server.SubjectPermission{Allow: append([]string{}, g.Subscribe...)},
 	}
 	if g.Responses {

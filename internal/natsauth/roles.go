@@ -55,8 +55,11 @@ func (r Role) InboxPrefix() string { return "_INBOX_" + string(r) }
 // subscribe to (NATS wildcards), and whether it may answer requests it
 // received (a worker answering an edge's call on the edge's inbox).
 type Grant struct {
-	Publish   []string
-	Subscribe []string
+	Publish []string
+	// DenyPublish are subjects refused even where Publish allows them:
+	// the controls of another role's durable consumers (ownedDurables).
+	DenyPublish []string
+	Subscribe   []string
 	// Responses lets the role publish to the reply subject of a message
 	// it received on an allowed subscription, any number of times within
 	// ResponseWindow.
@@ -88,6 +91,39 @@ const (
 	quarantine  = "CHIO_QUARANTINE"
 	witness     = "CHIO_WITNESS"
 )
+
+// durable is a durable consumer a role owns on a stream.
+type durable struct {
+	owner        Role
+	stream, name string
+}
+
+// ownedDurables are the parts' durable consumers under their default
+// names. Reading a stream (use) allows creating, pulling from,
+// acknowledging for and deleting any consumer of it, since NATS subjects
+// cannot match part of a token (ordered consumers get random names); so
+// every other role is denied these names: a reader that pulled and
+// acknowledged the ledger's events would make the ledger skip them, and
+// one that deleted its consumer would stop it. A part run under another
+// durable name is not covered.
+func ownedDurables() []durable {
+	return []durable{
+		{Ledger, eventsStream, "chio-ledger"},
+		{Projections, eventsStream, "chio-projections-events"},
+		{Projections, receiptsStream, "chio-projections-receipts"},
+		{Projections, tasksStream, "chio-projections-tasks"},
+		{Edge, tasksStream, "chio-a2a-push"},
+		{Edge, outboxStream, "chio-a2a-push"},
+	}
+}
+
+// controls are the subjects that act on durable d: create it (either
+// API), pull from it, acknowledge its messages, delete it.
+func (d durable) controls() []string {
+	api, at := "$JS.API.CONSUMER.", d.stream+"."+d.name
+	return []string{api + "CREATE." + at, api + "CREATE." + at + ".>", api + "DURABLE.CREATE." + at,
+		api + "MSG.NEXT." + at, api + "DELETE." + at, "$JS.ACK." + at + ".>"}
+}
 
 // kvStream is the stream behind a KV bucket.
 func kvStream(bucket string) string { return "KV_" + bucket }
@@ -186,6 +222,14 @@ func (r Role) Grant() Grant {
 	}
 	g.Subscribe = append(g.Subscribe, inbox)
 	g.Publish = dedup(g.Publish)
+	// The operator administers JetStream and keeps its whole API.
+	if r != Operator {
+		for _, d := range ownedDurables() {
+			if d.owner != r {
+				g.DenyPublish = append(g.DenyPublish, d.controls()...)
+			}
+		}
+	}
 	return g
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/chio-ledger/chio/ledger"
 	"github.com/chio-ledger/chio/ledger/lease"
 	"github.com/chio-ledger/chio/ledger/witness"
+	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -122,12 +123,15 @@ func TestRoleRefusals(t *testing.T) {
 			pub("$KV.CHIO_WITNESS.x"),
 			api("CONSUMER.CREATE.CHIO_EVENTS.snoop"), api("DIRECT.GET.CHIO_EVENTS"), // reading every tenant's events
 			sub("chio.events.>"), sub("chio.tools.*.invoke"), sub("_INBOX_ledger.>"), sub("_INBOX.>"),
+			// Another part's durable consumer: pulled from, acknowledged for, deleted.
+			api("CONSUMER.MSG.NEXT.CHIO_RECEIPTS.chio-projections-receipts"), api("CONSUMER.DELETE.CHIO_TASKS.chio-projections-tasks"),
 		},
 		natsauth.Ledger: {
 			pub("chio.events.decision"), pub("chio.events.outcome"), pub("chio.events.envelope"), pub("chio.tasks.t1"),
 			pub("$KV.CHIO_REVOCATIONS.x"), pub("$KV.CHIO_BUDGETS.x"), pub("chio.tools.k.invoke"),
 			api("STREAM.DELETE.CHIO_EVENTS"), api("STREAM.PURGE.CHIO_EVENTS"), api("STREAM.UPDATE.KV_CHIO_REVOCATIONS"),
 			sub("chio.tools.*.invoke"), sub("_INBOX_edge.>"),
+			api("CONSUMER.DELETE.CHIO_EVENTS.chio-projections-events"), pub("$JS.ACK.CHIO_EVENTS.chio-projections-events.1.1.1.1.1.0"),
 		},
 		natsauth.Projections: {
 			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
@@ -135,6 +139,11 @@ func TestRoleRefusals(t *testing.T) {
 			pub("$KV.CHIO_REVOCATIONS.x"), pub("$KV.CHIO_BUDGETS.x"),
 			api("STREAM.UPDATE.CHIO_EVENTS"), api("STREAM.DELETE.CHIO_TASKS"), api("STREAM.PURGE.CHIO_RECEIPTS"),
 			sub("chio.tools.*.invoke"), sub("_INBOX_ledger.>"),
+			// The ledger's consumer: deleting it stops the ledger; pulling
+			// and acknowledging its events would make it skip them.
+			api("CONSUMER.DELETE.CHIO_EVENTS.chio-ledger"), api("CONSUMER.MSG.NEXT.CHIO_EVENTS.chio-ledger"),
+			api("CONSUMER.DURABLE.CREATE.CHIO_EVENTS.chio-ledger"), pub("$JS.ACK.CHIO_EVENTS.chio-ledger.1.1.1.1.1.0"),
+			api("CONSUMER.DELETE.CHIO_TASKS.chio-a2a-push"),
 		},
 		natsauth.Worker: {
 			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
@@ -155,6 +164,9 @@ func TestRoleRefusals(t *testing.T) {
 			pub("chio.events.decision"), pub("chio.receipts.hello"), pub("chio.tasks.t1"), pub("$KV.CHIO_REVOCATIONS.x"),
 			api("STREAM.CREATE.CHIO_EVENTS"), api("STREAM.UPDATE.CHIO_EVENTS"), api("STREAM.PURGE.CHIO_EVENTS"),
 			sub("chio.tools.*.invoke"), sub("chio.receipts.>"), sub("_INBOX_edge.>"),
+			api("CONSUMER.DELETE.CHIO_EVENTS.chio-ledger"), api("CONSUMER.MSG.NEXT.CHIO_EVENTS.chio-ledger"),
+			api("CONSUMER.CREATE.CHIO_EVENTS.chio-ledger"), api("CONSUMER.CREATE.CHIO_EVENTS.chio-ledger.chio.events.>"),
+			pub("$JS.ACK.CHIO_EVENTS.chio-ledger.1.1.1.1.1.0"), api("CONSUMER.MSG.NEXT.CHIO_TASKS.chio-projections-tasks"),
 		},
 	}
 	for _, r := range natsauth.Roles() {
@@ -270,6 +282,16 @@ func TestNamesMatchTheirOwners(t *testing.T) {
 	} {
 		if !strings.Contains(g, name) {
 			t.Errorf("the permission table does not name %q", name)
+		}
+	}
+	// The durable consumers it keeps other roles off, under the names
+	// their owners give them.
+	deny := strings.Join(natsauth.Reader.Grant().DenyPublish, " ")
+	for _, d := range []string{schemas.EventsStream + "." + schemas.LedgerConsumer, schemas.TasksStream + "." + push.DefaultDurable,
+		schemas.EventsStream + "." + projections.DefaultName + "-events", schemas.ReceiptsStream + "." + projections.DefaultName + "-receipts",
+		schemas.TasksStream + "." + projections.DefaultName + "-tasks"} {
+		if !strings.Contains(deny, "$JS.API.CONSUMER.DELETE."+d+" ") {
+			t.Errorf("the permission table does not keep other roles off the durable consumer %s", d)
 		}
 	}
 }
