@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -50,16 +51,18 @@ func BenchmarkLedgerIngest(b *testing.B) {
 // the receipts, which compares across runs on a shared machine where ns/op
 // does not.
 func BenchmarkApplyBatches(b *testing.B) {
-	b.Run("unsigned", func(b *testing.B) { benchApply(b, false, 1) })
-	// Each message signed by a certified edge, and checked (screen) before
-	// the fold: the cost of edge trust. One event a message is its worst
-	// case (an edge with no concurrent calls, or envelopes off); under
-	// load an edge's writer packs the events of concurrent calls into one
-	// envelope, signed once (8 a message is the figure the side-by-side
-	// harness sees at 16 clients).
-	b.Run("edge-signed", func(b *testing.B) { benchApply(b, true, 1) })
-	b.Run("edge-signed-envelopes-of-8", func(b *testing.B) { benchApply(b, true, 8) })
-	b.Run("unsigned-envelopes-of-8", func(b *testing.B) { benchApply(b, false, 8) })
+	// Signed: each message signed by a certified edge, and checked (screen)
+	// before the fold: the cost of edge trust. One event a message is its
+	// worst case (an edge with no concurrent calls, or envelopes off);
+	// under load an edge's writer packs the events of concurrent calls
+	// into one envelope, signed once (8 a message is the figure the
+	// side-by-side harness sees at 16 clients).
+	for _, perMessage := range []int{1, 8, 32} {
+		for _, signed := range []bool{false, true} {
+			name := map[bool]string{false: "unsigned", true: "edge-signed"}[signed]
+			b.Run(fmt.Sprintf("%s/events-per-message=%d", name, perMessage), func(b *testing.B) { benchApply(b, signed, perMessage) })
+		}
+	}
 }
 
 func benchApply(b *testing.B, signed bool, perMessage int) {

@@ -42,6 +42,7 @@ type folder struct {
 	// edgeVerified: decisions were folded only if a certified edge signed
 	// them and they name it, so receipts name it (metadata.edge).
 	edgeVerified bool
+	edgeRefs     map[schemas.EdgeRef]json.RawMessage // edgeRef's encodings
 }
 
 // decoded is one event after parsing, validation and the lookups of
@@ -243,7 +244,7 @@ func (f *folder) deletePending(receiptID string) {
 func (f *folder) produce(b *schemas.ReceiptBody, completing string, decision *schemas.DecisionEvent) *schemas.ReceiptBody {
 	if f.edgeVerified && decision.EdgeKey != "" {
 		// The decision was folded only if it names its signer.
-		b.Metadata = withMetadataKey(b.Metadata, edgeKey, schemas.EdgeRef{EdgeID: decision.EdgeID, Key: decision.EdgeKey, CredentialID: decision.EdgeCredentialID})
+		b.Metadata = withMetadataRaw(b.Metadata, edgeKey, f.edgeRef(schemas.EdgeRef{EdgeID: decision.EdgeID, Key: decision.EdgeKey, CredentialID: decision.EdgeCredentialID}))
 	}
 	f.produced[b.ID] = true
 	if p := schemas.LineagePrincipals(decision.CapabilityLineage); p != nil {
@@ -366,13 +367,46 @@ func withTraceID(meta json.RawMessage, traceID string) json.RawMessage {
 	return withMetadataKey(meta, traceIDKey, traceID)
 }
 
+// edgeRef is ref's JSON, encoded once a batch for each edge: a batch's
+// receipts nearly all name the same few edges.
+func (f *folder) edgeRef(ref schemas.EdgeRef) json.RawMessage {
+	if raw, ok := f.edgeRefs[ref]; ok {
+		return raw
+	}
+	raw, _ := json.Marshal(ref)
+	if f.edgeRefs == nil {
+		f.edgeRefs = map[schemas.EdgeRef]json.RawMessage{}
+	}
+	f.edgeRefs[ref] = raw
+	return raw
+}
+
 // withMetadataKey sets one key of a receipt's metadata object.
 func withMetadataKey(meta json.RawMessage, key string, v any) json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return meta
+	}
+	return withMetadataRaw(meta, key, raw)
+}
+
+// withMetadataRaw sets key (a plain ASCII name) of a receipt's metadata
+// object to the JSON value raw.
+func withMetadataRaw(meta json.RawMessage, key string, value json.RawMessage) json.RawMessage {
+	if len(meta) == 0 {
+		meta = json.RawMessage("{}")
+	}
+	// Metadata is nearly always canonical (the edges write it so), and a
+	// splice keeps it so, which spares decoding it here and rewriting it
+	// when the receipt is signed.
+	if out, ok := schemas.SetCanonicalMember(meta, key, value); ok {
+		return out
+	}
 	m := map[string]json.RawMessage{}
-	if len(meta) > 0 && json.Unmarshal(meta, &m) != nil {
+	if json.Unmarshal(meta, &m) != nil {
 		return meta // validated as an object when decoded, so this does not happen
 	}
-	m[key], _ = json.Marshal(v)
+	m[key] = value
 	raw, err := json.Marshal(m)
 	if err != nil {
 		return meta

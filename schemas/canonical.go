@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/gowebpki/jcs"
 )
@@ -21,6 +22,22 @@ func Canonical(v any) ([]byte, error) {
 
 // CanonicalizeJSON rewrites JSON text into its RFC 8785 form.
 func CanonicalizeJSON(raw []byte) ([]byte, error) {
+	if alreadyCanonical(raw) {
+		return slices.Clone(raw), nil
+	}
+	return transformJCS(raw)
+}
+
+// canonicalize is CanonicalizeJSON that may return raw itself, for callers
+// that only read the result.
+func canonicalize(raw []byte) ([]byte, error) {
+	if alreadyCanonical(raw) {
+		return raw, nil
+	}
+	return transformJCS(raw)
+}
+
+func transformJCS(raw []byte) ([]byte, error) {
 	out, err := jcs.Transform(raw)
 	if err != nil {
 		return nil, fmt.Errorf("canonical json: %w", err)
@@ -39,7 +56,7 @@ func ParameterHash(parameters json.RawMessage) (string, error) {
 	if len(parameters) == 0 {
 		parameters = json.RawMessage("null")
 	}
-	c, err := CanonicalizeJSON(parameters)
+	c, err := canonicalize(parameters)
 	if err != nil {
 		return "", fmt.Errorf("parameter hash: %w", err)
 	}

@@ -197,9 +197,10 @@ func verifyEdgeInput(c *EdgeCredential, signature string, input []byte, storedAt
 
 // EdgeRef names, in a receipt's metadata ("edge"), the edge that decided
 // the call: its id, the key that signed the decision, and that key's
-// credential.
+// credential. Its fields are in JCS key order, so its JSON is already
+// canonical.
 type EdgeRef struct {
+	CredentialID string `json:"credential_id"`
 	EdgeID       string `json:"edge_id"`
 	Key          string `json:"key"`
-	CredentialID string `json:"credential_id"`
 }

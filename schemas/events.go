@@ -357,7 +357,7 @@ func checkCanonical(what string, raw json.RawMessage, max int) error {
 	if len(raw) == 0 {
 		return nil
 	}
-	c, err := CanonicalizeJSON(raw)
+	c, err := canonicalize(raw)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

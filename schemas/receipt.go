@@ -232,7 +232,7 @@ func ParseReceipt(raw []byte) (*Receipt, error) {
 // tail), so the leaf is head + signature + tail.
 func SignReceiptLeaf(priv ed25519.PrivateKey, body ReceiptBody) ([]byte, error) {
 	body.KernelKey = EncodePublicKey(priv.Public().(ed25519.PublicKey))
-	params, err := CanonicalizeJSON(body.Action.Parameters)
+	params, err := canonicalize(body.Action.Parameters)
 	if err != nil {
 		return nil, fmt.Errorf("sign receipt %s: parameters: %w", body.ID, err)
 	}
@@ -310,7 +310,7 @@ func (b *ReceiptBody) canonicalMembers(params []byte) (head, tail []byte, err er
 	c.raw(`,"kernel_key":`)
 	c.str(b.KernelKey)
 	if len(b.Metadata) > 0 {
-		meta, err := CanonicalizeJSON(b.Metadata)
+		meta, err := canonicalize(b.Metadata)
 		if err != nil {
 			return nil, nil, fmt.Errorf("metadata: %w", err)
 		}
