@@ -103,6 +103,8 @@ type Ledger struct {
 	publish  chan struct{}  // wakes the receipt publisher
 	fresh    chan []pubLeaf // committed batches handed to the publisher
 	edge     *edgeCheck     // nil: every message is folded (WithEdgeTrust)
+	// streamErr is why the events stream is not folded (streamid.go).
+	streamErr atomic.Pointer[error]
 }
 
 type config struct {
@@ -131,6 +133,9 @@ type config struct {
 	tracer trace.Tracer
 	// edgeTrust, when set, folds only edge-signed messages (edgetrust.go).
 	edgeTrust *EdgeTrust
+	// acceptStream is the identity of a new events stream the operator
+	// accepted (streamid.go).
+	acceptStream string
 }
 
 // Option configures a Ledger.
@@ -243,6 +248,17 @@ func (l *Ledger) Run(ctx context.Context) error {
 				return nil
 			}
 			resumed = time.Now()
+		case isStreamReset(err):
+			if !l.awaitStream(ctx, err) {
+				return nil
+			}
+		case errors.Is(err, errConsumerLost):
+			// Deleted, or its stream was: start over, which checks first
+			// that the stream is still the one the log folds.
+			l.log.Error("ledger consumer lost; starting over", "err", err)
+			if !sleep(ctx, time.Second) {
+				return nil
+			}
 		case !resumed.IsZero() && time.Since(resumed) < resumeGrace && jetStreamBusy(err):
 			// A shortage of space is often the event store's too, and an
 			// embedded server reloads its streams once space is back: wait
@@ -256,6 +272,9 @@ func (l *Ledger) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// errConsumerLost: the ledger's durable consumer went away while it ran.
+var errConsumerLost = errors.New("ledger: consumer lost")
 
 // resumeGrace is how long after a storage pause Run waits for JetStream
 // to answer again.
@@ -300,13 +319,16 @@ func (l *Ledger) run(ctx context.Context) error {
 	if err := l.init(); err != nil {
 		return err
 	}
-	cons, err := l.consumer(ctx)
-	if err != nil {
-		return err
-	}
 	stream, err := l.js.Stream(ctx, schemas.EventsStream)
 	if err != nil {
 		return fmt.Errorf("ledger: open stream: %w", err)
+	}
+	if err := l.checkStream(ctx, stream); err != nil {
+		return err
+	}
+	cons, err := l.consumer(ctx)
+	if err != nil {
+		return err
 	}
 	if err := l.loadTimeouts(); err != nil {
 		return err
@@ -338,7 +360,7 @@ func (l *Ledger) run(ctx context.Context) error {
 		}
 	}, jetstream.PullMaxMessages(2*l.cfg.maxBatch), jetstream.PullExpiry(schemas.PullExpiry), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-			cancelCause(fmt.Errorf("ledger: consumer %s lost: %w", l.cfg.consumer, err))
+			cancelCause(fmt.Errorf("%w: %s: %w", errConsumerLost, l.cfg.consumer, err))
 			return
 		}
 		l.log.Warn("consumer", "err", err)
@@ -351,6 +373,7 @@ func (l *Ledger) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { l.runPublisher(ctx) })
 	wg.Go(func() { l.runTimeouts(ctx) })
+	wg.Go(func() { l.watchStream(ctx, cancelCause) })
 	defer func() {
 		cancel() // before Wait: the helpers stop when ctx ends
 		wg.Wait()

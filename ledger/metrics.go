@@ -28,6 +28,9 @@ type metrics struct {
 	// integration is paused; storageFailures counts such pauses.
 	storageUnavailable prometheus.Gauge
 	storageFailures    prometheus.Counter
+	// streamReset is 1 while the events stream is not the one the log
+	// folds (streamid.go).
+	streamReset prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, checkpointAge func() float64, store *logstore.Store) *metrics {
@@ -56,10 +59,12 @@ func newMetrics(reg prometheus.Registerer, checkpointAge func() float64, store *
 			Help: "1 while the log store takes no writes (its filesystem is short of the reserve, or a failed write awaits a reopen): integration is paused and nothing is acked."}),
 		storageFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "chio_ledger_storage_pauses_total",
 			Help: "Times integration paused because the log store took no writes."}),
+		streamReset: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chio_ledger_events_stream_reset",
+			Help: "1 while CHIO_EVENTS is not the stream the log was built from (deleted and created again, or another server's): integration is stopped until an operator accepts the new stream or rebuilds the log."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.batches, m.events, m.receipts, m.batch, m.integration, m.treeSize, m.streamSeq, m.published, m.timeouts,
-			m.storageUnavailable, m.storageFailures)
+			m.storageUnavailable, m.storageFailures, m.streamReset)
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chio_ledger_store_free_bytes",
 			Help: "Free bytes on the log store's filesystem (NaN if they cannot be measured); below the reserve it takes no writes."},
 			func() float64 {

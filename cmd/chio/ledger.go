@@ -41,6 +41,7 @@ type ledgerFlags struct {
 	replicas        int
 	witnessPolicy   string
 	witnessInterval time.Duration
+	acceptStream    string
 	tracer          trace.TracerProvider // startTracing's; nil: off
 	extra           []ledger.Option      // set by chio up: options of the one process
 }
@@ -54,6 +55,7 @@ func (f *ledgerFlags) register(cmd *cobra.Command, keysHelp string) {
 	cmd.Flags().IntVar(&f.replicas, "replicas", 1, "replicas of the streams the ledger creates (3 on a cluster)")
 	cmd.Flags().StringVar(&f.witnessPolicy, "witness-policy", "", "witness policy file (witness NAME VKEY URL, group NAME K|all|any MEMBER..., quorum NAME): submit checkpoints to the witnesses and serve the latest one the quorum cosigned")
 	cmd.Flags().DurationVar(&f.witnessInterval, "witness-interval", witness.DefaultInterval, "how often the latest checkpoint is submitted to the witnesses")
+	cmd.Flags().StringVar(&f.acceptStream, "accept-events-stream", "", "continue the log from this new CHIO_EVENTS stream (the identity a refusal names, NAME@CREATED) when the stream the log was built from is gone; the log records the break in a receipt")
 }
 
 // policy reads the --witness-policy file, nil without one.
@@ -70,7 +72,8 @@ func (f *ledgerFlags) policy() (*witness.Policy, error) {
 
 func (f *ledgerFlags) options(logger *slog.Logger) []ledger.Option {
 	return append([]ledger.Option{ledger.WithLogger(logger), ledger.WithBatch(f.batchSize, f.batchWait),
-		ledger.WithIncompleteAfter(f.incompleteAfter), ledger.WithReplicas(f.replicas), ledger.WithTracerProvider(f.tracer)}, f.extra...)
+		ledger.WithIncompleteAfter(f.incompleteAfter), ledger.WithReplicas(f.replicas), ledger.WithTracerProvider(f.tracer),
+		ledger.WithAcceptEventsStream(f.acceptStream)}, f.extra...)
 }
 
 func newLedgerCmd() *cobra.Command {
@@ -389,7 +392,8 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 	h := api.New(store, api.Keys{Origin: keys.Origin(), CheckpointVKey: keys.VKey, KernelKey: keys.KernelPub}, slog.Default(), apiOpts...)
 	e := api.NewServer(h)
 	serveMetrics(e, rc.reg)
-	health.Register(e, append([]health.Check{health.NATS(js), logStorageCheck(store)}, rc.checks...)...)
+	health.Register(e, append([]health.Check{health.NATS(js), logStorageCheck(store),
+		{Name: "events_stream", Func: func(context.Context) error { return l.StreamErr() }}}, rc.checks...)...)
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)

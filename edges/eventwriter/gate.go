@@ -2,6 +2,7 @@ package eventwriter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -38,18 +39,27 @@ type gate struct {
 	js    jetstream.JetStream
 	every time.Duration
 	open  prometheus.Gauge
+	// streamReset is 1 while reset is set.
+	streamReset prometheus.Gauge
 
 	mu       sync.Mutex
 	allowed  bool
 	looked   time.Time // when the last look answered (zero: never)
 	looking  bool
 	blockers []string // durable consumers that declare nothing, as last seen
+	// reset, when set, is why the events stream is not the one the
+	// ledger's log folds (schemas.CheckEventsStream): every write fails
+	// with it until a look finds the stream accepted again.
+	reset error
 }
 
 func newGate(js jetstream.JetStream, every time.Duration) *gate {
 	return &gate{js: js, every: every, open: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "chio_edge_event_envelopes_enabled",
 		Help: "1 while every durable consumer of CHIO_EVENTS declares it reads event envelopes, so concurrent calls share writes; 0 while events are written one per message.",
+	}), streamReset: prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "chio_edge_events_stream_reset",
+		Help: "1 while CHIO_EVENTS is not the stream the ledger's log folds (deleted and created again): every call is refused until an operator accepts the new stream or rebuilds the log.",
 	})}
 }
 
@@ -69,11 +79,12 @@ func (g *gate) allows() bool {
 func (g *gate) look() {
 	ctx, cancel := context.WithTimeout(context.Background(), gateLookWithin)
 	defer cancel()
-	allowed, blockers, err := envelopeReaders(ctx, g.js)
+	allowed, blockers, info, err := envelopeReaders(ctx, g.js)
 	g.mu.Lock()
 	was, wasBlockers := g.allowed, g.blockers
 	g.allowed, g.blockers, g.looked, g.looking = allowed, blockers, time.Now(), false
 	g.mu.Unlock()
+	g.checkStream(ctx, info)
 	if allowed {
 		g.open.Set(1)
 	} else {
@@ -95,10 +106,10 @@ func (g *gate) look() {
 // envelopeReaders reports whether every durable consumer of the events
 // stream, and at least one, declares that it reads envelopes; blockers
 // names those that do not.
-func envelopeReaders(ctx context.Context, js jetstream.JetStream) (bool, []string, error) {
+func envelopeReaders(ctx context.Context, js jetstream.JetStream) (bool, []string, *jetstream.StreamInfo, error) {
 	stream, err := js.Stream(ctx, schemas.EventsStream)
 	if err != nil {
-		return false, nil, fmt.Errorf("look up stream %s: %w", schemas.EventsStream, err)
+		return false, nil, nil, fmt.Errorf("look up stream %s: %w", schemas.EventsStream, err)
 	}
 	lister := stream.ListConsumers(ctx)
 	durable := 0
@@ -113,10 +124,43 @@ func envelopeReaders(ctx context.Context, js jetstream.JetStream) (bool, []strin
 		}
 	}
 	if err := lister.Err(); err != nil {
-		return false, nil, fmt.Errorf("list the consumers of %s: %w", schemas.EventsStream, err)
+		return false, nil, stream.CachedInfo(), fmt.Errorf("list the consumers of %s: %w", schemas.EventsStream, err)
 	}
 	slices.Sort(blockers)
-	return durable > 0 && len(blockers) == 0, blockers, nil
+	return durable > 0 && len(blockers) == 0, blockers, stream.CachedInfo(), nil
+}
+
+// checkStream sets or clears reset from the stream's identity against the
+// ledger's record. A look that cannot tell (no stream info, the record
+// unreadable) keeps what the last one found.
+func (g *gate) checkStream(ctx context.Context, info *jetstream.StreamInfo) {
+	if info == nil {
+		return
+	}
+	err := schemas.CheckEventsStream(ctx, g.js, info)
+	if err != nil && !errors.Is(err, schemas.ErrStreamReset) {
+		slog.Warn("cannot check that the events stream is the one the log folds", "stream", schemas.EventsStream, "err", err)
+		return
+	}
+	g.mu.Lock()
+	was := g.reset
+	g.reset = err
+	g.mu.Unlock()
+	switch {
+	case err != nil && was == nil:
+		g.streamReset.Set(1)
+		slog.Error("refusing calls: the events stream is not the one the ledger's log folds", "err", err)
+	case err == nil && was != nil:
+		g.streamReset.Set(0)
+		slog.Info("the events stream is the log's again: calls are taken", "stream", schemas.EventsStream)
+	}
+}
+
+// resetErr is the reset a write fails with, or nil.
+func (g *gate) resetErr() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.reset
 }
 
 // WithGateRefresh sets how often the writer looks again at the events
@@ -143,10 +187,11 @@ func (w *Writer) Envelopes() bool {
 // answer: an edge does it once before it serves, so its first calls
 // already share writes when they may. Later looks happen by themselves.
 func (w *Writer) Look(ctx context.Context) error {
-	allowed, blockers, err := envelopeReaders(ctx, w.gate.js)
+	allowed, blockers, info, err := envelopeReaders(ctx, w.gate.js)
 	w.gate.mu.Lock()
 	w.gate.allowed, w.gate.blockers, w.gate.looked = allowed, blockers, time.Now()
 	w.gate.mu.Unlock()
+	w.gate.checkStream(ctx, info)
 	if allowed {
 		w.gate.open.Set(1)
 	} else {

@@ -70,7 +70,7 @@ func WithMetrics(reg prometheus.Registerer) Option {
 	return func(w *Writer) {
 		w.metrics = newMetrics(reg)
 		if reg != nil {
-			reg.MustRegister(w.gate.open)
+			reg.MustRegister(w.gate.open, w.gate.streamReset)
 		}
 	}
 }
@@ -137,7 +137,15 @@ func (w *Writer) Write(ctx context.Context, id string, ev schemas.StreamEvent) e
 // the stream does not read envelopes (gate.go), q is written alone, at
 // once, on the caller's goroutine, as every write was before envelopes.
 func (w *Writer) write(ctx context.Context, q *queued) error {
-	if !w.gate.allows() {
+	allowed := w.gate.allows()
+	// A reset stream takes no new call (its decision), but the outcome of
+	// one already decided, whose tool has run, is still written: the
+	// operator who accepts the stream then gets its whole receipt, not an
+	// incomplete one.
+	if err := w.gate.resetErr(); err != nil && q.event.Subject != schemas.SubjectOutcome {
+		return fmt.Errorf("%w: publish %s: %w", ErrUnavailable, q.id, err)
+	}
+	if !allowed {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("publish %s: %w", q.id, err)
 		}

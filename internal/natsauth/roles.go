@@ -90,6 +90,7 @@ const (
 	lease       = "chio-ledger-lease"
 	quarantine  = "CHIO_QUARANTINE"
 	witness     = "CHIO_WITNESS"
+	logState    = "CHIO_LOG"
 )
 
 // durable is a durable consumer a role owns on a stream.
@@ -188,7 +189,7 @@ func (r Role) Grant() Grant {
 		g.Publish = concat(base,
 			[]string{"chio.events.decision", "chio.events.outcome", "chio.events.envelope", "chio.tasks.*"},
 			publishOnly(eventsStream), own(tasksStream), use(receiptsStream),
-			open(kvStream(revocations)),
+			open(kvStream(revocations)), use(kvStream(logState)),
 			kv(budgets), kv(velocity), kv(proofs), kv(proofsEpoch), kv(pushConfigs), kv(acpTasks), kv(a2aTasks),
 			own(outboxStream), []string{"chio.a2a.push.outbox.*"},
 			// Workers: discovery and calls (requests; the worker answers
@@ -199,7 +200,7 @@ func (r Role) Grant() Grant {
 		g.Publish = concat(base,
 			[]string{"chio.events.timeout", "chio.receipts.>", "chio.quarantine.>"},
 			own(eventsStream), own(receiptsStream), own(quarantine), open(kvStream(revocations)),
-			kv(lease), kv(witness), kv(proofs), kv(proofsEpoch),
+			kv(lease), kv(witness), kv(logState), kv(proofs), kv(proofsEpoch),
 		)
 	case Projections:
 		g.Publish = concat(base,

@@ -121,6 +121,7 @@ func TestRoleRefusals(t *testing.T) {
 			api("STREAM.PURGE.CHIO_EVENTS"), api("STREAM.MSG.DELETE.CHIO_EVENTS"),
 			pub("chio.events.timeout"), pub("chio.receipts.hello"), pub("$KV.chio-ledger-lease.writer"),
 			pub("$KV.CHIO_WITNESS.x"),
+			pub("$KV.CHIO_LOG.events-stream"), api("STREAM.PURGE.KV_CHIO_LOG"), // telling the edges a forged stream is the log's
 			api("CONSUMER.CREATE.CHIO_EVENTS.snoop"), api("DIRECT.GET.CHIO_EVENTS"), // reading every tenant's events
 			sub("chio.events.>"), sub("chio.tools.*.invoke"), sub("_INBOX_ledger.>"), sub("_INBOX.>"),
 			// Another part's durable consumer: pulled from, acknowledged for, deleted.
@@ -143,7 +144,7 @@ func TestRoleRefusals(t *testing.T) {
 			// and acknowledging its events would make it skip them.
 			api("CONSUMER.DELETE.CHIO_EVENTS.chio-ledger"), api("CONSUMER.MSG.NEXT.CHIO_EVENTS.chio-ledger"),
 			api("CONSUMER.DURABLE.CREATE.CHIO_EVENTS.chio-ledger"), pub("$JS.ACK.CHIO_EVENTS.chio-ledger.1.1.1.1.1.0"),
-			api("CONSUMER.DELETE.CHIO_TASKS.chio-a2a-push"),
+			api("CONSUMER.DELETE.CHIO_TASKS.chio-a2a-push"), pub("$KV.CHIO_LOG.events-stream"),
 		},
 		natsauth.Worker: {
 			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
@@ -151,7 +152,7 @@ func TestRoleRefusals(t *testing.T) {
 			api("STREAM.INFO.CHIO_EVENTS"), api("CONSUMER.CREATE.CHIO_EVENTS.snoop"),
 			// It reads revocations, and changes nothing of them.
 			api("STREAM.CREATE.KV_CHIO_REVOCATIONS"), api("STREAM.PURGE.KV_CHIO_REVOCATIONS"), api("STREAM.DELETE.KV_CHIO_REVOCATIONS"),
-			sub("chio.events.>"), sub("chio.receipts.>"), sub("_INBOX_edge.>"),
+			sub("chio.events.>"), sub("chio.receipts.>"), sub("_INBOX_edge.>"), pub("$KV.CHIO_LOG.events-stream"),
 		},
 		natsauth.Operator: {
 			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
@@ -167,6 +168,7 @@ func TestRoleRefusals(t *testing.T) {
 			api("CONSUMER.DELETE.CHIO_EVENTS.chio-ledger"), api("CONSUMER.MSG.NEXT.CHIO_EVENTS.chio-ledger"),
 			api("CONSUMER.CREATE.CHIO_EVENTS.chio-ledger"), api("CONSUMER.CREATE.CHIO_EVENTS.chio-ledger.chio.events.>"),
 			pub("$JS.ACK.CHIO_EVENTS.chio-ledger.1.1.1.1.1.0"), api("CONSUMER.MSG.NEXT.CHIO_TASKS.chio-projections-tasks"),
+			pub("$KV.CHIO_LOG.events-stream"),
 		},
 	}
 	for _, r := range natsauth.Roles() {
@@ -277,7 +279,7 @@ func TestNamesMatchTheirOwners(t *testing.T) {
 		"KV_" + schemas.RevocationsBucket, "$KV." + schemas.BudgetsBucket + ".>", "$KV." + schemas.VelocityBucket + ".>",
 		"$KV." + schemas.ProofsBucket + ".>", "$KV." + schemas.ProofsEpochBucket + ".>", "$KV." + push.Bucket + ".>",
 		"$KV." + acp.TasksBucket + ".>", "$KV." + a2aadapter.TaskBucket + ".>", "$KV." + lease.DefaultBucket + ".>",
-		"$KV." + witness.Bucket + ".>", ledger.QuarantineStream, schemas.SubjectDecision, schemas.SubjectOutcome, schemas.SubjectEnvelope,
+		"$KV." + witness.Bucket + ".>", "$KV." + schemas.LogBucket + ".>", "KV_" + schemas.LogBucket, ledger.QuarantineStream, schemas.SubjectDecision, schemas.SubjectOutcome, schemas.SubjectEnvelope,
 		schemas.SubjectTimeout, schemas.TasksSubjects, push.OutboxSubjects,
 	} {
 		if !strings.Contains(g, name) {

@@ -89,6 +89,9 @@ type State struct {
 	Root []byte `json:"root"`
 	// StreamSeq is the last JetStream sequence folded into the log.
 	StreamSeq uint64 `json:"stream_seq"`
+	// EventsStream is the schemas.StreamIdentity of the stream StreamSeq
+	// is a position in; empty in a log of an older release.
+	EventsStream string `json:"events_stream,omitempty"`
 	// CheckpointSeq numbers chio.checkpoint_statement.v1 records.
 	CheckpointSeq uint64 `json:"checkpoint_seq"`
 	// Layout is the key layout the store was written with (see Layout);

@@ -133,6 +133,10 @@ func (t *Txn) PutEdgeCredential(id string, cred []byte) {
 // SetStreamSeq records the last stream sequence folded by this batch.
 func (t *Txn) SetStreamSeq(seq uint64) { t.state.StreamSeq = seq }
 
+// SetEventsStream records which stream (its schemas.StreamIdentity) the
+// stream sequence is a position in.
+func (t *Txn) SetEventsStream(id string) { t.state.EventsStream = id }
+
 // Leaf is a leaf made ready for Append: its RFC 6962 leaf hash and its
 // summary's encoding are the per-leaf CPU work of an append, so the ledger
 // computes them on its signer pool, on every core, leaving the one writer
