@@ -73,8 +73,14 @@ type Client struct {
 type Option func(*Client)
 
 // WithHTTPClient sets the HTTP client. Its Timeout, if any, applies on top
-// of the context's deadline.
+// of the context's deadline. Its redirect policy is not used: the client
+// never follows a redirect.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// noRedirects makes a redirect the answer itself: a witness that sends
+// the ledger elsewhere (a metadata service, an internal host) gets its
+// 3xx back as an error, and the checkpoint goes nowhere else.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // WithLogger sets the logger of per-request debug lines.
 func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
@@ -93,6 +99,9 @@ func NewClient(w Witness, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	hc := *c.hc // a copy: the caller's client keeps its own policy
+	hc.CheckRedirect = noRedirects
+	c.hc = &hc
 	return c, nil
 }
 

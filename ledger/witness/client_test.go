@@ -235,3 +235,32 @@ func TestNewClientNeedsAKey(t *testing.T) {
 		t.Fatal("a witness without a key made a client")
 	}
 }
+
+// A witness that answers with a redirect does not send the checkpoint
+// anywhere else, with the default client or the caller's own.
+func TestAddCheckpointFollowsNoRedirect(t *testing.T) {
+	f := newClientFixture(t)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the redirect was followed: %s %s", r.Method, r.URL)
+	}))
+	defer elsewhere.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/latest/meta-data?x=1", http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	w, err := NewWitness("w1", f.vkey, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range [][]Option{nil, {WithHTTPClient(&http.Client{})}} {
+		c, err := NewClient(w, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.AddCheckpoint(t.Context(), 0, nil, f.checkpoint)
+		var herr *HTTPError
+		if !errors.As(err, &herr) || herr.StatusCode != http.StatusTemporaryRedirect {
+			t.Fatalf("err = %v, want the 307 as an HTTPError", err)
+		}
+	}
+}

@@ -17,7 +17,9 @@
 // submission prefix (http or https): add-checkpoint is posted to
 // URL/add-checkpoint. A group is satisfied when at least K of its members
 // are; all means every member and any means one. Members are witnesses or
-// groups defined on earlier lines, so a policy has no cycles. Exactly one
+// groups defined on earlier lines, so a policy has no cycles, and no two
+// members of a group hold the same witness, however groups nest, so each
+// witness's cosignature counts once. Exactly one
 // quorum line names the earlier-defined witness or group that a checkpoint
 // must satisfy.
 // Blank lines are ignored, and a field that begins with # starts a comment
@@ -84,6 +86,9 @@ type node struct {
 	witness   int // index into witnesses, or -1 for a group
 	threshold int
 	members   []int
+	// under are the witnesses (indexes into witnesses) at or below the
+	// node: a group's members have disjoint ones.
+	under []int
 }
 
 // maxPolicyLine bounds a line so that a wrong file fails fast instead of
@@ -172,7 +177,7 @@ func (p *Policy) addWitness(args []string) error {
 		}
 	}
 	p.byName[w.Name] = len(p.nodes)
-	p.nodes = append(p.nodes, node{name: w.Name, witness: len(p.witnesses)})
+	p.nodes = append(p.nodes, node{name: w.Name, witness: len(p.witnesses), under: []int{len(p.witnesses)}})
 	p.witnesses = append(p.witnesses, w)
 	return nil
 }
@@ -187,6 +192,7 @@ func (p *Policy) addGroup(args []string) error {
 	}
 	g := node{name: name, witness: -1}
 	seen := make(map[int]bool, len(members))
+	via := map[int]string{} // witness → the member it was reached through
 	for _, m := range members {
 		i, ok := p.byName[m]
 		if !ok {
@@ -196,6 +202,17 @@ func (p *Policy) addGroup(args []string) error {
 			return fmt.Errorf("group %s: member %q listed twice", name, m)
 		}
 		seen[i] = true
+		// Each witness counts once in a group, however groups nest: two
+		// members that share a witness would let its one cosignature
+		// count for both.
+		for _, w := range p.nodes[i].under {
+			if other, dup := via[w]; dup {
+				return fmt.Errorf("group %s: members %s and %s both hold witness %s, which would count twice; a witness may be under one member only",
+					name, other, m, p.witnesses[w].Name)
+			}
+			via[w] = m
+			g.under = append(g.under, w)
+		}
 		g.members = append(g.members, i)
 	}
 	switch k {

@@ -98,6 +98,12 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"member defined later", "group g any a\nwitness a {A} https://a.example\n", `line 1: group g: member "a" is not defined`},
 		{"self member", "witness a {A} https://a.example\ngroup g any a g\n", `member "g" is not defined`},
 		{"repeated member", "witness a {A} https://a.example\ngroup g 1 a a\n", `line 2: group g: member "a" listed twice`},
+		// A witness under two members (directly and through a group) would
+		// let one cosignature meet a "2 of" quorum.
+		{"witness under two members", "witness w1 {A} https://a.example\nwitness w2 {B} https://b.example\ngroup one any w2\ngroup q 2 w2 one\nquorum q\n",
+			"line 4: group q: members w2 and one both hold witness w2, which would count twice"},
+		{"witness under two nested groups", "witness a {A} https://a.example\nwitness b {B} https://b.example\ngroup g1 any a b\ngroup g2 any b\ngroup q all g1 g2\n",
+			"line 5: group q: members g1 and g2 both hold witness b"},
 		{"group without members", "group g any\n", "line 1: group takes NAME, K|all|any and at least one MEMBER"},
 		{"K zero", "witness a {A} https://a.example\ngroup g 0 a\n", `line 2: group g: threshold "0"`},
 		{"K too large", "witness a {A} https://a.example\nwitness b {B} https://b.example\ngroup g 3 a b\n", `line 3: group g: threshold "3": want all, any or a number from 1 to 2`},
