@@ -37,6 +37,7 @@ func (l *Ledger) follow(ctx context.Context) error {
 	if err := l.init(); err != nil {
 		return err
 	}
+	l.loadHead(ctx)
 	var stream jetstream.Stream
 	for {
 		var err error

@@ -105,6 +105,7 @@ type Ledger struct {
 	edge     *edgeCheck     // nil: every message is folded (WithEdgeTrust)
 	// streamErr is why the events stream is not folded (streamid.go).
 	streamErr atomic.Pointer[error]
+	head      headGate // the published head (head.go)
 }
 
 type config struct {
@@ -136,6 +137,8 @@ type config struct {
 	// acceptStream is the identity of a new events stream the operator
 	// accepted (streamid.go).
 	acceptStream string
+	// headFile keeps the published head beside the keys (head.go).
+	headFile string
 }
 
 // Option configures a Ledger.
@@ -198,7 +201,7 @@ func New(js jetstream.JetStream, store *logstore.Store, keys Keys, opts ...Optio
 	}
 	l := &Ledger{js: js, store: store, keys: keys, cfg: cfg, log: cfg.log.With("component", "ledger"), metrics: newMetrics(cfg.registry, checkpointAge(store, cfg.now), store),
 		timeouts: newTimeouts(), pending: newPendingCache(),
-		publish: make(chan struct{}, 1), fresh: make(chan []pubLeaf, 16)}
+		publish: make(chan struct{}, 1), fresh: make(chan []pubLeaf, 16), head: headGate{kick: make(chan struct{}, 1)}}
 	if cfg.edgeTrust != nil {
 		l.edge = newEdgeCheck(cfg.edgeTrust, cfg.registry)
 	}
@@ -319,6 +322,7 @@ func (l *Ledger) run(ctx context.Context) error {
 	if err := l.init(); err != nil {
 		return err
 	}
+	l.loadHead(ctx)
 	stream, err := l.js.Stream(ctx, schemas.EventsStream)
 	if err != nil {
 		return fmt.Errorf("ledger: open stream: %w", err)
@@ -374,6 +378,8 @@ func (l *Ledger) run(ctx context.Context) error {
 	wg.Go(func() { l.runPublisher(ctx) })
 	wg.Go(func() { l.runTimeouts(ctx) })
 	wg.Go(func() { l.watchStream(ctx, cancelCause) })
+	wg.Go(func() { l.recordHeads(ctx) })
+	l.kickHead()
 	defer func() {
 		cancel() // before Wait: the helpers stop when ctx ends
 		wg.Wait()
@@ -392,6 +398,7 @@ func (l *Ledger) run(ctx context.Context) error {
 			}
 			return err
 		}
+		l.kickHead()
 		if err := l.injectFault("after-commit", batches); err != nil {
 			return err
 		}

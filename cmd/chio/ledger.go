@@ -42,6 +42,7 @@ type ledgerFlags struct {
 	witnessPolicy   string
 	witnessInterval time.Duration
 	acceptStream    string
+	headFile        string               // set by openDataDir: the published head, beside the keys
 	tracer          trace.TracerProvider // startTracing's; nil: off
 	extra           []ledger.Option      // set by chio up: options of the one process
 }
@@ -73,7 +74,7 @@ func (f *ledgerFlags) policy() (*witness.Policy, error) {
 func (f *ledgerFlags) options(logger *slog.Logger) []ledger.Option {
 	return append([]ledger.Option{ledger.WithLogger(logger), ledger.WithBatch(f.batchSize, f.batchWait),
 		ledger.WithIncompleteAfter(f.incompleteAfter), ledger.WithReplicas(f.replicas), ledger.WithTracerProvider(f.tracer),
-		ledger.WithAcceptEventsStream(f.acceptStream)}, f.extra...)
+		ledger.WithAcceptEventsStream(f.acceptStream), ledger.WithHeadFile(f.headFile)}, f.extra...)
 }
 
 func newLedgerCmd() *cobra.Command {
@@ -255,8 +256,13 @@ func openDataDir(dataDir string, lf *ledgerFlags) (*ledgerKeys, *logstore.Store,
 	if err != nil {
 		return nil, nil, err
 	}
+	lf.headFile = filepath.Join(dataDir, publishedHeadFile)
 	return keys, store, nil
 }
+
+// publishedHeadFile, in the data directory beside keys/ and log/, holds
+// the largest checkpoint the log published (ledger.WithHeadFile).
+const publishedHeadFile = "published-head.json"
 
 func orDefault(v, def string) string {
 	if v == "" {
@@ -361,7 +367,7 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 			return standby(ctx, js, l, writerFence, rc.ha, lf.replicas, writer, slog.Default())
 		}
 	}
-	var apiOpts []api.Option
+	apiOpts := []api.Option{api.WithServing(l.HeadErr)}
 	if rc.auth != nil {
 		apiOpts = append(apiOpts, api.WithAuthenticator(rc.auth))
 	}
@@ -378,11 +384,12 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 		if err != nil {
 			return err
 		}
+		// Only the writer submits, and only a head that extends the one
+		// published: a ledger rebuilding its store submits nothing smaller.
 		copts := []witness.CosignerOption{witness.WithInterval(lf.witnessInterval), witness.WithRegistry(rc.reg),
-			witness.WithCosignerLogger(slog.Default())}
-		if writerFence != nil {
-			copts = append(copts, witness.WithGate(func() bool { return writerFence.check() == nil }))
-		}
+			witness.WithCosignerLogger(slog.Default()), witness.WithGate(func() bool {
+				return l.HeadErr() == nil && (writerFence == nil || writerFence.check() == nil)
+			})}
 		cosigner, err = witness.NewCosigner(store, kv, policy, keys.CheckpointVerifier, copts...)
 		if err != nil {
 			return err
@@ -393,7 +400,8 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 	e := api.NewServer(h)
 	serveMetrics(e, rc.reg)
 	health.Register(e, append([]health.Check{health.NATS(js), logStorageCheck(store),
-		{Name: "events_stream", Func: func(context.Context) error { return l.StreamErr() }}}, rc.checks...)...)
+		{Name: "events_stream", Func: func(context.Context) error { return l.StreamErr() }},
+		{Name: "published_head", Func: func(context.Context) error { return l.HeadErr() }}}, rc.checks...)...)
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -151,4 +155,76 @@ func TestUpStreamResetRefusesCalls(t *testing.T) {
 		}
 	}
 	t.Logf("%d calls answered (%d sent after the stream was deleted), %d refused for the reset, of %d; %d answered before the deletion were lost with the stream", n, after, reset, len(answers), lost)
+}
+
+// chio up's log directory deleted while it is stopped: on the next start
+// it rebuilds from the stream, and meanwhile serves no checkpoint smaller
+// than the one it published (503, and /readyz names it); then the same
+// size and root as before, or larger.
+func TestUpRebuildServesNoSmallerCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	httpRE := regexp.MustCompile(`log API on (http://[0-9.:]+)`)
+	natsRE := regexp.MustCompile(`NATS JetStream on (nats://[0-9.:]+)`)
+	start := func() (string, string, func() error) {
+		out, stop := startCommand(t, regexp.MustCompile(`log API on`),
+			"up", "--data-dir", dir, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--grpc-listen", "none")
+		return httpRE.FindStringSubmatch(out)[1], natsRE.FindStringSubmatch(out)[1], stop
+	}
+	httpURL, natsURL, stop := start()
+	js, err := jetstream.New(dialUp(t, natsURL, dir, natsauth.Edge))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := upSigner(t, filepath.Join(dir, "keys"))
+	const calls = 300
+	for range calls {
+		publishCall(t, js, signer, schemas.VerdictDeny)
+	}
+	var before []byte
+	for deadline := time.Now().Add(30 * time.Second); logSize(t, httpURL) < calls; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("log size %d, want %d", logSize(t, httpURL), calls)
+		}
+	}
+	// The head is recorded just after the commit.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		raw, err := os.ReadFile(filepath.Join(dir, publishedHeadFile))
+		if err == nil && strings.Contains(string(raw), fmt.Sprintf(`"size":%d`, calls)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("published head: %s %v", raw, err)
+		}
+	}
+	_, before = httpGet(t, httpURL+"/log/checkpoint")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "log")); err != nil {
+		t.Fatal(err)
+	}
+
+	httpURL, _, _ = start()
+	unready := false
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		status, body := httpGet(t, httpURL+"/log/checkpoint")
+		if status == http.StatusServiceUnavailable {
+			if !strings.Contains(string(body), "log_not_serving") {
+				t.Fatalf("503 while rebuilding: %s", body)
+			}
+			unready = true
+		} else if status == http.StatusOK {
+			if n := logSize(t, httpURL); n < calls {
+				t.Fatalf("served a checkpoint of size %d while rebuilding, after one of size %d", n, calls)
+			}
+			if logSize(t, httpURL) == calls && !bytes.Equal(body, before) {
+				t.Fatalf("rebuilt checkpoint differs:\n%s\nbefore:\n%s", body, before)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/log/checkpoint: %d %s", status, body)
+		}
+	}
+	t.Logf("rebuilt to %d; refused while rebuilding: %v", calls, unready)
 }

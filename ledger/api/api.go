@@ -50,6 +50,9 @@ type Handler struct {
 
 	wmu    sync.Mutex
 	wcache witnessedCache
+	// serving, when set, says why no checkpoint or proof may be served
+	// now (WithServing).
+	serving func() error
 }
 
 // witnessedCache is the last checked witnessed checkpoint, reused for a
@@ -77,6 +80,25 @@ func WithAuthenticator(a *readauth.Authenticator) Option { return func(h *Handle
 // and consistent with this instance's own tree.
 func WithCosigned(get func(context.Context) ([]byte, error)) Option {
 	return func(h *Handler) { h.cosigned = get }
+}
+
+// WithServing makes every checkpoint, tile, statement and proof path
+// answer 503 while serving returns an error (the ledger's HeadErr: its
+// store is below, or does not extend, the checkpoint it published), so a
+// log rebuilding from its stream shows no smaller tree than one it
+// showed before. Receipts and queries are still served.
+func WithServing(serving func() error) Option { return func(h *Handler) { h.serving = serving } }
+
+// gate is the middleware of WithServing.
+func (h *Handler) gate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if h.serving != nil {
+			if err := h.serving(); err != nil {
+				return fail(http.StatusServiceUnavailable, "log_not_serving", "%v", err)
+			}
+		}
+		return next(c)
+	}
 }
 
 // New returns a handler.
@@ -109,11 +131,11 @@ func New(store *logstore.Store, keys Keys, logger *slog.Logger, opts ...Option) 
 // proof of possession for the request (readauth); a refused proof is a
 // 401 whose body's check names the failed check.
 func (h *Handler) Register(e *echo.Echo) {
-	e.GET("/log/checkpoint", h.checkpoint)
-	e.GET("/log/tile/:level/*", h.tile)
+	e.GET("/log/checkpoint", h.checkpoint, h.gate)
+	e.GET("/log/tile/:level/*", h.tile, h.gate)
 	e.GET("/v1/log/keys", h.logKeys)
-	e.GET("/v1/log/consistency-proof", h.consistency)
-	e.GET("/v1/checkpoints/latest", h.latestStatement)
+	e.GET("/v1/log/consistency-proof", h.consistency, h.gate)
+	e.GET("/v1/checkpoints/latest", h.latestStatement, h.gate)
 	deny := func(_ echo.Context, e *readauth.Error) error {
 		return &echo.HTTPError{Code: e.Status, Message: Error{Error: e.Message, Code: e.Code, Check: string(e.Check)}}
 	}
@@ -121,11 +143,11 @@ func (h *Handler) Register(e *echo.Echo) {
 	private := func(what string) []echo.MiddlewareFunc {
 		return []echo.MiddlewareFunc{auth, readauth.Require(what, deny)}
 	}
-	e.GET("/log/tile/entries/*", h.entries, append(private("reading entry bundles"), middleware.Gzip())...)
+	e.GET("/log/tile/entries/*", h.entries, append(private("reading entry bundles"), h.gate, middleware.Gzip())...)
 	e.GET("/v1/receipts/query", h.query, private("querying receipts")...)
 	e.GET("/v1/receipts/:id", h.receipt, private("reading receipts")...)
-	e.GET("/v1/receipts/:id/inclusion-proof", h.inclusion, private("reading receipts")...)
-	e.GET("/v1/receipts/:id/tlog-proof", h.tlogProof, private("reading receipts")...)
+	e.GET("/v1/receipts/:id/inclusion-proof", h.inclusion, append(private("reading receipts"), h.gate)...)
+	e.GET("/v1/receipts/:id/tlog-proof", h.tlogProof, append(private("reading receipts"), h.gate)...)
 	e.GET("/v1/edge-credentials/:id", h.edgeCredential, private("reading edge credentials")...)
 }
 
@@ -451,6 +473,15 @@ type witnessed struct {
 
 // errBehind: this instance's tree is smaller than the witnessed
 // checkpoint; another replica serves it until this one catches up.
+// errWitnessedUnread, errWitnessedBad: the witnessed checkpoint cannot be
+// read (and none was checked before), or what is held does not verify or
+// is not consistent with this tree. Either way no checkpoint is served
+// rather than the head the witnesses may not have seen.
+var (
+	errWitnessedUnread = fail(http.StatusServiceUnavailable, "witnessed_checkpoint_unavailable", "the witnessed checkpoint cannot be read now; retry")
+	errWitnessedBad    = fail(http.StatusServiceUnavailable, "witnessed_checkpoint_invalid", "the witnessed checkpoint held does not verify against this log; see the ledger's log")
+)
+
 var errBehind = fail(http.StatusServiceUnavailable, "not_yet_visible", "this replica is behind the witnessed checkpoint; retry")
 
 // witnessedCheckpoint is the cosigned checkpoint to serve: nil when none
@@ -471,7 +502,10 @@ func (h *Handler) witnessedCheckpoint(ctx context.Context) (*witnessed, error) {
 	raw, err := h.cosigned(ctx)
 	if err != nil {
 		h.log.Warn("read the witnessed checkpoint", "err", err)
-		return h.wcache.w, nil // the last one checked, if any
+		if h.wcache.w != nil {
+			return h.wcache.w, nil // the last one checked
+		}
+		return nil, errWitnessedUnread // never the uncosigned head instead
 	}
 	if c := h.wcache; c.raw != nil && bytes.Equal(c.raw, raw) && c.head == headSize {
 		h.wcache.at = time.Now()
@@ -489,7 +523,7 @@ func (h *Handler) checkWitnessed(raw []byte, headSize uint64, headNote []byte) (
 	cp, _, _, err := log.ParseCheckpoint(raw, h.logKey.Name(), h.logKey)
 	if err != nil {
 		h.log.Error("the witnessed checkpoint does not verify with this log's key; not served", "err", err)
-		return nil, nil
+		return nil, errWitnessedBad
 	}
 	if cp.Size > headSize {
 		return nil, errBehind
@@ -506,7 +540,7 @@ func (h *Handler) checkWitnessed(raw []byte, headSize uint64, headNote []byte) (
 	}
 	if !consistent {
 		h.log.Error("the witnessed checkpoint is not consistent with this log's tree; not served", "size", cp.Size, "tree_size", headSize)
-		return nil, nil
+		return nil, errWitnessedBad
 	}
 	return &witnessed{size: cp.Size, note: raw}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -52,8 +53,11 @@ func TestWitnessedCheckpointServed(t *testing.T) {
 	serve := func(held string) *httptest.Server {
 		h := New(f.store, Keys{Origin: origin, CheckpointVKey: f.vkey, KernelKey: schemas.EncodePublicKey(f.kernel.Public().(ed25519.PublicKey))},
 			slog.New(slog.DiscardHandler), WithAuthenticator(f.tenants.auth), WithCosigned(func(context.Context) ([]byte, error) {
-				if held == "" {
+				switch held {
+				case "":
 					return nil, nil
+				case "unreadable":
+					return nil, errors.New("bucket unreachable")
 				}
 				return []byte(held), nil
 			}))
@@ -80,9 +84,11 @@ func TestWitnessedCheckpointServed(t *testing.T) {
 	}{
 		{"none held yet", "", 200, string(head)},
 		{"cosigned at a size this instance did not sign", at10, 200, at10},
-		{"signed by another key", signed(other, 10, root(10)), 200, string(head)},
-		{"a fork: another root at that size", signed(f.signer, 10, root(9)), 200, string(head)},
+		// Never the uncosigned head instead of one that does not check.
+		{"signed by another key", signed(other, 10, root(10)), 503, ""},
+		{"a fork: another root at that size", signed(f.signer, 10, root(9)), 503, ""},
 		{"past this instance's tree", signed(f.signer, 25, root(20)), 503, ""},
+		{"unreadable", "unreadable", 503, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := serve(tc.held)

@@ -209,6 +209,12 @@ func (c *Cosigner) submit(ctx context.Context, cl *Client, size uint64, signed [
 			c.known[name] = old
 			c.mu.Unlock()
 			continue
+		case errors.As(err, &conflict) && conflict.WitnessSize <= size:
+			// The resend, from the very size the witness named, was
+			// refused the same way: the witness does not keep to its own
+			// answer. Not a fork, and not retried in this round.
+			c.failed(name, "repeated_conflict", fmt.Errorf("witness %s answered 409 again naming size %d, after the checkpoint was resent from that size: it refuses its own old size (a misbehaving witness): %w", name, conflict.WitnessSize, err))
+			return nil
 		case errors.As(err, &conflict):
 			// A witness ahead of this log has cosigned a tree this log
 			// has not signed: another ledger, or a fork. Never retried.
@@ -237,7 +243,7 @@ type cosignerMetrics struct {
 func newCosignerMetrics(reg prometheus.Registerer) *cosignerMetrics {
 	m := &cosignerMetrics{
 		submissions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chio_ledger_witness_submissions_total",
-			Help: "Checkpoint submissions to witnesses, by witness and result (cosigned, conflict, refused, ahead, error)."}, []string{"witness", "result"}),
+			Help: "Checkpoint submissions to witnesses, by witness and result (cosigned, conflict, repeated_conflict, refused, ahead, error)."}, []string{"witness", "result"}),
 		witnessSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "chio_ledger_witness_size",
 			Help: "The tree size each witness last cosigned for this log."}, []string{"witness"}),
 		quorum: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chio_ledger_witness_quorum_met",

@@ -1,0 +1,260 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// The published head. A log that lost its store (or had an older copy
+// restored) and rebuilt it from the stream would sign and serve
+// checkpoints smaller than ones it already published: a rollback, which
+// every monitor and witness that saw the larger one reports. So the
+// ledger records the largest checkpoint it has published outside the
+// store it might lose, in two places: a file beside its keys
+// (WithHeadFile) and schemas.LogBucket (replicated with the streams).
+// A ledger whose store is below the largest it finds, or not consistent
+// with it, serves no checkpoint and no proof (HeadErr) until it has
+// caught up from the stream and its tree extends that head.
+
+// logKeyHead is the LogBucket key of the published head.
+const logKeyHead = "head"
+
+// PublishedHead is the largest checkpoint a log published.
+type PublishedHead struct {
+	Origin string `json:"origin"`
+	// KeyHash is the checkpoint key's note key hash: a log made again
+	// with new keys under the same origin is another log.
+	KeyHash uint32 `json:"key_hash"`
+	Size    uint64 `json:"size"`
+	Root    []byte `json:"root"`
+}
+
+// WithHeadFile keeps the published head in the file at path too (beside
+// the keys: not in the store's directory, which a mistake may delete or
+// replace with an older copy).
+func WithHeadFile(path string) Option { return func(c *config) { c.headFile = path } }
+
+// BehindError is HeadErr while the store is below the published head.
+type BehindError struct{ Size, Published uint64 }
+
+func (e *BehindError) Error() string {
+	return fmt.Sprintf("log store holds %d receipts, but this log has published a checkpoint of size %d: catching up from the events stream; no checkpoint or proof is served until it reaches %d", e.Size, e.Published, e.Published)
+}
+
+// ErrForked is HeadErr when the tree does not extend the published head.
+var ErrForked = errors.New("log does not extend the checkpoint it published")
+
+// headGate is what the ledger knows of its published head.
+type headGate struct {
+	mu       sync.Mutex
+	loaded   bool
+	want     *PublishedHead // the largest found at start (nil: none)
+	reached  bool           // the tree was checked to extend want
+	err      error          // a fork, for good
+	recorded uint64         // the largest size recorded (by this instance)
+	kick     chan struct{}
+}
+
+// loadHead reads the published head, once: the larger of the file and
+// the bucket.
+func (l *Ledger) loadHead(ctx context.Context) {
+	g := &l.head
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.loaded {
+		return
+	}
+	g.loaded = true
+	var found []*PublishedHead
+	if l.cfg.headFile != "" {
+		raw, err := os.ReadFile(l.cfg.headFile)
+		switch {
+		case err == nil:
+			var h PublishedHead
+			if err := json.Unmarshal(raw, &h); err != nil {
+				l.log.Error("published head file unreadable: ignored", "file", l.cfg.headFile, "err", err)
+			} else {
+				found = append(found, &h)
+			}
+		case !errors.Is(err, os.ErrNotExist):
+			l.log.Error("published head file unreadable: ignored", "file", l.cfg.headFile, "err", err)
+		}
+	}
+	if l.js != nil {
+		if kv, err := l.js.KeyValue(ctx, schemas.LogBucket); err == nil {
+			if e, err := kv.Get(ctx, logKeyHead); err == nil {
+				var h PublishedHead
+				if json.Unmarshal(e.Value(), &h) == nil {
+					found = append(found, &h)
+				}
+			} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+				l.log.Warn("cannot read the published head from the bucket", "bucket", schemas.LogBucket, "err", err)
+			}
+		} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			l.log.Warn("cannot read the published head from the bucket", "bucket", schemas.LogBucket, "err", err)
+		}
+	}
+	for _, h := range found {
+		if h.Origin == l.keys.Origin() && h.KeyHash == l.keyHash() && (g.want == nil || h.Size > g.want.Size) {
+			g.want = h
+		}
+	}
+	if g.want != nil {
+		g.recorded = g.want.Size
+		if size := l.store.State().Size; size < g.want.Size {
+			l.log.Warn("log store is below the checkpoint this log published: catching up from the stream, serving no checkpoint or proof meanwhile",
+				"store_size", size, "published_size", g.want.Size)
+		}
+	}
+}
+
+// HeadErr is why the log serves no checkpoint or proof now: a
+// *BehindError while its store is below the head it published, ErrForked
+// for good when its tree does not extend that head; nil otherwise.
+func (l *Ledger) HeadErr() error {
+	g := &l.head
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err != nil {
+		return g.err
+	}
+	if g.want == nil || g.reached {
+		return nil
+	}
+	st := l.store.State()
+	if st.Size < g.want.Size {
+		return &BehindError{Size: st.Size, Published: g.want.Size}
+	}
+	var err error
+	if st.Size == g.want.Size {
+		if !bytes.Equal(st.Root, g.want.Root) {
+			err = fmt.Errorf("%w: at size %d its root is %x, the published one %x", ErrForked, st.Size, st.Root, g.want.Root)
+		}
+	} else {
+		var p [][]byte
+		if p, err = l.store.ConsistencyProof(g.want.Size, st.Size); err == nil {
+			if verr := proof.VerifyConsistency(rfc6962.DefaultHasher, g.want.Size, st.Size, p, g.want.Root, st.Root); verr != nil {
+				err = fmt.Errorf("%w: size %d does not extend the published size %d: %v", ErrForked, st.Size, g.want.Size, verr)
+			}
+		} else {
+			return fmt.Errorf("check the log against the published head: %w", err) // the store's read failed: try again
+		}
+	}
+	if err != nil {
+		g.err = err
+		l.log.Error("serving no checkpoint or proof", "err", err)
+		return err
+	}
+	g.reached = true
+	l.log.Info("log store reached the checkpoint it published: serving", "published_size", g.want.Size, "size", st.Size)
+	return nil
+}
+
+// keyHash is the checkpoint key's note key hash (0 without a verifier).
+func (l *Ledger) keyHash() uint32 {
+	if l.keys.CheckpointVerifier == nil {
+		return 0
+	}
+	return l.keys.CheckpointVerifier.KeyHash()
+}
+
+// kickHead wakes the head recorder after a commit.
+func (l *Ledger) kickHead() {
+	select {
+	case l.head.kick <- struct{}{}:
+	default:
+	}
+}
+
+// recordHeads records the store's head each time a commit grows it past
+// what was recorded, until ctx ends; a head is recorded only once the
+// tree is known to extend the one published before.
+func (l *Ledger) recordHeads(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.head.kick:
+		}
+		if l.HeadErr() != nil {
+			continue
+		}
+		st := l.store.State()
+		l.head.mu.Lock()
+		grew := st.Size > l.head.recorded
+		l.head.mu.Unlock()
+		if !grew {
+			continue
+		}
+		if err := l.recordHead(ctx, PublishedHead{Origin: l.keys.Origin(), KeyHash: l.keyHash(), Size: st.Size, Root: st.Root}); err != nil {
+			l.log.Warn("cannot record the published head", "size", st.Size, "err", err)
+			continue
+		}
+		l.head.mu.Lock()
+		l.head.recorded = max(l.head.recorded, st.Size)
+		l.head.mu.Unlock()
+	}
+}
+
+func (l *Ledger) recordHead(ctx context.Context, h PublishedHead) error {
+	raw, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if l.cfg.headFile != "" {
+		errs = append(errs, writeFileSynced(l.cfg.headFile, raw))
+	}
+	kv, err := schemas.OpenLogBucket(ctx, l.js, l.cfg.replicas)
+	if err == nil {
+		_, err = kv.Put(ctx, logKeyHead, raw)
+	}
+	errs = append(errs, err)
+	return errors.Join(errs...)
+}
+
+// writeFileSynced replaces path with data: a synced temporary file renamed
+// over it, then the directory synced, so a crash leaves the old or the
+// new whole.
+func writeFileSynced(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
