@@ -215,13 +215,19 @@ func checkReads(t *testing.T, s *Store, all [][]byte) {
 			t.Fatalf("bundle %d width %d: %v", b, width, err)
 		}
 	}
-	for _, idx := range []uint64{0, size / 2, size - 1, size - size%TileWidth} {
-		if idx >= size {
-			continue
-		}
+	// Every entry, whichever segment, layout-2 record or right edge holds it.
+	for idx := range size {
 		e, err := s.Entry(idx)
 		if err != nil || !bytes.Equal(e, all[idx]) {
 			t.Fatalf("entry %d: %v", idx, err)
+		}
+	}
+	if _, err := s.Entry(size); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("entry past the log: %v", err)
+	}
+	for _, idx := range []uint64{0, size / 2, size - 1, size - size%TileWidth} {
+		if idx >= size {
+			continue
 		}
 		lh, path, err := s.InclusionProof(idx, size)
 		if err != nil {
@@ -458,4 +464,38 @@ func countLeafKeysIn(t *testing.T, dir string) int {
 		n++
 	}
 	return n
+}
+
+// BenchmarkEntry reads one receipt's leaf out of complete bundles, as a
+// query page does for each receipt: its cost (B/op) is the leaf, not the
+// bundle around it.
+func BenchmarkEntry(b *testing.B) {
+	for _, perCommit := range []int{256, 8} { // one segment a bundle, or 32
+		b.Run(fmt.Sprintf("leaves-per-commit=%d", perCommit), func(b *testing.B) {
+			s, err := Open(b.TempDir(), WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			leaf := bytes.Repeat([]byte("x"), 1200)
+			const n = 16 * TileWidth
+			for i := 0; i < n; {
+				tx := s.Begin()
+				for j := 0; j < perCommit; j, i = j+1, i+1 {
+					if _, err := tx.Append(leaf, Summary{ReceiptID: fmt.Sprint(i), CapabilityID: "c", ToolServer: "s", ToolName: "t"}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := tx.Commit(testSign); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if _, err := s.Entry(uint64(i*97) % (n - TileWidth)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

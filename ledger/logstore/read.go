@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/cockroachdb/pebble/v2"
 	"sync"
 
 	"github.com/transparency-dev/merkle/compact"
@@ -208,24 +209,87 @@ func bundlePrefix(b []byte, n int) (int, error) {
 	return off, nil
 }
 
-// Entry returns the leaf bytes at index.
+// Entry returns the leaf bytes at index. It copies that leaf alone, not
+// the bundle around it: a page of N receipts costs N leaves of memory,
+// not N bundles of up to 256.
 func (s *Store) Entry(index uint64) ([]byte, error) {
 	if index >= s.State().Size {
 		return nil, ErrNotFound
 	}
-	b, err := s.bundleAt(index / TileWidth)
+	bi, pos := index/TileWidth, int(index%TileWidth)
+	s.mu.RLock()
+	if s.state.Size%TileWidth != 0 && bi == s.state.Size/TileWidth {
+		leaf, err := leafOf(s.bundle, pos)
+		s.mu.RUnlock()
+		if err != nil {
+			return nil, fmt.Errorf("entry %d: %w", index, err)
+		}
+		return leaf, nil
+	}
+	s.mu.RUnlock()
+	leaf, err := s.readEntry(bi, pos)
+	if err != nil {
+		return nil, fmt.Errorf("entry %d: %w", index, err)
+	}
+	return leaf, nil
+}
+
+// leafOf returns a copy of entry pos of an encoded bundle or segment.
+func leafOf(b []byte, pos int) ([]byte, error) {
+	start, err := bundlePrefix(b, pos)
 	if err != nil {
 		return nil, err
 	}
-	start, err := bundlePrefix(b, int(index%TileWidth))
-	if err != nil {
-		return nil, fmt.Errorf("entry %d: %w", index, err)
-	}
 	end, err := bundlePrefix(b[start:], 1)
 	if err != nil {
-		return nil, fmt.Errorf("entry %d: %w", index, err)
+		return nil, err
 	}
-	return b[start+2 : start+end], nil
+	return bytes.Clone(b[start+2 : start+end]), nil
+}
+
+// readEntry reads entry pos of stored bundle bi: from the segment that
+// holds it (the last whose first entry is at or before pos), or from a
+// layout-2 record of the whole bundle.
+func (s *Store) readEntry(bi uint64, pos int) ([]byte, error) {
+	lo := bundleKey(bi)
+	db, done, err := s.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: bundleKey(bi + 1)})
+	if err != nil {
+		return nil, fmt.Errorf("read bundle %d: %w", bi, err)
+	}
+	defer it.Close()
+	// Forward only: a reverse seek copies the value it lands on, a whole
+	// bundle. The keys are walked first (a bundle has at most 256
+	// segments, nearly always 1), then the one holding pos is read.
+	var target []byte
+	first := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		k, f := it.Key(), 0
+		if len(k) == len(lo)+1 {
+			f = int(k[len(lo)])
+		}
+		if f > pos {
+			break
+		}
+		target, first = append(target[:0], k...), f
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("read bundle %d: %w", bi, err)
+	}
+	if target == nil {
+		return nil, ErrNotFound
+	}
+	if !it.SeekGE(target) || !bytes.Equal(it.Key(), target) {
+		if err := it.Error(); err != nil {
+			return nil, fmt.Errorf("read bundle %d: %w", bi, err)
+		}
+		return nil, fmt.Errorf("read bundle %d: segment %d went away", bi, first)
+	}
+	return leafOf(it.Value(), pos-first)
 }
 
 // InclusionProof returns the stored leaf hash of leaf index and its RFC 6962
