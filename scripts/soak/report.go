@@ -33,10 +33,11 @@ type result struct {
 	receiptIDs    []string
 	shed          int
 	check         receiptCheck
-	loadRSS       int64 // when the load has ended
-	loadPeakRSS   int64 // VmHWM then
-	idleRSS       int64 // after the receipt check
-	peakRSS       int64 // VmHWM then
+	loadRSS       int64        // when the load has ended
+	loadPeakRSS   int64        // VmHWM then
+	idleRSS       int64        // after the receipt check
+	peakRSS       int64        // VmHWM then
+	burst         *burstResult // -read-burst, if asked
 	stopTime      time.Duration
 	problems      []string
 
@@ -235,6 +236,9 @@ func (r *result) markdown() string {
 		mib := func(b int64) string { return num(float64(b)/(1<<20), "MiB") }
 		w("- RSS when the load ended %s (peak so far, VmHWM, %s); after the receipt check (every receipt read back through the query API) %s (peak %s).",
 			mib(r.loadRSS), mib(r.loadPeakRSS), mib(r.idleRSS), mib(r.peakRSS))
+	}
+	if r.burst != nil {
+		w("- %s", r.burst.text())
 	}
 	w("")
 	w("## Calls")

@@ -336,6 +336,16 @@ sampling:
 		res.problems = append(res.problems, res.check.problems...)
 		res.idleRSS, _ = procStatusBytes(pid, "VmRSS")
 		res.peakRSS, _ = procStatusBytes(pid, "VmHWM")
+		if o.readBurst.readers > 0 {
+			bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			b := runReadBurst(bctx, up, pid, o.readBurst)
+			cancel()
+			res.burst = &b
+			slog.Info("read burst", "summary", b.text())
+			if b.err != nil {
+				res.problems = append(res.problems, b.err.Error())
+			}
+		}
 		stopStart := time.Now()
 		stopped = true
 		if err := up.stop(2 * time.Minute); err != nil {
