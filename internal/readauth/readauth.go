@@ -85,6 +85,10 @@ type Reader struct {
 	limitKey string
 }
 
+// LimitKey is who r's reads are counted against: the root principal of
+// its chain ("service" for the service token).
+func (r *Reader) LimitKey() string { return r.limitKey }
+
 // AllReceipts reports whether r may read every receipt.
 func (r *Reader) AllReceipts() bool { return r != nil && (r.All || r.Receipts) }
 

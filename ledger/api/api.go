@@ -53,6 +53,7 @@ type Handler struct {
 	// serving, when set, says why no checkpoint or proof may be served
 	// now (WithServing).
 	serving func() error
+	heavy   heavyReads // queues each principal's queries and bundle reads
 }
 
 // witnessedCache is the last checked witnessed checkpoint, reused for a
@@ -106,7 +107,7 @@ func New(store *logstore.Store, keys Keys, logger *slog.Logger, opts ...Option) 
 	if logger == nil {
 		logger = slog.Default()
 	}
-	h := &Handler{store: store, keys: keys, log: logger, auth: readauth.New()}
+	h := &Handler{store: store, keys: keys, log: logger, auth: readauth.New(), heavy: heavyReads{max: DefaultHeavyReads}}
 	if v, err := note.NewVerifier(keys.CheckpointVKey); err == nil {
 		h.logKey = v
 	}
@@ -143,8 +144,8 @@ func (h *Handler) Register(e *echo.Echo) {
 	private := func(what string) []echo.MiddlewareFunc {
 		return []echo.MiddlewareFunc{auth, readauth.Require(what, deny)}
 	}
-	e.GET("/log/tile/entries/*", h.entries, append(private("reading entry bundles"), h.gate, middleware.Gzip())...)
-	e.GET("/v1/receipts/query", h.query, private("querying receipts")...)
+	e.GET("/log/tile/entries/*", h.entries, append(private("reading entry bundles"), h.gate, h.heavy.middleware, middleware.Gzip())...)
+	e.GET("/v1/receipts/query", h.query, append(private("querying receipts"), h.heavy.middleware)...)
 	e.GET("/v1/receipts/:id", h.receipt, private("reading receipts")...)
 	e.GET("/v1/receipts/:id/inclusion-proof", h.inclusion, append(private("reading receipts"), h.gate)...)
 	e.GET("/v1/receipts/:id/tlog-proof", h.tlogProof, append(private("reading receipts"), h.gate)...)
