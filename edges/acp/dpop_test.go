@@ -546,3 +546,16 @@ func TestProofStateUnavailable(t *testing.T) {
 	_, _, a := f.postAnswer(t, rpcBody(t, 2, MethodInvoke, readParams("/a", nil)), map[string]string{"Authorization": "Bearer " + l.Helper})
 	invoked(t, f, a, dpop.MethodBearer, "")
 }
+
+// A tool proof sent with other arguments is refused wrong_call and not
+// spent: the call it proves then runs, once.
+func TestProofNotSpentByAnotherCall(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	c := serveStdio(t, f, l.Agent)
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
+	p := toolProof(t, agent, "read_file", `{"path":"/a"}`)
+	denyReceipt(t, f, refusal(t, c.call(t, MethodInvoke, readParams("/etc/shadow", withProof(p))), dpop.CheckCall).ReceiptID, dpop.CheckCall)
+	invoked(t, f, c.call(t, MethodInvoke, readParams("/a", withProof(p))), dpop.MethodToolProof, agentJKT())
+	denyReceipt(t, f, refusal(t, c.call(t, MethodInvoke, readParams("/a", withProof(p))), dpop.CheckReplayed).ReceiptID, dpop.CheckReplayed)
+}

@@ -48,6 +48,11 @@ type Proof struct {
 	replayKey string
 	issuedAt  time.Time
 	claim     *dpopreplay.Pending
+	// startClaim starts a tool proof's one-time claim, once it has matched
+	// the call it names (or at settle, for a request that runs no tool):
+	// a proof refused for another call, or for a tool that does not
+	// resolve, is not spent, so whoever sees a proof cannot void it.
+	startClaim func()
 }
 
 // FromPresented is the Proof of an HTTP request's credential, nil when it
@@ -119,7 +124,12 @@ func (k *Kernel) checkProof(ctx context.Context, text string, v *verified, p *Pr
 			if k.replay == nil {
 				p.err = &dpop.Error{Check: dpop.CheckState, Msg: "this kernel has no replay state (fail closed)"}
 			} else {
-				p.claim = k.replay.Start(ctx, p.replayKey, p.issuedAt)
+				start := func() { p.claim, p.startClaim = k.replay.Start(ctx, p.replayKey, p.issuedAt), nil }
+				if p.tool == nil {
+					start() // an HTTP proof is bound to its request already
+				} else {
+					p.startClaim = start
+				}
 			}
 		}
 	} else if p.token != text {
@@ -140,6 +150,9 @@ func (k *Kernel) checkProof(ctx context.Context, text string, v *verified, p *Pr
 			c.Now, c.Lifetime, c.Skew = k.cfg.now(), k.cfg.proofLifetime, k.cfg.proofSkew
 			if err := p.tool.VerifyCall(c); err != nil {
 				return Binding{}, err
+			}
+			if p.startClaim != nil {
+				p.startClaim()
 			}
 		}
 	}
@@ -191,6 +204,9 @@ func (p *Proof) settle(ctx context.Context) error {
 		return nil
 	}
 	p.mu.Lock()
+	if p.err == nil && p.preset == nil && p.startClaim != nil {
+		p.startClaim() // accepted for a request that names no call: spent now
+	}
 	claim, err := p.claim, p.err
 	if p.preset != nil {
 		err = p.preset

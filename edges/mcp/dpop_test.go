@@ -493,3 +493,29 @@ func TestProofStateUnavailable(t *testing.T) {
 	status, _, a := post(t, f.url, "", callBody(2, "read", readArgs), map[string]string{"Authorization": "Bearer " + l.Helper})
 	allowedCall(t, f, status, a, dpop.MethodBearer, "")
 }
+
+// A tool proof is spent only by the call it proves: sent first with other
+// arguments (refused wrong_call), then for a tool the server does not
+// expose, it is still good for its own call, once.
+func TestProofNotSpentByAnotherCall(t *testing.T) {
+	f := start(t)
+	l := delegated(t)
+	ctx := context.Background()
+	cs := stdioSession(t, f, l.Agent)
+	agent := dpoptest.Signer(t, agentKey, l.Agent)
+	p, err := agent.ToolProof("files-srv", "read", json.RawMessage(readArgs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"path": "/etc/shadow"}, Meta: sdk.Meta{MetaDPoPProof: p}})
+	stdioRefusal(t, f, err, dpop.CheckCall)
+	if res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "no-such-tool", Arguments: map[string]any{"path": "/tmp/x"}, Meta: sdk.Meta{MetaDPoPProof: p}}); err == nil && !res.IsError {
+		t.Fatalf("a call to a tool the server does not expose: %+v", res)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"path": "/tmp/x"}, Meta: sdk.Meta{MetaDPoPProof: p}})
+	if err != nil || res.IsError {
+		t.Fatalf("the proof's own call after the refusals: %v %+v", err, res)
+	}
+	_, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "read", Arguments: map[string]any{"path": "/tmp/x"}, Meta: sdk.Meta{MetaDPoPProof: p}})
+	stdioRefusal(t, f, err, dpop.CheckReplayed)
+}
