@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chio-ledger/chio/ledger/api"
 	"github.com/chio-ledger/chio/schemas"
@@ -174,5 +175,38 @@ func TestPublishedHeadForkIsRefused(t *testing.T) {
 	l.loadHead(context.Background())
 	if err := l.HeadErr(); err != nil || l.head.want != nil {
 		t.Fatalf("HeadErr with another log's head: %v (want %+v)", err, l.head.want)
+	}
+}
+
+// An idle log signs a new checkpoint statement once its latest is older
+// than the interval: same tree head, the next number, a later time.
+func TestIdleLogSignsItsHeadAgain(t *testing.T) {
+	h := newHarness(t)
+	store := h.openStore("log")
+	defer store.Close()
+	run := h.start(store, WithCheckpointInterval(time.Second))
+	h.publishCalls([]call{newCall(schemas.VerdictDeny, "")}, 1760000000)
+	waitSize(t, store, 1)
+	first := store.State()
+	note := store.LatestCheckpoint()
+	waitFor(t, "a statement signed while idle", func() bool { return store.State().CheckpointSeq > first.CheckpointSeq })
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	var a, b schemas.CheckpointStatement
+	for seq, st := range map[uint64]*schemas.CheckpointStatement{first.CheckpointSeq: &a, first.CheckpointSeq + 1: &b} {
+		raw, err := store.Statement(seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b.Body.TreeSize != 1 || b.Body.MerkleRoot != a.Body.MerkleRoot || b.Body.IssuedAt < a.Body.IssuedAt+1 || b.Body.BatchStartSeq != 1 || b.Body.BatchEndSeq != 1 {
+		t.Fatalf("statement signed while idle %+v, after %+v", b.Body, a.Body)
+	}
+	if st := store.State(); st.Size != 1 || string(store.LatestCheckpoint()) != string(note) {
+		t.Fatalf("the idle statement changed the tree or its note: size %d", st.Size)
 	}
 }

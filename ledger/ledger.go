@@ -54,6 +54,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -139,6 +140,9 @@ type config struct {
 	acceptStream string
 	// headFile keeps the published head beside the keys (head.go).
 	headFile string
+	// checkpointEvery is the longest an idle log goes without a new
+	// checkpoint statement (WithCheckpointInterval).
+	checkpointEvery time.Duration
 }
 
 // Option configures a Ledger.
@@ -159,6 +163,48 @@ func WithIncompleteAfter(d time.Duration) Option { return func(c *config) { c.in
 
 // WithReplicas sets the replica count of the streams the ledger creates.
 func WithReplicas(n int) Option { return func(c *config) { c.replicas = n } }
+
+// DefaultCheckpointInterval is how long an idle log goes at most without
+// a new checkpoint statement.
+const DefaultCheckpointInterval = time.Minute
+
+// WithCheckpointInterval makes an idle log sign its head again once its
+// latest checkpoint statement is d old (default DefaultCheckpointInterval;
+// d <= 0: never), so that chio_ledger_checkpoint_age_seconds measures the
+// ledger's health rather than the traffic. The checkpoint note is the same
+// (it carries no time); its statement is new, numbered and timed.
+func WithCheckpointInterval(d time.Duration) Option { return func(c *config) { c.checkpointEvery = d } }
+
+// resignIdle signs the head again whenever the latest statement is older
+// than the interval, until ctx ends: only while this instance may append
+// and serves its published head.
+func (l *Ledger) resignIdle(ctx context.Context) {
+	every := l.cfg.checkpointEvery
+	if every <= 0 {
+		return
+	}
+	t := time.NewTicker(max(every/4, 10*time.Millisecond))
+	defer t.Stop()
+	age := checkpointAge(l.store, l.cfg.now)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if a := age(); l.store.State().Size == 0 || math.IsNaN(a) || time.Duration(a*float64(time.Second)) < every || l.HeadErr() != nil {
+			continue
+		}
+		if l.cfg.fence != nil && l.cfg.fence() != nil {
+			continue
+		}
+		tx := l.store.Begin()
+		tx.Resign()
+		if err := tx.Commit(l.signCheckpoint); err != nil {
+			l.log.Warn("sign the idle log's checkpoint again", "err", err)
+		}
+	}
+}
 
 // Commit describes one committed batch, for metrics and benchmarks.
 type Commit struct {
@@ -189,7 +235,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 // New builds a ledger over an open store.
 func New(js jetstream.JetStream, store *logstore.Store, keys Keys, opts ...Option) (*Ledger, error) {
 	cfg := config{consumer: schemas.LedgerConsumer, maxBatch: 1024, maxWait: 2 * time.Millisecond,
-		incompleteAfter: 10 * time.Minute, replicas: 1, now: time.Now, log: slog.Default()}
+		incompleteAfter: 10 * time.Minute, replicas: 1, now: time.Now, log: slog.Default(), checkpointEvery: DefaultCheckpointInterval}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -379,6 +425,7 @@ func (l *Ledger) run(ctx context.Context) error {
 	wg.Go(func() { l.runTimeouts(ctx) })
 	wg.Go(func() { l.watchStream(ctx, cancelCause) })
 	wg.Go(func() { l.recordHeads(ctx) })
+	wg.Go(func() { l.resignIdle(ctx) })
 	l.kickHead()
 	defer func() {
 		cancel() // before Wait: the helpers stop when ctx ends
@@ -770,8 +817,12 @@ func (l *Ledger) signCheckpoint(from, to uint64, root []byte, seq uint64) ([]byt
 	if to == 0 {
 		return signed, nil, nil
 	}
+	start := from + 1
+	if from == to {
+		start = to // signed again while idle: it re-attests the head, whose last leaf it names
+	}
 	stmt, err := schemas.SignCheckpointStatement(l.keys.Kernel, schemas.CheckpointBody{
-		CheckpointSeq: seq, BatchStartSeq: from + 1, BatchEndSeq: to, TreeSize: to,
+		CheckpointSeq: seq, BatchStartSeq: start, BatchEndSeq: to, TreeSize: to,
 		MerkleRoot: schemas.EncodeHash(root), IssuedAt: uint64(l.cfg.now().Unix()),
 	})
 	if err != nil {

@@ -42,6 +42,7 @@ type ledgerFlags struct {
 	witnessPolicy   string
 	witnessInterval time.Duration
 	acceptStream    string
+	checkpointEvery time.Duration
 	headFile        string               // set by openDataDir: the published head, beside the keys
 	tracer          trace.TracerProvider // startTracing's; nil: off
 	extra           []ledger.Option      // set by chio up: options of the one process
@@ -56,6 +57,7 @@ func (f *ledgerFlags) register(cmd *cobra.Command, keysHelp string) {
 	cmd.Flags().IntVar(&f.replicas, "replicas", 1, "replicas of the streams the ledger creates (3 on a cluster)")
 	cmd.Flags().StringVar(&f.witnessPolicy, "witness-policy", "", "witness policy file (witness NAME VKEY URL, group NAME K|all|any MEMBER..., quorum NAME): submit checkpoints to the witnesses and serve the latest one the quorum cosigned")
 	cmd.Flags().DurationVar(&f.witnessInterval, "witness-interval", witness.DefaultInterval, "how often the latest checkpoint is submitted to the witnesses")
+	cmd.Flags().DurationVar(&f.checkpointEvery, "checkpoint-interval", ledger.DefaultCheckpointInterval, "an idle log signs a new checkpoint statement once its latest is this old, so that chio_ledger_checkpoint_age_seconds measures health (0: never)")
 	cmd.Flags().StringVar(&f.acceptStream, "accept-events-stream", "", "continue the log from this new CHIO_EVENTS stream (the identity a refusal names, NAME@CREATED) when the stream the log was built from is gone; the log records the break in a receipt")
 }
 
@@ -74,7 +76,7 @@ func (f *ledgerFlags) policy() (*witness.Policy, error) {
 func (f *ledgerFlags) options(logger *slog.Logger) []ledger.Option {
 	return append([]ledger.Option{ledger.WithLogger(logger), ledger.WithBatch(f.batchSize, f.batchWait),
 		ledger.WithIncompleteAfter(f.incompleteAfter), ledger.WithReplicas(f.replicas), ledger.WithTracerProvider(f.tracer),
-		ledger.WithAcceptEventsStream(f.acceptStream), ledger.WithHeadFile(f.headFile)}, f.extra...)
+		ledger.WithAcceptEventsStream(f.acceptStream), ledger.WithHeadFile(f.headFile), ledger.WithCheckpointInterval(f.checkpointEvery)}, f.extra...)
 }
 
 func newLedgerCmd() *cobra.Command {

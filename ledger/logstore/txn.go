@@ -33,6 +33,7 @@ type Txn struct {
 	start            uint64
 	err              error
 	done             bool
+	resign           bool // sign the head again though the batch adds no leaf
 }
 
 // Begin starts a batch. The caller must Commit or Discard it.
@@ -132,6 +133,11 @@ func (t *Txn) PutEdgeCredential(id string, cred []byte) {
 
 // SetStreamSeq records the last stream sequence folded by this batch.
 func (t *Txn) SetStreamSeq(seq uint64) { t.state.StreamSeq = seq }
+
+// Resign makes Commit sign the tree head again even if the batch adds no
+// leaf: an idle log's periodic statement, so that its age measures the
+// ledger's health, not the traffic.
+func (t *Txn) Resign() { t.resign = true }
 
 // SetEventsStream records which stream (its schemas.StreamIdentity) the
 // stream sequence is a position in.
@@ -255,7 +261,7 @@ func (t *Txn) Commit(sign CheckpointFunc) error {
 	size := t.rng.End()
 	t.state.Size, t.state.Root = size, root
 	var note []byte
-	if size > t.start || t.s.latest == nil {
+	if size > t.start || t.s.latest == nil || t.resign {
 		seq := t.state.CheckpointSeq
 		if size > 0 {
 			seq++
