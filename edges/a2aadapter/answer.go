@@ -9,6 +9,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/chio-ledger/chio/internal/redact"
 	"github.com/chio-ledger/chio/schemas/strictjson"
@@ -25,6 +27,21 @@ const (
 	// MaxStreamBytes bounds all the events of one stream together.
 	MaxStreamBytes = 16 << 20
 )
+
+// Deadlines of a partner's stream. Comments (": keepalive") keep a
+// connection open but are not an answer: they do not reset the idle
+// deadline, so a partner that sends only comments cannot hold a call.
+const (
+	// StreamIdle is the longest a stream goes without an event that
+	// carries data.
+	StreamIdle = time.Minute
+	// StreamMax is the longest one stream lasts, whatever it sends.
+	StreamMax = 30 * time.Minute
+)
+
+// ErrPartnerIdle: a partner's stream passed StreamIdle with no event, or
+// StreamMax in all.
+var ErrPartnerIdle = errors.New("partner stream stalled")
 
 // ErrAnswerTooLarge: the partner's answer passed MaxAnswerBytes (an
 // answer, an event, a result) or MaxStreamBytes (a stream).
@@ -59,6 +76,7 @@ func (g answerGate) RoundTrip(r *http.Request) (*http.Response, error) {
 	if mt == "text/event-stream" {
 		g := newEventGate(resp.Body, MaxAnswerBytes, MaxStreamBytes)
 		g.redactor = red
+		g.deadlines(StreamIdle, StreamMax)
 		resp.Body = g
 		resp.ContentLength = -1
 		return resp, nil
@@ -108,6 +126,28 @@ type eventGate struct {
 	err       error  // the error to return once out is drained
 	// redactor removes the attached credentials from each event.
 	redactor *redact.Redactor
+
+	// The stream's deadlines (deadlines): a timer that closes the body,
+	// so a Read blocked on a silent partner returns; stalled says why.
+	idle    time.Duration
+	idleT   *time.Timer
+	maxT    *time.Timer
+	stalled atomic.Pointer[error]
+}
+
+// deadlines starts the stream's idle and overall deadlines.
+func (g *eventGate) deadlines(idle, total time.Duration) {
+	g.idle = idle
+	g.idleT = time.AfterFunc(idle, func() {
+		g.stall(fmt.Errorf("%w: no event with data for %s (comments do not count)", ErrPartnerIdle, idle))
+	})
+	g.maxT = time.AfterFunc(total, func() { g.stall(fmt.Errorf("%w: the stream passed %s", ErrPartnerIdle, total)) })
+}
+
+func (g *eventGate) stall(err error) {
+	if g.stalled.CompareAndSwap(nil, &err) {
+		_ = g.body.Close()
+	}
 }
 
 func newEventGate(body io.ReadCloser, maxEvent int, maxStream int64) *eventGate {
@@ -126,7 +166,13 @@ func (g *eventGate) Read(p []byte) (int, error) {
 	return 0, g.err
 }
 
-func (g *eventGate) Close() error { return g.body.Close() }
+func (g *eventGate) Close() error {
+	if g.idleT != nil {
+		g.idleT.Stop()
+		g.maxT.Stop()
+	}
+	return g.body.Close()
+}
 
 // next reads one event into out, or sets err.
 func (g *eventGate) next() {
@@ -134,6 +180,10 @@ func (g *eventGate) next() {
 	hasData := false
 	for {
 		line, err := g.line()
+		if p := g.stalled.Load(); p != nil && err != nil {
+			g.err = *p
+			return
+		}
 		if err != nil && (err != io.EOF || len(g.event) == 0) {
 			g.err = err
 			return
@@ -152,6 +202,9 @@ func (g *eventGate) next() {
 					g.err = fmt.Errorf("%w: a stream event is not strict JSON: %w", ErrMalformedPayload, verr)
 					return
 				}
+			}
+			if hasData && g.idleT != nil {
+				g.idleT.Reset(g.idle) // an answer: comments alone never get here with data
 			}
 			out, _ := g.redactor.Bytes(g.event)
 			g.out = append(g.out[:0], out...)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -213,5 +214,43 @@ func TestCollectedEventsBounded(t *testing.T) {
 	}
 	if _, err := a.Invoke(t.Context(), call(a, "stream", `{"message":"go","stream":true}`)); !errors.Is(err, ErrAnswerTooLarge) {
 		t.Fatalf("Invoke: %v, want ErrAnswerTooLarge", err)
+	}
+}
+
+// A partner's stream of comments alone stalls the call at the idle
+// deadline; events with data keep it going, up to the overall one.
+func TestStreamDeadlines(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		event       string // what the partner sends every 5 ms
+		for_        time.Duration
+		idle, total time.Duration
+		want        string // "" for a clean end
+	}{
+		{"comments only", ": keepalive\n\n", 2 * time.Second, 100 * time.Millisecond, time.Minute, "no event with data"},
+		{"data events", "data: {}\n\n", 300 * time.Millisecond, 100 * time.Millisecond, time.Minute, ""},
+		{"past the overall deadline", "data: {}\n\n", 2 * time.Second, time.Minute, 150 * time.Millisecond, "the stream passed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			go func() {
+				defer pw.Close()
+				for end := time.Now().Add(tc.for_); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+					if _, err := io.WriteString(pw, tc.event); err != nil {
+						return // the gate closed the stream
+					}
+				}
+			}()
+			g := newEventGate(pr, MaxAnswerBytes, MaxStreamBytes)
+			g.deadlines(tc.idle, tc.total)
+			defer g.Close()
+			_, err := io.Copy(io.Discard, g)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("stream ended with %v", err)
+			case tc.want != "" && (!errors.Is(err, ErrPartnerIdle) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("stream ended with %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
