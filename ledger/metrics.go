@@ -65,6 +65,14 @@ func newMetrics(reg prometheus.Registerer, checkpointAge func() float64, store *
 	if reg != nil {
 		reg.MustRegister(m.batches, m.events, m.receipts, m.batch, m.integration, m.treeSize, m.streamSeq, m.published, m.timeouts,
 			m.storageUnavailable, m.storageFailures, m.streamReset)
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chio_ledger_store_corrupt",
+			Help: "1 once Pebble found the log store corrupt on disk (a checksum mismatch): reads of that range fail, readiness is 503; the cure is a rebuild from the events stream."},
+			func() float64 {
+				if store.Corrupt() != nil {
+					return 1
+				}
+				return 0
+			}))
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chio_ledger_store_free_bytes",
 			Help: "Free bytes on the log store's filesystem (NaN if they cannot be measured); below the reserve it takes no writes."},
 			func() float64 {

@@ -61,6 +61,9 @@ func logStorageCheck(store *logstore.Store) health.Check {
 		if err := store.Err(); err != nil {
 			return err
 		}
+		if err := store.Corrupt(); err != nil {
+			return err
+		}
 		size, _ := store.Head()
 		if _, err := store.Checkpoint(size); err != nil && !errors.Is(err, logstore.ErrNotFound) {
 			return fmt.Errorf("read the checkpoint of size %d: %w", size, err)

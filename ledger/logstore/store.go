@@ -115,12 +115,15 @@ type Summary struct {
 
 // Store is an open log.
 type Store struct {
-	dbmu  sync.Mutex // guards cur, and is held for nothing else
-	cur   *dbRef     // nil while Recover reopens the database
-	log   *slog.Logger
-	dir   string
-	opts  options
-	guard diskspace.Guard
+	dbmu sync.Mutex // guards cur, and is held for nothing else
+	cur  *dbRef     // nil while Recover reopens the database
+	log  *slog.Logger
+	// corrupt is the first on-disk corruption Pebble found (corruption):
+	// set from Pebble's read paths, which may hold mu, so it has no lock.
+	corrupt atomic.Pointer[error]
+	dir     string
+	opts    options
+	guard   diskspace.Guard
 
 	wmu    sync.Mutex   // held by the one open Txn
 	mu     sync.RWMutex // guards the fields below
@@ -213,7 +216,9 @@ func Open(dir string, opts ...Option) (*Store, error) {
 // open opens the Pebble database in s.dir and loads the log from it,
 // checking its integrity. s is not shared yet.
 func (s *Store) open() error {
-	db, err := pebble.Open(s.dir, pebbleOptions(s.opts))
+	opts := pebbleOptions(s.opts)
+	opts.EventListener = &pebble.EventListener{DataCorruption: s.corruption}
+	db, err := pebble.Open(s.dir, opts)
 	if err != nil {
 		return fmt.Errorf("open log store %s: %w", s.dir, err)
 	}
@@ -276,6 +281,30 @@ func (s *Store) Err() error {
 	}
 	if err := s.guard.Check(); err != nil {
 		return &unavailableError{err}
+	}
+	return nil
+}
+
+// ErrCorrupt marks the error of a store Pebble found corrupt on disk.
+var ErrCorrupt = errors.New("log store is corrupt on disk")
+
+// corruption is Pebble's DataCorruption event: a checksum that did not
+// match in a read, a compaction or at open. The read that met it fails
+// (nothing wrong is served); the store is marked, for readiness, and the
+// file and key range are logged. Pebble's default would end the process
+// at the first such read. The cure is a rebuild from the events stream.
+func (s *Store) corruption(info pebble.DataCorruptionInfo) {
+	err := fmt.Errorf("%w: %s, keys %s: %v; rebuild the log from the events stream", ErrCorrupt, info.Path, info.Bounds, info.Details)
+	if s.corrupt.CompareAndSwap(nil, &err) {
+		s.log.Error("log store is corrupt on disk: reads of this range fail; rebuild the log", "file", info.Path, "keys", info.Bounds.String(), "err", info.Details)
+	}
+}
+
+// Corrupt is why the store is known corrupt on disk (wrapping
+// ErrCorrupt), or nil.
+func (s *Store) Corrupt() error {
+	if p := s.corrupt.Load(); p != nil {
+		return *p
 	}
 	return nil
 }
