@@ -43,6 +43,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require github.com/google/renameio/v2 v2.0.2 // indirect
+
 require (
 	github.com/DataDog/zstd v1.5.7 // indirect
 	github.com/RaduBerinde/axisds v0.1.0 // indirect

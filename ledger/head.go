@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 
+	"github.com/google/renameio/v2"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -215,7 +215,10 @@ func (l *Ledger) recordHead(ctx context.Context, h PublishedHead) error {
 	}
 	var errs []error
 	if l.cfg.headFile != "" {
-		errs = append(errs, writeFileSynced(l.cfg.headFile, raw))
+		// A crash leaves the old file or the new one, whole.
+		if err := renameio.WriteFile(l.cfg.headFile, raw, 0o600); err != nil {
+			errs = append(errs, fmt.Errorf("write %s: %w", l.cfg.headFile, err))
+		}
 	}
 	kv, err := schemas.OpenLogBucket(ctx, l.js, l.cfg.replicas)
 	if err == nil {
@@ -223,38 +226,4 @@ func (l *Ledger) recordHead(ctx context.Context, h PublishedHead) error {
 	}
 	errs = append(errs, err)
 	return errors.Join(errs...)
-}
-
-// writeFileSynced replaces path with data: a synced temporary file renamed
-// over it, then the directory synced, so a crash leaves the old or the
-// new whole.
-func writeFileSynced(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
