@@ -210,3 +210,39 @@ func TestIdleLogSignsItsHeadAgain(t *testing.T) {
 		t.Fatalf("the idle statement changed the tree or its note: size %d", st.Size)
 	}
 }
+
+// A ledger that stops folding while events wait says its receipts are
+// late once the oldest waiting event is older than the bound, and stops
+// saying so once it has caught up.
+func TestLateReceiptsAreReported(t *testing.T) {
+	h := newHarness(t)
+	store := h.openStore("log")
+	defer store.Close()
+	release := make(chan struct{})
+	l, err := New(h.js, store, h.keys, WithLogger(quiet()), WithBatch(64, time.Millisecond), WithLagBound(100*time.Millisecond),
+		func(c *config) {
+			c.streamEvery = 20 * time.Millisecond
+			c.fault = func(stage string, _ int) error {
+				if stage == "before-commit" {
+					<-release
+				}
+				return nil
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	h.publishCalls([]call{newCall(schemas.VerdictDeny, "")}, 1760000000)
+	var late *LagError
+	waitFor(t, "receipts reported late", func() bool { return errors.As(l.LagErr(), &late) })
+	if late.Lag <= 100*time.Millisecond || late.StreamSeq != 1 {
+		t.Fatalf("LagErr = %+v", late)
+	}
+	close(release)
+	waitSize(t, store, 1)
+	waitFor(t, "the report cleared", func() bool { return l.LagErr() == nil })
+}

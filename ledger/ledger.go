@@ -106,7 +106,8 @@ type Ledger struct {
 	edge     *edgeCheck     // nil: every message is folded (WithEdgeTrust)
 	// streamErr is why the events stream is not folded (streamid.go).
 	streamErr atomic.Pointer[error]
-	head      headGate // the published head (head.go)
+	head      headGate                 // the published head (head.go)
+	lag       atomic.Pointer[LagError] // the last look at the stream's oldest unfolded event (lag.go)
 }
 
 type config struct {
@@ -143,6 +144,11 @@ type config struct {
 	// checkpointEvery is the longest an idle log goes without a new
 	// checkpoint statement (WithCheckpointInterval).
 	checkpointEvery time.Duration
+	// lagBound is how far behind the stream receipts may be (lag.go).
+	lagBound time.Duration
+	// streamEvery is how often a writing ledger looks at the stream (its
+	// identity, its lag); tests shorten it.
+	streamEvery time.Duration
 }
 
 // Option configures a Ledger.
@@ -235,7 +241,8 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 // New builds a ledger over an open store.
 func New(js jetstream.JetStream, store *logstore.Store, keys Keys, opts ...Option) (*Ledger, error) {
 	cfg := config{consumer: schemas.LedgerConsumer, maxBatch: 1024, maxWait: 2 * time.Millisecond,
-		incompleteAfter: 10 * time.Minute, replicas: 1, now: time.Now, log: slog.Default(), checkpointEvery: DefaultCheckpointInterval}
+		incompleteAfter: 10 * time.Minute, replicas: 1, now: time.Now, log: slog.Default(), checkpointEvery: DefaultCheckpointInterval,
+		lagBound: DefaultLagBound, streamEvery: streamRecheck}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -250,6 +257,16 @@ func New(js jetstream.JetStream, store *logstore.Store, keys Keys, opts ...Optio
 		publish: make(chan struct{}, 1), fresh: make(chan []pubLeaf, 16), head: headGate{kick: make(chan struct{}, 1)}}
 	if cfg.edgeTrust != nil {
 		l.edge = newEdgeCheck(cfg.edgeTrust, cfg.registry)
+	}
+	if cfg.registry != nil {
+		cfg.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chio_ledger_integration_lag_seconds",
+			Help: "How long ago the stream stored the oldest event not yet in the log (0 when caught up), as of the writer's last look; past the lag bound receipts are late and readiness says so."},
+			func() float64 {
+				if p := l.lag.Load(); p != nil {
+					return p.Lag.Seconds()
+				}
+				return 0
+			}))
 	}
 	return l, nil
 }

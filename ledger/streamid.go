@@ -181,7 +181,7 @@ func (l *Ledger) awaitStream(ctx context.Context, err error) bool {
 // consumer waiting, not always told. Run then starts over, which makes
 // the stream again if it is gone and refuses it (checkStream).
 func (l *Ledger) watchStream(ctx context.Context, cancel context.CancelCauseFunc) {
-	t := time.NewTicker(streamRecheck)
+	t := time.NewTicker(l.cfg.streamEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -201,6 +201,7 @@ func (l *Ledger) watchStream(ctx context.Context, cancel context.CancelCauseFunc
 			cancel(fmt.Errorf("%w: stream %s is another (%s, not %s)", errConsumerLost, schemas.EventsStream, id, rec))
 			return
 		}
+		l.measureLag(ctx, s)
 	}
 }
 

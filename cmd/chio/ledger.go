@@ -43,6 +43,7 @@ type ledgerFlags struct {
 	witnessInterval time.Duration
 	acceptStream    string
 	checkpointEvery time.Duration
+	lagBound        time.Duration
 	headFile        string               // set by openDataDir: the published head, beside the keys
 	tracer          trace.TracerProvider // startTracing's; nil: off
 	extra           []ledger.Option      // set by chio up: options of the one process
@@ -58,6 +59,7 @@ func (f *ledgerFlags) register(cmd *cobra.Command, keysHelp string) {
 	cmd.Flags().StringVar(&f.witnessPolicy, "witness-policy", "", "witness policy file (witness NAME VKEY URL, group NAME K|all|any MEMBER..., quorum NAME): submit checkpoints to the witnesses and serve the latest one the quorum cosigned")
 	cmd.Flags().DurationVar(&f.witnessInterval, "witness-interval", witness.DefaultInterval, "how often the latest checkpoint is submitted to the witnesses")
 	cmd.Flags().DurationVar(&f.checkpointEvery, "checkpoint-interval", ledger.DefaultCheckpointInterval, "an idle log signs a new checkpoint statement once its latest is this old, so that chio_ledger_checkpoint_age_seconds measures health (0: never)")
+	cmd.Flags().DurationVar(&f.lagBound, "lag-bound", ledger.DefaultLagBound, "readiness fails (integration) while the oldest event not yet in the log is older than this: receipts of answered calls are late (0: never)")
 	cmd.Flags().StringVar(&f.acceptStream, "accept-events-stream", "", "continue the log from this new CHIO_EVENTS stream (the identity a refusal names, NAME@CREATED) when the stream the log was built from is gone; the log records the break in a receipt")
 }
 
@@ -76,7 +78,7 @@ func (f *ledgerFlags) policy() (*witness.Policy, error) {
 func (f *ledgerFlags) options(logger *slog.Logger) []ledger.Option {
 	return append([]ledger.Option{ledger.WithLogger(logger), ledger.WithBatch(f.batchSize, f.batchWait),
 		ledger.WithIncompleteAfter(f.incompleteAfter), ledger.WithReplicas(f.replicas), ledger.WithTracerProvider(f.tracer),
-		ledger.WithAcceptEventsStream(f.acceptStream), ledger.WithHeadFile(f.headFile), ledger.WithCheckpointInterval(f.checkpointEvery)}, f.extra...)
+		ledger.WithAcceptEventsStream(f.acceptStream), ledger.WithHeadFile(f.headFile), ledger.WithCheckpointInterval(f.checkpointEvery), ledger.WithLagBound(f.lagBound)}, f.extra...)
 }
 
 func newLedgerCmd() *cobra.Command {
@@ -403,7 +405,8 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 	serveMetrics(e, rc.reg)
 	health.Register(e, append([]health.Check{health.NATS(js), logStorageCheck(store),
 		{Name: "events_stream", Func: func(context.Context) error { return l.StreamErr() }},
-		{Name: "published_head", Func: func(context.Context) error { return l.HeadErr() }}}, rc.checks...)...)
+		{Name: "published_head", Func: func(context.Context) error { return l.HeadErr() }},
+		{Name: "integration", Func: func(context.Context) error { return l.LagErr() }}}, rc.checks...)...)
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)

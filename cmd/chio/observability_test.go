@@ -100,14 +100,14 @@ func TestProbesAndMetricsOfEveryProcess(t *testing.T) {
 		metrics    []string
 		standalone bool
 	}{
-		{"chio up", up.httpURL, "event_store events_stream governance nats projections published_head storage streams", []string{
+		{"chio up", up.httpURL, "event_store events_stream governance integration nats projections published_head storage streams", []string{
 			`chio_edge_calls_total{decision="allow",edge="a2a",method="SendMessage"} 1`,
 			"chio_guard_duration_seconds_bucket", "chio_kernel_decision_duration_seconds_bucket",
 			`chio_edge_publish_duration_seconds_count{event="decision",result="ok"}`,
 			`chio_projection_lag{projection="tasks"}`, "chio_projection_events_folded_total",
 			"chio_ledger_checkpoint_age_seconds", "chio_ledger_tree_size", "chio_ledger_storage_unavailable 0",
 			"chio_ledger_store_free_bytes", "chio_projection_storage_unavailable 0", "chio_projection_store_free_bytes", "go_goroutines"}, false},
-		{"chio ledger", ledgerURL, "events_stream nats published_head storage", []string{"chio_ledger_checkpoint_age_seconds", "chio_ledger_batches_total", "chio_ledger_events_stream_reset 0", "process_cpu_seconds_total"}, true},
+		{"chio ledger", ledgerURL, "events_stream integration nats published_head storage", []string{"chio_ledger_checkpoint_age_seconds", "chio_ledger_integration_lag_seconds", "chio_ledger_batches_total", "chio_ledger_events_stream_reset 0", "process_cpu_seconds_total"}, true},
 		{"chio projections", projURL, "nats storage", []string{`chio_projection_lag{projection="receipts"}`, "go_goroutines"}, true},
 		{"chio edge a2a", edgeURL, "governance nats streams", []string{`chio_edge_calls_total{decision="deny",edge="a2a",method="GetTask"} 1`, "# TYPE chio_guard_duration_seconds histogram", "go_goroutines"}, true},
 	}
