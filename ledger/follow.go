@@ -24,11 +24,25 @@ import (
 func (l *Ledger) Follow(ctx context.Context) error {
 	for {
 		err := l.follow(ctx)
-		if ctx.Err() != nil || !errors.Is(err, logstore.ErrUnavailable) {
+		switch {
+		case ctx.Err() != nil:
 			return err
-		}
-		if !l.awaitStore(ctx, err) {
-			return nil
+		case errors.Is(err, logstore.ErrUnavailable):
+			if !l.awaitStore(ctx, err) {
+				return nil
+			}
+		case isStreamReset(err):
+			// Not the stream this log folds: a standby follows nothing
+			// until the writer's operator has chosen.
+			if !l.awaitStream(ctx, err) {
+				return nil
+			}
+		case errors.Is(err, errConsumerLost):
+			if !sleep(ctx, time.Second) {
+				return nil
+			}
+		default:
+			return err
 		}
 	}
 }
@@ -56,6 +70,24 @@ func (l *Ledger) follow(ctx context.Context) error {
 			return nil
 		}
 	}
+	if err := l.checkStream(ctx, stream, false); err != nil {
+		return err
+	}
+	// The ordered consumer makes itself again, by the stream's name, if
+	// its stream goes: the watch ends this run first when the stream is
+	// gone or another.
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watched := make(chan struct{})
+	go func() { defer close(watched); l.watchStream(ctx, cancel, false) }()
+	defer func() { cancel(nil); <-watched }()
+	stopped := func() error {
+		if parent.Err() != nil {
+			return nil
+		}
+		return context.Cause(ctx)
+	}
 	next := l.store.State().StreamSeq + 1
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
@@ -81,7 +113,7 @@ func (l *Ledger) follow(ctx context.Context) error {
 	for {
 		batch, ok := l.collect(ctx, msgs)
 		if !ok || ctx.Err() != nil {
-			return nil // a batch cut short by ctx is folded by the next holder
+			return stopped() // a batch cut short by ctx is folded by the next holder
 		}
 		events := make([]event, 0, len(batch))
 		pos := l.store.State().StreamSeq
@@ -94,6 +126,15 @@ func (l *Ledger) follow(ctx context.Context) error {
 		}
 		if len(events) == 0 {
 			continue
+		}
+		// An ordered consumer follows a stream made again under its name
+		// from its old position: what was delivered before this look came
+		// from the stream the log folds only if the stream is still it.
+		if info, err := stream.Info(ctx); err != nil || schemas.StreamIdentity(info) != l.store.State().EventsStream {
+			if ctx.Err() != nil {
+				return stopped()
+			}
+			return fmt.Errorf("%w: stream %s is not the one this log follows (%v)", errConsumerLost, schemas.EventsStream, err)
 		}
 		l.screen(events) // a standby folds what the writer folds; the writer quarantines
 		started := l.cfg.now()

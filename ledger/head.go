@@ -59,24 +59,26 @@ var ErrForked = errors.New("log does not extend the checkpoint it published")
 // headGate is what the ledger knows of its published head.
 type headGate struct {
 	mu       sync.Mutex
-	loaded   bool
-	want     *PublishedHead // the largest found at start (nil: none)
+	loaded   bool           // a look has read what there is to read
+	kvFailed error          // the bucket's copy could not be read: look again
+	want     *PublishedHead // the largest found (nil: none)
 	reached  bool           // the tree was checked to extend want
 	err      error          // a fork, for good
 	recorded uint64         // the largest size recorded (by this instance)
 	kick     chan struct{}
 }
 
-// loadHead reads the published head, once: the larger of the file and
-// the bucket.
+// errHeadUnread: no look at the published head has answered yet.
+var errHeadUnread = errors.New("the checkpoint this log published is not read yet: serving no checkpoint or proof until it is")
+
+// LoadPublishedHead reads the published head now (the larger of the file
+// and the bucket), so that HeadErr holds from the first request; Run and
+// Follow read it again as they start (a standby becoming the writer
+// takes the head the last writer published) and while the bucket's copy
+// could not be read.
+func (l *Ledger) LoadPublishedHead(ctx context.Context) { l.loadHead(ctx) }
+
 func (l *Ledger) loadHead(ctx context.Context) {
-	g := &l.head
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.loaded {
-		return
-	}
-	g.loaded = true
 	var found []*PublishedHead
 	if l.cfg.headFile != "" {
 		raw, err := os.ReadFile(l.cfg.headFile)
@@ -92,32 +94,63 @@ func (l *Ledger) loadHead(ctx context.Context) {
 			l.log.Error("published head file unreadable: ignored", "file", l.cfg.headFile, "err", err)
 		}
 	}
+	var kvErr error
 	if l.js != nil {
-		if kv, err := l.js.KeyValue(ctx, schemas.LogBucket); err == nil {
-			if e, err := kv.Get(ctx, logKeyHead); err == nil {
-				var h PublishedHead
-				if json.Unmarshal(e.Value(), &h) == nil {
-					found = append(found, &h)
-				}
-			} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-				l.log.Warn("cannot read the published head from the bucket", "bucket", schemas.LogBucket, "err", err)
-			}
-		} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
-			l.log.Warn("cannot read the published head from the bucket", "bucket", schemas.LogBucket, "err", err)
+		h, err := l.bucketHead(ctx)
+		if err != nil {
+			kvErr = err
+		} else if h != nil {
+			found = append(found, h)
 		}
 	}
+	g := &l.head
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if kvErr != nil && (g.kvFailed == nil || !g.loaded) {
+		l.log.Warn("cannot read the published head from the bucket: serving no checkpoint or proof until it can", "bucket", schemas.LogBucket, "err", kvErr)
+	}
+	g.loaded, g.kvFailed = true, kvErr
 	for _, h := range found {
 		if h.Origin == l.keys.Origin() && h.KeyHash == l.keyHash() && (g.want == nil || h.Size > g.want.Size) {
-			g.want = h
+			g.want, g.reached = h, false
+			g.recorded = max(g.recorded, h.Size)
+			if size := l.store.State().Size; size < h.Size {
+				l.log.Warn("log store is below the checkpoint this log published: catching up from the stream, serving no checkpoint or proof meanwhile",
+					"store_size", size, "published_size", h.Size)
+			}
 		}
 	}
-	if g.want != nil {
-		g.recorded = g.want.Size
-		if size := l.store.State().Size; size < g.want.Size {
-			l.log.Warn("log store is below the checkpoint this log published: catching up from the stream, serving no checkpoint or proof meanwhile",
-				"store_size", size, "published_size", g.want.Size)
-		}
+}
+
+// headUnread reports whether the last look could not read the bucket.
+func (l *Ledger) headUnread() bool {
+	l.head.mu.Lock()
+	defer l.head.mu.Unlock()
+	return !l.head.loaded || l.head.kvFailed != nil
+}
+
+// bucketHead reads the head kept in schemas.LogBucket: nil when there is
+// none (no bucket, no key).
+func (l *Ledger) bucketHead(ctx context.Context) (*PublishedHead, error) {
+	kv, err := l.js.KeyValue(ctx, schemas.LogBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, logKeyHead)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var h PublishedHead
+	if err := json.Unmarshal(e.Value(), &h); err != nil {
+		return nil, fmt.Errorf("published head in %s: %w", schemas.LogBucket, err)
+	}
+	return &h, nil
 }
 
 // HeadErr is why the log serves no checkpoint or proof now: a
@@ -129,6 +162,12 @@ func (l *Ledger) HeadErr() error {
 	defer g.mu.Unlock()
 	if g.err != nil {
 		return g.err
+	}
+	if !g.loaded {
+		return errHeadUnread
+	}
+	if g.kvFailed != nil {
+		return fmt.Errorf("%w: %w", errHeadUnread, g.kvFailed)
 	}
 	if g.want == nil || g.reached {
 		return nil
@@ -220,9 +259,14 @@ func (l *Ledger) recordHead(ctx context.Context, h PublishedHead) error {
 			errs = append(errs, fmt.Errorf("write %s: %w", l.cfg.headFile, err))
 		}
 	}
-	kv, err := schemas.OpenLogBucket(ctx, l.js, l.cfg.replicas)
-	if err == nil {
-		_, err = kv.Put(ctx, logKeyHead, raw)
+	// Never a smaller head over a larger one (another writer's, or this
+	// one's before a failover): the bucket keeps the largest.
+	cur, err := l.bucketHead(ctx)
+	if err == nil && (cur == nil || cur.Origin != h.Origin || cur.KeyHash != h.KeyHash || cur.Size < h.Size) {
+		var kv jetstream.KeyValue
+		if kv, err = l.logBucket(ctx); err == nil {
+			_, err = kv.Put(ctx, logKeyHead, raw)
+		}
 	}
 	errs = append(errs, err)
 	return errors.Join(errs...)

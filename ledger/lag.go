@@ -29,7 +29,8 @@ func WithLagBound(d time.Duration) Option { return func(c *config) { c.lagBound 
 // LagError is LagErr's error.
 type LagError struct {
 	Lag, Bound time.Duration
-	StreamSeq  uint64 // the oldest event not folded
+	StreamSeq  uint64    // the oldest event not folded
+	at         time.Time // when it was measured
 }
 
 func (e *LagError) Error() string {
@@ -38,12 +39,15 @@ func (e *LagError) Error() string {
 }
 
 // LagErr is a *LagError while the ledger is behind the stream by more
-// than the bound, as of its last look (every few seconds, while it writes);
-// nil otherwise.
+// than the bound, as of its last look (every few seconds, while it folds);
+// nil otherwise, and when it has not looked for four of its intervals.
 func (l *Ledger) LagErr() error {
 	p := l.lag.Load()
 	if p == nil || l.cfg.lagBound <= 0 || p.Lag <= l.cfg.lagBound {
 		return nil
+	}
+	if l.cfg.now().Sub(p.at) > 4*l.cfg.streamEvery {
+		return nil // no look for a while (this instance stopped writing): no figure to go by
 	}
 	e := *p
 	e.Bound = l.cfg.lagBound
@@ -55,7 +59,7 @@ func (l *Ledger) measureLag(ctx context.Context, s jetstream.Stream) {
 	folded := l.store.State().StreamSeq
 	info := s.CachedInfo()
 	if info == nil || info.State.LastSeq <= folded {
-		l.lag.Store(&LagError{})
+		l.lag.Store(&LagError{at: l.cfg.now()})
 		return
 	}
 	next := max(folded+1, info.State.FirstSeq)
@@ -63,5 +67,6 @@ func (l *Ledger) measureLag(ctx context.Context, s jetstream.Stream) {
 	if err != nil {
 		return // keep the last measure: a deleted message, a busy server
 	}
-	l.lag.Store(&LagError{Lag: max(0, l.cfg.now().Sub(m.Time)), StreamSeq: next})
+	now := l.cfg.now()
+	l.lag.Store(&LagError{Lag: max(0, now.Sub(m.Time)), StreamSeq: next, at: now})
 }

@@ -108,6 +108,8 @@ type Ledger struct {
 	streamErr atomic.Pointer[error]
 	head      headGate                 // the published head (head.go)
 	lag       atomic.Pointer[LagError] // the last look at the stream's oldest unfolded event (lag.go)
+	logKVmu   sync.Mutex
+	logKV     jetstream.KeyValue // schemas.LogBucket, once opened (logBucket)
 }
 
 type config struct {
@@ -390,12 +392,17 @@ func (l *Ledger) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ledger: open stream: %w", err)
 	}
-	if err := l.checkStream(ctx, stream); err != nil {
+	if err := l.checkStream(ctx, stream, true); err != nil {
 		return err
 	}
 	cons, err := l.consumer(ctx)
 	if err != nil {
 		return err
+	}
+	// The consumer is made by the stream's name: if the stream was made
+	// again since the check, start over rather than fold the new one.
+	if info, err := stream.Info(ctx); err != nil || schemas.StreamIdentity(info) != l.store.State().EventsStream {
+		return fmt.Errorf("%w: stream %s changed while its consumer was made", errConsumerLost, schemas.EventsStream)
 	}
 	if err := l.loadTimeouts(); err != nil {
 		return err
@@ -440,7 +447,7 @@ func (l *Ledger) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { l.runPublisher(ctx) })
 	wg.Go(func() { l.runTimeouts(ctx) })
-	wg.Go(func() { l.watchStream(ctx, cancelCause) })
+	wg.Go(func() { l.watchStream(ctx, cancelCause, true) })
 	wg.Go(func() { l.recordHeads(ctx) })
 	wg.Go(func() { l.resignIdle(ctx) })
 	l.kickHead()

@@ -69,8 +69,9 @@ func (l *Ledger) StreamErr() error {
 // has none yet (a new log, or one of an older release whose position the
 // stream still holds), accepts a new one the operator named, or returns a
 // *StreamResetError. Then it mirrors the record in schemas.LogBucket for
-// the edges.
-func (l *Ledger) checkStream(ctx context.Context, stream jetstream.Stream) error {
+// the edges. A standby (writer false) accepts nothing and mirrors
+// nothing: it follows the stream the writer folds, or none.
+func (l *Ledger) checkStream(ctx context.Context, stream jetstream.Stream, writer bool) error {
 	info, err := stream.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("ledger: look up stream %s: %w", schemas.EventsStream, err)
@@ -86,7 +87,7 @@ func (l *Ledger) checkStream(ctx context.Context, stream jetstream.Stream) error
 			return fmt.Errorf("ledger: record the events stream: %w", err)
 		}
 		l.log.Info("log records the events stream it folds", "stream", id, "stream_seq", st.StreamSeq)
-	case l.cfg.acceptStream == id:
+	case writer && l.cfg.acceptStream == id:
 		if err := l.acceptStream(st, id); err != nil {
 			return err
 		}
@@ -95,7 +96,9 @@ func (l *Ledger) checkStream(ctx context.Context, stream jetstream.Stream) error
 	}
 	l.streamErr.Store(nil)
 	l.metrics.streamReset.Set(0)
-	l.mirrorStream(ctx, id)
+	if writer {
+		l.mirrorStream(ctx, id)
+	}
 	return nil
 }
 
@@ -148,7 +151,7 @@ func orUnknown(s string) string {
 // not fatal: the log itself is safe, and the next start writes it again.
 func (l *Ledger) mirrorStream(ctx context.Context, id string) {
 	rec, _ := json.Marshal(schemas.EventsStreamRecord{Stream: id, Origin: l.keys.Origin()})
-	kv, err := schemas.OpenLogBucket(ctx, l.js, l.cfg.replicas)
+	kv, err := l.logBucket(ctx)
 	if err == nil {
 		var e jetstream.KeyValueEntry
 		if e, err = kv.Get(ctx, schemas.LogKeyEventsStream); err == nil && string(e.Value()) == string(rec) {
@@ -159,6 +162,21 @@ func (l *Ledger) mirrorStream(ctx context.Context, id string) {
 	if err != nil {
 		l.log.Warn("cannot tell the edges which events stream the log folds", "bucket", schemas.LogBucket, "err", err)
 	}
+}
+
+// logBucket opens schemas.LogBucket once (an open is a stream update).
+func (l *Ledger) logBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	l.logKVmu.Lock()
+	defer l.logKVmu.Unlock()
+	if l.logKV != nil {
+		return l.logKV, nil
+	}
+	kv, err := schemas.OpenLogBucket(ctx, l.js, l.cfg.replicas)
+	if err != nil {
+		return nil, err
+	}
+	l.logKV = kv
+	return kv, nil
 }
 
 // streamRecheck is how often a ledger stopped by a reset looks again (the
@@ -180,7 +198,7 @@ func (l *Ledger) awaitStream(ctx context.Context, err error) bool {
 // is another: a stream deleted under a running ledger leaves its pull
 // consumer waiting, not always told. Run then starts over, which makes
 // the stream again if it is gone and refuses it (checkStream).
-func (l *Ledger) watchStream(ctx context.Context, cancel context.CancelCauseFunc) {
+func (l *Ledger) watchStream(ctx context.Context, cancel context.CancelCauseFunc, writer bool) {
 	t := time.NewTicker(l.cfg.streamEvery)
 	defer t.Stop()
 	for {
@@ -197,9 +215,16 @@ func (l *Ledger) watchStream(ctx context.Context, cancel context.CancelCauseFunc
 		case err != nil:
 			continue // not answering now: the consumer waits, and so does this
 		}
-		if id, rec := schemas.StreamIdentity(s.CachedInfo()), l.store.State().EventsStream; rec != "" && id != rec {
+		id, rec := schemas.StreamIdentity(s.CachedInfo()), l.store.State().EventsStream
+		if rec != "" && id != rec {
 			cancel(fmt.Errorf("%w: stream %s is another (%s, not %s)", errConsumerLost, schemas.EventsStream, id, rec))
 			return
+		}
+		if writer && rec != "" {
+			l.mirrorStream(ctx, rec) // again, in case a write of it failed
+		}
+		if l.headUnread() {
+			l.loadHead(ctx) // again while the bucket's copy could not be read
 		}
 		l.measureLag(ctx, s)
 	}

@@ -126,3 +126,34 @@ func TestStreamResetStopsTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A standby folds what the writer folds: a stream deleted and made again
+// under it is refused too (its ordered consumer would otherwise follow
+// the new stream from the old position), and nothing of it is folded.
+func TestStandbyRefusesAResetStream(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	store := h.openStore("standby")
+	defer store.Close()
+	l, err := New(h.js, store, h.keys, WithLogger(quiet()), WithBatch(64, time.Millisecond), func(c *config) { c.streamEvery = 20 * time.Millisecond })
+	if err != nil {
+		t.Fatal(err)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- l.Follow(fctx) }()
+	defer func() { cancel(); <-done }()
+	h.publishCalls([]call{newCall(schemas.VerdictDeny, ""), newCall(schemas.VerdictDeny, "")}, 1760000000)
+	waitSize(t, store, 2)
+	if err := h.js.DeleteStream(ctx, schemas.EventsStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureStreams(ctx, h.js, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.publishCalls([]call{newCall(schemas.VerdictDeny, ""), newCall(schemas.VerdictDeny, ""), newCall(schemas.VerdictDeny, "")}, 1760000100)
+	waitFor(t, "the standby to refuse the stream", func() bool { return errors.Is(l.StreamErr(), schemas.ErrStreamReset) })
+	if size := store.State().Size; size != 2 {
+		t.Fatalf("standby log size %d after the reset, want 2", size)
+	}
+}

@@ -362,6 +362,9 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 	if err != nil {
 		return err
 	}
+	// Before the API serves: its checkpoints are held to the head this log
+	// published (ledger.HeadErr).
+	l.LoadPublishedHead(ctx)
 	run := l.Run
 	if rc.ha != nil {
 		writer := prometheus.NewGauge(prometheus.GaugeOpts{Name: "chio_ledger_writer",

@@ -157,6 +157,10 @@ func newEventGate(body io.ReadCloser, maxEvent int, maxStream int64) *eventGate 
 func (g *eventGate) Read(p []byte) (int, error) {
 	for len(g.out) == 0 && g.err == nil {
 		g.next()
+		if g.err != nil && g.idleT != nil {
+			g.idleT.Stop() // the stream has ended: its deadlines with it
+			g.maxT.Stop()
+		}
 	}
 	if len(g.out) > 0 {
 		n := copy(p, g.out)
