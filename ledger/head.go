@@ -15,6 +15,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // The published head. A log that lost its store (or had an older copy
@@ -85,7 +86,7 @@ func (l *Ledger) loadHead(ctx context.Context) {
 		switch {
 		case err == nil:
 			var h PublishedHead
-			if err := json.Unmarshal(raw, &h); err != nil {
+			if err := strictjson.UnmarshalExactKnown(raw, &h); err != nil {
 				l.log.Error("published head file unreadable: ignored", "file", l.cfg.headFile, "err", err)
 			} else {
 				found = append(found, &h)
@@ -147,7 +148,7 @@ func (l *Ledger) bucketHead(ctx context.Context) (*PublishedHead, error) {
 		return nil, err
 	}
 	var h PublishedHead
-	if err := json.Unmarshal(e.Value(), &h); err != nil {
+	if err := strictjson.UnmarshalExactKnown(e.Value(), &h); err != nil {
 		return nil, fmt.Errorf("published head in %s: %w", schemas.LogBucket, err)
 	}
 	return &h, nil

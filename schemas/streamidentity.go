@@ -2,12 +2,13 @@ package schemas
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // The events stream's identity. The log is a fold of one stream: its
@@ -80,7 +81,7 @@ func CheckEventsStream(ctx context.Context, js jetstream.JetStream, info *jetstr
 		return fmt.Errorf("read %s/%s: %w", LogBucket, LogKeyEventsStream, err)
 	}
 	var rec EventsStreamRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+	if err := strictjson.UnmarshalExactKnown(e.Value(), &rec); err != nil {
 		return fmt.Errorf("read %s/%s: %w", LogBucket, LogKeyEventsStream, err)
 	}
 	if got := StreamIdentity(info); got != rec.Stream {
