@@ -62,6 +62,7 @@ type headGate struct {
 	mu       sync.Mutex
 	loaded   bool           // a look has read what there is to read
 	kvFailed error          // the bucket's copy could not be read: look again
+	kvRead   bool           // some look has read the bucket's copy
 	want     *PublishedHead // the largest found (nil: none)
 	reached  bool           // the tree was checked to extend want
 	err      error          // a fork, for good
@@ -107,10 +108,15 @@ func (l *Ledger) loadHead(ctx context.Context) {
 	g := &l.head
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if kvErr != nil && (g.kvFailed == nil || !g.loaded) {
+	switch {
+	case kvErr == nil, g.kvFailed != nil && g.loaded: // nothing new to say
+	case g.kvRead:
+		l.log.Warn("cannot read the published head from the bucket: serving against the head read before, looking again", "bucket", schemas.LogBucket, "err", kvErr)
+	default:
 		l.log.Warn("cannot read the published head from the bucket: serving no checkpoint or proof until it can", "bucket", schemas.LogBucket, "err", kvErr)
 	}
 	g.loaded, g.kvFailed = true, kvErr
+	g.kvRead = g.kvRead || (kvErr == nil && l.js != nil)
 	for _, h := range found {
 		if h.Origin == l.keys.Origin() && h.KeyHash == l.keyHash() && (g.want == nil || h.Size > g.want.Size) {
 			g.want, g.reached = h, false
@@ -167,7 +173,11 @@ func (l *Ledger) HeadErr() error {
 	if !g.loaded {
 		return errHeadUnread
 	}
-	if g.kvFailed != nil {
+	// Once the bucket has been read, a later look that fails (NATS
+	// broken for a while, a standby taking the lease meanwhile) keeps the
+	// head already known: the store was checked against it, and refusing
+	// every proof for the length of an outage would protect nothing more.
+	if g.kvFailed != nil && !g.kvRead {
 		return fmt.Errorf("%w: %w", errHeadUnread, g.kvFailed)
 	}
 	if g.want == nil || g.reached {

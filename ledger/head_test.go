@@ -246,3 +246,40 @@ func TestLateReceiptsAreReported(t *testing.T) {
 	waitSize(t, store, 1)
 	waitFor(t, "the report cleared", func() bool { return l.LagErr() == nil })
 }
+
+// A look at the bucket that fails keeps the ledger from serving only
+// until some look has read it: a later failure (NATS broken for a while)
+// keeps the head already read and checked.
+func TestPublishedHeadUnreadableBucket(t *testing.T) {
+	h := newHarness(t)
+	store := h.openStore("log")
+	defer store.Close()
+	failing, cancel := context.WithCancel(context.Background())
+	cancel() // every JetStream request on it fails
+	tests := []struct {
+		name   string
+		looks  []context.Context
+		unread bool
+	}{
+		{"no look answered", []context.Context{failing}, true},
+		{"read, then a look fails", []context.Context{context.Background(), failing}, false},
+		{"failed, then read", []context.Context{failing, context.Background()}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := New(h.js, store, h.keys, WithLogger(quiet()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ctx := range tc.looks {
+				l.LoadPublishedHead(ctx)
+			}
+			if err := l.HeadErr(); errors.Is(err, errHeadUnread) != tc.unread {
+				t.Fatalf("HeadErr = %v, want unread %v", err, tc.unread)
+			}
+			if !l.headUnread() && tc.looks[len(tc.looks)-1] == failing {
+				t.Fatal("a failed last look must be looked at again")
+			}
+		})
+	}
+}

@@ -67,8 +67,9 @@ func TestComposeRollingRestart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	c := startCompose(ctx, t)
-	rollingRestart(ctx, t, c, filepath.Join(c.dir, "keys"))
+	ft := sayingFailuresLast(t)
+	c := startCompose(ctx, ft)
+	rollingRestart(ctx, ft, c, filepath.Join(c.dir, "keys"))
 }
 
 // TestProcessRollingRestart is the same on scripts/cluster.sh's local
@@ -79,8 +80,9 @@ func TestProcessRollingRestart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	p := startProcesses(ctx, t, "ledger-1", "ledger-2", "edge-1", "edge-2", "proxy")
-	rollingRestart(ctx, t, p, filepath.Join(p.dir, "keys"))
+	ft := sayingFailuresLast(t)
+	p := startProcesses(ctx, ft, "ledger-1", "ledger-2", "edge-1", "edge-2", "proxy")
+	rollingRestart(ctx, ft, p, filepath.Join(p.dir, "keys"))
 }
 
 // lastEventIDKey carries a resubscription's Last-Event-ID to the transport.
@@ -199,7 +201,7 @@ var (
 	sigtermLine = regexp.MustCompile(`time=(\S+) level=INFO msg="stopping: readiness is false.*reason="stopping: SIGTERM received"`)
 )
 
-func rollingRestart(ctx context.Context, t *testing.T, topo restarter, keys string) {
+func rollingRestart(ctx context.Context, t testing.TB, topo restarter, keys string) {
 	writer := awaitCluster(ctx, t, keys)
 	checkSealed(t, keys)
 	pt := proxyTransport(t, keys)

@@ -23,7 +23,7 @@ import (
 
 // dialAs connects to the cluster's NATS as role, with the role's nkey and
 // the internal CA from keys/nats (as chio keygen wrote them).
-func dialAs(t *testing.T, keys string, role natsauth.Role, extra ...nats.Option) *nats.Conn {
+func dialAs(t testing.TB, keys string, role natsauth.Role, extra ...nats.Option) *nats.Conn {
 	t.Helper()
 	nc, err := dialRole(keys, role, extra...)
 	if err != nil {
@@ -46,7 +46,7 @@ func dialRole(keys string, role natsauth.Role, extra ...nats.Option) (*nats.Conn
 // and one without TLS; a credential used outside its role is refused by
 // permissions (an edge un-revoking, a worker reading every tenant's
 // events, a projections credential minting a receipt).
-func checkSealed(t *testing.T, keys string) {
+func checkSealed(t testing.TB, keys string) {
 	t.Helper()
 	ca := nats.RootCAs(filepath.Join(keys, "nats", natsauth.CAFile))
 	if nc, err := nats.Connect(natsURL, ca); err == nil {
@@ -89,7 +89,7 @@ func checkSealed(t *testing.T, keys string) {
 // certified edge signed (unsigned, or under a credential a stranger's
 // issuer made) makes no receipt in the cluster's log, while the same
 // decision signed with a compose edge's key does.
-func checkForgedEvents(ctx context.Context, t *testing.T, keys, ledgerURL string) {
+func checkForgedEvents(ctx context.Context, t testing.TB, keys, ledgerURL string) {
 	t.Helper()
 	js, err := jetstream.New(dialAs(t, keys, natsauth.Edge))
 	if err != nil {
