@@ -50,6 +50,8 @@ curl -sf -H "$OP" "http://$http/v1/receipts/query?toolServer=hello&outcome=deny&
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$http/v1/receipts/$ID")" = 401 ]
 bin/chio ledger rebuild --nats "nats://$natsaddr" --nats-nkey .chio/nats-creds/reader.nk --edge-issuer .chio/keys/issuer.pub --data-dir "$work/rebuilt" --keys .chio/keys | tee rebuild.txt
 grep -q '^size 2$' rebuild.txt
+bin/chio ledger check --data-dir "$work/rebuilt" --keys .chio/keys | tee check.txt | has '^ledger check: OK: size 2,'
+[ "$(tail -2 check.txt)" = "$(tail -2 rebuild.txt)" ]
 
 bin/chio evidence export --url "http://$http" --token @.chio/operator.token --out evidence
 bin/chio evidence verify --input evidence --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)" --edge-issuer .chio/keys/issuer.pub | tee verified.txt | has '^evidence package verified'

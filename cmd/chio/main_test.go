@@ -368,8 +368,20 @@ func TestUpVerifyAndRebuild(t *testing.T) {
 		!strings.Contains(string(body), "chio_ledger_integration_seconds_bucket") {
 		t.Fatalf("/metrics: %d\n%s", status, body)
 	}
+	// Offline, the store is refused while chio up holds it, and checked
+	// once it stopped: the same size and root as the rebuild's.
+	if _, err := chio(ctx, "ledger", "check", "--data-dir", up.dir); err == nil || !strings.Contains(err.Error(), "another chio process") {
+		t.Fatalf("ledger check of a running ledger's store: %v", err)
+	}
 	if err := up.stop(); err != nil {
 		t.Fatalf("chio up stopped with %v", err)
+	}
+	out, err = chio(ctx, "ledger", "check", "--data-dir", up.dir)
+	if first, rest, _ := strings.Cut(out, "\n"); err != nil || !strings.HasPrefix(first, fmt.Sprintf("ledger check: OK: size %d, 1 entry bundles and 0 full tiles checked in ", cp.Size)) || rest != strings.TrimPrefix(want, fmt.Sprintf("size %d\n", cp.Size)) {
+		t.Fatalf("ledger check: %v\n%s", err, out)
+	}
+	if _, err := chio(ctx, "ledger", "check", "--data-dir", t.TempDir()); err == nil || err.(*exitError).code != 2 || !strings.Contains(err.Error(), "no log store") {
+		t.Fatalf("ledger check of an empty directory: %v", err)
 	}
 }
 

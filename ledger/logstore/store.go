@@ -148,6 +148,7 @@ type options struct {
 	cache, memtables int64
 	reserve          uint64
 	reserveSet       bool
+	existing         bool
 }
 
 // DefaultReserveBytes is the free space a store leaves on its filesystem:
@@ -176,6 +177,13 @@ const (
 func WithMemory(cache, memtables int64) Option {
 	return func(o *options) { o.cache, o.memtables = cache, memtables }
 }
+
+// WithExisting makes Open fail with ErrNoStore where dir holds no store,
+// instead of creating one (an offline check, which must not).
+func WithExisting() Option { return func(o *options) { o.existing = true } }
+
+// ErrNoStore: WithExisting, and no store in the directory.
+var ErrNoStore = errors.New("no log store here")
 
 // CheckpointVerifier checks a stored checkpoint note on Open and returns the
 // size and root it commits to.
@@ -218,7 +226,11 @@ func Open(dir string, opts ...Option) (*Store, error) {
 func (s *Store) open() error {
 	opts := pebbleOptions(s.opts)
 	opts.EventListener = &pebble.EventListener{DataCorruption: s.corruption}
+	opts.ErrorIfNotExists = s.opts.existing
 	db, err := pebble.Open(s.dir, opts)
+	if s.opts.existing && errors.Is(err, pebble.ErrDBDoesNotExist) {
+		return fmt.Errorf("open log store %s: %w", s.dir, ErrNoStore)
+	}
 	if err != nil {
 		return fmt.Errorf("open log store %s: %w", s.dir, err)
 	}
@@ -471,16 +483,8 @@ func (s *Store) load(verify CheckpointVerifier) error {
 	}
 	// Rebuild the frontier from stored tiles and recompute the root: corrupt
 	// or missing tiles fail here, before anything new is appended.
-	ids := compact.RangeNodes(0, s.state.Size, nil)
-	hashes := make([][]byte, len(ids))
-	r := s.newReader()
-	for i, id := range ids {
-		if hashes[i], err = r.node(id.Level, id.Index, s.state.Size); err != nil {
-			return fmt.Errorf("rebuild frontier: %w", err)
-		}
-	}
-	if s.rng, err = s.rf.NewRange(0, s.state.Size, hashes); err != nil {
-		return fmt.Errorf("rebuild frontier: %w", err)
+	if s.rng, err = s.treeRange(s.newReader(), s.state.Size); err != nil {
+		return fmt.Errorf("rebuild %w", err)
 	}
 	root, err := s.rootOf(s.rng)
 	if err != nil {
@@ -524,6 +528,13 @@ func (s *Store) load(verify CheckpointVerifier) error {
 		if n, err := bundleLen(s.bundle); err != nil || n != int(s.state.Size%TileWidth) {
 			return fmt.Errorf("integrity: right-edge bundle %d holds %d entries (%v), the tree size %d implies %d",
 				s.state.Size/TileWidth, n, err, s.state.Size, s.state.Size%TileWidth)
+		}
+		// What is cheap at open: the right edge's leaves against its tile
+		// (the frontier above was checked against the state's root).
+		if migration == nil {
+			if err := s.checkBundle(s.newReader(), s.state.Size/TileWidth, int(s.state.Size%TileWidth)); err != nil {
+				return fmt.Errorf("integrity: %w", err)
+			}
 		}
 	}
 	if s.latest, err = s.latestCheckpoint(); err != nil {
