@@ -1227,3 +1227,34 @@ func TestTextPartArgumentsReadStrictly(t *testing.T) {
 		t.Errorf("%d decision events written for refused requests", n-decisions)
 	}
 }
+
+// A stdio tool proof is spent only by the call it proves: sent first with
+// other arguments (wrong_call), then with a skill the card does not have,
+// it still serves its own call, once.
+func TestStdioProofNotSpentByAnotherCall(t *testing.T) {
+	toks := delegationTokens(t)
+	cl := startCluster(t, 1, toks.Agent)
+	agent := dpoptest.Signer(t, agentKey, toks.Agent)
+	tp, err := agent.ToolProof(hello.ServerID, hello.ToolName, json.RawMessage(`{"text":"world"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(text, skill string) string {
+		return stdioLine(t, "message/send", map[string]any{
+			"message":  map[string]any{"role": "user", "parts": []any{map[string]any{"type": "text", "text": text}}},
+			"metadata": map[string]any{"chio": map[string]any{"targetSkillId": skill}}}, tp)
+	}
+	res := stdioSession(t, cl.raw[0], send("other", "hello_task"), send("world", "no_such_skill"), send("world", "hello_task"), send("world", "hello_task"))
+	wantStdioRefused(t, res[0], dpop.CheckCall)
+	if res[1]["error"] == nil {
+		t.Fatalf("a skill the card does not have: %v", res[1])
+	}
+	r, _ := res[2]["result"].(map[string]any)
+	if r["status"] != "completed" {
+		t.Fatalf("the proof's own call after the refusals: %v", res[2])
+	}
+	wantStdioRefused(t, res[3], dpop.CheckReplayed)
+	if n := cl.tool.runs.Load(); n != 1 {
+		t.Fatalf("tool runs %d, want 1", n)
+	}
+}
