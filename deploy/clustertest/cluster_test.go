@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,6 +43,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/chio-ledger/chio/internal/natsauth"
+	"github.com/chio-ledger/chio/ledger"
 	"github.com/chio-ledger/chio/ledger/lease"
 	"github.com/chio-ledger/chio/ledger/verify"
 	"github.com/chio-ledger/chio/schemas"
@@ -517,6 +519,7 @@ func failover(ctx context.Context, t testing.TB, topo topology, keys string) {
 		calls []call
 	)
 	loadCtx, stopLoad := context.WithCancel(ctx)
+	growth := watchGrowth(ctx, t, vkey)
 	waitLoad := pace(loadCtx, workers, rate, func() func() {
 		rec := &upstreamRecorder{token: token, base: pt}
 		client := proxyClient(ctx, t, rec, 15*time.Second)
@@ -680,16 +683,54 @@ func failover(ctx context.Context, t testing.TB, topo topology, keys string) {
 		}
 		return settled
 	})
+	grown := growth()
 	leaves := readLeaves(ctx, t, api, reads, after.Size)
 	seen := map[string]int{}
-	for _, l := range leaves {
+	leafOf := map[string]int{}
+	verdictOf := map[string]schemas.Verdict{}
+	for i, l := range leaves {
 		var head struct {
-			ID string `json:"id"`
+			ID       string `json:"id"`
+			Decision struct {
+				Verdict schemas.Verdict `json:"verdict"`
+			} `json:"decision"`
 		}
 		if err := json.Unmarshal(l, &head); err != nil {
 			t.Fatalf("leaf: %v", err)
 		}
 		seen[head.ID]++
+		leafOf[head.ID], verdictOf[head.ID] = i, head.Decision.Verdict
+	}
+	// The stated bound, under every fault: an answered call's receipt is in
+	// the log within the lag bound, or, when its outcome never came (the
+	// receipt says incomplete), within the incomplete timeout and the lag
+	// bound (docs/operations.md, "The bound on a receipt").
+	var lags []time.Duration
+	for _, cl := range ok {
+		i, in := leafOf[cl.receipt]
+		if !in {
+			continue // counted as missing below
+		}
+		at, seenGrow := grown(uint64(i) + 1)
+		if !seenGrow {
+			t.Errorf("receipt %s (leaf %d): no checkpoint was seen to include it", cl.receipt, i)
+			continue
+		}
+		lag := max(at.Sub(cl.at), 0)
+		lags = append(lags, lag)
+		bound := ledger.DefaultLagBound
+		if verdictOf[cl.receipt] == schemas.VerdictIncomplete {
+			bound += 10 * time.Minute
+		}
+		if lag > bound {
+			t.Errorf("call %s answered at %s: its receipt (leaf %d, %s) was in the log %s later, over the bound %s",
+				cl.receipt, cl.at.Format(clock), i, verdictOf[cl.receipt], lag.Round(time.Millisecond), bound)
+		}
+	}
+	slices.Sort(lags)
+	var lagP99, lagMax time.Duration
+	if len(lags) > 0 {
+		lagP99, lagMax = lags[len(lags)*99/100], lags[len(lags)-1]
 	}
 	for id, n := range seen {
 		if n != 1 {
@@ -775,8 +816,70 @@ func failover(ctx context.Context, t testing.TB, topo topology, keys string) {
 	for _, n := range names {
 		rec = append(rec, fmt.Sprintf("%s %s", n, recoveries[n].Round(time.Millisecond)))
 	}
-	t.Logf("calls %d, succeeded %d, receipts in log %d, verified %d, missing %d, duplicated 0 (checked), tasks from killed edge readable %d/%d, kills %d (nats-2, edge-1, %s), partitions %d (nats-3), log size %d (rebuild equal: %v); recovery: %s",
-		total, len(ok), len(leaves), verified, missing, readable, onKilled, kills, old, partitions, after.Size, size == after.Size && bytes.Equal(rebuilt, after.Hash), strings.Join(rec, ", "))
+	t.Logf("calls %d, succeeded %d, receipts in log %d, verified %d, missing %d, duplicated 0 (checked), answered to in the log p99 %s max %s (bound %s), tasks from killed edge readable %d/%d, kills %d (nats-2, edge-1, %s), partitions %d (nats-3), log size %d (rebuild equal: %v); recovery: %s",
+		total, len(ok), len(leaves), verified, missing, lagP99.Round(time.Millisecond), lagMax.Round(time.Millisecond), ledger.DefaultLagBound,
+		readable, onKilled, kills, old, partitions, after.Size, size == after.Size && bytes.Equal(rebuilt, after.Hash), strings.Join(rec, ", "))
+}
+
+// watchGrowth samples both ledgers' checkpoints every 250 ms, until the
+// returned stop is called; stop returns when a size was first seen: the
+// time of the first sample at which either ledger served a checkpoint
+// of at least that size (false if none did).
+func watchGrowth(ctx context.Context, t testing.TB, vkey string) (stop func() func(size uint64) (time.Time, bool)) {
+	type sample struct {
+		at   time.Time
+		size uint64
+	}
+	var samples []sample // sizes strictly increasing
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := func(ctx context.Context, api string) uint64 {
+		status, raw, err := get(ctx, anonymous, api+"/log/checkpoint")
+		if err != nil || status != http.StatusOK {
+			return 0
+		}
+		cp, _, _, err := tlog.ParseCheckpoint(raw, v.Name(), v)
+		if err != nil {
+			return 0 // checked where the test reads the log
+		}
+		return cp.Size
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var largest uint64
+			for _, u := range ledgerURLs {
+				cctx, ccancel := context.WithTimeout(wctx, 2*time.Second)
+				largest = max(largest, size(cctx, u))
+				ccancel()
+			}
+			if len(samples) == 0 || largest > samples[len(samples)-1].size {
+				samples = append(samples, sample{time.Now(), largest})
+			}
+			select {
+			case <-wctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() func(uint64) (time.Time, bool) {
+		cancel()
+		<-done
+		return func(size uint64) (time.Time, bool) {
+			i := sort.Search(len(samples), func(i int) bool { return samples[i].size >= size })
+			if i == len(samples) {
+				return time.Time{}, false
+			}
+			return samples[i].at, true
+		}
+	}
 }
 
 func readKey(t testing.TB, dir, name string) string {
