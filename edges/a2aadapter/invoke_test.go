@@ -1,11 +1,15 @@
 package a2aadapter
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -198,5 +202,42 @@ func TestCancelStopsACall(t *testing.T) {
 	})
 	if !errors.Is(err, tools.ErrCanceled) {
 		t.Fatalf("err = %v, want ErrCanceled", err)
+	}
+}
+
+// TestCallerLeavingEndsTheUpstreamCall: the caller's context ending (a
+// client that hung up) ends the partner's stream too: the call returns
+// the context's error and the partner sees its request end, rather than
+// the stream running on to its idle or overall deadline.
+func TestCallerLeavingEndsTheUpstreamCall(t *testing.T) {
+	ended := make(chan struct{})
+	p := startPartner(t, partnerOpts{answer: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, ": working\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(ended)
+	}})
+	a := discover(t, p, Config{})
+	ctx, leave := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- a.InvokeStream(ctx, call(a, "stream", `{"message":"wait","stream":true}`), func(tools.Chunk) error { return nil })
+	}()
+	time.Sleep(200 * time.Millisecond) // the stream is open, and silent
+	leave()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("InvokeStream after the caller left = %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call went on after its caller left")
+	}
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the partner's request did not end when the caller left")
 	}
 }
