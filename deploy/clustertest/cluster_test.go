@@ -705,7 +705,12 @@ func failover(ctx context.Context, t testing.TB, topo topology, keys string) {
 	// the log within the lag bound, or, when its outcome never came (the
 	// receipt says incomplete), within the incomplete timeout and the lag
 	// bound (docs/operations.md, "The bound on a receipt").
-	var lags []time.Duration
+	var (
+		lags       []time.Duration
+		lagMax     time.Duration
+		lagMaxAt   time.Time
+		inTakeover int // answered while no ledger appended
+	)
 	for _, cl := range ok {
 		i, in := leafOf[cl.receipt]
 		if !in {
@@ -718,6 +723,12 @@ func failover(ctx context.Context, t testing.TB, topo topology, keys string) {
 		}
 		lag := max(at.Sub(cl.at), 0)
 		lags = append(lags, lag)
+		if cl.at.After(killedAt) && cl.at.Before(killedAt.Add(takeover)) {
+			inTakeover++
+		}
+		if lag >= lagMax {
+			lagMax, lagMaxAt = lag, cl.at
+		}
 		bound := ledger.DefaultLagBound
 		if verdictOf[cl.receipt] == schemas.VerdictIncomplete {
 			bound += 10 * time.Minute
@@ -728,9 +739,9 @@ func failover(ctx context.Context, t testing.TB, topo topology, keys string) {
 		}
 	}
 	slices.Sort(lags)
-	var lagP99, lagMax time.Duration
+	var lagP99 time.Duration
 	if len(lags) > 0 {
-		lagP99, lagMax = lags[len(lags)*99/100], lags[len(lags)-1]
+		lagP99 = lags[len(lags)*99/100]
 	}
 	for id, n := range seen {
 		if n != 1 {
@@ -816,8 +827,8 @@ func failover(ctx context.Context, t testing.TB, topo topology, keys string) {
 	for _, n := range names {
 		rec = append(rec, fmt.Sprintf("%s %s", n, recoveries[n].Round(time.Millisecond)))
 	}
-	t.Logf("calls %d, succeeded %d, receipts in log %d, verified %d, missing %d, duplicated 0 (checked), answered to in the log p99 %s max %s (bound %s), tasks from killed edge readable %d/%d, kills %d (nats-2, edge-1, %s), partitions %d (nats-3), log size %d (rebuild equal: %v); recovery: %s",
-		total, len(ok), len(leaves), verified, missing, lagP99.Round(time.Millisecond), lagMax.Round(time.Millisecond), ledger.DefaultLagBound,
+	t.Logf("calls %d, succeeded %d, receipts in log %d, verified %d, missing %d, duplicated 0 (checked), answered to in the log p99 %s max %s (answered at %s; %d answered during the ledger takeover; bound %s), tasks from killed edge readable %d/%d, kills %d (nats-2, edge-1, %s), partitions %d (nats-3), log size %d (rebuild equal: %v); recovery: %s",
+		total, len(ok), len(leaves), verified, missing, lagP99.Round(time.Millisecond), lagMax.Round(time.Millisecond), lagMaxAt.Format(clock), inTakeover, ledger.DefaultLagBound,
 		readable, onKilled, kills, old, partitions, after.Size, size == after.Size && bytes.Equal(rebuilt, after.Hash), strings.Join(rec, ", "))
 }
 
