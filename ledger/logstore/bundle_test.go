@@ -477,19 +477,8 @@ func BenchmarkEntry(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			leaf := bytes.Repeat([]byte("x"), 1200)
 			const n = 16 * TileWidth
-			for i := 0; i < n; {
-				tx := s.Begin()
-				for j := 0; j < perCommit; j, i = j+1, i+1 {
-					if _, err := tx.Append(leaf, Summary{ReceiptID: fmt.Sprint(i), CapabilityID: "c", ToolServer: "s", ToolName: "t"}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := tx.Commit(testSign); err != nil {
-					b.Fatal(err)
-				}
-			}
+			fill(b, s, n, perCommit)
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				if _, err := s.Entry(uint64(i*97) % (n - TileWidth)); err != nil {

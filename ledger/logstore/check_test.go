@@ -136,3 +136,21 @@ func TestOpenExisting(t *testing.T) {
 	}
 	s.Close()
 }
+
+// BenchmarkCheck: what a scrub pass costs, per receipt-sized leaf.
+func BenchmarkCheck(b *testing.B) {
+	s, err := Open(b.TempDir(), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const n = 64 * TileWidth
+	fill(b, s, n, TileWidth)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.Check(context.Background(), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n)/1000, "µs/leaf")
+}

@@ -3,7 +3,6 @@ package logstore
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,19 +19,8 @@ func TestCorruptionFailsLoudlyNotFatally(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf := bytes.Repeat([]byte("x"), 1200)
 	const n = 4096
-	for i := 0; i < n; {
-		tx := s.Begin()
-		for j := 0; j < TileWidth; j, i = j+1, i+1 {
-			if _, err := tx.Append(leaf, Summary{ReceiptID: fmt.Sprint(i), CapabilityID: "c", ToolServer: "s", ToolName: "t"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := tx.Commit(testSign); err != nil {
-			t.Fatal(err)
-		}
-	}
+	leaf := fill(t, s, n, TileWidth)
 	if err := s.cur.db.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,25 @@ func appendN(t *testing.T, s *Store, from, n int) {
 	}
 }
 
+// fill appends n copies of a 1,200-byte (receipt-sized) leaf, perCommit
+// a commit, and returns the leaf.
+func fill(tb testing.TB, s *Store, n, perCommit int) []byte {
+	tb.Helper()
+	leaf := bytes.Repeat([]byte("x"), 1200)
+	for i := 0; i < n; {
+		tx := s.Begin()
+		for j := 0; j < perCommit && i < n; j, i = j+1, i+1 {
+			if _, err := tx.Append(leaf, Summary{ReceiptID: fmt.Sprint(i), CapabilityID: "c", ToolServer: "s", ToolName: "t"}); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		if err := tx.Commit(testSign); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return leaf
+}
+
 // testPrincipals: leaf i was made by tenant "ta" when i is even, else by
 // "tb"; every third leaf by tb's delegate "tb>d" (so under both).
 func testPrincipals(i int) []string {
