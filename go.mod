@@ -43,7 +43,10 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require github.com/google/renameio/v2 v2.0.2 // indirect
+require (
+	github.com/dustin/go-humanize v1.0.1 // indirect
+	github.com/google/renameio/v2 v2.0.2 // indirect
+)
 
 require (
 	github.com/DataDog/zstd v1.5.7 // indirect

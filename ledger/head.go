@@ -62,7 +62,7 @@ type headGate struct {
 	mu       sync.Mutex
 	loaded   bool           // a look has read what there is to read
 	kvFailed error          // the bucket's copy could not be read: look again
-	kvRead   bool           // some look has read the bucket's copy
+	kvRead   bool           // a look has read the bucket's copy (since this instance became the writer)
 	want     *PublishedHead // the largest found (nil: none)
 	reached  bool           // the tree was checked to extend want
 	err      error          // a fork, for good
@@ -127,6 +127,14 @@ func (l *Ledger) loadHead(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// forgetRead makes HeadErr wait for a look at the bucket that answers
+// again, as at the start.
+func (g *headGate) forgetRead() {
+	g.mu.Lock()
+	g.kvRead = false
+	g.mu.Unlock()
 }
 
 // headUnread reports whether the last look could not read the bucket.

@@ -264,6 +264,10 @@ func TestPublishedHeadUnreadableBucket(t *testing.T) {
 		{"no look answered", []context.Context{failing}, true},
 		{"read, then a look fails", []context.Context{context.Background(), failing}, false},
 		{"failed, then read", []context.Context{failing, context.Background()}, false},
+		// nil: Run starts a writer's tenure (a standby took the lease),
+		// which must read the head again.
+		{"read as a standby, then the writer's look fails", []context.Context{context.Background(), nil, failing}, true},
+		{"read as a standby, then the writer's look answers", []context.Context{context.Background(), nil, context.Background()}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -272,6 +276,10 @@ func TestPublishedHeadUnreadableBucket(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, ctx := range tc.looks {
+				if ctx == nil {
+					l.head.forgetRead()
+					continue
+				}
 				l.LoadPublishedHead(ctx)
 			}
 			if err := l.HeadErr(); errors.Is(err, errHeadUnread) != tc.unread {

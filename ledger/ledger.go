@@ -305,6 +305,11 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) er
 // Run and Follow may be called in turn on one Ledger (a standby that
 // becomes the writer, and back), never at once.
 func (l *Ledger) Run(ctx context.Context) error {
+	// Run starts a writer's tenure (a standby calls it once it holds the
+	// lease): the head the last writer published must be read again, and
+	// a head read before, as a standby, does not count. So a takeover
+	// whose look fails serves nothing until a look answers.
+	l.head.forgetRead()
 	var resumed time.Time // when the store last took writes again after a pause
 	for {
 		err := l.run(ctx)

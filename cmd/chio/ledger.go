@@ -46,6 +46,7 @@ type ledgerFlags struct {
 	checkpointEvery time.Duration
 	lagBound        time.Duration
 	scrubRate       int
+	memory          memoryBudget         // set by the command from --memory-limit
 	headFile        string               // set by openDataDir: the published head, beside the keys
 	tracer          trace.TracerProvider // startTracing's; nil: off
 	extra           []ledger.Option      // set by chio up: options of the one process
@@ -91,6 +92,7 @@ func newLedgerCmd() *cobra.Command {
 	var lf ledgerFlags
 	var ha haFlags
 	var rf readFlags
+	var mem memoryFlags
 	cmd := &cobra.Command{
 		Use:   "ledger --nats URL --data-dir DIR --listen ADDR",
 		Short: "Run the ledger: consume events, sign receipts into the Merkle log, serve the log API",
@@ -102,6 +104,10 @@ func newLedgerCmd() *cobra.Command {
 			}
 			defer stopTracing() // first deferred, so it flushes last
 			lf.tracer = tp
+			if lf.memory, err = mem.budget(); err != nil {
+				return err
+			}
+			lf.memory.apply()
 			keys, store, err := openDataDir(dataDir, &lf)
 			if err != nil {
 				return err
@@ -140,6 +146,7 @@ func newLedgerCmd() *cobra.Command {
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "directory of the log store (DIR/log) and, by default, its keys (DIR/keys)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address of the log's HTTP read API")
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
+	mem.register(cmd)
 	ha.register(cmd)
 	rf.register(cmd)
 	cmd.AddCommand(newRebuildCmd(), newLedgerCheckCmd())
@@ -180,17 +187,19 @@ func newLedgerCheckCmd() *cobra.Command {
 				return usageError(fmt.Errorf("%w (pass --keys: the keys of the log being checked)", err))
 			}
 			start := time.Now()
-			store, err := openStore(logDir, keys, logstore.WithExisting())
-			if errors.Is(err, logstore.ErrNoStore) {
+			store, err := openExistingStore(logDir, keys, logstore.WithReadOnly())
+			switch {
+			case errors.Is(err, logstore.ErrNoStore):
 				return noStore
-			}
-			if err != nil {
-				return fmt.Errorf("ledger check: %w; if it is corrupt, rebuild it: chio ledger rebuild --data-dir NEWDIR", err)
+			case errors.Is(err, logstore.ErrCorrupt):
+				return fmt.Errorf("ledger check: %w; rebuild it: chio ledger rebuild --data-dir NEWDIR", err)
+			case err != nil:
+				return fmt.Errorf("ledger check: %w", err)
 			}
 			defer store.Close()
 			res, err := store.Check(cmd.Context(), nil)
 			if err != nil {
-				return fmt.Errorf("ledger check: %w (after %d entry bundles)", err, res.Bundles)
+				return fmt.Errorf("ledger check: %w (after %d entry bundles; the cure: chio ledger rebuild --data-dir NEWDIR)", err, res.Bundles)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "ledger check: OK: size %d, %d entry bundles and %d full tiles checked in %s\nroot %s\nroot-hex %s\n",
 				res.Size, res.Bundles, res.Tiles, time.Since(start).Round(time.Millisecond), base64.StdEncoding.EncodeToString(res.Root), schemas.EncodeHash(res.Root))
@@ -315,7 +324,7 @@ func openDataDir(dataDir string, lf *ledgerFlags) (*ledgerKeys, *logstore.Store,
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := openStore(filepath.Join(dataDir, "log"), keys)
+	store, err := openStore(filepath.Join(dataDir, "log"), keys, lf.memory.logStore()...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -337,11 +346,15 @@ func orDefault(v, def string) string {
 // openStore opens the log and checks it against the latest checkpoint, whose
 // signature must verify with this ledger's key.
 func openStore(dir string, keys *ledgerKeys, opts ...logstore.Option) (*logstore.Store, error) {
-	if len(opts) == 0 { // a store that is not there yet is made
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("create %s: %w", dir, err)
-		}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
+	return openExistingStore(dir, keys, opts...)
+}
+
+// openExistingStore is openStore without making dir (with
+// logstore.WithReadOnly, a directory with no store is ErrNoStore).
+func openExistingStore(dir string, keys *ledgerKeys, opts ...logstore.Option) (*logstore.Store, error) {
 	s, err := logstore.Open(dir, append([]logstore.Option{logstore.WithLogger(slog.Default()),
 		logstore.WithCheckpointVerifier(ledger.CheckpointVerifier(keys.Origin(), keys.CheckpointVerifier))}, opts...)...)
 	if errors.Is(err, logstore.ErrNoStore) {

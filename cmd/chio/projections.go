@@ -39,6 +39,7 @@ func newProjectionsCmd() *cobra.Command {
 	var replicas int
 	var rf readFlags
 	var cf consoleFlags
+	var mem memoryFlags
 	cmd := &cobra.Command{
 		Use:   "projections --nats URL --data-dir DIR --listen ADDR --kernel-key HEX|FILE --reader-issuer HEX|FILE [--service-token TOKEN]",
 		Short: "Run the projections: fold tasks, capability lineage and receipts into queryable state and serve it",
@@ -60,6 +61,11 @@ func newProjectionsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			budget, err := mem.budget()
+			if err != nil {
+				return err
+			}
+			budget.apply()
 			key, err := readKernelKey(kernelKey)
 			if err != nil {
 				return err
@@ -85,9 +91,9 @@ func newProjectionsCmd() *cobra.Command {
 			}
 			defer stopTrust()
 			metrics := newMetricsRegistry()
-			svc, err := projections.Open(projectionsDir(dataDir), projections.WithLogger(slog.Default()), projections.WithName(name),
+			svc, err := projections.Open(projectionsDir(dataDir), append([]projections.Option{projections.WithLogger(slog.Default()), projections.WithName(name),
 				projections.WithKernelKey(key), projections.WithAuthenticator(auth), projections.WithReplicas(replicas),
-				projections.WithMetrics(metrics), projections.WithTracerProvider(tp), projections.WithEdgeTrust(trust))
+				projections.WithMetrics(metrics), projections.WithTracerProvider(tp), projections.WithEdgeTrust(trust)}, budget.projectionStore()...)...)
 			if err != nil {
 				return err
 			}
@@ -100,6 +106,7 @@ func newProjectionsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "directory of the projection store (DIR/projections)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8082", "address of the projection HTTP API")
 	rf.register(cmd)
+	mem.register(cmd)
 	cf.register(cmd.Flags())
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the trusted kernel public key (64 hex), or a file holding it (the ledger's keys/kernel.pub)")
 	registerTaskTrustFlag(cmd.Flags(), &edgeIssuers)

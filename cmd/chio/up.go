@@ -69,6 +69,12 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 	if _, err := c.of.proxy(); err != nil {
 		return err // a flag mistake, before anything starts
 	}
+	budget, err := c.mem.budget()
+	if err != nil {
+		return err
+	}
+	budget.apply()
+	c.lf.memory = budget
 	tp, stopTracing, err := startTracing(ctx, "chio")
 	if err != nil {
 		return err
@@ -353,9 +359,10 @@ func (c *upConfig) startProjections(ctx context.Context, js jetstream.JetStream,
 		return nil, err
 	}
 	c.lf.extra = append(c.lf.extra, ledger.WithSignedLeaves(signed.Add))
-	svc, err := projections.Open(projectionsDir(c.dataDir), projections.WithLogger(slog.Default()),
+	popts := append([]projections.Option{projections.WithLogger(slog.Default()),
 		projections.WithKernelKey(kernelPub), projections.WithAuthenticator(auth), projections.WithMetrics(metrics), projections.WithTracerProvider(tp),
-		projections.WithTrustedLeaves(signed.Contains), projections.WithEdgeTrust(c.ef.taskTrust))
+		projections.WithTrustedLeaves(signed.Contains), projections.WithEdgeTrust(c.ef.taskTrust)}, c.lf.memory.projectionStore()...)
+	svc, err := projections.Open(projectionsDir(c.dataDir), popts...)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ type upConfig struct {
 	a2af                        a2aFlags
 	a2aTargets                  []string
 	mcpf                        mcpFlags
+	mem                         memoryFlags
 	requireCapability           bool
 	serviceToken                string
 	stopTrust                   func() // the ledger's revocation watch (certifyEdge)
@@ -37,6 +38,7 @@ func (c *upConfig) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	cmd.Flags().StringVar(&c.natsListen, "nats-listen", "127.0.0.1:4222", `client address of the embedded NATS server ("none": in-process only)`)
 	c.lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
+	c.mem.register(cmd)
 	c.ef.register(cmd)
 	c.of.register(cmd.Flags())
 	c.oapi.register(cmd.Flags(), "openapi")

@@ -600,8 +600,11 @@ func failover(ctx context.Context, t testing.TB, topo topology, keys string) {
 	// has (503 log_not_serving): wait for one rather than take one look.
 	var before *tlog.Checkpoint
 	waitUntil(ctx, t, "a checkpoint from the writer after the faults", time.Minute, func() bool {
+		if old = writer(); ledgerURLs[old] == "" {
+			return false
+		}
 		before, _ = checkpointRaw(ctx, t, ledgerURLs[old], vkey)
-		return before != nil
+		return before != nil && writer() == old // still the writer once it served
 	})
 	killedAt := time.Now()
 	topo.kill(ctx, old)
@@ -676,6 +679,10 @@ func failover(ctx context.Context, t testing.TB, topo topology, keys string) {
 	var afterNote []byte
 	waitUntil(ctx, t, "the log to settle", 2*time.Minute, func() bool {
 		cp, raw := checkpointRaw(ctx, t, api, vkey)
+		if cp == nil { // not answering for now (a 503 while it catches up)
+			time.Sleep(time.Second)
+			return false
+		}
 		settled := after != nil && cp.Size == after.Size
 		after, afterNote = cp, raw
 		if !settled {
@@ -864,14 +871,15 @@ func watchGrowth(ctx context.Context, t testing.TB, vkey string) (stop func() fu
 		tick := time.NewTicker(250 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			var largest uint64
 			for _, u := range ledgerURLs {
+				// Each look timed on its own: a slow answer from one
+				// ledger does not delay what the other showed.
 				cctx, ccancel := context.WithTimeout(wctx, 2*time.Second)
-				largest = max(largest, size(cctx, u))
+				n := size(cctx, u)
 				ccancel()
-			}
-			if len(samples) == 0 || largest > samples[len(samples)-1].size {
-				samples = append(samples, sample{time.Now(), largest})
+				if len(samples) == 0 || n > samples[len(samples)-1].size {
+					samples = append(samples, sample{time.Now(), n})
+				}
 			}
 			select {
 			case <-wctx.Done():

@@ -210,12 +210,13 @@ func TestCancelStopsACall(t *testing.T) {
 // the context's error and the partner sees its request end, rather than
 // the stream running on to its idle or overall deadline.
 func TestCallerLeavingEndsTheUpstreamCall(t *testing.T) {
-	ended := make(chan struct{})
+	started, ended := make(chan struct{}), make(chan struct{})
 	p := startPartner(t, partnerOpts{answer: func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, ": working\n\n")
 		w.(http.Flusher).Flush()
+		close(started)
 		<-r.Context().Done()
 		close(ended)
 	}})
@@ -225,7 +226,11 @@ func TestCallerLeavingEndsTheUpstreamCall(t *testing.T) {
 	go func() {
 		done <- a.InvokeStream(ctx, call(a, "stream", `{"message":"wait","stream":true}`), func(tools.Chunk) error { return nil })
 	}()
-	time.Sleep(200 * time.Millisecond) // the stream is open, and silent
+	select { // the stream is open, and silent
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the call ended before the partner's stream opened: %v", err)
+	}
 	leave()
 	select {
 	case err := <-done:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -291,6 +292,10 @@ func TestLayout2StoreOpensAndMigrates(t *testing.T) {
 			// An Open that fails its integrity checks (here: a checkpoint
 			// verifier that refuses) migrates nothing: the store stays
 			// layout 2 for the next Open.
+			// A read-only Open (an offline check) migrates nothing either.
+			if _, err := Open(dir, WithReadOnly(), WithLogger(slog.New(slog.DiscardHandler))); err == nil || !strings.Contains(err.Error(), "start the ledger once") {
+				t.Fatalf("a read-only Open of a layout-2 store: %v", err)
+			}
 			refuse := func([]byte) (uint64, []byte, error) { return 0, nil, errors.New("wrong key") }
 			if _, err := Open(dir, WithCheckpointVerifier(refuse), WithLogger(slog.New(slog.DiscardHandler))); err == nil && tc.size > 0 {
 				t.Fatal("Open with a verifier that refuses every checkpoint succeeded")

@@ -35,9 +35,11 @@ type CheckResult struct {
 // match its leaves) is found here. Appends may go on meanwhile: the part
 // of the tree below the size taken at the start never changes.
 func (s *Store) Check(ctx context.Context, pace func(ctx context.Context, leaves int) error) (CheckResult, error) {
-	size := s.State().Size
+	st := s.State()
+	size := st.Size
 	res := CheckResult{Size: size}
 	r := s.newReader()
+	r.fresh = true
 	for b := uint64(0); b*TileWidth < size; b++ {
 		n := int(min(size-b*TileWidth, TileWidth))
 		if pace != nil {
@@ -60,17 +62,18 @@ func (s *Store) Check(ctx context.Context, pace func(ctx context.Context, leaves
 		}
 		clear(r.tiles) // a bundle's tiles are not read again, but their parents are
 	}
-	rng, err := s.treeRange(s.newReader(), size)
+	fr := s.newReader()
+	fr.fresh = true
+	rng, err := s.treeRange(fr, size)
 	if err != nil {
-		return res, s.found(err)
+		return res, s.found(missing(err))
 	}
 	root, err := s.rootOf(rng)
 	if err != nil {
 		return res, err
 	}
 	res.Root = root
-	st := s.State()
-	if st.Size == size && !bytes.Equal(root, st.Root) {
+	if !bytes.Equal(root, st.Root) {
 		return res, s.found(fmt.Errorf("%w: the root the tiles give at size %d, %x, is not the state's %x", ErrCorrupt, size, root, st.Root))
 	}
 	return res, nil
@@ -166,13 +169,11 @@ func missing(err error) error {
 }
 
 // found marks the store corrupt when err is a mismatch Check found, and
-// returns err.
+// returns err; the caller says so (Scrub logs it, the command prints it).
 func (s *Store) found(err error) error {
 	if errors.Is(err, ErrCorrupt) {
 		err := fmt.Errorf("%w; rebuild the log from the events stream", err)
-		if s.corrupt.CompareAndSwap(nil, &err) {
-			s.log.Error("log store check: the tree on disk is not what it should be; rebuild the log", "err", err)
-		}
+		s.corrupt.CompareAndSwap(nil, &err) // the first corruption found is the one readiness names
 		return err
 	}
 	return err
@@ -195,7 +196,8 @@ func (s *Store) Scrub(ctx context.Context, leavesPerSecond int, interval time.Du
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, ErrCorrupt):
-			return // found: marked and logged
+			s.log.Error("log store scrub: stopped at a corruption; rebuild the log", "size", res.Size, "bundles_checked", res.Bundles, "err", err)
+			return // marked
 		case err != nil:
 			s.log.Warn("log store scrub: a read failed; trying again later", "size", res.Size, "bundles_checked", res.Bundles, "err", err)
 		default:

@@ -23,6 +23,7 @@ var ErrBeyondCheckpoint = errors.New("beyond the latest signed checkpoint")
 type reader struct {
 	s     *Store
 	tiles map[[2]uint64][]byte
+	fresh bool                       // read every tile from the store, past the node cache (Check)
 	row   [TileWidth * HashSize]byte // scratch for rehashing one tile row
 }
 
@@ -49,7 +50,7 @@ func (r *reader) node(level uint, index uint64, size uint64) ([]byte, error) {
 		return nil, fmt.Errorf("node %d/%d is not inside a tree of size %d", level, index, size)
 	}
 	tl, sub := level/TileHeight, level%TileHeight
-	cacheable := tl > 0 // upper levels: few nodes, on every proof
+	cacheable := tl > 0 && !r.fresh // upper levels: few nodes, on every proof
 	if cacheable {
 		if h, ok := r.s.nodes.get(level, index); ok {
 			return h, nil
@@ -62,7 +63,7 @@ func (r *reader) node(level uint, index uint64, size uint64) ([]byte, error) {
 	}
 	off, n := int(first%TileWidth), 1<<sub
 	if len(t) < (off+n)*HashSize {
-		return nil, fmt.Errorf("tile %d/%d holds %d hashes, node %d/%d needs %d", tl, first/TileWidth, len(t)/HashSize, level, index, off+n)
+		return nil, fmt.Errorf("%w: tile %d/%d holds %d hashes, node %d/%d needs %d", ErrCorrupt, tl, first/TileWidth, len(t)/HashSize, level, index, off+n)
 	}
 	h := hashRow(r.row[:n*HashSize], t[off*HashSize:(off+n)*HashSize])
 	if cacheable {

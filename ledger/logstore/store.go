@@ -148,7 +148,7 @@ type options struct {
 	cache, memtables int64
 	reserve          uint64
 	reserveSet       bool
-	existing         bool
+	readOnly         bool
 }
 
 // DefaultReserveBytes is the free space a store leaves on its filesystem:
@@ -178,11 +178,13 @@ func WithMemory(cache, memtables int64) Option {
 	return func(o *options) { o.cache, o.memtables = cache, memtables }
 }
 
-// WithExisting makes Open fail with ErrNoStore where dir holds no store,
-// instead of creating one (an offline check, which must not).
-func WithExisting() Option { return func(o *options) { o.existing = true } }
+// WithReadOnly opens the store read-only, for an offline check: Open
+// fails with ErrNoStore where dir holds no store, instead of creating
+// one, and nothing is written (no WAL flush, no migration: a store of an
+// older layout is refused, for the ledger to migrate when it starts).
+func WithReadOnly() Option { return func(o *options) { o.readOnly = true } }
 
-// ErrNoStore: WithExisting, and no store in the directory.
+// ErrNoStore: WithReadOnly, and no store in the directory.
 var ErrNoStore = errors.New("no log store here")
 
 // CheckpointVerifier checks a stored checkpoint note on Open and returns the
@@ -226,9 +228,9 @@ func Open(dir string, opts ...Option) (*Store, error) {
 func (s *Store) open() error {
 	opts := pebbleOptions(s.opts)
 	opts.EventListener = &pebble.EventListener{DataCorruption: s.corruption}
-	opts.ErrorIfNotExists = s.opts.existing
+	opts.ReadOnly = s.opts.readOnly
 	db, err := pebble.Open(s.dir, opts)
-	if s.opts.existing && errors.Is(err, pebble.ErrDBDoesNotExist) {
+	if s.opts.readOnly && errors.Is(err, pebble.ErrDBDoesNotExist) {
 		return fmt.Errorf("open log store %s: %w", s.dir, ErrNoStore)
 	}
 	if err != nil {
@@ -491,7 +493,7 @@ func (s *Store) load(verify CheckpointVerifier) error {
 		return err
 	}
 	if !bytes.Equal(root, s.state.Root) {
-		return fmt.Errorf("integrity: root recomputed from tiles %x differs from the state record %x at size %d", root, s.state.Root, s.state.Size)
+		return fmt.Errorf("%w: root recomputed from tiles %x differs from the state record %x at size %d", ErrCorrupt, root, s.state.Root, s.state.Size)
 	}
 	for level := uint(0); ; level++ {
 		w := PartialTileWidth(level, 0, s.state.Size)
@@ -514,6 +516,9 @@ func (s *Store) load(verify CheckpointVerifier) error {
 	var migration *pebble.Batch
 	var migratedEdge []byte
 	if s.state.Layout < Layout {
+		if s.opts.readOnly {
+			return fmt.Errorf("store has layout %d, which this release migrates to %d when the ledger starts: start the ledger once, or check it with the release that wrote it", s.state.Layout, Layout)
+		}
 		if migration, migratedEdge, err = s.migrateEdge(); err != nil {
 			return fmt.Errorf("migrate layout %d to %d: %w", s.state.Layout, Layout, err)
 		}
@@ -526,8 +531,8 @@ func (s *Store) load(verify CheckpointVerifier) error {
 			return fmt.Errorf("load right-edge bundle: %w", err)
 		}
 		if n, err := bundleLen(s.bundle); err != nil || n != int(s.state.Size%TileWidth) {
-			return fmt.Errorf("integrity: right-edge bundle %d holds %d entries (%v), the tree size %d implies %d",
-				s.state.Size/TileWidth, n, err, s.state.Size, s.state.Size%TileWidth)
+			return fmt.Errorf("%w: right-edge bundle %d holds %d entries (%v), the tree size %d implies %d",
+				ErrCorrupt, s.state.Size/TileWidth, n, err, s.state.Size, s.state.Size%TileWidth)
 		}
 		// What is cheap at open: the right edge's leaves against its tile
 		// (the frontier above was checked against the state's root).
@@ -546,7 +551,7 @@ func (s *Store) load(verify CheckpointVerifier) error {
 			return fmt.Errorf("integrity: latest stored checkpoint: %w", err)
 		}
 		if size != s.state.Size || !bytes.Equal(croot, root) {
-			return fmt.Errorf("integrity: latest checkpoint (size %d, root %x) does not match the tree recomputed from tiles (size %d, root %x)", size, croot, s.state.Size, root)
+			return fmt.Errorf("%w: latest checkpoint (size %d, root %x) does not match the tree recomputed from tiles (size %d, root %x)", ErrCorrupt, size, croot, s.state.Size, root)
 		}
 	}
 	if migration != nil {
@@ -878,11 +883,11 @@ func (s *Store) readBundle(index uint64) ([]byte, error) {
 			return bytes.Clone(v), nil
 		}
 		if len(k) != len(lo)+1 || int(k[len(lo)]) != n {
-			return nil, fmt.Errorf("bundle %d: segment at entry %d follows %d entries", index, k[len(k)-1], n)
+			return nil, fmt.Errorf("%w: bundle %d: segment at entry %d follows %d entries", ErrCorrupt, index, k[len(k)-1], n)
 		}
 		m, err := bundleLen(v)
 		if err != nil {
-			return nil, fmt.Errorf("bundle %d: segment at entry %d: %w", index, n, err)
+			return nil, fmt.Errorf("%w: bundle %d: segment at entry %d: %w", ErrCorrupt, index, n, err)
 		}
 		b = append(b, v...) // one segment, the usual case: one copy, as a Get would make
 		n += m

@@ -98,7 +98,24 @@ func runLedgerVsTessera(ctx context.Context, env *Env) (*Section, error) {
 	var backlog []runResult   // ours, consuming a pre-published backlog
 	var signed []runResult    // ours, every write edge-signed and checked
 	var signedSat []runResult // the same, sustained from JetStream as "ours" is
+	// Ours with every write edge-signed, sustained: last in even rounds,
+	// first in odd ones, so that it does not always follow the same side.
+	sustainedSigned := func(round int) error {
+		r, err := b.runSignedSustained(ctx, env.Dir, evs, signedCfg)
+		if err != nil {
+			return fmt.Errorf("round %d, %s: %w", round+1, signedSustainedName, err)
+		}
+		signedSat = append(signedSat, r)
+		env.Logf("round %d %-28s %s, time to integrate p50 %s p99 %s (%s)", round+1, "ours, edge-signed:", fmtRate(r.rate()),
+			fmtDur(r.lat.Pct(0.5)), fmtDur(r.lat.Pct(0.99)), r.note)
+		return nil
+	}
 	for round := range env.Rounds {
+		if round%2 == 1 {
+			if err := sustainedSigned(round); err != nil {
+				return nil, err
+			}
+		}
 		// Round 1 starts with ours (Tessera appends what it signed); later
 		// rounds rotate who goes first, so no side always follows another.
 		for k := range 3 {
@@ -130,12 +147,11 @@ func runLedgerVsTessera(ctx context.Context, env *Env) (*Section, error) {
 		}
 		signed = append(signed, r)
 		env.Logf("round %d %-28s %s (%s)", round+1, "ours, edge-signed backlog:", fmtRate(r.rate()), r.note)
-		if r, err = b.runSignedSustained(ctx, env.Dir, evs, signedCfg); err != nil {
-			return nil, fmt.Errorf("round %d, %s: %w", round+1, signedSustainedName, err)
+		if round%2 == 0 {
+			if err := sustainedSigned(round); err != nil {
+				return nil, err
+			}
 		}
-		signedSat = append(signedSat, r)
-		env.Logf("round %d %-28s %s, time to integrate p50 %s p99 %s (%s)", round+1, "ours, edge-signed:", fmtRate(r.rate()),
-			fmtDur(r.lat.Pct(0.5)), fmtDur(r.lat.Pct(0.99)), r.note)
 	}
 	satRate := [3]float64{}
 	for s := range 3 {

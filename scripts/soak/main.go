@@ -62,6 +62,7 @@ type options struct {
 	replot       string
 	earlyCancel  bool
 	readBurst    readBurst
+	upArgs       string
 }
 
 func main() {
@@ -78,6 +79,7 @@ func main() {
 	flag.StringVar(&o.chio, "chio", "", "a chio binary to run instead of building ./cmd/chio")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory (chio up's data and log)")
 	flag.Var(&o.readBurst, "read-burst", "after the receipt check, READERSxROUNDS concurrent readers page through the whole log (limit=200) and the peak RSS is reported, e.g. 32x2")
+	flag.StringVar(&o.upArgs, "up-args", "", "more flags for chio up, space-separated (e.g. \"--memory-limit 256MiB\")")
 	flag.BoolVar(&o.earlyCancel, "early-cancel", false, "cancel long-running A2A tasks right after a returnImmediately send, racing their start, instead of once they are working")
 	flag.StringVar(&o.replot, "replot", "", "draw soak.svg and soak.png again from this soak.csv into -out (default: its directory), and exit")
 	flag.Parse()

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,8 +163,8 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	up, err := startChioUp(ctx, bin, dir, "--demo", "conformance",
-		"--openapi", spec, "--openapi-server-id", "httpbin", "--openapi-upstream", "http://"+ln.Addr().String())
+	up, err := startChioUp(ctx, bin, dir, append([]string{"--demo", "conformance",
+		"--openapi", spec, "--openapi-server-id", "httpbin", "--openapi-upstream", "http://" + ln.Addr().String()}, strings.Fields(o.upArgs)...)...)
 	if err != nil {
 		return err
 	}
