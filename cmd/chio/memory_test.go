@@ -23,7 +23,7 @@ func TestMemoryBudget(t *testing.T) {
 		// GOMEMLIMIT's own forms, the default when the environment sets it.
 		{limit: memoryLimitDefault("off"), want: memoryBudget{}},
 		{limit: memoryLimitDefault("512MiB"), want: memoryBudget{limit: 512 * mib, logCache: 64 * mib, logMemTbl: 16 * mib, projCache: 32 * mib, projMemTbl: 8 * mib}},
-		{limit: memoryLimitDefault(""), want: memoryBudget{limit: 256 * mib, logCache: 32 * mib, logMemTbl: 8 * mib, projCache: 16 * mib, projMemTbl: 4 * mib}},
+		{limit: memoryLimitDefault(""), want: memoryBudget{limit: 512 * mib, logCache: 64 * mib, logMemTbl: 16 * mib, projCache: 32 * mib, projMemTbl: 8 * mib}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.limit, func(t *testing.T) {
