@@ -147,3 +147,20 @@ func TestOpenReadOnly(t *testing.T) {
 		t.Fatal("a read-only store took a commit")
 	}
 }
+
+// BenchmarkCheck: what a scrub pass costs, per receipt-sized leaf.
+func BenchmarkCheck(b *testing.B) {
+	s, err := Open(b.TempDir(), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const n = 8 * TileWidth // small: CI runs every benchmark 2000 times
+	fill(b, s, n, TileWidth)
+	for b.Loop() {
+		if _, err := s.Check(context.Background(), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n)/1000, "µs/leaf")
+}

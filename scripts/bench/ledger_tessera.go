@@ -184,8 +184,12 @@ func runLedgerVsTessera(ctx context.Context, env *Env) (*Section, error) {
 	sec.Findings = append(sec.Findings, fmt.Sprintf("Edge trust, catching up: with every write signed by a certified edge (its writer signs each message once, however many events it packs) and the ledger checking each signature before it folds, ours alone from a backlog runs at %s against %s unsigned (%s). The backlog was published with quick acknowledgements, so about one event a message: one Ed25519 check per event, on cores nothing else uses. This is how fast a ledger catches up after an outage, not what it sustains.",
 		fmtRate(sr), fmtRate(bl), fmtRatio(sr, bl)))
 	ss := median(signedSat, runResult.rate)
-	sec.Findings = append(sec.Findings, fmt.Sprintf("Edge trust, sustained: with the same writers publishing and the ledger folding at once (as ours above), every write edge-signed and checked, ours sustains %s against %s unsigned (%s; the bound on ledger throughput is ≥ 0.90×).",
-		fmtRate(ss), fmtRate(satRate[0]), fmtRatio(ss, satRate[0])))
+	verdict := "missed"
+	if ss >= signedRatioTarget*satRate[0] {
+		verdict = "met"
+	}
+	sec.Findings = append(sec.Findings, fmt.Sprintf("Target edge trust costs the sustained rate at most %.0f%%: %s: with the same writers publishing and the ledger folding at once (as ours above), every write edge-signed and checked, ours sustains %s against %s unsigned (%s).",
+		100*(1-signedRatioTarget), verdict, fmtRate(ss), fmtRate(satRate[0]), fmtRatio(ss, satRate[0])))
 	// What the target takes: every receipt carries its own Ed25519
 	// signature (Tessera signs only checkpoints), so the machine's signing
 	// rate on all cores, with nothing else running, bounds the ledger.
@@ -197,6 +201,14 @@ func runLedgerVsTessera(ctx context.Context, env *Env) (*Section, error) {
 		fmtRate(ceiling), runtime.GOMAXPROCS(0), fmtRate(ledgerAloneTarget), 100*ledgerAloneTarget/ceiling))
 	return sec, nil
 }
+
+// fixedRateP99Target bounds ours' time to integrate p99 at the fixed,
+// moderate rate.
+const fixedRateP99Target = 100 * time.Millisecond
+
+// signedRatioTarget bounds what edge signatures may cost the ledger's
+// sustained rate: at least this share of it unsigned.
+const signedRatioTarget = 0.90
 
 // p50 and p99 of a run, for median().
 func p50(r runResult) float64 { return float64(r.lat.Pct(0.5)) }
@@ -342,6 +354,15 @@ func findings(rate [3]float64, sat, mod [][]runResult, backlog float64) []string
 	f = append(f, "Tessera POSIX is bound by its synchronous file writes per sequenced batch (each bundle, tile and treeState file: an O_SYNC write, a rename and a directory fsync), amortised over the batch; with antispam on, its Badger follower reads the new bundles back once a second and pushes back when 2048 entries behind, which the pushback count shows.")
 	f = append(f, fmt.Sprintf("At the fixed rate, time to integrate p50: ours %s, Tessera off %s, on %s.",
 		fmtDur(time.Duration(median(mod[0], p50))), fmtDur(time.Duration(median(mod[1], p50))), fmtDur(time.Duration(median(mod[2], p50)))))
+	// The sustained path's own regression check: time to integrate at a
+	// rate the ledger should carry with room to spare.
+	p99Fixed := time.Duration(median(mod[0], p99))
+	verdict = "missed"
+	if p99Fixed < fixedRateP99Target {
+		verdict = "met"
+	}
+	f = append(f, fmt.Sprintf("Target at the fixed rate, ours' time to integrate p99 < %s: %s: %s (Tessera off %s, on %s).",
+		fmtDur(fixedRateP99Target), verdict, fmtDur(p99Fixed), fmtDur(time.Duration(median(mod[1], p99))), fmtDur(time.Duration(median(mod[2], p99)))))
 	return f
 }
 
