@@ -24,6 +24,15 @@ const DefaultGateRefresh = 5 * time.Second
 // gateLookWithin bounds one look at the stream's consumers.
 const gateLookWithin = 2 * time.Second
 
+// gateRetry is how soon the writer looks again after a look that found no
+// durable consumer at all or failed. Both are what an edge meets while it
+// starts beside its ledger (chio up, a benchmark, a rolling restart): the
+// ledger's consumer appears a moment later, and a whole refresh interval
+// of one event per synced write would build a backlog the ledger then
+// works off for seconds. A look that found an older release's consumer
+// waits the full interval: that is a state, not a race.
+const gateRetry = 250 * time.Millisecond
+
 // gate decides whether the writer may pack events into envelopes: only
 // while every durable consumer of the events stream declares that it
 // reads them (schemas.ReadsEnvelopeLayout). Until a look has answered,
@@ -45,6 +54,7 @@ type gate struct {
 	mu       sync.Mutex
 	allowed  bool
 	looked   time.Time // when the last look answered (zero: never)
+	soon     bool      // the last look found no durable consumer or failed: look again after gateRetry
 	looking  bool
 	blockers []string // durable consumers that declare nothing, as last seen
 	// reset, when set, is why the events stream is not the one the
@@ -68,7 +78,11 @@ func newGate(js jetstream.JetStream, every time.Duration) *gate {
 func (g *gate) allows() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.looking && time.Since(g.looked) >= g.every {
+	every := g.every
+	if g.soon {
+		every = min(every, gateRetry)
+	}
+	if !g.looking && time.Since(g.looked) >= every {
 		g.looking = true
 		go g.look()
 	}
@@ -83,6 +97,7 @@ func (g *gate) look() {
 	g.mu.Lock()
 	was, wasBlockers := g.allowed, g.blockers
 	g.allowed, g.blockers, g.looked, g.looking = allowed, blockers, time.Now(), false
+	g.soon = err != nil || !allowed && len(blockers) == 0
 	g.mu.Unlock()
 	g.checkStream(ctx, info)
 	if allowed {
@@ -190,6 +205,7 @@ func (w *Writer) Look(ctx context.Context) error {
 	allowed, blockers, info, err := envelopeReaders(ctx, w.gate.js)
 	w.gate.mu.Lock()
 	w.gate.allowed, w.gate.blockers, w.gate.looked = allowed, blockers, time.Now()
+	w.gate.soon = err != nil || !allowed && len(blockers) == 0
 	w.gate.mu.Unlock()
 	w.gate.checkStream(ctx, info)
 	if allowed {

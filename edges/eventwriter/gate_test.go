@@ -190,3 +190,32 @@ func TestGateShutUntilSomeoneDeclares(t *testing.T) {
 		t.Fatalf("a declaring reader: err %v, envelopes %v", err, w.Envelopes())
 	}
 }
+
+// An edge that starts beside its ledger looks before the ledger's
+// consumer exists. That look found nobody, not an older release, so the
+// writer looks again soon rather than a whole refresh interval later:
+// here the interval is an hour, and the gate still opens within seconds
+// of the consumer appearing. A look that found an older release's
+// consumer waits the interval (TestGateKeepsOlderConsumersWhole).
+func TestGateLooksAgainSoonWhileNobodyConsumes(t *testing.T) {
+	_, _, js := natstest.Start(t)
+	ctx := context.Background()
+	if _, err := js.CreateOrUpdateStream(ctx, schemas.EventsStreamConfig(1)); err != nil {
+		t.Fatal(err)
+	}
+	w := New(js, WithGateRefresh(time.Hour))
+	if err := w.Look(ctx); err != nil || w.Envelopes() {
+		t.Fatalf("no durable consumer: err %v, envelopes %v", err, w.Envelopes())
+	}
+	natstest.EnvelopeReader(t, js) // the ledger, a moment later
+	waitEnvelopes(t, w, true)
+
+	older := New(js, WithGateRefresh(time.Hour))
+	newOldConsumer(t, js, "ledger-of-an-older-release")
+	if err := older.Look(ctx); err != nil || older.Envelopes() {
+		t.Fatalf("beside an older consumer: err %v, envelopes %v", err, older.Envelopes())
+	}
+	if older.gate.soon {
+		t.Fatal("a look that found an older release's consumer asks to look again soon")
+	}
+}

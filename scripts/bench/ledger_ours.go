@@ -249,8 +249,13 @@ func runOurs(ctx context.Context, dir string, evs []receiptEvents, n int, shape 
 
 	// Events go out as edges write them: through one coalescing writer
 	// per edge process (connection), a call's outcome after its decision
-	// was acknowledged, concurrent calls sharing writes.
+	// was acknowledged, concurrent calls sharing writes. An edge looks at
+	// the stream's consumers once before its first call; here the ledger
+	// is already running, as it is when edges take traffic.
 	ws := o.writers(cfg.signer)
+	if err := o.awaitLedger(ctx, ws); err != nil {
+		return runResult{}, nil, err
+	}
 	t0 := make([]time.Time, n)
 	var calls sync.WaitGroup
 	submit := func(i int, due time.Time) error {
@@ -344,6 +349,35 @@ func (o *ourRun) writers(signer *schemas.EdgeSigner) []*eventwriter.Writer {
 		}
 	}
 	return ws
+}
+
+// awaitLedger waits until the ledger's durable consumer exists, then has
+// every writer look at the stream's consumers, as an edge does before its
+// first call: the run measures a ledger taking traffic, not its start.
+func (o *ourRun) awaitLedger(ctx context.Context, ws []*eventwriter.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if _, err := o.js[0].Consumer(ctx, schemas.EventsStream, schemas.LedgerConsumer); err == nil {
+			break
+		} else if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("look up the ledger's consumer: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the ledger's consumer: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	for _, w := range ws {
+		if err := w.Look(ctx); err != nil {
+			return fmt.Errorf("writer: %w", err)
+		}
+		if !w.Envelopes() {
+			return errors.New("writer: envelopes off beside this release's ledger")
+		}
+	}
+	return nil
 }
 
 // writeCall writes one call's events as an edge does: the decision, then,
