@@ -606,6 +606,9 @@ func newEdgeA2ACmd() *cobra.Command {
 				return err
 			}
 			go e.Sweep(ctx, sweepEvery)
+			if ef.limits.retention > 0 {
+				go e.ExpireTasks(ctx, ef.limits.retention)
+			}
 			go runPush(ctx, e)
 			hc, err := ef.httpConfig()
 			if err != nil {

@@ -31,9 +31,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chio:", err)
 		os.Exit(1)
 	}
+	stopTrace, err := startTrace(slog.Default())
+	if err != nil {
+		stopProfile()
+		fmt.Fprintln(os.Stderr, "chio:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err = newRoot().ExecuteContext(ctx)
 	stop()
+	stopTrace()
 	stopProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chio:", err)

@@ -2,8 +2,14 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
+	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
+	"sync"
+	"syscall"
+	"time"
 )
 
 // cpuProfileEnv names a file to write a CPU profile of the whole run to:
@@ -27,4 +33,71 @@ func startCPUProfile() (stop func(), err error) {
 		return nil, fmt.Errorf("$%s: %w", cpuProfileEnv, err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// traceEnv names a file to write an execution trace to: the last
+// traceWindow of the run, kept by the runtime's flight recorder and written
+// when the process gets SIGUSR1 (again on every signal) or, if it never
+// did, as it exits. scripts/bench signals it right after a load it wants
+// to see scheduled (the open loop at half load): where a request waits,
+// which a CPU profile cannot show.
+const traceEnv = "CHIO_TRACE"
+
+// traceWindow is how much of the run the flight recorder keeps.
+const traceWindow = 15 * time.Second
+
+// startTrace starts the flight recorder if $CHIO_TRACE is set; the returned
+// function stops it, writing the window first unless a signal already did.
+func startTrace(log *slog.Logger) (stop func(), err error) {
+	path := os.Getenv(traceEnv)
+	if path == "" {
+		return func() {}, nil
+	}
+	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: traceWindow, MaxBytes: 1 << 30})
+	if err := fr.Start(); err != nil {
+		return nil, fmt.Errorf("$%s: %w", traceEnv, err)
+	}
+	var mu sync.Mutex
+	written := false
+	write := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		f, err := os.Create(path)
+		if err == nil {
+			_, err = fr.WriteTo(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			log.Error("execution trace not written", "path", path, "err", err)
+			return
+		}
+		written = true
+		log.Info("execution trace written", "path", path)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-sig:
+				write()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sig)
+		close(done)
+		mu.Lock()
+		w := written
+		mu.Unlock()
+		if !w {
+			write()
+		}
+		fr.Stop()
+	}, nil
 }

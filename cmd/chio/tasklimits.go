@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/spf13/pflag"
 
 	"github.com/chio-ledger/chio/edges/a2a/push"
@@ -15,12 +17,17 @@ import (
 type taskLimits struct {
 	liveTasks   int
 	pushConfigs int
+	// retention is how long an ended A2A task stays in CHIO_TASKS after
+	// its last commit (--task-retention; 0 keeps every task).
+	retention time.Duration
 }
 
-// registerTaskLimitFlags adds --max-live-tasks and --max-push-configs.
+// registerTaskLimitFlags adds --max-live-tasks, --max-push-configs and
+// --task-retention.
 func registerTaskLimitFlags(f *pflag.FlagSet, l *taskLimits) {
 	f.IntVar(&l.liveTasks, "max-live-tasks", taskstore.DefaultMaxLiveTasksPerOwner, "tasks one principal may hold unfinished at once, over every replica (A2A, ACP, and with --a2a-target the partners' tasks); one more is refused with the count and limit")
 	f.IntVar(&l.pushConfigs, "max-push-configs", push.DefaultMaxConfigsPerOwner, "push-notification configs one principal may hold over all its tasks; one more is refused with the count and limit")
+	f.DurationVar(&l.retention, "task-retention", taskstore.DefaultRetention, "how long an A2A task that has ended stays readable (tasks/get) after its last change; then it is purged from CHIO_TASKS, once every durable reader of the stream (the projections) has read it; live tasks are never purged; 0 keeps every task")
 }
 
 func (l taskLimits) taskstore() taskstore.Option {

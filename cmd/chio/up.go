@@ -333,6 +333,9 @@ func (c *upConfig) serveA2A(ctx context.Context, edge *a2a.Edge, grpcLn net.List
 		drains = append(drains, withDrain(c.ef.drainTimeout, drainGRPC))
 	}
 	go edge.Sweep(ctx, sweepEvery)
+	if c.ef.limits.retention > 0 {
+		go edge.ExpireTasks(ctx, c.ef.limits.retention)
+	}
 	go runPush(ctx, edge)
 	return drains, stop
 }

@@ -149,3 +149,32 @@ func (e *Edge) abandon(ctx context.Context, ref taskstore.TaskRef) {
 	}
 	e.log.Info("a2a: failed a task whose replica stopped", "task", ref.ID)
 }
+
+// ExpireTasks runs until ctx ends, purging from the task store the tasks
+// that ended more than retention ago (taskstore.Expirer: never a live
+// task, never one a durable reader of the stream has not read). Each
+// replica may run it; a purge is idempotent. A pass runs at start and
+// then every eighth of the retention, at least every second and at most
+// every ten minutes, so a task outlives its retention by at most that.
+func (e *Edge) ExpireTasks(ctx context.Context, retention time.Duration) {
+	x, err := e.tasks.NewExpirer(retention)
+	if err != nil {
+		e.log.Error("a2a: task retention", "err", err)
+		return
+	}
+	every := min(max(retention/8, time.Second), 10*time.Minute)
+	for {
+		res, err := x.Expire(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.log.Warn("a2a: expire tasks", "err", err)
+		case res.Purged > 0:
+			e.log.Info("a2a: expired tasks past their retention", "purged", res.Purged, "kept", res.Kept, "retention", retention)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}

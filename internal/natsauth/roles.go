@@ -189,6 +189,8 @@ func (r Role) Grant() Grant {
 		g.Publish = concat(base,
 			[]string{"chio.events.decision", "chio.events.outcome", "chio.events.envelope", "chio.tasks.*"},
 			publishOnly(eventsStream), own(tasksStream), use(receiptsStream),
+			// Task retention purges the tasks that ended long ago.
+			[]string{"$JS.API.STREAM.PURGE." + tasksStream},
 			open(kvStream(revocations)), use(kvStream(logState)),
 			kv(budgets), kv(velocity), kv(proofs), kv(proofsEpoch), kv(pushConfigs), kv(acpTasks), kv(a2aTasks),
 			own(outboxStream), []string{"chio.a2a.push.outbox.*"},

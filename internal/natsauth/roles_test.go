@@ -131,6 +131,7 @@ func TestRoleRefusals(t *testing.T) {
 			pub("chio.events.decision"), pub("chio.events.outcome"), pub("chio.events.envelope"), pub("chio.tasks.t1"),
 			pub("$KV.CHIO_REVOCATIONS.x"), pub("$KV.CHIO_BUDGETS.x"), pub("chio.tools.k.invoke"),
 			api("STREAM.DELETE.CHIO_EVENTS"), api("STREAM.PURGE.CHIO_EVENTS"), api("STREAM.UPDATE.KV_CHIO_REVOCATIONS"),
+			api("STREAM.PURGE.CHIO_TASKS"), // only the edges expire tasks
 			sub("chio.tools.*.invoke"), sub("_INBOX_edge.>"),
 			api("CONSUMER.DELETE.CHIO_EVENTS.chio-projections-events"), pub("$JS.ACK.CHIO_EVENTS.chio-projections-events.1.1.1.1.1.0"),
 		},
@@ -139,6 +140,7 @@ func TestRoleRefusals(t *testing.T) {
 			pub("chio.events.decision"), pub("chio.events.envelope"), pub("chio.receipts.hello"), pub("chio.tasks.t1"),
 			pub("$KV.CHIO_REVOCATIONS.x"), pub("$KV.CHIO_BUDGETS.x"),
 			api("STREAM.UPDATE.CHIO_EVENTS"), api("STREAM.DELETE.CHIO_TASKS"), api("STREAM.PURGE.CHIO_RECEIPTS"),
+			api("STREAM.PURGE.CHIO_TASKS"), // erasing task history before it has folded it
 			sub("chio.tools.*.invoke"), sub("_INBOX_ledger.>"),
 			// The ledger's consumer: deleting it stops the ledger; pulling
 			// and acknowledging its events would make it skip them.
@@ -153,6 +155,7 @@ func TestRoleRefusals(t *testing.T) {
 			// It reads revocations, and changes nothing of them.
 			api("STREAM.CREATE.KV_CHIO_REVOCATIONS"), api("STREAM.PURGE.KV_CHIO_REVOCATIONS"), api("STREAM.DELETE.KV_CHIO_REVOCATIONS"),
 			sub("chio.events.>"), sub("chio.receipts.>"), sub("_INBOX_edge.>"), pub("$KV.CHIO_LOG.events-stream"),
+			api("STREAM.PURGE.CHIO_TASKS"),
 		},
 		natsauth.Operator: {
 			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
@@ -164,6 +167,7 @@ func TestRoleRefusals(t *testing.T) {
 			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
 			pub("chio.events.decision"), pub("chio.receipts.hello"), pub("chio.tasks.t1"), pub("$KV.CHIO_REVOCATIONS.x"),
 			api("STREAM.CREATE.CHIO_EVENTS"), api("STREAM.UPDATE.CHIO_EVENTS"), api("STREAM.PURGE.CHIO_EVENTS"),
+			api("STREAM.PURGE.CHIO_TASKS"),
 			sub("chio.tools.*.invoke"), sub("chio.receipts.>"), sub("_INBOX_edge.>"),
 			api("CONSUMER.DELETE.CHIO_EVENTS.chio-ledger"), api("CONSUMER.MSG.NEXT.CHIO_EVENTS.chio-ledger"),
 			api("CONSUMER.CREATE.CHIO_EVENTS.chio-ledger"), api("CONSUMER.CREATE.CHIO_EVENTS.chio-ledger.chio.events.>"),

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/chio-ledger/chio/schemas"
@@ -95,6 +96,28 @@ var chioUpReady = regexp.MustCompile(`chio up: JSON-RPC\s+(http://\S+)/a2a(?s:.*
 // it, and its port could clash with the cluster's).
 func startChioUp(ctx context.Context, env *Env, bin string) (*chioUp, error) {
 	return startChioUpAs(ctx, env, bin, "chio-up", nil)
+}
+
+// snapshotTrace has chio up write its execution trace's window now (the
+// load just offered) when $CHIO_TRACE asked it to keep one.
+func (u *chioUp) snapshotTrace(env *Env) {
+	path := os.Getenv("CHIO_TRACE")
+	if path == "" {
+		return
+	}
+	if err := u.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		env.Logf("execution trace: %v", err)
+		return
+	}
+	// Writing the window takes a moment; the log says when it is done.
+	for range 100 {
+		if strings.Contains(tailFile(u.log, 5), "execution trace written") {
+			env.Logf("execution trace of the open loop: %s", path)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	env.Logf("execution trace: chio up did not say it wrote %s", path)
 }
 
 // startChioUpAs is startChioUp with its own data directory and log name,
@@ -312,6 +335,7 @@ func runEdgeVsA2AGo(ctx context.Context, env *Env) (*Section, error) {
 	if err != nil {
 		return nil, err
 	}
+	up.snapshotTrace(env)
 	if err := up.alive(); err != nil {
 		return nil, err
 	}

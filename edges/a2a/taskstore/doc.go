@@ -113,6 +113,17 @@
 // replica count and change with it. Its only slack is the tasks being
 // accepted at the same moment that no index has seen yet.
 //
+// # Retention
+//
+// An Expirer (expire.go) purges a task's subject, every commit at once,
+// once the task has ended, its last commit is older than the retention
+// (DefaultRetention, a week) and every durable consumer of the stream has
+// acknowledged that commit. A live task is never purged; a purged one is
+// ErrNotFound. The walk goes through the stream in sequence order, which
+// is time order, and stops at the first message younger than the
+// retention, so a pass costs what has aged since the last one; the old
+// tasks it must keep are looked at again by subject.
+//
 // # Listing
 //
 // Every commit also carries, in a header, the summary of the task it

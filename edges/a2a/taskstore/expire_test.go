@@ -1,0 +1,118 @@
+package taskstore
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Retention purges a task only once it has ended, its retention has passed
+// and every durable reader has acknowledged its last commit, and then all
+// of it; a live task is kept however old, and is purged once it ends.
+func TestExpireTerminalTasks(t *testing.T) {
+	ctx := t.Context()
+	// The stream stamps each message with the server's clock, which is
+	// what the retention is measured against: a short one, and real time.
+	const retention = 500 * time.Millisecond
+	s := openStore(t, startNATS(t), WithMaxLiveTasksPerOwner(0))
+	finish := func(id string) {
+		t.Helper()
+		if _, err := s.Transition(ctx, id, alice, func(*Task) ([]Event, error) {
+			return []Event{FinishEvent(StateCompleted, msg("done"))}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func() string {
+		t.Helper()
+		task, err := s.Create(ctx, alice, "", msg("go"), json.RawMessage(`{}`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task.ID
+	}
+	// A durable reader that has read nothing yet (the projections' fold
+	// behind, say) holds every task back.
+	reader, err := s.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "reader", AckPolicy: jetstream.AckAllPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, live := create(), create()
+	finish(done)
+	if _, err := s.Transition(ctx, live, alice, func(*Task) ([]Event, error) {
+		return []Event{StatusEvent(StateWorking, nil)}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	x, err := s.NewExpirer(retention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NewExpirer(0); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("retention 0: %v", err)
+	}
+	expire := func(wantPurged, wantKept int) {
+		t.Helper()
+		res, err := x.Expire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Purged != wantPurged || res.Kept != wantKept {
+			t.Fatalf("expire: %+v, want %d purged and %d kept", res, wantPurged, wantKept)
+		}
+	}
+	expire(0, 0) // nothing is past its retention yet
+	time.Sleep(retention + 100*time.Millisecond)
+	recent := create()
+	finish(recent) // within its retention
+	expire(0, 2)   // the other two are past it, but the reader has not acknowledged them
+
+	ackAll(t, reader) // the reader catches up
+	expire(1, 1)      // the ended task goes; the live one is kept however old
+	if _, err := s.Load(ctx, done, alice); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("purged task: %v", err)
+	}
+	for _, id := range []string{live, recent} {
+		if _, err := s.Load(ctx, id, alice); err != nil {
+			t.Fatalf("kept task %s: %v", id, err)
+		}
+	}
+
+	// The live task ends; once its retention has passed too it goes,
+	// found through the kept set without walking the stream again.
+	finish(live)
+	ackAll(t, reader)
+	expire(0, 1) // its last commit is new: kept
+	time.Sleep(retention + 100*time.Millisecond)
+	expire(2, 0) // it, through the kept set, and the recent one, walked to now
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 0 {
+		t.Fatalf("stream holds %d messages after every task expired", info.State.Msgs)
+	}
+}
+
+// ackAll fetches what the consumer has and acknowledges the last of it.
+func ackAll(t *testing.T, c jetstream.Consumer) {
+	t.Helper()
+	batch, err := c.Fetch(1000, jetstream.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last jetstream.Msg
+	for m := range batch.Messages() {
+		last = m
+	}
+	if last == nil {
+		t.Fatal("the reader got nothing")
+	}
+	if err := last.Ack(); err != nil {
+		t.Fatal(err)
+	}
+}
