@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,8 +96,9 @@ func (x *Expirer) Expire(ctx context.Context) (ExpireResult, error) {
 		}
 		return nil
 	}
-	for subject := range x.kept {
-		delete(x.kept, subject) // decide puts it back if still needed
+	again := slices.Collect(maps.Keys(x.kept))
+	clear(x.kept) // decide puts back what is still needed
+	for _, subject := range again {
 		if err := decide(subject); err != nil {
 			return res, err
 		}
@@ -108,6 +111,9 @@ func (x *Expirer) Expire(ctx context.Context) (ExpireResult, error) {
 	cons, err := x.s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{StreamSubjects}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq: from, HeadersOnly: true,
+		// Gone soon after the pass, not the default minutes later: a
+		// pass runs as often as every second.
+		InactiveThreshold: 5 * time.Second,
 	})
 	if err != nil {
 		return res, fmt.Errorf("expire tasks: consumer: %w", err)
