@@ -173,6 +173,18 @@ func (c *consumer) durableAt(ctx context.Context, js jetstream.JetStream, pos ui
 	return cons, nil
 }
 
+// subjectsOf is the subject filter of one of the folded streams.
+func subjectsOf(stream string) string {
+	switch stream {
+	case schemas.TasksStream:
+		return schemas.TasksSubjects
+	case schemas.EventsStream:
+		return schemas.EventsSubjects
+	default:
+		return schemas.ReceiptsSubjects
+	}
+}
+
 // collectWait is how long a batch waits for more messages once it has
 // one: long enough to batch a burst, short enough not to delay a read.
 const collectWait = 2 * time.Millisecond
@@ -200,15 +212,23 @@ func (c *consumer) process(ctx context.Context, stream jetstream.Stream, batch [
 		if seq < next {
 			continue
 		}
-		for ; next < seq; next++ {
-			raw, err := stream.GetMsg(ctx, next)
+		// A gap is read as the stream holds it: the first message at or
+		// after next, then the next one after that, so a stretch the stream
+		// no longer holds (purged by task retention, deleted) costs one
+		// request, not one per sequence. Rebuild will not see it either.
+		for next < seq {
+			raw, err := stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subjectsOf(c.f.stream())))
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				continue // deleted from the stream: Rebuild will not see it either
+				break
 			}
 			if err != nil {
 				return fmt.Errorf("fill gap at %s sequence %d: %w", c.f.stream(), next, err)
 			}
-			folded = append(folded, rawStreamMsg(next, raw))
+			if raw.Sequence >= seq {
+				break
+			}
+			folded = append(folded, rawStreamMsg(raw.Sequence, raw))
+			next = raw.Sequence + 1
 		}
 		folded = append(folded, streamMsg{seq: seq, subject: m.Subject(), header: m.Headers(), data: m.Data(), stored: meta.Timestamp})
 		next = seq + 1

@@ -162,6 +162,19 @@ func validDurable(name string) bool {
 	return true
 }
 
+// Durable is the name of the durable consumer a projections service named
+// name (DefaultName unless configured) reads stream with, or "" for a
+// stream it does not fold: what a producer that trims the stream (task
+// retention) waits for.
+func Durable(name, stream string) string {
+	for _, s := range streams() {
+		if s.name == stream {
+			return name + "-" + s.suffix
+		}
+	}
+	return ""
+}
+
 // streamSpec is a stream the service folds and the durable suffix of its
 // consumer.
 type streamSpec struct{ name, suffix string }

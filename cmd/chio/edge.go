@@ -36,6 +36,7 @@ import (
 	"github.com/chio-ledger/chio/internal/health"
 	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -137,6 +138,7 @@ func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.awaitReceipt, "await-receipt", 0, "wait up to this long for the ledger to integrate each call's receipt and embed it (signed, with its leaf index) in metadata.chio")
 	cmd.Flags().DurationVar(&f.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGINT/SIGTERM, how long calls in flight get to finish and publish their events before the rest are cancelled")
 	registerTaskLimitFlags(cmd.Flags(), &f.limits)
+	registerTaskRetention(cmd.Flags(), &f.limits)
 }
 
 func (f *edgeFlags) policy() (*kernel.LoadedPolicy, error) {
@@ -607,7 +609,7 @@ func newEdgeA2ACmd() *cobra.Command {
 			}
 			go e.Sweep(ctx, sweepEvery)
 			if ef.limits.retention > 0 {
-				go e.ExpireTasks(ctx, ef.limits.retention)
+				go e.ExpireTasks(ctx, ef.limits.retention, projections.Durable(projections.DefaultName, schemas.TasksStream))
 			}
 			go runPush(ctx, e)
 			hc, err := ef.httpConfig()

@@ -31,7 +31,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chio:", err)
 		os.Exit(1)
 	}
-	stopTrace, err := startTrace(slog.Default())
+	stopTrace, err := startTrace()
 	if err != nil {
 		stopProfile()
 		fmt.Fprintln(os.Stderr, "chio:", err)

@@ -6,8 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"path/filepath"
 	"runtime/trace"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -48,25 +48,33 @@ const traceWindow = 15 * time.Second
 
 // startTrace starts the flight recorder if $CHIO_TRACE is set; the returned
 // function stops it, writing the window first unless a signal already did.
-func startTrace(log *slog.Logger) (stop func(), err error) {
+// The recorder's buffers are Go heap, counted against --memory-limit.
+func startTrace() (stop func(), err error) {
 	path := os.Getenv(traceEnv)
 	if path == "" {
 		return func() {}, nil
 	}
-	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: traceWindow, MaxBytes: 1 << 30})
+	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: traceWindow, MaxBytes: 256 << 20})
 	if err := fr.Start(); err != nil {
 		return nil, fmt.Errorf("$%s: %w", traceEnv, err)
 	}
-	var mu sync.Mutex
 	written := false
+	// write replaces path whole (a temporary file renamed over it), so a
+	// reader never sees half a trace. Only the goroutine below and, after
+	// it has stopped, stop call it.
 	write := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		f, err := os.Create(path)
+		log := slog.Default() // the command's, once it has set it up
+		f, err := os.CreateTemp(filepath.Dir(path), ".chio-trace-*")
 		if err == nil {
 			_, err = fr.WriteTo(f)
 			if cerr := f.Close(); err == nil {
 				err = cerr
+			}
+			if err == nil {
+				err = os.Rename(f.Name(), path)
+			}
+			if err != nil {
+				os.Remove(f.Name())
 			}
 		}
 		if err != nil {
@@ -78,8 +86,9 @@ func startTrace(log *slog.Logger) (stop func(), err error) {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGUSR1)
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		for {
 			select {
 			case <-sig:
@@ -92,10 +101,8 @@ func startTrace(log *slog.Logger) (stop func(), err error) {
 	return func() {
 		signal.Stop(sig)
 		close(done)
-		mu.Lock()
-		w := written
-		mu.Unlock()
-		if !w {
+		<-exited // a write the signal started finishes first
+		if !written {
 			write()
 		}
 		fr.Stop()

@@ -22,12 +22,16 @@ type taskLimits struct {
 	retention time.Duration
 }
 
-// registerTaskLimitFlags adds --max-live-tasks, --max-push-configs and
-// --task-retention.
+// registerTaskLimitFlags adds --max-live-tasks and --max-push-configs.
 func registerTaskLimitFlags(f *pflag.FlagSet, l *taskLimits) {
 	f.IntVar(&l.liveTasks, "max-live-tasks", taskstore.DefaultMaxLiveTasksPerOwner, "tasks one principal may hold unfinished at once, over every replica (A2A, ACP, and with --a2a-target the partners' tasks); one more is refused with the count and limit")
 	f.IntVar(&l.pushConfigs, "max-push-configs", push.DefaultMaxConfigsPerOwner, "push-notification configs one principal may hold over all its tasks; one more is refused with the count and limit")
-	f.DurationVar(&l.retention, "task-retention", taskstore.DefaultRetention, "how long an A2A task that has ended stays readable (tasks/get) after its last change; then it is purged from CHIO_TASKS, once every durable reader of the stream (the projections) has read it; live tasks are never purged; 0 keeps every task")
+}
+
+// registerTaskRetention adds --task-retention, on the commands that serve
+// A2A tasks (CHIO_TASKS).
+func registerTaskRetention(f *pflag.FlagSet, l *taskLimits) {
+	f.DurationVar(&l.retention, "task-retention", taskstore.DefaultRetention, "how long an A2A task that has ended stays readable (tasks/get) after its last change; then it is purged from CHIO_TASKS, once the projections (and push delivery) have read it: nothing is purged while they do not run; live tasks are never purged; 0 keeps every task")
 }
 
 func (l taskLimits) taskstore() taskstore.Option {

@@ -334,7 +334,7 @@ func (c *upConfig) serveA2A(ctx context.Context, edge *a2a.Edge, grpcLn net.List
 	}
 	go edge.Sweep(ctx, sweepEvery)
 	if c.ef.limits.retention > 0 {
-		go edge.ExpireTasks(ctx, c.ef.limits.retention)
+		go edge.ExpireTasks(ctx, c.ef.limits.retention, projections.Durable(projections.DefaultName, schemas.TasksStream))
 	}
 	go runPush(ctx, edge)
 	return drains, stop

@@ -3,6 +3,7 @@ package a2a
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -152,29 +153,35 @@ func (e *Edge) abandon(ctx context.Context, ref taskstore.TaskRef) {
 
 // ExpireTasks runs until ctx ends, purging from the task store the tasks
 // that ended more than retention ago (taskstore.Expirer: never a live
-// task, never one a durable reader of the stream has not read). Each
-// replica may run it; a purge is idempotent. A pass runs at start and
-// then every eighth of the retention, at least every second and at most
-// every ten minutes, so a task outlives its retention by at most that.
-func (e *Edge) ExpireTasks(ctx context.Context, retention time.Duration) {
-	x, err := e.tasks.NewExpirer(retention)
+// task, never past what a durable reader of the stream has read). readers
+// are durable consumers of the stream that must exist for anything to go
+// (the projections' task fold); push delivery's own is added when push is
+// on. Each replica may run it; a purge is idempotent. A pass runs every
+// eighth of the retention, at least every second and at most every ten
+// minutes, the first one after that interval (the readers' consumers are
+// made as the process starts).
+func (e *Edge) ExpireTasks(ctx context.Context, retention time.Duration, readers ...string) {
+	if e.cfg.Push != nil {
+		readers = append(slices.Clip(readers), pushDurable)
+	}
+	x, err := e.tasks.NewExpirer(retention, readers...)
 	if err != nil {
 		e.log.Error("a2a: task retention", "err", err)
 		return
 	}
 	every := min(max(retention/8, time.Second), 10*time.Minute)
 	for {
-		res, err := x.Expire(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			e.log.Warn("a2a: expire tasks", "err", err)
-		case res.Purged > 0:
-			e.log.Info("a2a: expired tasks past their retention", "purged", res.Purged, "kept", res.Kept, "retention", retention)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(every):
+		}
+		res, err := x.Expire(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.log.Warn("a2a: expire tasks", "err", err, "purged", res.Purged)
+		case res.Purged > 0:
+			e.log.Info("a2a: expired tasks past their retention", "purged", res.Purged, "kept", res.Kept, "retention", retention)
 		}
 	}
 }

@@ -25,12 +25,14 @@ const DefaultGateRefresh = 5 * time.Second
 const gateLookWithin = 2 * time.Second
 
 // gateRetry is how soon the writer looks again after a look that found no
-// durable consumer at all or failed. Both are what an edge meets while it
-// starts beside its ledger (chio up, a benchmark, a rolling restart): the
+// durable consumer at all or failed, doubling after each such look up to
+// the refresh interval. Both are what an edge meets while it starts
+// beside its ledger (chio up, a benchmark, a rolling restart): the
 // ledger's consumer appears a moment later, and a whole refresh interval
 // of one event per synced write would build a backlog the ledger then
-// works off for seconds. A look that found an older release's consumer
-// waits the full interval: that is a state, not a race.
+// works off for seconds; the doubling keeps an edge whose ledger is down
+// from asking several times a second. A look that found an older
+// release's consumer waits the full interval: that is a state, not a race.
 const gateRetry = 250 * time.Millisecond
 
 // gate decides whether the writer may pack events into envelopes: only
@@ -54,7 +56,9 @@ type gate struct {
 	mu       sync.Mutex
 	allowed  bool
 	looked   time.Time // when the last look answered (zero: never)
-	soon     bool      // the last look found no durable consumer or failed: look again after gateRetry
+	// retry, when set, is how soon to look again: the last look found no
+	// durable consumer or failed (gateRetry, doubling up to every).
+	retry time.Duration
 	looking  bool
 	blockers []string // durable consumers that declare nothing, as last seen
 	// reset, when set, is why the events stream is not the one the
@@ -79,8 +83,8 @@ func (g *gate) allows() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	every := g.every
-	if g.soon {
-		every = min(every, gateRetry)
+	if g.retry > 0 {
+		every = min(every, g.retry)
 	}
 	if !g.looking && time.Since(g.looked) >= every {
 		g.looking = true
@@ -97,7 +101,7 @@ func (g *gate) look() {
 	g.mu.Lock()
 	was, wasBlockers := g.allowed, g.blockers
 	g.allowed, g.blockers, g.looked, g.looking = allowed, blockers, time.Now(), false
-	g.soon = err != nil || !allowed && len(blockers) == 0
+	g.retryAfter(err != nil || !allowed && len(blockers) == 0)
 	g.mu.Unlock()
 	g.checkStream(ctx, info)
 	if allowed {
@@ -171,6 +175,20 @@ func (g *gate) checkStream(ctx context.Context, info *jetstream.StreamInfo) {
 	}
 }
 
+// retryAfter sets how soon the next look is due after one that found
+// nobody (or failed), soon, or after one that found the consumers, the
+// refresh interval. g.mu is held.
+func (g *gate) retryAfter(soon bool) {
+	switch {
+	case !soon:
+		g.retry = 0
+	case g.retry == 0:
+		g.retry = gateRetry
+	default:
+		g.retry = min(2*g.retry, g.every)
+	}
+}
+
 // resetErr is the reset a write fails with, or nil.
 func (g *gate) resetErr() error {
 	g.mu.Lock()
@@ -205,7 +223,7 @@ func (w *Writer) Look(ctx context.Context) error {
 	allowed, blockers, info, err := envelopeReaders(ctx, w.gate.js)
 	w.gate.mu.Lock()
 	w.gate.allowed, w.gate.blockers, w.gate.looked = allowed, blockers, time.Now()
-	w.gate.soon = err != nil || !allowed && len(blockers) == 0
+	w.gate.retryAfter(err != nil || !allowed && len(blockers) == 0)
 	w.gate.mu.Unlock()
 	w.gate.checkStream(ctx, info)
 	if allowed {

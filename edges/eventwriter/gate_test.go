@@ -215,7 +215,7 @@ func TestGateLooksAgainSoonWhileNobodyConsumes(t *testing.T) {
 	if err := older.Look(ctx); err != nil || older.Envelopes() {
 		t.Fatalf("beside an older consumer: err %v, envelopes %v", err, older.Envelopes())
 	}
-	if older.gate.soon {
+	if older.gate.retry != 0 {
 		t.Fatal("a look that found an older release's consumer asks to look again soon")
 	}
 }

@@ -15,8 +15,8 @@ import (
 )
 
 // Retention: the stream keeps a task until it has ended and been left alone
-// for a retention period; then Expirer purges the task's subject, all of
-// it, so no fold ever sees a task cut in half. A task that is not terminal
+// for a retention period; then Expirer purges the task's subject up to
+// its last commit, all of the task at once. A task that is not terminal
 // is never purged, however old; nor is one whose last commit some durable
 // consumer of the stream (the projections' task fold, push delivery) has
 // not yet acknowledged, so what a reader has not folded is never lost. A
@@ -42,21 +42,38 @@ const expireBudget = 100_000
 type Expirer struct {
 	s         *Store
 	retention time.Duration
-	// kept are subjects older than the retention that were still needed
-	// (not terminal, or not yet acknowledged by every durable reader) when
-	// last looked at; from is the stream sequence the walk resumes at.
-	kept map[string]bool
+	readers   []string // durable consumers that must exist for anything to go
+	// kept are the tasks past the retention walked to that were still
+	// needed (not terminal, or not yet acknowledged by every durable
+	// reader) when last looked at, with their last commit then; from is
+	// the stream sequence the walk resumes at.
+	kept map[string]keptTask
 	from uint64
 }
 
+// keptTask is a kept task's last commit as last read: any change to the
+// task is a later commit, so while that commit is too young or above the
+// floor there is nothing to read again.
+type keptTask struct {
+	seq    uint64
+	stored time.Time
+}
+
 // NewExpirer returns an Expirer that purges terminal tasks whose last
-// commit is older than retention (> 0).
-func (s *Store) NewExpirer(retention time.Duration) (*Expirer, error) {
+// commit is older than retention (> 0). readers names durable consumers
+// of the stream (the projections' task fold, push delivery) whose absence
+// stops every purge: a reader being made again (its consumer deleted and
+// created) must not let a pass take the floor from the others.
+func (s *Store) NewExpirer(retention time.Duration, readers ...string) (*Expirer, error) {
 	if retention <= 0 {
 		return nil, fmt.Errorf("task retention %s: %w: must be positive", retention, ErrInvalidArgument)
 	}
-	return &Expirer{s: s, retention: retention, kept: map[string]bool{}}, nil
+	return &Expirer{s: s, retention: retention, readers: readers, kept: map[string]keptTask{}}, nil
 }
+
+// ErrReaderMissing is a pass that purged nothing because a durable reader
+// the Expirer was told to wait for does not exist.
+var ErrReaderMissing = errors.New("a durable reader of the task stream is missing")
 
 // ExpireResult says what one pass did.
 type ExpireResult struct {
@@ -76,29 +93,41 @@ func (x *Expirer) Expire(ctx context.Context) (ExpireResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("expire tasks: stream info: %w", err)
 	}
+	if x.from > info.State.LastSeq+1 {
+		x.from = 0 // the stream was made again
+	}
 	floor, err := x.readFloor(ctx)
 	if err != nil {
 		return res, err
 	}
+	// decide purges subject or keeps it; on an error it leaves the kept
+	// set as it was, so the next pass looks at the task again.
 	decide := func(subject string) error {
-		purge, keep, err := x.expired(ctx, subject, cutoff, floor)
-		switch {
-		case err != nil:
+		v, err := x.expired(ctx, subject, cutoff, floor)
+		if err != nil {
 			return err
-		case purge:
-			if err := x.s.stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+		}
+		switch {
+		case v.purge:
+			// Up to the commit judged, not the whole subject: a receipt
+			// link may still land on an ended task, and its reader may not
+			// have folded it yet. What it leaves alone goes in a later pass.
+			if err := x.s.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(v.seq+1)); err != nil {
 				return fmt.Errorf("expire tasks: purge %s: %w", subject, err)
 			}
 			delete(x.kept, subject)
 			res.Purged++
-		case keep:
-			x.kept[subject] = true
+		case v.keep:
+			x.kept[subject] = keptTask{seq: v.seq, stored: v.stored}
+		default:
+			delete(x.kept, subject) // gone already
 		}
 		return nil
 	}
-	again := slices.Collect(maps.Keys(x.kept))
-	clear(x.kept) // decide puts back what is still needed
-	for _, subject := range again {
+	for _, subject := range slices.Sorted(maps.Keys(x.kept)) {
+		if k := x.kept[subject]; !k.stored.Before(cutoff) || k.seq > floor {
+			continue // unchanged since, it would still be kept
+		}
 		if err := decide(subject); err != nil {
 			return res, err
 		}
@@ -108,80 +137,120 @@ func (x *Expirer) Expire(ctx context.Context) (ExpireResult, error) {
 		res.Kept = len(x.kept)
 		return res, nil
 	}
-	cons, err := x.s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{StreamSubjects}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq: from, HeadersOnly: true,
-		// Gone soon after the pass, not the default minutes later: a
-		// pass runs as often as every second.
-		InactiveThreshold: 5 * time.Second,
+	read, err := x.walk(ctx, from, info.State.LastSeq, cutoff, decide)
+	res.Messages = read
+	res.Kept = len(x.kept)
+	return res, err
+}
+
+// walk reads the stream's messages (headers only) from sequence from up to
+// last, stopping at the first one stored at or after cutoff or after
+// expireBudget messages, and decides each task it meets for the first
+// time. It records where the next pass resumes.
+func (x *Expirer) walk(ctx context.Context, from, last uint64, cutoff time.Time, decide func(string) error) (int, error) {
+	cons, err := x.s.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		Description:   "taskstore retention walk",
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
+		FilterSubject: StreamSubjects, AckPolicy: jetstream.AckNonePolicy, HeadersOnly: true,
+		MemoryStorage: true, Replicas: 1, InactiveThreshold: time.Minute,
 	})
 	if err != nil {
-		return res, fmt.Errorf("expire tasks: consumer: %w", err)
+		return 0, fmt.Errorf("expire tasks: consumer: %w", err)
 	}
-	seen := map[string]bool{}
-	for res.Messages < expireBudget {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return res, fmt.Errorf("expire tasks: fetch: %w", err)
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := x.s.stream.DeleteConsumer(dctx, cons.CachedInfo().Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			x.s.opts.log.Warn("taskstore: delete retention consumer", "err", err)
 		}
-		n, young, last := 0, false, uint64(0)
+	}()
+	seen := map[string]bool{}
+	read := 0
+	// page reads one fetch of up to 256 headers of what the stream holds
+	// (it waits for nothing: past the stream's end the walk is done).
+	page := func() (young bool, got int, at uint64, err error) {
+		batch, err := cons.FetchNoWait(256)
+		if err != nil {
+			return false, 0, 0, fmt.Errorf("expire tasks: fetch: %w", err)
+		}
 		for m := range batch.Messages() {
-			n++
-			meta, err := m.Metadata()
-			if err != nil {
-				return res, fmt.Errorf("expire tasks: %w", err)
+			got++
+			if young || err != nil {
+				continue // drain what was delivered
+			}
+			meta, merr := m.Metadata()
+			if merr != nil {
+				err = fmt.Errorf("expire tasks: %w", merr)
+				continue
 			}
 			if !meta.Timestamp.Before(cutoff) {
 				young = true
-				break
-			}
-			res.Messages++
-			last = meta.Sequence.Stream
-			subject := m.Subject()
-			if id, ok := strings.CutPrefix(subject, schemas.TasksSubjectPrefix); !ok || !validID(id) || seen[subject] || x.kept[subject] {
 				continue
 			}
-			seen[subject] = true
-			if err := decide(subject); err != nil {
-				return res, err
+			read++
+			seq, subject := meta.Sequence.Stream, m.Subject()
+			id, ok := strings.CutPrefix(subject, schemas.TasksSubjectPrefix)
+			_, kept := x.kept[subject] // looked at by subject at the start of the pass
+			if ok && validID(id) && !seen[subject] && !kept {
+				if err = decide(subject); err != nil {
+					continue // the walk resumes at this message next time
+				}
 			}
+			seen[subject] = true
+			at = seq
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return res, fmt.Errorf("expire tasks: fetch: %w", err)
+		if err != nil {
+			return young, got, at, err
 		}
-		if last > 0 {
-			x.from = last + 1
+		if berr := batch.Error(); berr != nil && !errors.Is(berr, jetstream.ErrNoMessages) {
+			return young, got, at, fmt.Errorf("expire tasks: fetch: %w", berr)
 		}
-		if young || n == 0 || last >= info.State.LastSeq {
-			break
+		return young, got, at, nil
+	}
+	for read < expireBudget && ctx.Err() == nil {
+		young, got, at, err := page()
+		if at > 0 {
+			x.from = at + 1
+		}
+		if err != nil {
+			return read, err
+		}
+		if young || got == 0 || at >= last {
+			return read, nil
 		}
 	}
-	res.Kept = len(x.kept)
-	return res, nil
+	return read, nil
 }
 
-// expired reports whether subject's task may go (purge) or is still
-// needed although old (keep): it may go once its last commit is older
-// than cutoff, at or below floor, and says the task has ended. A task
-// whose last commit cannot be read as a signed summary is kept: only a
-// commit the store trusts can end a task's retention. A subject with no
-// commit left (another replica purged it) is neither.
-func (x *Expirer) expired(ctx context.Context, subject string, cutoff time.Time, floor uint64) (purge, keep bool, err error) {
+// verdict is what a pass decides of one task: purge it up to its last
+// commit seq, keep it (past the retention but still needed), or neither
+// (nothing left on its subject).
+type verdict struct {
+	purge, keep bool
+	seq         uint64
+	stored      time.Time
+}
+
+// expired decides subject's task: it may go once its last commit is
+// older than cutoff, at or below floor, and says the task has ended. A
+// task whose last commit cannot be read as a signed summary is kept: only
+// a commit the store trusts can end a task's retention.
+func (x *Expirer) expired(ctx context.Context, subject string, cutoff time.Time, floor uint64) (verdict, error) {
 	seq, h, stored, found, err := x.s.lastCommit(ctx, subject)
 	if err != nil {
-		return false, false, fmt.Errorf("expire tasks: %w", err)
+		return verdict{}, fmt.Errorf("expire tasks: %w", err)
 	}
 	if !found {
-		return false, false, nil
+		return verdict{}, nil
 	}
+	v := verdict{keep: true, seq: seq, stored: stored}
 	if !stored.Before(cutoff) || seq > floor {
-		return false, true, nil
+		return v, nil
 	}
-	sm, err := x.s.readSummary(subject, seq, h, stored)
-	if err != nil || !sm.State.Terminal() {
-		return false, true, nil
+	if sm, err := x.s.readSummary(subject, seq, h, stored); err == nil && sm.State.Terminal() {
+		v.purge, v.keep = true, false
 	}
-	return true, false, nil
+	return v, nil
 }
 
 // readFloor is the highest stream sequence every durable consumer of the
@@ -193,10 +262,15 @@ func (x *Expirer) expired(ctx context.Context, subject string, cutoff time.Time,
 // stream back.
 func (x *Expirer) readFloor(ctx context.Context) (uint64, error) {
 	floor := uint64(1<<63 - 1)
+	missing := slices.Clone(x.readers)
 	lister := x.s.stream.ListConsumers(ctx)
 	for ci := range lister.Info() {
-		if ci.Config.Durable == "" || ci.NumPending == 0 && ci.NumAckPending == 0 {
-			continue // ephemeral, or has read (and acknowledged) all it wants
+		if ci.Config.Durable == "" {
+			continue // ephemeral
+		}
+		missing = slices.DeleteFunc(missing, func(n string) bool { return n == ci.Config.Durable })
+		if ci.NumPending == 0 && ci.NumAckPending == 0 {
+			continue // has read (and acknowledged) all it wants
 		}
 		at := ci.AckFloor.Stream
 		if ci.Config.AckPolicy == jetstream.AckNonePolicy {
@@ -206,6 +280,9 @@ func (x *Expirer) readFloor(ctx context.Context) (uint64, error) {
 	}
 	if err := lister.Err(); err != nil {
 		return 0, fmt.Errorf("expire tasks: list the stream's consumers: %w", err)
+	}
+	if len(missing) > 0 {
+		return 0, fmt.Errorf("expire tasks: %w: %s", ErrReaderMissing, strings.Join(missing, ", "))
 	}
 	return floor, nil
 }
