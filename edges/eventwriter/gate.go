@@ -53,12 +53,12 @@ type gate struct {
 	// streamReset is 1 while reset is set.
 	streamReset prometheus.Gauge
 
-	mu       sync.Mutex
-	allowed  bool
-	looked   time.Time // when the last look answered (zero: never)
+	mu      sync.Mutex
+	allowed bool
+	looked  time.Time // when the last look answered (zero: never)
 	// retry, when set, is how soon to look again: the last look found no
 	// durable consumer or failed (gateRetry, doubling up to every).
-	retry time.Duration
+	retry    time.Duration
 	looking  bool
 	blockers []string // durable consumers that declare nothing, as last seen
 	// reset, when set, is why the events stream is not the one the
