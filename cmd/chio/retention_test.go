@@ -23,21 +23,10 @@ import (
 func TestUpExpiresEndedTasks(t *testing.T) {
 	ctx := t.Context()
 	up := startUp(t, "--task-retention", "1s")
-	card, err := agentcard.DefaultResolver.Resolve(ctx, up.httpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := a2aclient.NewFromCard(ctx, card)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := client.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("kept a second"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, ok := res.(*a2apb.Task)
-	if !ok || task.Status.State != a2apb.TaskStateCompleted {
-		t.Fatalf("answer %#v, want a completed task", res)
+	client := cardClient(t, up.httpURL)
+	task := sendTask(t, client, "kept a second")
+	if task.Status.State != a2apb.TaskStateCompleted {
+		t.Fatalf("answer %#v, want a completed task", task)
 	}
 	id := string(task.ID)
 	if _, err := client.GetTask(ctx, &a2apb.GetTaskRequest{ID: task.ID}); err != nil {
@@ -67,4 +56,32 @@ func TestUpExpiresEndedTasks(t *testing.T) {
 	if code, body := httpGetAs(t, up.token, up.httpURL+"/v1/tasks/"+id); code != http.StatusOK {
 		t.Fatalf("/v1/tasks/%s after the purge: %d %.300s", id, code, body)
 	}
+}
+
+// cardClient is an a2a-go client built from the agent card at base.
+func cardClient(t *testing.T, base string) *a2aclient.Client {
+	t.Helper()
+	card, err := agentcard.DefaultResolver.Resolve(t.Context(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := a2aclient.NewFromCard(t.Context(), card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// sendTask sends text as a blocking message and returns the task answered.
+func sendTask(t *testing.T, client *a2aclient.Client, text string) *a2apb.Task {
+	t.Helper()
+	res, err := client.SendMessage(t.Context(), &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart(text))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2apb.Task)
+	if !ok {
+		t.Fatalf("answer %T, want a task", res)
+	}
+	return task
 }

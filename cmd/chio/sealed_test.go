@@ -14,8 +14,6 @@ import (
 	"time"
 
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -240,22 +238,8 @@ func waitReceipt(t *testing.T, up *upProcess, id string) []byte {
 func TestUpServesOnlySignedTasks(t *testing.T) {
 	ctx := t.Context()
 	up := startUp(t)
-	card, err := agentcard.DefaultResolver.Resolve(ctx, up.httpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := a2aclient.NewFromCard(ctx, card)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := client.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("genuine"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, ok := res.(*a2apb.Task)
-	if !ok {
-		t.Fatalf("answer %T, want a task", res)
-	}
+	client := cardClient(t, up.httpURL)
+	task := sendTask(t, client, "genuine")
 	js, err := jetstream.New(dialUp(t, up.natsURL, up.dir, natsauth.Edge))
 	if err != nil {
 		t.Fatal(err)
@@ -295,11 +279,8 @@ func TestUpServesOnlySignedTasks(t *testing.T) {
 	}
 	// A call after the forgeries: once the read API serves its task, the
 	// projection has folded past them.
-	res, err = client.SendMessage(ctx, &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("after"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitStatus(t, up.token, up.httpURL+"/v1/tasks/"+string(res.(*a2apb.Task).ID), http.StatusOK)
+	after := sendTask(t, client, "after")
+	waitStatus(t, up.token, up.httpURL+"/v1/tasks/"+string(after.ID), http.StatusOK)
 	for name, id := range ids {
 		if got, err := client.GetTask(ctx, &a2apb.GetTaskRequest{ID: a2apb.TaskID(id)}); err == nil {
 			t.Errorf("%s: A2A tasks/get serves it: %v", name, got.Status)
