@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,10 @@ func TestUpExpiresEndedTasks(t *testing.T) {
 	}
 	if m, err := stream.GetLastMsgForSubject(ctx, schemas.TaskSubject(id)); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Fatalf("CHIO_TASKS still holds the task: %v, %v", m, err)
+	}
+	// Counted where operators look.
+	if _, body := httpGet(t, up.httpURL+"/metrics"); !strings.Contains(string(body), "chio_a2a_tasks_expired_total 1") {
+		t.Errorf("/metrics does not count the purge:\n%s", grepLines(string(body), "chio_a2a_tasks"))
 	}
 	// The projections folded it before it went, and keep it.
 	if code, body := httpGetAs(t, up.token, up.httpURL+"/v1/tasks/"+id); code != http.StatusOK {

@@ -38,6 +38,10 @@ const maxHTTPRequestID = 200
 // are kept but not exported, so calls never branch on them.
 type edgeMetrics struct {
 	calls *prometheus.CounterVec
+	// Task retention (ExpireTasks): tasks purged, and the ended or old
+	// tasks the last pass had to keep (a reader behind, or still live).
+	expired prometheus.Counter
+	kept    prometheus.Gauge
 }
 
 func newEdgeMetrics(reg prometheus.Registerer) *edgeMetrics {
@@ -45,9 +49,13 @@ func newEdgeMetrics(reg prometheus.Registerer) *edgeMetrics {
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chio_edge_calls_total",
 			Help: "Calls an edge answered, by edge, method (the A2A 1.0 operation name, for every binding and dialect) and decision (allow, deny, error)."},
 			[]string{"edge", "method", "decision"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{Name: "chio_a2a_tasks_expired_total",
+			Help: "A2A tasks this replica purged from CHIO_TASKS once ended longer than the task retention."}),
+		kept: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chio_a2a_tasks_retention_kept",
+			Help: "Tasks past the retention the last expiry pass kept: still live, or not yet read by every durable reader of CHIO_TASKS."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls)
+		reg.MustRegister(m.calls, m.expired, m.kept)
 	}
 	return m
 }

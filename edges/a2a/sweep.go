@@ -177,6 +177,10 @@ func (e *Edge) ExpireTasks(ctx context.Context, retention time.Duration, readers
 		case <-time.After(every):
 		}
 		res, err := x.Expire(ctx)
+		e.metrics.expired.Add(float64(res.Purged))
+		if err == nil {
+			e.metrics.kept.Set(float64(res.Kept))
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			e.log.Warn("a2a: expire tasks", "err", err, "purged", res.Purged)
