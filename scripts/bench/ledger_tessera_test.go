@@ -50,8 +50,9 @@ func TestLedgerSides(t *testing.T) {
 	}
 }
 
-// TestLedgerOursOnly runs only our side (for profiling with -cpuprofile).
-// (BENCH_LEDGER_SIGNED=1: with edge-signed writes).
+// TestLedgerOursOnly runs only our side (for profiling with -cpuprofile,
+// or tracing with -trace). BENCH_LEDGER_SIGNED=1: with edge-signed writes;
+// BENCH_LEDGER_RATE=N: offered at N receipts/s instead of saturating.
 func TestLedgerOursOnly(t *testing.T) {
 	n, err := strconv.Atoi(os.Getenv("BENCH_LEDGER_OURS"))
 	if err != nil {
@@ -66,7 +67,13 @@ func TestLedgerOursOnly(t *testing.T) {
 	if os.Getenv("BENCH_LEDGER_SIGNED") == "1" { // every write edge-signed and checked
 		b.ours.signer = edge
 	}
-	r, _, err := b.runSide(context.Background(), t.TempDir(), 0, evs, nil, n, loadShape{window: min(n, 16384), workers: 64}, false)
+	shape := loadShape{window: min(n, 16384), workers: 64}
+	if v := os.Getenv("BENCH_LEDGER_RATE"); v != "" {
+		if shape.rate, err = strconv.ParseFloat(v, 64); err != nil {
+			t.Fatalf("BENCH_LEDGER_RATE: %v", err)
+		}
+	}
+	r, _, err := b.runSide(context.Background(), t.TempDir(), 0, evs, nil, n, shape, false)
 	if err != nil {
 		t.Fatal(err)
 	}
