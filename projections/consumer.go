@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"log/slog"
 	"strings"
 	"time"
@@ -173,6 +174,28 @@ func (c *consumer) durableAt(ctx context.Context, js jetstream.JetStream, pos ui
 	return cons, nil
 }
 
+// gotSequence is the stream sequence of a message read at or after next.
+// On a stream that allows direct gets (the task stream) the client reads
+// it from the first Nats-Sequence header of the reply, and the server
+// appends its own after the message's stored headers, so a publisher can
+// forge the first: the server's, the last, is taken. Otherwise it comes
+// from the reply's JSON, which only the server writes. It is never below
+// next: a reply that says so is refused rather than read again forever.
+func gotSequence(raw *jetstream.RawStreamMsg, next uint64, direct bool) (uint64, error) {
+	at := raw.Sequence
+	if direct {
+		v := schemas.ServerHeader(raw.Header, jetstream.SequenceHeader)
+		var err error
+		if at, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return 0, fmt.Errorf("the server's sequence header %q: %w", v, err)
+		}
+	}
+	if at < next {
+		return 0, fmt.Errorf("asked for the first message from %d, answered with %d", next, at)
+	}
+	return at, nil
+}
+
 // subjectsOf is the subject filter of one of the folded streams.
 func subjectsOf(stream string) string {
 	switch stream {
@@ -224,11 +247,15 @@ func (c *consumer) process(ctx context.Context, stream jetstream.Stream, batch [
 			if err != nil {
 				return fmt.Errorf("fill gap at %s sequence %d: %w", c.f.stream(), next, err)
 			}
-			if raw.Sequence >= seq {
+			at, err := gotSequence(raw, next, stream.CachedInfo().Config.AllowDirect)
+			if err != nil {
+				return fmt.Errorf("fill gap at %s sequence %d: %w", c.f.stream(), next, err)
+			}
+			if at >= seq {
 				break
 			}
-			folded = append(folded, rawStreamMsg(raw.Sequence, raw))
-			next = raw.Sequence + 1
+			folded = append(folded, rawStreamMsg(at, raw))
+			next = at + 1
 		}
 		folded = append(folded, streamMsg{seq: seq, subject: m.Subject(), header: m.Headers(), data: m.Data(), stored: meta.Timestamp})
 		next = seq + 1

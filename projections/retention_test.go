@@ -1,10 +1,13 @@
 package projections
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/schemas"
@@ -50,5 +53,35 @@ func TestFreshProjectionsOverPurgedTasks(t *testing.T) {
 	}
 	if code, _, raw := get(t, srv.URL, "/v1/tasks/old-7", opToken); code != http.StatusNotFound {
 		t.Fatalf("a purged task: %d %s", code, raw)
+	}
+}
+
+// A message that carries a Nats-Sequence header of its own, in a gap the
+// fold reads directly, is folded at the sequence the server gives it: the
+// fold neither reads it again forever nor skips what follows.
+func TestGapFillIgnoresForgedSequence(t *testing.T) {
+	h := newHarness(t)
+	h.commit("a", created("ctx", 0))
+	h.commit("gone", created("ctx", 1))
+	raw, err := json.Marshal(schemas.TaskCommit{V: schemas.TaskCommitVersion, Events: []schemas.TaskEvent{created("ctx", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.publish(schemas.TaskSubject("b"), raw, nats.Header{"Nats-Sequence": {"1"}})
+	h.commit("c", created("ctx", 3))
+	stream, err := h.js.Stream(h.ctx, schemas.TasksStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(h.ctx, jetstream.WithPurgeSubject(schemas.TaskSubject("gone"))); err != nil {
+		t.Fatal(err)
+	}
+	r := h.start("fresh")
+	h.caughtUpWithin(r, 20*time.Second)
+	srv := server(t, r.Service)
+	for _, id := range []string{"a", "b", "c"} {
+		if code, _, body := get(t, srv.URL, "/v1/tasks/"+id, opToken); code != http.StatusOK {
+			t.Errorf("task %s: %d %s", id, code, body)
+		}
 	}
 }

@@ -99,7 +99,9 @@ func startTrace() (stop func(), err error) {
 		}
 	}()
 	return func() {
-		signal.Stop(sig)
+		// Ignored, not just no longer caught: SIGUSR1's default ends the
+		// process, which would cut the last write short.
+		signal.Ignore(syscall.SIGUSR1)
 		close(done)
 		<-exited // a write the signal started finishes first
 		if !written {

@@ -49,6 +49,9 @@ type Expirer struct {
 	// the stream sequence the walk resumes at.
 	kept map[string]keptTask
 	from uint64
+	// created is when the stream from and kept refer to was made: a
+	// stream deleted and made again starts both over.
+	created time.Time
 }
 
 // keptTask is a kept task's last commit as last read: any change to the
@@ -93,10 +96,11 @@ func (x *Expirer) Expire(ctx context.Context) (ExpireResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("expire tasks: stream info: %w", err)
 	}
-	if x.from > info.State.LastSeq+1 {
-		x.from = 0 // the stream was made again
+	if !info.Created.Equal(x.created) || x.from > info.State.LastSeq+1 {
+		x.from, x.created = 0, info.Created // another stream: walk it from its start
+		clear(x.kept)
 	}
-	floor, err := x.readFloor(ctx)
+	floor, err := x.readFloor(ctx, info.State.LastSeq)
 	if err != nil {
 		return res, err
 	}
@@ -258,10 +262,10 @@ func (x *Expirer) expired(ctx context.Context, subject string, cutoff time.Time,
 // may be purged without a reader losing a commit it has not folded. A
 // consumer with nothing pending and nothing unacknowledged has read all it
 // wants (a filtered one's floor would otherwise stay where its subjects
-// last had a message), and with no durable consumer nothing holds the
-// stream back.
-func (x *Expirer) readFloor(ctx context.Context) (uint64, error) {
-	floor := uint64(1<<63 - 1)
+// last had a message); last, the stream's last sequence as the pass began,
+// bounds it even then, so a commit made during the pass is never judged.
+func (x *Expirer) readFloor(ctx context.Context, last uint64) (uint64, error) {
+	floor := last // nothing written after the pass began
 	missing := slices.Clone(x.readers)
 	lister := x.s.stream.ListConsumers(ctx)
 	for ci := range lister.Info() {

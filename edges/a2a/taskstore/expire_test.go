@@ -153,3 +153,44 @@ func TestExpireWaitsForNamedReaders(t *testing.T) {
 		t.Fatalf("once it has read the task: %+v, %v", res, err)
 	}
 }
+
+// A task stream deleted and made again is walked from its start: what the
+// Expirer remembered of the old one does not hide the new one's tasks.
+func TestExpireAfterTheStreamIsMadeAgain(t *testing.T) {
+	ctx := t.Context()
+	const retention = 200 * time.Millisecond
+	ns := startNATS(t)
+	s := openStore(t, ns, WithMaxLiveTasksPerOwner(0))
+	ended := func(s *Store, n int) {
+		t.Helper()
+		for range n {
+			task, err := s.Create(ctx, alice, "", msg("go"), json.RawMessage(`{}`), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Transition(ctx, task.ID, alice, func(*Task) ([]Event, error) {
+				return []Event{FinishEvent(StateCompleted, msg("done"))}, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ended(s, 5)
+	time.Sleep(retention + 100*time.Millisecond)
+	x, err := s.NewExpirer(retention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := x.Expire(ctx); err != nil || res.Purged != 5 {
+		t.Fatalf("first stream: %+v, %v", res, err)
+	}
+	if err := s.js.DeleteStream(ctx, StreamName); err != nil {
+		t.Fatal(err)
+	}
+	openStore(t, ns, WithMaxLiveTasksPerOwner(0)) // another replica makes it again
+	ended(s, 6)                                   // more messages than the first stream had
+	time.Sleep(retention + 100*time.Millisecond)
+	if res, err := x.Expire(ctx); err != nil || res.Purged != 6 {
+		t.Fatalf("the stream made again: %+v, %v", res, err)
+	}
+}
