@@ -18,22 +18,8 @@ func TestExpireTerminalTasks(t *testing.T) {
 	// what the retention is measured against: a short one, and real time.
 	const retention = 1500 * time.Millisecond
 	s := openStore(t, startNATS(t), WithMaxLiveTasksPerOwner(0))
-	finish := func(id string) {
-		t.Helper()
-		if _, err := s.Transition(ctx, id, alice, func(*Task) ([]Event, error) {
-			return []Event{FinishEvent(StateCompleted, msg("done"))}, nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	create := func() string {
-		t.Helper()
-		task, err := s.Create(ctx, alice, "", msg("go"), json.RawMessage(`{}`), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return task.ID
-	}
+	finish := func(id string) { t.Helper(); finishTask(t, s, id) }
+	create := func() string { t.Helper(); return createTask(t, s) }
 	// A durable reader that has read nothing yet (the projections' fold
 	// behind, say) holds every task back.
 	reader, err := s.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "reader", AckPolicy: jetstream.AckAllPolicy})
@@ -124,15 +110,8 @@ func TestExpireWaitsForNamedReaders(t *testing.T) {
 	ctx := t.Context()
 	const retention = 200 * time.Millisecond
 	s := openStore(t, startNATS(t), WithMaxLiveTasksPerOwner(0))
-	task, err := s.Create(ctx, alice, "", msg("go"), json.RawMessage(`{}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Transition(ctx, task.ID, alice, func(*Task) ([]Event, error) {
-		return []Event{FinishEvent(StateCompleted, msg("done"))}, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	id := createTask(t, s)
+	finishTask(t, s, id)
 	time.Sleep(retention + 100*time.Millisecond)
 	x, err := s.NewExpirer(retention, "projections")
 	if err != nil {
@@ -141,7 +120,7 @@ func TestExpireWaitsForNamedReaders(t *testing.T) {
 	if res, err := x.Expire(ctx); !errors.Is(err, ErrReaderMissing) || res.Purged != 0 {
 		t.Fatalf("without the projections' consumer: %+v, %v", res, err)
 	}
-	if _, err := s.Load(ctx, task.ID, alice); err != nil {
+	if _, err := s.Load(ctx, id, alice); err != nil {
 		t.Fatalf("the task went while a named reader was missing: %v", err)
 	}
 	reader, err := s.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "projections", AckPolicy: jetstream.AckAllPolicy})
@@ -164,15 +143,7 @@ func TestExpireAfterTheStreamIsMadeAgain(t *testing.T) {
 	ended := func(s *Store, n int) {
 		t.Helper()
 		for range n {
-			task, err := s.Create(ctx, alice, "", msg("go"), json.RawMessage(`{}`), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Transition(ctx, task.ID, alice, func(*Task) ([]Event, error) {
-				return []Event{FinishEvent(StateCompleted, msg("done"))}, nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			finishTask(t, s, createTask(t, s))
 		}
 	}
 	ended(s, 5)
@@ -192,5 +163,25 @@ func TestExpireAfterTheStreamIsMadeAgain(t *testing.T) {
 	time.Sleep(retention + 100*time.Millisecond)
 	if res, err := x.Expire(ctx); err != nil || res.Purged != 6 {
 		t.Fatalf("the stream made again: %+v, %v", res, err)
+	}
+}
+
+// createTask creates a task of alice's and returns its id.
+func createTask(t *testing.T, s *Store) string {
+	t.Helper()
+	task, err := s.Create(t.Context(), alice, "", msg("go"), json.RawMessage(`{}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task.ID
+}
+
+// finishTask ends task id as completed.
+func finishTask(t *testing.T, s *Store, id string) {
+	t.Helper()
+	if _, err := s.Transition(t.Context(), id, alice, func(*Task) ([]Event, error) {
+		return []Event{FinishEvent(StateCompleted, msg("done"))}, nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
