@@ -89,6 +89,12 @@ func (l *Ledger) follow(ctx context.Context) error {
 		return context.Cause(ctx)
 	}
 	next := l.store.State().StreamSeq + 1
+	if err := checkHeld(stream.CachedInfo(), next); err != nil {
+		return err
+	}
+	reported := make(chan struct{})
+	go func() { defer close(reported); l.reportPositions(ctx) }()
+	defer func() { cancel(nil); <-reported }()
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
 	})
@@ -135,6 +141,11 @@ func (l *Ledger) follow(ctx context.Context) error {
 				return stopped()
 			}
 			return fmt.Errorf("%w: stream %s is not the one this log follows (%v)", errConsumerLost, schemas.EventsStream, err)
+		}
+		// Purged below what this standby has folded, between its report
+		// and the writer's pass (or while it was away): never skip.
+		if err := checkHeld(stream.CachedInfo(), pos+1); err != nil && events[0].seq > pos+1 {
+			return err
 		}
 		l.screen(events) // a standby folds what the writer folds; the writer quarantines
 		started := l.cfg.now()

@@ -151,6 +151,12 @@ type config struct {
 	// streamEvery is how often a writing ledger looks at the stream (its
 	// identity, its lag); tests shorten it.
 	streamEvery time.Duration
+	// retention, retentionReaders, positions and instance are event
+	// retention's (retention.go).
+	retention        time.Duration
+	retentionReaders []string
+	positions        jetstream.KeyValue
+	instance         string
 }
 
 // Option configures a Ledger.
@@ -406,8 +412,16 @@ func (l *Ledger) run(ctx context.Context) error {
 	}
 	// The consumer is made by the stream's name: if the stream was made
 	// again since the check, start over rather than fold the new one.
-	if info, err := stream.Info(ctx); err != nil || schemas.StreamIdentity(info) != l.store.State().EventsStream {
+	info, err := stream.Info(ctx)
+	if err != nil || schemas.StreamIdentity(info) != l.store.State().EventsStream {
 		return fmt.Errorf("%w: stream %s changed while its consumer was made", errConsumerLost, schemas.EventsStream)
+	}
+	// A store behind the stream's head (restored from an old backup, or
+	// a standby away past the retention) would skip what is gone.
+	if l.cfg.startSeq == 0 {
+		if err := checkHeld(info, l.store.State().StreamSeq+1); err != nil {
+			return err
+		}
 	}
 	if err := l.loadTimeouts(); err != nil {
 		return err
@@ -455,6 +469,7 @@ func (l *Ledger) run(ctx context.Context) error {
 	wg.Go(func() { l.watchStream(ctx, cancelCause, true) })
 	wg.Go(func() { l.recordHeads(ctx) })
 	wg.Go(func() { l.resignIdle(ctx) })
+	wg.Go(func() { l.runRetention(ctx, stream) })
 	l.kickHead()
 	defer func() {
 		cancel() // before Wait: the helpers stop when ctx ends
@@ -588,6 +603,13 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 		for ; next < seq; next++ {
 			raw, err := stream.GetMsg(ctx, next)
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				// Deleted from within the stream, or purged from its head:
+				// only the first may be skipped.
+				if info, err := stream.Info(ctx); err != nil {
+					return fmt.Errorf("ledger: fill gap at stream sequence %d: stream info: %w", next, err)
+				} else if err := checkHeld(info, next); err != nil {
+					return err
+				}
 				l.log.Warn("stream sequence missing (deleted); skipped", "stream_seq", next)
 				continue
 			}

@@ -31,6 +31,9 @@ type metrics struct {
 	// streamReset is 1 while the events stream is not the one the log
 	// folds (streamid.go).
 	streamReset prometheus.Gauge
+	// purged and firstSeq follow event retention (retention.go).
+	purged   prometheus.Counter
+	firstSeq prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, checkpointAge func() float64, store *logstore.Store) *metrics {
@@ -62,7 +65,9 @@ func newMetrics(reg prometheus.Registerer, checkpointAge func() float64, store *
 		streamReset: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chio_ledger_events_stream_reset",
 			Help: "1 while CHIO_EVENTS is not the stream the log was built from (deleted and created again, or another server's): integration is stopped until an operator accepts the new stream or rebuilds the log."}),
 	}
+	newRetentionMetrics(m)
 	if reg != nil {
+		reg.MustRegister(m.purged, m.firstSeq)
 		reg.MustRegister(m.batches, m.events, m.receipts, m.batch, m.integration, m.treeSize, m.streamSeq, m.published, m.timeouts,
 			m.storageUnavailable, m.storageFailures, m.streamReset)
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chio_ledger_store_corrupt",

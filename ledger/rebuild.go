@@ -53,6 +53,10 @@ func (l *Ledger) Rebuild(ctx context.Context, opts ...RebuildOption) (logstore.S
 	if err != nil {
 		return logstore.State{}, fmt.Errorf("rebuild: stream info: %w", err)
 	}
+	if first := info.State.FirstSeq; first > 1 {
+		return logstore.State{}, fmt.Errorf("rebuild: %w: %s begins at sequence %d (event retention, or an operator, purged what came before): a log cannot be rebuilt from it; restore the log store from a backup instead",
+			ErrEventsPurged, schemas.EventsStream, first)
+	}
 	last, total := info.State.LastSeq, info.State.Msgs
 	if rc.progress != nil {
 		rc.progress(0, total)

@@ -171,6 +171,15 @@ func (c *consumer) durableAt(ctx context.Context, js jetstream.JetStream, pos ui
 	if err != nil {
 		return nil, fmt.Errorf("create consumer %s at stream sequence %d: %w", c.durable, pos+1, err)
 	}
+	// Retention (of ended tasks, of events the ledger has folded) purges
+	// only what this consumer has read; a projection store newer than
+	// the purge (rebuilt, or lost) starts without what went, and says so.
+	if s, err := js.Stream(ctx, name); err == nil {
+		if first := s.CachedInfo().State.FirstSeq; first > pos+1 {
+			c.log.Warn("the stream no longer holds messages this projection has not folded (purged by retention): they are not in it",
+				"stream", name, "from", pos+1, "to", first-1)
+		}
+	}
 	return cons, nil
 }
 

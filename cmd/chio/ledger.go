@@ -29,6 +29,7 @@ import (
 	"github.com/chio-ledger/chio/ledger/api"
 	"github.com/chio-ledger/chio/ledger/logstore"
 	"github.com/chio-ledger/chio/ledger/witness"
+	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -45,6 +46,7 @@ type ledgerFlags struct {
 	acceptStream    string
 	checkpointEvery time.Duration
 	lagBound        time.Duration
+	eventRetention  time.Duration
 	scrubRate       int
 	memory          memoryBudget         // set by the command from --memory-limit
 	headFile        string               // set by openDataDir: the published head, beside the keys
@@ -63,6 +65,7 @@ func (f *ledgerFlags) register(cmd *cobra.Command, keysHelp string) {
 	cmd.Flags().DurationVar(&f.witnessInterval, "witness-interval", witness.DefaultInterval, "how often the latest checkpoint is submitted to the witnesses")
 	cmd.Flags().DurationVar(&f.checkpointEvery, "checkpoint-interval", ledger.DefaultCheckpointInterval, "an idle log signs a new checkpoint statement once its latest is this old, so that chio_ledger_checkpoint_age_seconds measures health (0: never)")
 	cmd.Flags().DurationVar(&f.lagBound, "lag-bound", ledger.DefaultLagBound, "readiness fails (integration) while the oldest event not yet in the log is older than this: receipts of answered calls are late (0: never)")
+	cmd.Flags().DurationVar(&f.eventRetention, "event-retention", 0, "purge CHIO_EVENTS of events older than this once the log has folded them and every reader (the projections, every durable consumer, every standby ledger) has read them; a log can then no longer be rebuilt from the stream, only restored from a backup of its store (0, the default: keep every event)")
 	cmd.Flags().IntVar(&f.scrubRate, "scrub-rate", defaultScrubRate, "leaves a second the background scrub reads back from the log store, checking every leaf and tile against the tree (a pass at start, then one an hour after each pass ends; 0: off)")
 	cmd.Flags().StringVar(&f.acceptStream, "accept-events-stream", "", "continue the log from this new CHIO_EVENTS stream (the identity a refusal names, NAME@CREATED) when the stream the log was built from is gone; the log records the break in a receipt")
 }
@@ -82,7 +85,8 @@ func (f *ledgerFlags) policy() (*witness.Policy, error) {
 func (f *ledgerFlags) options(logger *slog.Logger) []ledger.Option {
 	return append([]ledger.Option{ledger.WithLogger(logger), ledger.WithBatch(f.batchSize, f.batchWait),
 		ledger.WithIncompleteAfter(f.incompleteAfter), ledger.WithReplicas(f.replicas), ledger.WithTracerProvider(f.tracer),
-		ledger.WithAcceptEventsStream(f.acceptStream), ledger.WithHeadFile(f.headFile), ledger.WithCheckpointInterval(f.checkpointEvery), ledger.WithLagBound(f.lagBound)}, f.extra...)
+		ledger.WithAcceptEventsStream(f.acceptStream), ledger.WithHeadFile(f.headFile), ledger.WithCheckpointInterval(f.checkpointEvery), ledger.WithLagBound(f.lagBound),
+		ledger.WithEventRetention(f.eventRetention, projections.Durable(projections.DefaultName, schemas.EventsStream))}, f.extra...)
 }
 
 func newLedgerCmd() *cobra.Command {
@@ -431,9 +435,15 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 	}
 	lopts := append(lf.options(slog.Default()), ledger.WithMetrics(rc.reg))
 	var writerFence *fence
+	var leaseKV jetstream.KeyValue
 	if rc.ha != nil {
 		writerFence = &fence{}
-		lopts = append(lopts, ledger.WithFence(writerFence.check))
+		if leaseKV = leaseBucket(ctx, js, lf.replicas, slog.Default()); leaseKV == nil {
+			return nil
+		}
+		// Standbys report where they are, so that the writer's event
+		// retention purges nothing they have not folded.
+		lopts = append(lopts, ledger.WithFence(writerFence.check), ledger.WithPositions(leaseKV, rc.ha.id()))
 	}
 	l, err := ledger.New(js, store, keys.Keys, lopts...)
 	if err != nil {
@@ -448,7 +458,7 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 			Help: "1 while this instance holds the writer lease and appends, 0 while it stands by."})
 		rc.reg.MustRegister(writer)
 		run = func(ctx context.Context) error {
-			return standby(ctx, js, l, writerFence, rc.ha, lf.replicas, writer, slog.Default())
+			return standby(ctx, leaseKV, l, writerFence, rc.ha, writer, slog.Default())
 		}
 	}
 	apiOpts := []api.Option{api.WithServing(l.HeadErr)}

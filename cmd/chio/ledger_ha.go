@@ -32,6 +32,33 @@ func (f *haFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.ttl, "lease-ttl", 5*time.Second, "writer lease TTL: a dead writer is replaced after about this long and a cut-off one stops appending after half of it")
 }
 
+// id is this instance's id in the writer lease.
+func (f *haFlags) id() string {
+	if f.instance != "" {
+		return f.instance
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// leaseBucket opens the writer lease's bucket, waiting while JetStream is
+// not ready; nil once ctx ends.
+func leaseBucket(ctx context.Context, js jetstream.JetStream, replicas int, log *slog.Logger) jetstream.KeyValue {
+	for {
+		kv, err := lease.Bucket(ctx, js, lease.DefaultBucket, replicas)
+		if err == nil {
+			return kv
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Warn("ledger: lease bucket not ready; retrying", "err", err)
+		if !sleepCtx(ctx, time.Second) {
+			return nil
+		}
+	}
+}
+
 // withStandby makes runLedger one of several instances behind the writer
 // lease instead of the only writer.
 func withStandby(ha *haFlags) runOption { return func(c *runConfig) { c.ha = ha } }
@@ -53,26 +80,8 @@ func (f *fence) check() error {
 // takeover starts warm and the log is the same leaf for leaf); once it holds
 // the lease it runs as the writer, fenced by the lease, until ctx ends or the
 // lease is lost, and then stands by again. writer, if set, shows the role.
-func standby(ctx context.Context, js jetstream.JetStream, l *ledger.Ledger, f *fence, ha *haFlags, replicas int, writer prometheus.Gauge, log *slog.Logger) error {
-	id := ha.instance
-	if id == "" {
-		host, _ := os.Hostname()
-		id = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	var kv jetstream.KeyValue
-	for {
-		var err error
-		if kv, err = lease.Bucket(ctx, js, lease.DefaultBucket, replicas); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		log.Warn("ledger: lease bucket not ready; retrying", "err", err)
-		if !sleepCtx(ctx, time.Second) {
-			return nil
-		}
-	}
+func standby(ctx context.Context, kv jetstream.KeyValue, l *ledger.Ledger, f *fence, ha *haFlags, writer prometheus.Gauge, log *slog.Logger) error {
+	id := ha.id()
 	ls, err := lease.New(kv, id, lease.WithTTL(ha.ttl), lease.WithLogger(log))
 	if err != nil {
 		return usageError(err)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,4 +91,57 @@ func sendTask(t *testing.T, client *a2aclient.Client, text string) *a2apb.Task {
 		t.Fatalf("answer %T, want a task", res)
 	}
 	return task
+}
+
+// chio up with --event-retention purges CHIO_EVENTS of the events its
+// ledger and projections have folded once they are older than the
+// retention; the log goes on over the purged stream, and a rebuild from
+// it is refused with the reason (the unit tests of the ledger cover what
+// it must keep).
+func TestUpPurgesFoldedEvents(t *testing.T) {
+	ctx := t.Context()
+	up := startUp(t, "--event-retention", "1s")
+	client := cardClient(t, up.httpURL)
+	for i := range 3 {
+		sendTask(t, client, fmt.Sprint("purged ", i))
+	}
+	js, err := jetstream.New(dialUp(t, up.natsURL, up.dir, natsauth.Reader))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, schemas.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 && info.State.FirstSeq > 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CHIO_EVENTS long past its retention: %+v", info.State)
+		}
+	}
+	size := logSize(t, up.httpURL)
+	if size < 3 {
+		t.Fatalf("log size %d after 3 calls", size)
+	}
+	if _, body := httpGet(t, up.httpURL+"/metrics"); !strings.Contains(string(body), "chio_ledger_events_first_sequence") ||
+		strings.Contains(string(body), "chio_ledger_events_purged_total 0\n") {
+		t.Errorf("/metrics does not count the purge:\n%s", grepLines(string(body), "chio_ledger_events"))
+	}
+	sendTask(t, client, "after the purge")
+	for deadline := time.Now().Add(30 * time.Second); logSize(t, up.httpURL) <= size; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no receipt for a call after the purge")
+		}
+	}
+	_, err = chio(ctx, "ledger", "rebuild", "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Reader), "--edge-issuer", filepath.Join(up.dir, "keys", issuerPubFile),
+		"--data-dir", filepath.Join(t.TempDir(), "rebuilt"), "--keys", filepath.Join(up.dir, "keys"))
+	if err == nil || !strings.Contains(err.Error(), "a log cannot be rebuilt from it") {
+		t.Fatalf("rebuild from a purged stream: %v", err)
+	}
 }

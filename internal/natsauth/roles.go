@@ -202,6 +202,8 @@ func (r Role) Grant() Grant {
 		g.Publish = concat(base,
 			[]string{"chio.events.timeout", "chio.receipts.>", "chio.quarantine.>"},
 			own(eventsStream), own(receiptsStream), own(quarantine), open(kvStream(revocations)),
+			// Event retention purges what the log and every reader hold.
+			[]string{"$JS.API.STREAM.PURGE." + eventsStream},
 			kv(lease), kv(witness), kv(logState), kv(proofs), kv(proofsEpoch),
 		)
 	case Projections:

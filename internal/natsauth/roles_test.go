@@ -130,7 +130,7 @@ func TestRoleRefusals(t *testing.T) {
 		natsauth.Ledger: {
 			pub("chio.events.decision"), pub("chio.events.outcome"), pub("chio.events.envelope"), pub("chio.tasks.t1"),
 			pub("$KV.CHIO_REVOCATIONS.x"), pub("$KV.CHIO_BUDGETS.x"), pub("chio.tools.k.invoke"),
-			api("STREAM.DELETE.CHIO_EVENTS"), api("STREAM.PURGE.CHIO_EVENTS"), api("STREAM.UPDATE.KV_CHIO_REVOCATIONS"),
+			api("STREAM.DELETE.CHIO_EVENTS"), api("STREAM.UPDATE.KV_CHIO_REVOCATIONS"), api("STREAM.PURGE.CHIO_RECEIPTS"),
 			api("STREAM.PURGE.CHIO_TASKS"), // only the edges expire tasks
 			sub("chio.tools.*.invoke"), sub("_INBOX_edge.>"),
 			api("CONSUMER.DELETE.CHIO_EVENTS.chio-projections-events"), pub("$JS.ACK.CHIO_EVENTS.chio-projections-events.1.1.1.1.1.0"),
@@ -140,7 +140,7 @@ func TestRoleRefusals(t *testing.T) {
 			pub("chio.events.decision"), pub("chio.events.envelope"), pub("chio.receipts.hello"), pub("chio.tasks.t1"),
 			pub("$KV.CHIO_REVOCATIONS.x"), pub("$KV.CHIO_BUDGETS.x"),
 			api("STREAM.UPDATE.CHIO_EVENTS"), api("STREAM.DELETE.CHIO_TASKS"), api("STREAM.PURGE.CHIO_RECEIPTS"),
-			api("STREAM.PURGE.CHIO_TASKS"), // erasing task history before it has folded it
+			api("STREAM.PURGE.CHIO_TASKS"), api("STREAM.PURGE.CHIO_EVENTS"), // erasing history before it has folded it
 			sub("chio.tools.*.invoke"), sub("_INBOX_ledger.>"),
 			// The ledger's consumer: deleting it stops the ledger; pulling
 			// and acknowledging its events would make it skip them.

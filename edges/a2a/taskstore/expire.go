@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/chio-ledger/chio/internal/readfloor"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -76,7 +77,7 @@ func (s *Store) NewExpirer(retention time.Duration, readers ...string) (*Expirer
 
 // ErrReaderMissing is a pass that purged nothing because a durable reader
 // the Expirer was told to wait for does not exist.
-var ErrReaderMissing = errors.New("a durable reader of the task stream is missing")
+var ErrReaderMissing = readfloor.ErrReaderMissing
 
 // ExpireResult says what one pass did.
 type ExpireResult struct {
@@ -100,9 +101,11 @@ func (x *Expirer) Expire(ctx context.Context) (ExpireResult, error) {
 		x.from, x.created = 0, info.Created // another stream: walk it from its start
 		clear(x.kept)
 	}
-	floor, err := x.readFloor(ctx, info.State.LastSeq)
+	// last, the stream's last sequence as the pass began, bounds the
+	// floor, so a commit made during the pass is never judged.
+	floor, err := readfloor.Read(ctx, x.s.stream, info.State.LastSeq, x.readers...)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("expire tasks: %w", err)
 	}
 	// decide purges subject or keeps it; on an error it leaves the kept
 	// set as it was, so the next pass looks at the task again.
@@ -255,38 +258,4 @@ func (x *Expirer) expired(ctx context.Context, subject string, cutoff time.Time,
 		v.purge, v.keep = true, false
 	}
 	return v, nil
-}
-
-// readFloor is the highest stream sequence every durable consumer of the
-// stream has acknowledged (delivered, for one that takes no acks): what
-// may be purged without a reader losing a commit it has not folded. A
-// consumer with nothing pending and nothing unacknowledged has read all it
-// wants (a filtered one's floor would otherwise stay where its subjects
-// last had a message); last, the stream's last sequence as the pass began,
-// bounds it even then, so a commit made during the pass is never judged.
-func (x *Expirer) readFloor(ctx context.Context, last uint64) (uint64, error) {
-	floor := last // nothing written after the pass began
-	missing := slices.Clone(x.readers)
-	lister := x.s.stream.ListConsumers(ctx)
-	for ci := range lister.Info() {
-		if ci.Config.Durable == "" {
-			continue // ephemeral
-		}
-		missing = slices.DeleteFunc(missing, func(n string) bool { return n == ci.Config.Durable })
-		if ci.NumPending == 0 && ci.NumAckPending == 0 {
-			continue // has read (and acknowledged) all it wants
-		}
-		at := ci.AckFloor.Stream
-		if ci.Config.AckPolicy == jetstream.AckNonePolicy {
-			at = ci.Delivered.Stream
-		}
-		floor = min(floor, at)
-	}
-	if err := lister.Err(); err != nil {
-		return 0, fmt.Errorf("expire tasks: list the stream's consumers: %w", err)
-	}
-	if len(missing) > 0 {
-		return 0, fmt.Errorf("expire tasks: %w: %s", ErrReaderMissing, strings.Join(missing, ", "))
-	}
-	return floor, nil
 }
