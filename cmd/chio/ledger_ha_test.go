@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/chio-ledger/chio/internal/natsembed"
+	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -21,6 +22,20 @@ import (
 // follows into its own store; stopping the writer hands the lease over and
 // the log goes on, identical on both, every call receipted once.
 func TestStandbyLedgersFailOver(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{
+		{"every event kept", nil},
+		// The writer purges what both have folded: the standby's reported
+		// position holds the purge, and it takes over from its own store.
+		{"event retention", []string{"--event-retention", "1s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { standbyLedgersFailOver(t, tc.extra) })
+	}
+}
+
+func standbyLedgersFailOver(t *testing.T, extra []string) {
 	ns, err := natsembed.Start(natsembed.Config{StoreDir: t.TempDir(), Port: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -42,8 +57,8 @@ func TestStandbyLedgersFailOver(t *testing.T) {
 	listening := regexp.MustCompile(`log API on (http://\S+) `)
 	const token = "ha-service-token" // reads the receipts of either ledger
 	start := func(name string) (string, func() error) {
-		out, stop := startCommand(t, listening, "ledger", "--nats", ns.ClientURL(), "--data-dir", t.TempDir(), "--keys", keys,
-			"--listen", "127.0.0.1:0", "--standby", "--instance", name, "--lease-ttl", "3s", "--batch-wait", "1ms", "--service-token", token)
+		out, stop := startCommand(t, listening, append([]string{"ledger", "--nats", ns.ClientURL(), "--data-dir", t.TempDir(), "--keys", keys,
+			"--listen", "127.0.0.1:0", "--standby", "--instance", name, "--lease-ttl", "3s", "--batch-wait", "1ms", "--service-token", token}, extra...)...)
 		return listening.FindStringSubmatch(out)[1], stop
 	}
 	urlA, stopA := start("ledger-a")
@@ -76,6 +91,24 @@ func TestStandbyLedgersFailOver(t *testing.T) {
 	}
 	waitFor("the writer to log 20", func() bool { return logSize(t, writer) == 20 })
 	waitFor("the standby to follow to 20", func() bool { return logSize(t, standbyURL) == 20 })
+	events, err := js.Stream(context.Background(), schemas.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if extra != nil {
+		// The projections' consumer, which the writer waits for, has read
+		// everything.
+		if _, err := js.CreateConsumer(context.Background(), schemas.EventsStream, jetstream.ConsumerConfig{
+			Durable: projections.Durable(projections.DefaultName, schemas.EventsStream), DeliverPolicy: jetstream.DeliverNewPolicy,
+			AckPolicy: jetstream.AckAllPolicy, Metadata: schemas.ReaderMetadata(),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor("the writer to purge the folded events", func() bool {
+			info, err := events.Info(context.Background())
+			return err == nil && info.State.FirstSeq == 21
+		})
+	}
 
 	// A clean stop releases the lease: the standby takes over at once.
 	if err := stopWriter(); err != nil {
