@@ -122,10 +122,10 @@ func (u *chioUp) snapshotTrace(env *Env) {
 
 // startChioUpAs is startChioUp with its own data directory and log name,
 // and extra environment variables (NAME=VALUE) for the process.
-func startChioUpAs(ctx context.Context, env *Env, bin, name string, vars []string) (*chioUp, error) {
+func startChioUpAs(ctx context.Context, env *Env, bin, name string, vars []string, args ...string) (*chioUp, error) {
 	data := filepath.Join(env.Dir, name)
 	c, m, err := startChildEnv(ctx, env, name, vars, chioUpReady, 60*time.Second, bin,
-		"up", "--data-dir", data, "--listen", "127.0.0.1:0", "--nats-listen", "none")
+		append([]string{"up", "--data-dir", data, "--listen", "127.0.0.1:0", "--nats-listen", "none"}, args...)...)
 	if err != nil {
 		return nil, err
 	}
