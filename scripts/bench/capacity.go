@@ -357,7 +357,7 @@ func runCapacity(ctx context.Context, env *Env) (*Section, error) {
 	sec := &Section{
 		Settings: []string{
 			fmt.Sprintf("Machine: %d logical CPUs, shared with the load generator (and whatever else runs): rates and CPU are noisy, bytes and RSS much less so.", runtime.NumCPU()),
-			"`chio up --listen 127.0.0.1:0 --nats-listen none` "+shipped+", fresh data directory; request: A2A 1.0 JSON-RPC `SendMessage` to `hello_task` as in section 3, the dev capability as bearer token, every guard on.",
+			"`chio up --listen 127.0.0.1:0 --nats-listen none` " + shipped + ", fresh data directory; request: A2A 1.0 JSON-RPC `SendMessage` to `hello_task` as in section 3, the dev capability as bearer token, every guard on.",
 			fmt.Sprintf("Load: closed loop, %d clients, in chunks of %s until %d calls were answered; then the harness waits until the ledger has signed every receipt and the projections' lag (chio_projection_lag on /metrics) is 0 on all three streams, idles %s, and stops chio up with SIGTERM (a clean stop).", conc, chunk, calls, idle),
 			fmt.Sprintf("RSS: VmRSS of the chio up process from /proc every %s; peak is VmHWM. Bytes on disk: the sizes of the data directory's files after the clean stop (apparent size; allocated blocks in brackets), split by path: nats/jetstream/$G/streams/<stream> (its message blocks, index and consumer state), log/ (the ledger's Pebble store: leaves, tiles, checkpoints, indexes), projections/ (the projections' Pebble store).", every),
 			"Receipt size: the mean length of the first 200 receipts as GET /v1/receipts/query serves them (the log leaves' bytes).",
