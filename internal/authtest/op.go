@@ -17,6 +17,8 @@ import (
 	"github.com/zitadel/oidc/v3/example/server/storage"
 	zoidc "github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
 )
 
 // OP is zitadel's example OpenID provider over TLS (httptest's
@@ -153,3 +155,23 @@ func (ccClient) GrantTypes() []zoidc.GrantType {
 }
 
 func (ccClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }
+
+// HTTPClient is a client that trusts the provider's certificate.
+func (o *OP) HTTPClient() *http.Client {
+	roots := x509.NewCertPool()
+	roots.AddCert(o.Server.Certificate())
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+}
+
+// AccessToken gets a JWT access token for the registered client, as an
+// agent holding client credentials does, with the scopes given.
+func (o *OP) AccessToken(t testing.TB, scopes ...string) string {
+	t.Helper()
+	cc := clientcredentials.Config{ClientID: o.ClientID, ClientSecret: o.ClientSecret, TokenURL: o.TokenURL, Scopes: scopes,
+		AuthStyle: oauth2.AuthStyleInParams}
+	tok, err := cc.Token(context.WithValue(t.Context(), oauth2.HTTPClient, o.HTTPClient()))
+	if err != nil {
+		t.Fatalf("client credentials token: %v", err)
+	}
+	return tok.AccessToken
+}
