@@ -4,21 +4,16 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/chio-ledger/chio/internal/authtest"
 	"github.com/chio-ledger/chio/schemas"
@@ -66,83 +61,17 @@ func TestVerifyTokenOfARealProvider(t *testing.T) {
 	}
 }
 
-// testIssuer is an identity provider of the test's own: an HTTP server
-// serving a discovery document and a JWKS, counting fetches, and signing
-// whatever tokens the test asks for.
-type testIssuer struct {
-	srv     *httptest.Server
-	mu      sync.Mutex // guards what the JWKS serves
-	key     *rsa.PrivateKey
-	kid     string
-	fetches atomic.Int32
-}
-
-// rotate makes the provider serve only a new key, kid.
-func (ti *testIssuer) rotate(t *testing.T, kid string) *rsa.PrivateKey {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ti.mu.Lock()
-	ti.key, ti.kid = key, kid
-	ti.mu.Unlock()
-	return key
-}
-
-func newTestIssuer(t *testing.T) *testIssuer {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ti := &testIssuer{key: key, kid: "k1"}
-	ti.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/.well-known/openid-configuration":
-			_ = json.NewEncoder(w).Encode(map[string]string{"issuer": ti.srv.URL, "jwks_uri": ti.srv.URL + "/jwks"})
-		case "/jwks":
-			ti.fetches.Add(1)
-			ti.mu.Lock()
-			set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &ti.key.PublicKey, KeyID: ti.kid, Algorithm: "RS256", Use: "sig"}}}
-			ti.mu.Unlock()
-			_ = json.NewEncoder(w).Encode(set)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(ti.srv.Close)
-	return ti
-}
-
-// sign signs claims with alg and key, with kid in the header.
-func sign(t *testing.T, alg jose.SignatureAlgorithm, key any, kid string, claims any) string {
-	t.Helper()
-	opts := (&jose.SignerOptions{}).WithType("at+jwt")
-	if kid != "" {
-		opts = opts.WithHeader(jose.HeaderKey("kid"), kid)
-	}
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := jwt.Signed(s).Claims(claims).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
-}
-
 // TestBadTokensAreRefused: each bad token is refused with the refusal
 // that names what is wrong with it.
 func TestBadTokensAreRefused(t *testing.T) {
-	ti := newTestIssuer(t)
+	ti := authtest.StartIssuer(t)
 	now := time.Now()
-	v, err := New([]Provider{{Issuer: ti.srv.URL, Audiences: []string{"https://edge.example"},
+	v, err := New([]Provider{{Issuer: ti.URL, Audiences: []string{"https://edge.example"},
 		Rules: []Rule{{Match: map[string]string{"scope": "tools"}, Grants: grant("s", "*")}}}}, WithRefetchInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := map[string]any{"iss": ti.srv.URL, "sub": "agent-7", "aud": "https://edge.example", "exp": now.Add(time.Hour).Unix(),
+	good := map[string]any{"iss": ti.URL, "sub": "agent-7", "aud": "https://edge.example", "exp": now.Add(time.Hour).Unix(),
 		"iat": now.Unix(), "scope": "read tools", "client_id": "c7", "jti": "j-1",
 		"act": map[string]any{"sub": "orchestrator", "act": map[string]any{"sub": "user-1"}}}
 	with := func(k string, val any) map[string]any {
@@ -157,7 +86,7 @@ func TestBadTokensAreRefused(t *testing.T) {
 		}
 		return c
 	}
-	c, err := v.Verify(t.Context(), sign(t, jose.RS256, ti.key, ti.kid, good))
+	c, err := v.Verify(t.Context(), ti.Sign(t, good))
 	if err != nil {
 		t.Fatalf("good token: %v", err)
 	}
@@ -165,7 +94,8 @@ func TestBadTokensAreRefused(t *testing.T) {
 		t.Fatalf("caller %+v", c)
 	}
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	pubDER, _ := x509.MarshalPKIXPublicKey(&ti.key.PublicKey)
+	key, _ := ti.Key()
+	pubDER, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	unsigned := func(claims map[string]any) string {
 		h, _ := json.Marshal(map[string]string{"alg": "none", "typ": "at+jwt"})
 		p, _ := json.Marshal(claims)
@@ -176,22 +106,22 @@ func TestBadTokensAreRefused(t *testing.T) {
 		token string
 		want  error
 	}{
-		{"wrong issuer", sign(t, jose.RS256, ti.key, ti.kid, with("iss", "https://evil.example")), ErrUntrusted},
-		{"wrong audience", sign(t, jose.RS256, ti.key, ti.kid, with("aud", "https://other.example")), ErrAudience},
-		{"expired", sign(t, jose.RS256, ti.key, ti.kid, with("exp", now.Add(-time.Hour).Unix())), ErrTime},
-		{"not yet valid", sign(t, jose.RS256, ti.key, ti.kid, with("nbf", now.Add(time.Hour).Unix())), ErrTime},
-		{"no expiry", sign(t, jose.RS256, ti.key, ti.kid, with("exp", nil)), ErrTime},
-		{"no subject", sign(t, jose.RS256, ti.key, ti.kid, with("sub", nil)), ErrMalformed},
+		{"wrong issuer", ti.Sign(t, with("iss", "https://evil.example")), ErrUntrusted},
+		{"wrong audience", ti.Sign(t, with("aud", "https://other.example")), ErrAudience},
+		{"expired", ti.Sign(t, with("exp", now.Add(-time.Hour).Unix())), ErrTime},
+		{"not yet valid", ti.Sign(t, with("nbf", now.Add(time.Hour).Unix())), ErrTime},
+		{"no expiry", ti.Sign(t, with("exp", nil)), ErrTime},
+		{"no subject", ti.Sign(t, with("sub", nil)), ErrMalformed},
 		{"alg none", unsigned(good), ErrSignature},
 		// The provider's RSA public key used as an HMAC secret: a verifier
 		// that took HS256 with the JWKS key would accept it.
-		{"HS256 with the public key as secret", sign(t, jose.HS256, pubDER, ti.kid, good), ErrSignature},
-		{"signed by another key under the known kid", sign(t, jose.ES256, ec, ti.kid, good), ErrSignature},
-		{"unknown kid", sign(t, jose.RS256, ti.key, "k-unknown", good), ErrSignature},
-		{"no rule matches", sign(t, jose.RS256, ti.key, ti.kid, with("scope", "read")), ErrNoRule},
+		{"HS256 with the public key as secret", authtest.SignJWT(t, jose.HS256, pubDER, "k1", good), ErrSignature},
+		{"signed by another key under the known kid", authtest.SignJWT(t, jose.ES256, ec, "k1", good), ErrSignature},
+		{"unknown kid", authtest.SignJWT(t, jose.RS256, key, "k-unknown", good), ErrSignature},
+		{"no rule matches", ti.Sign(t, with("scope", "read")), ErrNoRule},
 		{"malformed", "a.b.c", ErrMalformed},
 		{"oversized", strings.Repeat("a", MaxTokenBytes) + ".b.c", ErrMalformed},
-		{"bound without a thumbprint", sign(t, jose.RS256, ti.key, ti.kid, with("cnf", map[string]any{})), ErrMalformed},
+		{"bound without a thumbprint", ti.Sign(t, with("cnf", map[string]any{})), ErrMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := v.Verify(t.Context(), tc.token); !errors.Is(err, tc.want) {
@@ -202,9 +132,9 @@ func TestBadTokensAreRefused(t *testing.T) {
 	// A stream of unknown key ids fetched the keys once in all, within the
 	// refetch interval: the first good token's fetch, then one refetch.
 	for i := range 50 {
-		_, _ = v.Verify(t.Context(), sign(t, jose.RS256, ti.key, "storm-"+string(rune('a'+i%26)), good))
+		_, _ = v.Verify(t.Context(), authtest.SignJWT(t, jose.RS256, key, "storm-"+string(rune('a'+i%26)), good))
 	}
-	if got := ti.fetches.Load(); got > 2 {
+	if got := ti.Fetches(); got > 2 {
 		t.Fatalf("%d JWKS fetches for a stream of unknown key ids", got)
 	}
 }
@@ -212,27 +142,27 @@ func TestBadTokensAreRefused(t *testing.T) {
 // TestRotatedKeysAreFollowed: a token signed by a key the provider added
 // since the last fetch verifies once the refetch interval has passed.
 func TestRotatedKeysAreFollowed(t *testing.T) {
-	ti := newTestIssuer(t)
+	ti := authtest.StartIssuer(t)
 	var clock atomic.Int64
 	clock.Store(time.Now().Unix())
 	now := func() time.Time { return time.Unix(clock.Load(), 0) }
-	v, err := New([]Provider{{Issuer: ti.srv.URL, Audiences: []string{"a"}, Rules: []Rule{{Grants: grant("s", "*")}}}},
+	v, err := New([]Provider{{Issuer: ti.URL, Audiences: []string{"a"}, Rules: []Rule{{Grants: grant("s", "*")}}}},
 		WithClock(now), WithRefetchInterval(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	claims := func() map[string]any {
-		return map[string]any{"iss": ti.srv.URL, "sub": "x", "aud": "a", "exp": now().Add(time.Hour).Unix()}
+		return map[string]any{"iss": ti.URL, "sub": "x", "aud": "a", "exp": now().Add(time.Hour).Unix()}
 	}
-	if _, err := v.Verify(t.Context(), sign(t, jose.RS256, ti.key, "k1", claims())); err != nil {
+	if _, err := v.Verify(t.Context(), ti.Sign(t, claims())); err != nil {
 		t.Fatal(err)
 	}
-	next := ti.rotate(t, "k2")
-	if _, err := v.Verify(t.Context(), sign(t, jose.RS256, next, "k2", claims())); !errors.Is(err, ErrSignature) {
+	ti.Rotate(t, "k2")
+	if _, err := v.Verify(t.Context(), ti.Sign(t, claims())); !errors.Is(err, ErrSignature) {
 		t.Fatalf("within the refetch interval: %v", err)
 	}
 	clock.Add(61)
-	if _, err := v.Verify(t.Context(), sign(t, jose.RS256, next, "k2", claims())); err != nil {
+	if _, err := v.Verify(t.Context(), ti.Sign(t, claims())); err != nil {
 		t.Fatalf("after the interval: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chio-ledger/chio/edges/guards"
+	"github.com/chio-ledger/chio/edges/identity"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/internal/dpopreplay"
 	"github.com/chio-ledger/chio/internal/revocation"
@@ -47,6 +49,7 @@ type config struct {
 	requireDPoP              bool
 	proofLifetime, proofSkew time.Duration
 	tracer                   trace.Tracer // nil: tracing off
+	identityClient           *http.Client // WithIdentityHTTPClient
 }
 
 // WithClock sets the clock (tests).
@@ -88,6 +91,9 @@ type Kernel struct {
 	tokens   *tokenCache
 	metrics  *metrics
 	replay   *dpopreplay.Store
+	// identities verifies access tokens of the policy's identity
+	// providers; nil without any (identity.go).
+	identities *identity.Verifier
 }
 
 // New opens (creating if needed) the shared state buckets, loads the
@@ -100,6 +106,10 @@ func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts
 		o(&cfg)
 	}
 	pipeline, err := policy.statelessGuards()
+	if err != nil {
+		return nil, fmt.Errorf("kernel: %w", err)
+	}
+	identities, err := newIdentities(policy, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
@@ -130,7 +140,7 @@ func New(ctx context.Context, js jetstream.JetStream, policy *LoadedPolicy, opts
 	m := newMetrics(cfg.metrics)
 	return &Kernel{
 		cfg: cfg, policy: policy, js: js, pipeline: traced(m.timed(pipeline), cfg.tracer), revs: revs,
-		budgets: &budgets{kv: budKV}, tokens: newTokenCache(cfg.cacheLimit), metrics: m, replay: replay,
+		budgets: &budgets{kv: budKV}, tokens: newTokenCache(cfg.cacheLimit), metrics: m, replay: replay, identities: identities,
 	}, nil
 }
 
@@ -192,6 +202,9 @@ type Decision struct {
 	Tool *tools.Entry
 	// Binding is how the caller proved who it is (once its token verified).
 	Binding Binding
+	// Identity is the caller as its identity provider's access token
+	// names it, when it came with one instead of a capability.
+	Identity *identity.Caller
 	// proof is the accepted proof whose one-time claim SettleProof waits for.
 	proof *Proof
 	// charges and cost are what an allow charged, for RefuseProof.
@@ -218,6 +231,9 @@ func (d *Decision) Attribution() map[string]any {
 	}
 	if b := d.Binding.record(); b != nil {
 		a["binding"] = b
+	}
+	if d.Identity != nil {
+		a["identity"] = identityRecord(d.Identity)
 	}
 	return a
 }
@@ -250,7 +266,7 @@ func (k *Kernel) decide(ctx context.Context, req *Request) *Decision {
 		// never reaches an internal tool.
 		return k.deny(d, StepToolResolution, fmt.Sprintf("%s/%s is in an internal namespace", req.ServerID, req.ToolName))
 	}
-	v, serr := k.tokens.get(k.policy, req.Token)
+	v, serr := k.verifyToken(ctx, req.Token)
 	if serr != nil {
 		// The time window comes before delegation in the validation order.
 		if serr.step == StepDelegation && serr.tok != nil {
@@ -262,7 +278,7 @@ func (k *Kernel) decide(ctx context.Context, req *Request) *Decision {
 	}
 	tok := v.tok
 	d.CapabilityID, d.Subject, d.Issuer, d.RootIssuer = tok.ID, tok.Subject, tok.Issuer, v.rootIssuer
-	d.DelegationDepth, d.Lineage, d.CapabilityLineage = len(v.ancestors), v.lineage, v.records
+	d.DelegationDepth, d.Lineage, d.CapabilityLineage, d.Identity = len(v.ancestors), v.lineage, v.records, v.caller
 
 	if msg := k.outsideWindow(tok); msg != "" {
 		return k.deny(d, StepTime, msg)
@@ -458,7 +474,10 @@ type Identity struct {
 	Principal string
 	// Binding is how the caller proved who it is.
 	Binding Binding
-	grants  []schemas.ToolGrant
+	// Caller is who the caller is by its identity provider's access
+	// token, when it came with one instead of a capability.
+	Caller *identity.Caller
+	grants []schemas.ToolGrant
 }
 
 // Invokes reports whether the capability grants invoking the tool (by
@@ -510,7 +529,7 @@ func (k *Kernel) Admit(ctx context.Context, token string, proof *Proof) (*Identi
 
 func (k *Kernel) identify(ctx context.Context, token string, proof *Proof, holder bool) (*Identity, *Decision) {
 	d := &Decision{PolicyHash: k.policy.Hash, CapabilityID: NoCapability, GrantIndex: -1}
-	v, serr := k.tokens.get(k.policy, token)
+	v, serr := k.verifyToken(ctx, token)
 	if serr != nil {
 		if serr.step == StepDelegation && serr.tok != nil {
 			if msg := k.outsideWindow(serr.tok); msg != "" {
@@ -519,7 +538,7 @@ func (k *Kernel) identify(ctx context.Context, token string, proof *Proof, holde
 		}
 		return nil, k.deny(d, serr.step, serr.Error())
 	}
-	d.CapabilityID, d.Subject = v.tok.ID, v.tok.Subject
+	d.CapabilityID, d.Subject, d.Identity = v.tok.ID, v.tok.Subject, v.caller
 	if msg := k.outsideWindow(v.tok); msg != "" {
 		return nil, k.deny(d, StepTime, msg)
 	}
@@ -537,5 +556,5 @@ func (k *Kernel) identify(ctx context.Context, token string, proof *Proof, holde
 		}
 	}
 	return &Identity{Binding: b, CapabilityID: v.tok.ID, Subject: v.tok.Subject, RootSubject: v.rootSubject, Lineage: v.lineage,
-		Principal: v.principals[len(v.principals)-1], grants: v.tok.Scope.Grants}, nil
+		Principal: v.principals[len(v.principals)-1], Caller: v.caller, grants: v.tok.Scope.Grants}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chio-ledger/chio/edges/guards"
+	"github.com/chio-ledger/chio/edges/identity"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -43,6 +44,10 @@ type Policy struct {
 	// Record configures what decision events (and so receipts) record of
 	// a call's arguments.
 	Record *RecordConfig `json:"record,omitempty"`
+	// IdentityProviders are the OpenID providers whose JWT access tokens
+	// are honoured instead of a capability, with the rules that map them
+	// to grants (package identity).
+	IdentityProviders []identity.Provider `json:"identity_providers,omitempty"`
 }
 
 // RecordConfig says what a receipt keeps of the arguments. The kernel and
@@ -148,8 +153,11 @@ func (p *LoadedPolicy) validate() error {
 	if p.Schema != PolicySchema {
 		return fmt.Errorf("schema is %q, want %q", p.Schema, PolicySchema)
 	}
-	if len(p.TrustedIssuers) == 0 {
-		return errors.New("trusted_issuers is empty: no capability could ever be honoured")
+	if len(p.TrustedIssuers) == 0 && len(p.IdentityProviders) == 0 {
+		return errors.New("trusted_issuers is empty and no identity_providers are named: no caller could ever be honoured")
+	}
+	if _, err := identity.New(p.IdentityProviders); err != nil {
+		return err
 	}
 	for i, k := range p.TrustedIssuers {
 		if _, err := schemas.ParsePublicKey(k); err != nil {

@@ -93,11 +93,14 @@ func (b Binding) record() map[string]any {
 // needsProof says why tok is honoured only with a proof ("" when it may
 // be a bearer token): schemas.CapabilityToken.HolderProofReason, or the
 // operator requires proofs of every token.
-func (k *Kernel) needsProof(tok *schemas.CapabilityToken) string {
+func (k *Kernel) needsProof(v *verified) string {
+	if v.caller != nil && v.caller.Thumbprint != "" {
+		return "the access token is bound to a key (cnf.jkt, RFC 9449)"
+	}
 	if k.cfg.requireDPoP {
 		return "this server requires a proof of possession with every capability"
 	}
-	return tok.HolderProofReason()
+	return v.tok.HolderProofReason()
 }
 
 // checkProof is the proof step for token text whose token verified as v:
@@ -106,7 +109,10 @@ func (k *Kernel) needsProof(tok *schemas.CapabilityToken) string {
 // binding or a *dpop.Error.
 func (k *Kernel) checkProof(ctx context.Context, text string, v *verified, p *Proof, call *dpop.Call) (Binding, error) {
 	if p == nil {
-		if why := k.needsProof(v.tok); why != "" {
+		if why := k.needsProof(v); why != "" {
+			if v.caller != nil && v.caller.Thumbprint == "" {
+				return Binding{}, &dpop.Error{Check: dpop.CheckMissing, Msg: why + ", and a bearer access token proves no key: present an access token bound to your DPoP key (cnf.jkt) with a DPoP proof"}
+			}
 			return Binding{}, &dpop.Error{Check: dpop.CheckMissing, Msg: why + ", so it is honoured only with a proof of possession of its subject key: " +
 				"send it as Authorization: DPoP <token> with a DPoP proof header (or a chio.dpop_proof.v1 where the transport has no HTTP request)"}
 		}
@@ -166,6 +172,10 @@ func (k *Kernel) verifyProof(text string, v *verified, p *Proof) (Binding, *dpop
 	switch {
 	case p.DPoP != "" && len(p.Tool) > 0:
 		return Binding{}, nil, "", time.Time{}, &dpop.Error{Check: dpop.CheckMalformed, Msg: "a request carries one proof, not both forms"}
+	case v.caller != nil && len(p.Tool) > 0:
+		return Binding{}, nil, "", time.Time{}, &dpop.Error{Check: dpop.CheckMalformed, Msg: "a tool-call proof is for a capability; an access token is proven with an RFC 9449 DPoP proof"}
+	case v.caller != nil && v.caller.Thumbprint == "":
+		return Binding{}, nil, "", time.Time{}, &dpop.Error{Check: dpop.CheckKey, Msg: "the access token is not bound to a key (no cnf.jkt): a proof cannot be checked against it"}
 	case len(p.Tool) > 0:
 		tp, err := dpop.ParseToolProof(p.Tool)
 		if err != nil {
@@ -188,8 +198,12 @@ func (k *Kernel) verifyProof(text string, v *verified, p *Proof) (Binding, *dpop
 		if err != nil {
 			return Binding{}, nil, "", time.Time{}, err
 		}
-		if err := pr.Verify(dpop.Expect{Subject: v.tok.Subject, Token: text, Method: p.Method, URL: p.URL,
-			Now: k.cfg.now(), Lifetime: k.cfg.proofLifetime, Skew: k.cfg.proofSkew}); err != nil {
+		e := dpop.Expect{Subject: v.tok.Subject, Token: text, Method: p.Method, URL: p.URL,
+			Now: k.cfg.now(), Lifetime: k.cfg.proofLifetime, Skew: k.cfg.proofSkew}
+		if v.caller != nil {
+			e.Subject, e.Thumbprint = "", v.caller.Thumbprint
+		}
+		if err := pr.Verify(e); err != nil {
 			return Binding{}, nil, "", time.Time{}, err
 		}
 		return Binding{Method: dpop.MethodDPoP, Thumbprint: pr.Thumbprint}, nil, pr.ReplayKey(), time.Unix(pr.IAT, 0), nil

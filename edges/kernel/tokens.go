@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/chio-ledger/chio/edges/guards"
+	"github.com/chio-ledger/chio/edges/identity"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -39,6 +40,9 @@ type verified struct {
 	// records is the chain as capability lineage records, root first,
 	// for decision events; computed once per verified token.
 	records []schemas.CapabilityLineage
+	// caller is set for an access token standing as a capability
+	// (identity.go).
+	caller *identity.Caller
 }
 
 // ConstraintGovernedIntent is the grant constraint that requires a call to
@@ -114,6 +118,12 @@ func (v *verified) verifyChain(p *LoadedPolicy) *stepError {
 	v.lineage = chain.IDs()
 	v.cover = chain.Cover
 	v.principals = chain.Principals()
+	return v.compile()
+}
+
+// compile prepares the token's grants' constraints and its lineage
+// records.
+func (v *verified) compile() *stepError {
 	tok := v.tok
 	v.constraints = make([]*guards.ConstraintSet, len(tok.Scope.Grants))
 	v.constraintErr = make([]error, len(tok.Scope.Grants))

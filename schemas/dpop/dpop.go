@@ -213,6 +213,10 @@ var claimNames = []string{"jti", "htm", "htu", "iat", "ath", "nonce"}
 type Expect struct {
 	// Subject is the token's subject key (schemas.EncodePublicKey form).
 	Subject string
+	// Thumbprint, for a token bound by its cnf.jkt (an access token)
+	// rather than by a subject key, is the RFC 7638 thumbprint the
+	// proof's key must have; Subject is then empty.
+	Thumbprint string
 	// Token is the token text as presented: ath is its SHA-256.
 	Token string
 	// Method and URL are the request as this server received it.
@@ -241,7 +245,11 @@ func (e *Expect) window() (now time.Time, life, skew time.Duration) {
 // Verify checks that the proof fits the request: key, method, URL, token
 // and time, in that order. The jti's single use is the caller's to check.
 func (p *Proof) Verify(e Expect) error {
-	if err := checkKey(p.Key, e.Subject); err != nil {
+	if e.Thumbprint != "" {
+		if e.Subject != "" || p.Thumbprint != e.Thumbprint {
+			return fail(CheckKey, "signed by the key of thumbprint %s, not the one the token is bound to (%s)", clip(p.Thumbprint), clip(e.Thumbprint))
+		}
+	} else if err := checkKey(p.Key, e.Subject); err != nil {
 		return err
 	}
 	if p.HTM != e.Method {

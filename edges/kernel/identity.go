@@ -1,0 +1,142 @@
+package kernel
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/chio-ledger/chio/edges/identity"
+	"github.com/chio-ledger/chio/schemas"
+)
+
+// Callers with an identity provider's access token. A JWT from a provider
+// the policy trusts (identity_providers) is verified by package identity
+// and stands, for the rest of the pipeline, as a root capability: its
+// grants are the matching rule's, its id is derived from the issuer and
+// the token's id (so `chio revoke` can revoke one token), its window is
+// the token's, and its issuer and subject "keys" are SHA-256 names of the
+// provider and of the provider's subject. Those names are no public keys:
+// no capability can be issued by one (the policy trusts real keys only),
+// so no capability holder shares a JWT caller's principal, budgets or
+// tasks. Its receipts record who the caller was (Identity, in
+// metadata.attribution.identity).
+
+// Validation steps of an access token, as deny guards, beside the
+// capability's (parse, issuer, signature, time).
+const (
+	StepAudience     = "audience"
+	StepIdentityRule = "identity_rule"
+)
+
+// WithIdentityHTTPClient sets the client that fetches the identity
+// providers' discovery documents and keys (a test provider's CA, a
+// proxy); default: 10 s timeout, the system's roots.
+func WithIdentityHTTPClient(c *http.Client) Option {
+	return func(cfg *config) { cfg.identityClient = c }
+}
+
+// newIdentities is the verifier of the policy's providers, nil without any.
+func newIdentities(p *LoadedPolicy, cfg config) (*identity.Verifier, error) {
+	if len(p.IdentityProviders) == 0 {
+		return nil, nil
+	}
+	opts := []identity.Option{identity.WithClock(cfg.now)}
+	if cfg.identityClient != nil {
+		opts = append(opts, identity.WithHTTPClient(cfg.identityClient))
+	}
+	return identity.New(p.IdentityProviders, opts...)
+}
+
+// verifyToken runs the static checks of a presented token: a capability's
+// (cached), or an access token's (not cached: its keys may rotate, and a
+// verification is one RSA or ECDSA check).
+func (k *Kernel) verifyToken(ctx context.Context, text string) (*verified, *stepError) {
+	if !identity.LooksLikeJWT(text) {
+		return k.tokens.get(k.policy, text)
+	}
+	if k.identities == nil {
+		return nil, fail(StepParse, "a JWT access token, and this policy trusts no identity provider (identity_providers): present a chio capability")
+	}
+	c, err := k.identities.Verify(ctx, text)
+	if err != nil {
+		step := StepParse
+		switch {
+		case errors.Is(err, identity.ErrUntrusted):
+			step = StepIssuer
+		case errors.Is(err, identity.ErrSignature):
+			step = StepSignature
+		case errors.Is(err, identity.ErrUnavailable):
+			step, err = StepSignature, fmt.Errorf("%w (fail closed)", err)
+		case errors.Is(err, identity.ErrTime):
+			step = StepTime
+		case errors.Is(err, identity.ErrAudience):
+			step = StepAudience
+		case errors.Is(err, identity.ErrNoRule):
+			step = StepIdentityRule
+		}
+		return nil, &stepError{step: step, err: err}
+	}
+	return fromCaller(c, k.cfg.now())
+}
+
+// Names of a provider and of its subjects in a capability's key fields.
+func providerKey(issuer string) string { return nameHash("chio.identity.issuer", issuer) }
+func subjectKey(issuer, subject string) string {
+	return nameHash("chio.identity.subject", issuer, subject)
+}
+
+func nameHash(kind string, parts ...string) string {
+	h := sha256.New()
+	h.Write([]byte(kind))
+	for _, p := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// fromCaller is the verified root capability a verified access token
+// stands as.
+func fromCaller(c *identity.Caller, now time.Time) (*verified, *stepError) {
+	iss, sub := providerKey(c.Issuer), subjectKey(c.Issuer, c.Subject)
+	issued := c.IssuedAt
+	if issued.IsZero() || c.NotBefore.After(issued) {
+		issued = c.NotBefore
+	}
+	if issued.IsZero() {
+		issued = now
+	}
+	tok := &schemas.CapabilityToken{CapabilityBody: schemas.CapabilityBody{
+		Schema: schemas.CapabilitySchema,
+		ID:     "jwt-" + nameHash("chio.identity.token", c.Issuer, c.TokenID)[:32],
+		Issuer: iss, Subject: sub,
+		Scope:    schemas.Scope{Grants: c.Grants},
+		IssuedAt: uint64(max(issued.Unix(), 0)), ExpiresAt: uint64(max(c.Expiry.Unix(), 0)),
+	}}
+	v := &verified{tok: tok, rootIssuer: iss, rootSubject: sub, lineage: []string{tok.ID}, cover: [][]int{nil},
+		principals: schemas.PathPrincipals(iss, []string{sub}), caller: c}
+	if serr := v.compile(); serr != nil {
+		return nil, serr
+	}
+	return v, nil
+}
+
+// identityRecord is metadata.attribution.identity of a JWT caller's
+// receipt: who the caller was, as its provider said.
+func identityRecord(c *identity.Caller) map[string]any {
+	r := map[string]any{"issuer": c.Issuer, "subject": c.Subject, "audience": c.Audience, "token_id": c.TokenID, "rule": c.Rule}
+	if c.ClientID != "" {
+		r["client_id"] = c.ClientID
+	}
+	if c.Thumbprint != "" {
+		r["cnf_jkt"] = c.Thumbprint
+	}
+	if len(c.Actors) > 0 {
+		r["act"] = c.Actors
+	}
+	return r
+}
