@@ -107,6 +107,7 @@ type edgeFlags struct {
 	workerKey string
 	tracer    trace.TracerProvider // startTracing's; nil: off
 	limits    taskLimits           // --max-live-tasks, --max-push-configs
+	oidc      oidcFlags            // --oidc-issuer, --oidc-audience, --oidc-grant, --oidc-ca
 }
 
 func (f *edgeFlags) register(cmd *cobra.Command) {
@@ -139,9 +140,18 @@ func (f *edgeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGINT/SIGTERM, how long calls in flight get to finish and publish their events before the rest are cancelled")
 	registerTaskLimitFlags(cmd.Flags(), &f.limits)
 	registerTaskRetention(cmd.Flags(), &f.limits)
+	f.oidc.register(cmd.Flags())
 }
 
 func (f *edgeFlags) policy() (*kernel.LoadedPolicy, error) {
+	p, err := f.basePolicy()
+	if err != nil {
+		return nil, err
+	}
+	return f.oidc.withProviders(p)
+}
+
+func (f *edgeFlags) basePolicy() (*kernel.LoadedPolicy, error) {
 	if f.policyFile != "" {
 		return kernel.LoadPolicy(f.policyFile)
 	}
@@ -317,8 +327,12 @@ func (f *edgeFlags) governance(ctx context.Context, js jetstream.JetStream, metr
 		host, _ := os.Hostname()
 		id = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	oidcClient, err := f.oidc.client()
+	if err != nil {
+		return nil, err
+	}
 	k, err := kernel.New(ctx, js, policy, kernel.WithRegistry(reg), kernel.WithReplicas(f.replicas), kernel.WithMetrics(metrics),
-		kernel.WithRequireDPoP(f.requireDPoP), kernel.WithTracerProvider(f.tracer))
+		kernel.WithRequireDPoP(f.requireDPoP), kernel.WithTracerProvider(f.tracer), kernel.WithIdentityHTTPClient(oidcClient))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+
+	"github.com/chio-ledger/chio/internal/authtest"
+)
+
+// chio up trusting an OpenID provider from the command line: an agent
+// holding a client-credentials access token from zitadel's provider calls
+// a skill with the a2a-go client over JSON-RPC and REST, with no chio
+// capability; each call's receipt names who the caller was. A token that
+// matches no grant is denied.
+func TestUpTakesProviderAccessTokens(t *testing.T) {
+	o := authtest.StartOP(t, "agent-7", "secret-7")
+	caFile := filepath.Join(t.TempDir(), "op-ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: o.Server.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := startUp(t, "--require-capability", "--oidc-issuer", o.Issuer, "--oidc-audience", "agent-7",
+		"--oidc-grant", "sub=agent-7:hello-a2a-srv/*", "--oidc-ca", caFile)
+	token := o.AccessToken(t)
+	hc := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}, Timeout: 30 * time.Second}
+	card, err := agentcard.DefaultResolver.Resolve(t.Context(), up.httpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, iface := range card.SupportedInterfaces {
+		if iface.ProtocolVersion != a2apb.Version ||
+			(iface.ProtocolBinding != a2apb.TransportProtocolJSONRPC && iface.ProtocolBinding != a2apb.TransportProtocolHTTPJSON) {
+			continue
+		}
+		seen++
+		t.Run(string(iface.ProtocolBinding), func(t *testing.T) {
+			client, err := a2aclient.NewFromEndpoints(t.Context(), []*a2apb.AgentInterface{iface},
+				a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			task := sendTask(t, client, "hello from agent-7")
+			if task.Status.State != a2apb.TaskStateCompleted {
+				t.Fatalf("task %+v", task)
+			}
+			rid, _ := task.Metadata["chio"].(map[string]any)["receiptId"].(string)
+			var r struct {
+				Receipt struct {
+					CapabilityID string `json:"capability_id"`
+					Metadata     struct {
+						Attribution struct {
+							Identity map[string]any `json:"identity"`
+						} `json:"attribution"`
+					} `json:"metadata"`
+				} `json:"receipt"`
+			}
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				code, body := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid)
+				if code == http.StatusOK {
+					if err := json.Unmarshal(body, &r); err != nil {
+						t.Fatalf("receipt: %v\n%s", err, body)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("receipt %s: %d %s", rid, code, body)
+				}
+			}
+			id := r.Receipt.Metadata.Attribution.Identity
+			if id["issuer"] != o.Issuer || id["subject"] != "agent-7" || id["token_id"] == nil {
+				t.Fatalf("receipt %s names the caller as %v", rid, id)
+			}
+		})
+	}
+	if seen != 2 {
+		t.Fatalf("the card lists %d of the JSON-RPC and REST interfaces", seen)
+	}
+	// A token of a provider the edge does not trust is refused with 401,
+	// and runs nothing.
+	stranger := authtest.StartIssuer(t)
+	forged := stranger.Sign(t, map[string]any{"iss": stranger.URL, "sub": "agent-7", "aud": "agent-7", "exp": time.Now().Add(time.Hour).Unix()})
+	client, err := a2aclient.NewFromEndpoints(t.Context(), []*a2apb.AgentInterface{a2apb.NewAgentInterface(up.httpURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
+		a2aclient.WithJSONRPCTransport(&http.Client{Transport: bearer{token: forged, next: http.DefaultTransport}, Timeout: 30 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.SendMessage(t.Context(), &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("forged"))})
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a token of an untrusted provider: %v", err)
+	}
+}
