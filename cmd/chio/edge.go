@@ -379,7 +379,7 @@ func startEdge(ctx context.Context, js jetstream.JetStream, f *edgeFlags, devTok
 		k.Close()
 		return nil, err
 	}
-	cfg := a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id, AwaitReceipt: f.awaitReceipt,
+	cfg := a2a.Config{Exposure: f.exposure(policy), DevToken: devToken, EdgeID: id, AwaitReceipt: f.awaitReceipt, OpenIDProviders: policy.Issuers(),
 		JetStream: js, DefaultSkill: f.defaultSkill, Push: pc, Metrics: metrics, GRPCURL: f.grpcURL, PublicURL: f.publicURL, TracerProvider: f.tracer}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = f.httpOrigin

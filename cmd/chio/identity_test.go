@@ -36,6 +36,12 @@ func TestUpTakesProviderAccessTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The card declares the provider as an OpenID Connect scheme, one of
+	// the alternatives.
+	oidc, ok := card.SecuritySchemes["oidc_0"].(a2apb.OpenIDConnectSecurityScheme)
+	if !ok || oidc.OpenIDConnectURL != o.Issuer+"/.well-known/openid-configuration" {
+		t.Fatalf("card security schemes %#v", card.SecuritySchemes)
+	}
 	seen := 0
 	for _, iface := range card.SupportedInterfaces {
 		if iface.ProtocolVersion != a2apb.Version ||

@@ -49,6 +49,10 @@ type Config struct {
 	AgentVersion     string
 	// Exposure selects which tools remote agents see (protocol "a2a").
 	Exposure tools.Exposure
+	// OpenIDProviders are the issuers of the identity providers whose
+	// access tokens the kernel takes: the card declares each as an
+	// OpenID Connect scheme.
+	OpenIDProviders []string
 	// DevToken is the capability used for callers that present none (the
 	// dev mode of `chio up` and the stdio profile). Empty means such
 	// callers are refused with an authentication error.
@@ -250,6 +254,14 @@ func (e *Edge) card(baseURL string, profile tools.A2AProfile, enforced bool, kee
 					"host:port the gRPC interface's as this card lists it"}},
 		}
 		c.SecurityRequirements = []map[string][]string{{"chio_capability": {}}, {"chio_capability_dpop": {}}}
+		for i, iss := range e.cfg.OpenIDProviders {
+			name := fmt.Sprintf("oidc_%d", i)
+			c.SecuritySchemes[name] = wire.SecurityScheme{OpenIDConnect: &wire.OpenIDConnectSecurityScheme{
+				OpenIDConnectURL: strings.TrimSuffix(iss, "/") + "/.well-known/openid-configuration",
+				Description: "An access token (JWT) of this OpenID provider, for this agent's audience, as Authorization: Bearer " +
+					"(or Authorization: DPoP with an RFC 9449 proof, for a token bound by cnf.jkt); the edge's policy maps its claims to skills"}}
+			c.SecurityRequirements = append(c.SecurityRequirements, map[string][]string{name: {}})
+		}
 	}
 	for _, s := range e.published {
 		if keep != nil && !keep(s.entry) {

@@ -95,6 +95,15 @@ type LoadedPolicy struct {
 	skew    time.Duration
 }
 
+// Issuers are the identity providers' issuer URLs, in the policy's order.
+func (p *LoadedPolicy) Issuers() []string {
+	out := make([]string, len(p.IdentityProviders))
+	for i, ip := range p.IdentityProviders {
+		out[i] = ip.Issuer
+	}
+	return out
+}
+
 // LoadPolicy reads and parses a policy file.
 func LoadPolicy(path string) (*LoadedPolicy, error) {
 	raw, err := os.ReadFile(path)

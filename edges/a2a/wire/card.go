@@ -74,10 +74,19 @@ type AgentExtension struct {
 	Params      map[string]any `json:"params,omitempty"`
 }
 
-// SecurityScheme is one authentication scheme. Only HTTP authentication is
-// modelled, which covers the capability bearer token.
+// SecurityScheme is one authentication scheme: HTTP authentication (the
+// capability token), or OpenID Connect (a trusted identity provider's
+// access token). Exactly one is set.
 type SecurityScheme struct {
-	HTTPAuth *HTTPAuthSecurityScheme
+	HTTPAuth      *HTTPAuthSecurityScheme
+	OpenIDConnect *OpenIDConnectSecurityScheme
+}
+
+// OpenIDConnectSecurityScheme names an OpenID provider by its discovery
+// document.
+type OpenIDConnectSecurityScheme struct {
+	OpenIDConnectURL string `json:"openIdConnectUrl"`
+	Description      string `json:"description,omitempty"`
 }
 
 // HTTPAuthSecurityScheme is HTTP authentication (RFC 7235), such as
@@ -178,18 +187,21 @@ type capabilitiesWire struct {
 
 // scheme10Wire is the 1.0 oneof wrapper alone.
 type scheme10Wire struct {
-	HTTPAuth *HTTPAuthSecurityScheme `json:"httpAuthSecurityScheme,omitempty"`
+	HTTPAuth      *HTTPAuthSecurityScheme      `json:"httpAuthSecurityScheme,omitempty"`
+	OpenIDConnect *OpenIDConnectSecurityScheme `json:"openIdConnectSecurityScheme,omitempty"`
 }
 
 // schemeWire carries both forms in one object: the 0.3 OpenAPI members
 // (type, scheme, …) beside the 1.0 oneof wrapper member. 1.0 parsers read
 // the wrapper and ignore the rest; 0.3 parsers switch on type.
 type schemeWire struct {
-	Type         string                  `json:"type"`
-	Scheme       string                  `json:"scheme,omitempty"`
-	BearerFormat string                  `json:"bearerFormat,omitempty"`
-	Description  string                  `json:"description,omitempty"`
-	HTTPAuth     *HTTPAuthSecurityScheme `json:"httpAuthSecurityScheme,omitempty"`
+	Type             string                       `json:"type"`
+	Scheme           string                       `json:"scheme,omitempty"`
+	BearerFormat     string                       `json:"bearerFormat,omitempty"`
+	OpenIDConnectURL string                       `json:"openIdConnectUrl,omitempty"`
+	Description      string                       `json:"description,omitempty"`
+	HTTPAuth         *HTTPAuthSecurityScheme      `json:"httpAuthSecurityScheme,omitempty"`
+	OpenIDConnect    *OpenIDConnectSecurityScheme `json:"openIdConnectSecurityScheme,omitempty"`
 }
 
 // securityRequirement10 is a 1.0 SecurityRequirement in the shape a2a-go v2
@@ -264,8 +276,7 @@ func EncodeAgentCard10(c *AgentCard) ([]byte, error) {
 	if len(c.SecuritySchemes) > 0 {
 		w.SecuritySchemes = make(map[string]scheme10Wire, len(c.SecuritySchemes))
 		for name, s := range c.SecuritySchemes {
-			h := *s.HTTPAuth
-			w.SecuritySchemes[name] = scheme10Wire{HTTPAuth: &h}
+			w.SecuritySchemes[name] = scheme10Wire{HTTPAuth: s.HTTPAuth, OpenIDConnect: s.OpenIDConnect}
 		}
 	}
 	for _, s := range c.Skills {
@@ -309,6 +320,11 @@ func EncodeAgentCard(c *AgentCard) ([]byte, error) {
 	if len(c.SecuritySchemes) > 0 {
 		w.SecuritySchemes = make(map[string]schemeWire, len(c.SecuritySchemes))
 		for name, s := range c.SecuritySchemes {
+			if o := s.OpenIDConnect; o != nil {
+				w.SecuritySchemes[name] = schemeWire{Type: "openIdConnect", OpenIDConnectURL: o.OpenIDConnectURL,
+					Description: o.Description, OpenIDConnect: o}
+				continue
+			}
 			h := *s.HTTPAuth
 			w.SecuritySchemes[name] = schemeWire{Type: "http", Scheme: strings.ToLower(h.Scheme),
 				BearerFormat: h.BearerFormat, Description: h.Description, HTTPAuth: &h}
@@ -352,8 +368,8 @@ func checkCard(c *AgentCard) error {
 		return invalid("an agent card needs at least one interface")
 	}
 	for name, s := range c.SecuritySchemes {
-		if s.HTTPAuth == nil {
-			return invalid("security scheme %q has no content", name)
+		if (s.HTTPAuth == nil) == (s.OpenIDConnect == nil) {
+			return invalid("security scheme %q must have exactly one form", name)
 		}
 	}
 	return nil
