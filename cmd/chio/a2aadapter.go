@@ -368,7 +368,7 @@ func newA2AServeCmd() *cobra.Command {
 			}
 			g := sa.g
 			ec := newEdgeEcho()
-			mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll)),
+			mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll)), mcpedge.WithAuthorizationServers(g.policy.Issuers()),
 				mcpedge.WithPublicOrigin(ef.publicURL)).Register(ec)
 			openai.New(g.kernel, g.registry, g.dispatch, openai.WithExposure(g.policy.ToolExposure("openai", ef.exposeAll)),
 				openai.WithPublicOrigin(ef.publicURL)).Register(ec)

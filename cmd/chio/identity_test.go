@@ -13,13 +13,16 @@ import (
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	mcpedge "github.com/chio-ledger/chio/edges/mcp"
 	"github.com/chio-ledger/chio/internal/authtest"
 )
 
 // chio up trusting an OpenID provider from the command line: an agent
 // holding a client-credentials access token from zitadel's provider calls
-// a skill with the a2a-go client over JSON-RPC and REST, with no chio
+// a skill with the a2a-go client over JSON-RPC and REST, and a tool with
+// the MCP SDK's client (--expose-all shows the demo tool there), with no chio
 // capability; each call's receipt names who the caller was. A token that
 // matches no grant is denied.
 func TestUpTakesProviderAccessTokens(t *testing.T) {
@@ -29,7 +32,7 @@ func TestUpTakesProviderAccessTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := startUp(t, "--require-capability", "--oidc-issuer", o.Issuer, "--oidc-audience", "agent-7",
-		"--oidc-grant", "sub=agent-7:hello-a2a-srv/*", "--oidc-ca", caFile)
+		"--oidc-grant", "sub=agent-7:hello-a2a-srv/*", "--oidc-ca", caFile, "--expose-all")
 	token := o.AccessToken(t)
 	hc := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}, Timeout: 30 * time.Second}
 	card, err := agentcard.DefaultResolver.Resolve(t.Context(), up.httpURL)
@@ -103,5 +106,47 @@ func TestUpTakesProviderAccessTokens(t *testing.T) {
 	_, err = client.SendMessage(t.Context(), &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("forged"))})
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("a token of an untrusted provider: %v", err)
+	}
+
+	// MCP: without a token, 401 naming the resource's metadata, which names
+	// the provider; with the provider's token, the SDK's client calls a tool.
+	req, _ := http.NewRequest(http.MethodPost, up.httpURL+mcpedge.Path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	wantMeta := up.httpURL + mcpedge.ResourceMetadataPrefix + mcpedge.Path
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(strings.Join(resp.Header.Values("WWW-Authenticate"), ","), `resource_metadata="`+wantMeta+`"`) {
+		t.Fatalf("/mcp without a token: %d %q", resp.StatusCode, resp.Header.Values("WWW-Authenticate"))
+	}
+	_, body := httpGet(t, wantMeta)
+	var prm struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	if err := json.Unmarshal(body, &prm); err != nil || prm.Resource != up.httpURL+mcpedge.Path || len(prm.AuthorizationServers) != 1 || prm.AuthorizationServers[0] != o.Issuer {
+		t.Fatalf("protected resource metadata %s: %v", body, err)
+	}
+	mc := sdk.NewClient(&sdk.Implementation{Name: "agent-7", Version: "1"}, nil)
+	cs, err := mc.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: up.httpURL + mcpedge.Path, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	listed, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	for _, tl := range listed.Tools {
+		if strings.HasSuffix(tl.Name, "hello_task") {
+			name = tl.Name
+		}
+	}
+	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": "over MCP"}})
+	if err != nil || res.IsError {
+		t.Fatalf("MCP call %q with the provider's token: %v %+v", name, err, res)
 	}
 }

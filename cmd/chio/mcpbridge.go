@@ -237,7 +237,7 @@ func newBridgeMCPCmd() *cobra.Command {
 			if err := srv.Follow(g.registry); err != nil {
 				return err
 			}
-			e := mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll)), mcpedge.WithPublicOrigin(ef.publicURL),
+			e := mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll)), mcpedge.WithAuthorizationServers(g.policy.Issuers()), mcpedge.WithPublicOrigin(ef.publicURL),
 				mcpedge.WithServerInfo("chio-mcp-bridge "+serverID, "0.1.0"))
 			if sf.stdio {
 				return e.ServeStdio(ctx, token, cmd.InOrStdin(), cmd.OutOrStdout())

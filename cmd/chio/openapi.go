@@ -214,7 +214,7 @@ func newBridgeCmd() *cobra.Command {
 				return err
 			}
 			g := sa.g
-			e := mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll)), mcpedge.WithPublicOrigin(ef.publicURL),
+			e := mcpedge.New(g.kernel, g.registry, g.dispatch, mcpedge.WithExposure(g.policy.ToolExposure("mcp", ef.exposeAll)), mcpedge.WithAuthorizationServers(g.policy.Issuers()), mcpedge.WithPublicOrigin(ef.publicURL),
 				mcpedge.WithSimulation(simulate), mcpedge.WithServerInfo("chio-openapi-bridge "+o.serverID, "0.1.0"))
 			if sf.stdio {
 				return e.ServeStdio(ctx, token, cmd.InOrStdin(), cmd.OutOrStdout())

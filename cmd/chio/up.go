@@ -290,6 +290,7 @@ func (c *upConfig) startEdges(ctx context.Context, js jetstream.JetStream, edgeT
 	// MCP serves the tools whose manifests set mcp.expose (the
 	// bridged API's, with --openapi).
 	mcpEdge := mcpedge.New(r.kernel, r.registry, r.dispatch, mcpedge.WithExposure(r.policy.ToolExposure("mcp", ef.exposeAll)),
+		mcpedge.WithAuthorizationServers(r.policy.Issuers()),
 		mcpedge.WithDevToken(edgeToken), mcpedge.WithPublicOrigin(ef.publicURL))
 	acpEdge, err := acp.New(r.kernel, r.registry, r.dispatch, js, acp.WithExposure(r.policy.ToolExposure("acp", ef.exposeAll)),
 		acp.WithDevToken(edgeToken), acp.WithReplicas(c.lf.replicas), acp.WithPublicOrigin(ef.publicURL), ef.limits.acp())

@@ -168,6 +168,7 @@ func (e *Edge) Handler() http.Handler { return e.http }
 // as a stateless server offers no stream nor session).
 func (e *Edge) Register(ec *echo.Echo) {
 	ec.Match([]string{http.MethodPost, http.MethodGet, http.MethodDelete}, Path, echo.WrapHandler(e.http))
+	e.registerResource(ec)
 }
 
 // Name is the MCP name of a listed tool.

@@ -47,8 +47,14 @@ func (e *Edge) authenticate(next http.Handler) http.Handler {
 		token, dev := presented.Token, false
 		if err != nil {
 			if dpop.Presents(r.Header) || e.opts.devToken == "" {
+				what := "a chio.capability.v1 token is required"
+				if len(e.opts.authServers) > 0 {
+					what = "a chio.capability.v1 token or an access token of " + strings.Join(e.opts.authServers, ", ") +
+						" is required (the resource's metadata, named in WWW-Authenticate, says where to get one)"
+				}
+				dpop.SetChallenge(w.Header(), "", e.challenge(r))
 				writeError(w, http.StatusUnauthorized, msgs, rpcError(CodeUnauthorized,
-					"chio: a chio.capability.v1 token is required, as Authorization: DPoP with a DPoP proof, or as "+
+					"chio: "+what+", as Authorization: DPoP with a DPoP proof, or as "+
 						"Authorization: Bearer or X-Chio-Capability: "+err.Error(), nil))
 				return
 			}
@@ -126,7 +132,7 @@ func (e *Edge) refuseHTTP(w http.ResponseWriter, r *http.Request, c *caller, msg
 			"chio: the refusal could not be recorded: "+err.Error(), nil))
 		return
 	}
-	status := setProofStatus(w.Header(), dec.DPoPCheck(), bearerChallenge)
+	status := setProofStatus(w.Header(), dec.DPoPCheck(), e.challenge(r))
 	writeError(w, status, msgs, refusedError(dec, data))
 }
 

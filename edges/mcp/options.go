@@ -14,6 +14,7 @@ type options struct {
 	simulate      bool
 	name, version string
 	origin        string
+	authServers   []string // WithAuthorizationServers (resource.go)
 }
 
 // Option configures an Edge.
