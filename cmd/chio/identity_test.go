@@ -23,8 +23,8 @@ import (
 // holding a client-credentials access token from zitadel's provider calls
 // a skill with the a2a-go client over JSON-RPC and REST, and a tool with
 // the MCP SDK's client (--expose-all shows the demo tool there), with no chio
-// capability; each call's receipt names who the caller was. A token that
-// matches no grant is denied.
+// capability; each call's receipt names who the caller was. A token of a
+// provider the edge does not trust is refused.
 func TestUpTakesProviderAccessTokens(t *testing.T) {
 	o := authtest.StartOP(t, "agent-7", "secret-7")
 	caFile := filepath.Join(t.TempDir(), "op-ca.pem")
