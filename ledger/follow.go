@@ -142,10 +142,18 @@ func (l *Ledger) follow(ctx context.Context) error {
 			}
 			return fmt.Errorf("%w: stream %s is not the one this log follows (%v)", errConsumerLost, schemas.EventsStream, err)
 		}
-		// Purged below what this standby has folded, between its report
-		// and the writer's pass (or while it was away): never skip.
-		if err := checkHeld(stream.CachedInfo(), pos+1); err != nil && events[0].seq > pos+1 {
-			return err
+		// An ordered consumer reads on over a purged range as over deleted
+		// messages: every jump is checked against the stream's first
+		// sequence, as of the look above (taken after the delivery, so a
+		// purge that made a jump shows in it).
+		prev := pos
+		for _, ev := range events {
+			if ev.seq > prev+1 {
+				if err := checkHeld(stream.CachedInfo(), prev+1); err != nil {
+					return err
+				}
+			}
+			prev = ev.seq
 		}
 		l.screen(events) // a standby folds what the writer folds; the writer quarantines
 		started := l.cfg.now()

@@ -106,5 +106,14 @@ func (l *Ledger) Rebuild(ctx context.Context, opts ...RebuildOption) (logstore.S
 			rc.progress(read, max(total, read))
 		}
 	}
+	// A purge from the head while the rebuild read (a writer with event
+	// retention) shows as a first sequence above 1 now: the rebuilt log
+	// may then miss what went before the consumer reached it.
+	if info, err := stream.Info(ctx); err != nil {
+		return logstore.State{}, fmt.Errorf("rebuild: stream info: %w", err)
+	} else if info.State.FirstSeq > 1 {
+		return logstore.State{}, fmt.Errorf("rebuild: %w: %s was purged up to sequence %d while it was read: the rebuilt log is not complete",
+			ErrEventsPurged, schemas.EventsStream, info.State.FirstSeq-1)
+	}
 	return l.store.State(), nil
 }

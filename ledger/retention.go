@@ -203,12 +203,18 @@ func (l *Ledger) retain(ctx context.Context, stream jetstream.Stream) (Retained,
 	if err := l.standbyFloor(ctx, st.EventsStream, hold); err != nil {
 		return Retained{First: info.State.FirstSeq}, err
 	}
-	young, err := firstStoredSince(ctx, stream, l.cfg.now().Add(-l.cfg.retention))
+	cutoff := l.cfg.now().Add(-l.cfg.retention)
+	young, err := firstStoredSince(ctx, stream, cutoff)
 	if err != nil {
 		return Retained{First: info.State.FirstSeq}, err
 	}
-	if young != 0 {
+	switch {
+	case young != 0:
 		hold(young, "retention")
+	case !info.State.LastTime.Before(cutoff):
+		// The stream stored something since the cutoff, and the look
+		// found nothing: purge nothing on a look that cannot be right.
+		return Retained{First: info.State.FirstSeq}, errors.New("no event found within the retention, though the stream's last is within it")
 	}
 	first := max(info.State.FirstSeq, 1)
 	if keepFrom <= first {
@@ -246,8 +252,10 @@ func (l *Ledger) holder(ctx context.Context, stream jetstream.Stream, floor uint
 }
 
 // standbyFloor holds the purge at every standby's reported position on
-// the log's stream, for reports younger than the retention. Older ones
-// are deleted: a standby away that long refuses to fold (PurgedError).
+// the log's stream, for reports younger than the retention (and than
+// three refresh intervals, so a short retention never ages out a live
+// standby). Older ones are deleted: a standby away that long refuses to
+// fold (PurgedError).
 func (l *Ledger) standbyFloor(ctx context.Context, stream string, hold func(uint64, string)) error {
 	kv := l.cfg.positions
 	if kv == nil {
@@ -257,7 +265,11 @@ func (l *Ledger) standbyFloor(ctx context.Context, stream string, hold func(uint
 	if err != nil {
 		return fmt.Errorf("list standby positions: %w", err)
 	}
-	var stale []string
+	type revised struct {
+		key string
+		rev uint64
+	}
+	var stale []revised
 	for k := range keys.Keys() {
 		if !strings.HasPrefix(k, positionPrefix) {
 			continue
@@ -271,11 +283,11 @@ func (l *Ledger) standbyFloor(ctx context.Context, stream string, hold func(uint
 		}
 		var p position
 		if err := json.Unmarshal(e.Value(), &p); err != nil || p.EventsStream != stream {
-			stale = append(stale, k)
+			stale = append(stale, revised{k, e.Revision()})
 			continue
 		}
-		if l.cfg.now().Sub(e.Created()) > l.cfg.retention {
-			stale = append(stale, k)
+		if l.cfg.now().Sub(e.Created()) > max(l.cfg.retention, 3*positionRefresh) {
+			stale = append(stale, revised{k, e.Revision()})
 			continue
 		}
 		if p.Instance != l.cfg.instance {
@@ -283,8 +295,9 @@ func (l *Ledger) standbyFloor(ctx context.Context, stream string, hold func(uint
 		}
 	}
 	for _, k := range stale {
-		if err := kv.Delete(ctx, k); err != nil && ctx.Err() == nil {
-			l.log.Warn("event retention: delete a stale standby position", "key", k, "err", err)
+		// Only the report read: a standby reporting again since keeps it.
+		if err := kv.Delete(ctx, k.key, jetstream.LastRevision(k.rev)); err != nil && ctx.Err() == nil {
+			l.log.Debug("event retention: delete a stale standby position", "key", k.key, "err", err)
 		}
 	}
 	return nil

@@ -119,15 +119,15 @@ func TestEventRetention(t *testing.T) {
 	// Within a retention of four hours, every event stays.
 	l.cfg.retention = 4 * time.Hour
 	pass(41, "retention", nil)
-	// A standby reports 55, two seconds after the last event was stored:
-	// with a retention between the two ages, its report holds, the events
-	// do not.
-	time.Sleep(2 * time.Second)
+	// A standby reports 55, four seconds after the last event was stored:
+	// with a retention between the two ages (two seconds from each), its
+	// report holds, the events do not.
+	time.Sleep(4 * time.Second)
 	raw, _ := json.Marshal(position{Instance: "standby-b", EventsStream: store.State().EventsStream, StreamSeq: 55})
 	if _, err := kv.Put(ctx, positionKey("standby-b"), raw); err != nil {
 		t.Fatal(err)
 	}
-	l.cfg.retention = 2*time.Hour + time.Second
+	l.cfg.retention = 2*time.Hour + 2*time.Second
 	pass(56, "standby standby-b", nil)
 	// Its report ages past the retention: it holds nothing, and the writer
 	// deletes it.

@@ -27,8 +27,9 @@ func TestStandbyLedgersFailOver(t *testing.T) {
 		extra []string
 	}{
 		{"every event kept", nil},
-		// The writer purges what both have folded: the standby's reported
-		// position holds the purge, and it takes over from its own store.
+		// The writer purges what it and its readers have folded, and the
+		// standby takes over from its own store with every receipt once
+		// (TestEventRetention checks that a standby's report holds a purge).
 		{"event retention", []string{"--event-retention", "1s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { standbyLedgersFailOver(t, tc.extra) })

@@ -115,5 +115,6 @@ func (f *oidcFlags) client() (*http.Client, error) {
 	if !roots.AppendCertsFromPEM(pem) {
 		return nil, usageError(fmt.Errorf("--oidc-ca %s: no PEM certificate in it", f.caFile))
 	}
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}, nil
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment,
+		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -66,7 +67,7 @@ type provider struct {
 
 // New makes a Verifier for the providers (each validated).
 func New(providers []Provider, opts ...Option) (*Verifier, error) {
-	v := &Verifier{providers: map[string]*provider{}, client: &http.Client{Timeout: 10 * time.Second}, now: time.Now, refetch: DefaultRefetchInterval}
+	v := &Verifier{providers: map[string]*provider{}, client: &http.Client{Timeout: 10 * time.Second, CheckRedirect: httpsOnly}, now: time.Now, refetch: DefaultRefetchInterval}
 	for _, o := range opts {
 		o(v)
 	}
@@ -80,6 +81,18 @@ func New(providers []Provider, opts ...Option) (*Verifier, error) {
 		v.providers[p.Issuer] = &provider{cfg: p, algs: p.algorithms(), jwksURI: p.JWKSURI}
 	}
 	return v, nil
+}
+
+// httpsOnly follows a redirect only to https (or loopback http): keys
+// fetched in the clear could be anyone's.
+func httpsOnly(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 {
+		return errors.New("too many redirects")
+	}
+	if req.URL.Scheme != "https" && !(req.URL.Scheme == "http" && loopback(req.URL.Hostname())) {
+		return fmt.Errorf("redirect to %s: not https", req.URL.Redacted())
+	}
+	return nil
 }
 
 // LooksLikeJWT reports whether s has a compact JWS's shape (three
@@ -181,6 +194,14 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Caller, error) {
 	if err := tok.Claims(key.Key, &std, &extra, &all); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSignature, err)
 	}
+	// An OpenID Connect ID token says who signed in to a client; it is not
+	// an access token for this resource, even where its audience (the
+	// client id) is one of the provider's.
+	for _, c := range []string{"nonce", "at_hash", "c_hash", "auth_time"} {
+		if _, ok := all[c]; ok {
+			return nil, fmt.Errorf("%w: an ID token (it has %s), not an access token", ErrMalformed, c)
+		}
+	}
 	now := v.now()
 	if std.Expiry == nil {
 		return nil, fmt.Errorf("%w: no exp: an access token must expire", ErrTime)
@@ -276,7 +297,10 @@ func (v *Verifier) key(ctx context.Context, p *provider, kid string) (*jose.JSON
 		}
 		return nil, fmt.Errorf("%w: key id %q is not in %s's keys (fetched %s ago; refetched at most every %s)", ErrSignature, kid, p.cfg.Issuer, since.Round(time.Second), v.refetch)
 	}
-	keys, err := v.fetchKeys(ctx, p)
+	// The fetch is not the caller's to cancel: a request dropped mid-fetch
+	// would otherwise spend the provider's one fetch per interval, and a
+	// stream of such requests would keep every caller out.
+	keys, err := v.fetchKeys(context.WithoutCancel(ctx), p)
 	p.mu.Lock()
 	p.fetched, p.fetchErr = v.now(), err
 	if err == nil {
@@ -330,11 +354,28 @@ func (v *Verifier) fetchKeys(ctx context.Context, p *provider) (jose.JSONWebKeyS
 		if doc.JWKSURI == "" {
 			return jose.JSONWebKeySet{}, errors.New("discovery: no jwks_uri")
 		}
+		if u, err := url.Parse(doc.JWKSURI); err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && loopback(u.Hostname()))) {
+			return jose.JSONWebKeySet{}, fmt.Errorf("discovery: jwks_uri %q is not an https URL", doc.JWKSURI)
+		}
 		p.jwksURI = doc.JWKSURI
 	}
-	var set jose.JSONWebKeySet
-	if err := v.getJSON(ctx, p.jwksURI, &set); err != nil {
+	// Key by key: one key of a type this verifier does not know (a new
+	// algorithm, an encryption key) must not make the others unusable.
+	var raw struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := v.getJSON(ctx, p.jwksURI, &raw); err != nil {
 		return jose.JSONWebKeySet{}, fmt.Errorf("keys: %w", err)
+	}
+	var set jose.JSONWebKeySet
+	for _, k := range raw.Keys {
+		var key jose.JSONWebKey
+		if err := key.UnmarshalJSON(k); err == nil {
+			set.Keys = append(set.Keys, key)
+		}
+	}
+	if len(set.Keys) == 0 {
+		return jose.JSONWebKeySet{}, fmt.Errorf("keys: %s holds no key this verifier can use", p.jwksURI)
 	}
 	return set, nil
 }

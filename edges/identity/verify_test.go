@@ -120,6 +120,7 @@ func TestBadTokensAreRefused(t *testing.T) {
 		{"unknown kid", authtest.SignJWT(t, jose.RS256, key, "k-unknown", good), ErrSignature},
 		{"no rule matches", ti.Sign(t, with("scope", "read")), ErrNoRule},
 		{"malformed", "a.b.c", ErrMalformed},
+		{"an ID token", ti.Sign(t, with("nonce", "n-1")), ErrMalformed},
 		{"oversized", strings.Repeat("a", MaxTokenBytes) + ".b.c", ErrMalformed},
 		{"bound without a thumbprint", ti.Sign(t, with("cnf", map[string]any{})), ErrMalformed},
 	} {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/chio-ledger/chio/edges/identity"
@@ -22,7 +23,9 @@ import (
 // provider and of the provider's subject. Those names are no public keys:
 // no capability can be issued by one (the policy trusts real keys only),
 // so no capability holder shares a JWT caller's principal, budgets or
-// tasks. Its receipts record who the caller was (Identity, in
+// tasks. Budgets are kept per identity and rule, not per token, so a new
+// token (each client-credentials fetch) does not start a grant's budget
+// afresh. Its receipts record who the caller was (Identity, in
 // metadata.attribution.identity).
 
 // Validation steps of an access token, as deny guards, beside the
@@ -112,13 +115,14 @@ func fromCaller(c *identity.Caller, now time.Time) (*verified, *stepError) {
 	}
 	tok := &schemas.CapabilityToken{CapabilityBody: schemas.CapabilityBody{
 		Schema: schemas.CapabilitySchema,
-		ID:     "jwt-" + nameHash("chio.identity.token", c.Issuer, c.TokenID)[:32],
+		ID:     "jwt-" + nameHash("chio.identity.token", c.Issuer, c.Subject, c.TokenID)[:32],
 		Issuer: iss, Subject: sub,
 		Scope:    schemas.Scope{Grants: c.Grants},
 		IssuedAt: uint64(max(issued.Unix(), 0)), ExpiresAt: uint64(max(c.Expiry.Unix(), 0)),
 	}}
 	v := &verified{tok: tok, rootIssuer: iss, rootSubject: sub, lineage: []string{tok.ID}, cover: [][]int{nil},
-		principals: schemas.PathPrincipals(iss, []string{sub}), caller: c}
+		principals: schemas.PathPrincipals(iss, []string{sub}), caller: c,
+		budgetID: "jwt-budget-" + nameHash("chio.identity.budget", c.Issuer, c.Subject, strconv.Itoa(c.Rule))[:32]}
 	if serr := v.compile(); serr != nil {
 		return nil, serr
 	}

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -21,12 +22,15 @@ func TestAccessTokenCallers(t *testing.T) {
 	e := startNATS(t)
 	o := authtest.StartOP(t, "agent-7", "secret-7")
 	is := authtest.StartIssuer(t)
+	once := grant("hello-a2a-srv", "hello_task")
+	once.MaxInvocations = u32(1)
 	rules := []identity.Rule{{Match: map[string]string{"sub": "agent-7"}, Grants: []schemas.ToolGrant{grant("hello-a2a-srv", "*")}}}
 	k := newKernel(t, e, testPolicy(t, func(p *Policy) {
 		p.Guards.Egress = nil
 		p.IdentityProviders = []identity.Provider{
 			{Issuer: o.Issuer, Audiences: []string{"agent-7"}, Rules: rules},
-			{Issuer: is.URL, Audiences: []string{"https://edge.example"}, Rules: rules},
+			{Issuer: is.URL, Audiences: []string{"https://edge.example"}, Rules: append(rules, identity.Rule{
+				Match: map[string]string{"sub": "agent-9"}, Grants: []schemas.ToolGrant{once}})},
 		}
 	}), WithClock(time.Now), WithIdentityHTTPClient(o.HTTPClient()))
 	ctx := context.Background()
@@ -101,6 +105,15 @@ func TestAccessTokenCallers(t *testing.T) {
 	r.Proof = other
 	if d := k.Decide(ctx, r); d.Allow || d.Guard != StepDPoP {
 		t.Fatalf("a bound token with another key's proof: %+v", d)
+	}
+
+	// A grant's budget is the identity's: a new token (another jti) does
+	// not start it again.
+	for i, want := range []bool{true, false} {
+		tok := is.Sign(t, claims(map[string]any{"sub": "agent-9", "jti": fmt.Sprint("budget-", i)}))
+		if d := k.Decide(ctx, req(tok, "hello-a2a-srv", "hello_task", `{"text":"hi"}`)); d.Allow != want || (!want && d.Guard != StepBudget) {
+			t.Fatalf("call %d of a once-only grant, token %d: allow=%v at %q (%s)", i+1, i+1, d.Allow, d.Guard, d.Reason)
+		}
 	}
 
 	// A kernel trusting no provider says what a JWT is missing.

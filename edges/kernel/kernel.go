@@ -380,7 +380,11 @@ func (k *Kernel) chargeBudgets(ctx context.Context, v *verified, gi int, req *Re
 	idx := gi
 	for i := len(chain) - 1; i >= 0; i-- {
 		t := chain[i]
-		charges = append(charges, charge{capabilityID: t.ID, grantIndex: idx, grant: &t.Scope.Grants[idx]})
+		id := t.ID
+		if i == len(chain)-1 && v.budgetID != "" {
+			id = v.budgetID // an access token's budgets are its identity's, not one token's
+		}
+		charges = append(charges, charge{capabilityID: id, grantIndex: idx, grant: &t.Scope.Grants[idx]})
 		if i > 0 {
 			idx = v.cover[i][idx]
 		}

@@ -41,8 +41,10 @@ type verified struct {
 	// for decision events; computed once per verified token.
 	records []schemas.CapabilityLineage
 	// caller is set for an access token standing as a capability
-	// (identity.go).
-	caller *identity.Caller
+	// (identity.go); budgetID is then what its grants' budgets are kept
+	// under: its identity's, across every token it is given.
+	caller   *identity.Caller
+	budgetID string
 }
 
 // ConstraintGovernedIntent is the grant constraint that requires a call to
