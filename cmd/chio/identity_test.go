@@ -89,6 +89,10 @@ func TestUpTakesProviderAccessTokens(t *testing.T) {
 			if id["issuer"] != o.Issuer || id["subject"] != "agent-7" || id["token_id"] == nil {
 				t.Fatalf("receipt %s names the caller as %v", rid, id)
 			}
+			// The caller reads its own receipt with the same token.
+			if code, body := httpGetAs(t, token, up.httpURL+"/v1/receipts/"+rid); code != http.StatusOK {
+				t.Fatalf("the caller reading its own receipt with its access token: %d %s", code, body)
+			}
 		})
 	}
 	if seen != 2 {
@@ -106,6 +110,9 @@ func TestUpTakesProviderAccessTokens(t *testing.T) {
 	_, err = client.SendMessage(t.Context(), &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("forged"))})
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("a token of an untrusted provider: %v", err)
+	}
+	if code, body := httpGetAs(t, forged, up.httpURL+"/v1/receipts/query?limit=1"); code != http.StatusUnauthorized {
+		t.Fatalf("reading with a token of an untrusted provider: %d %s", code, body)
 	}
 
 	// MCP: without a token, 401 naming the resource's metadata, which names

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/chio-ledger/chio/edges/identity"
 	"github.com/chio-ledger/chio/edges/kernel"
+	"github.com/chio-ledger/chio/internal/identity"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -117,4 +117,21 @@ func (f *oidcFlags) client() (*http.Client, error) {
 	}
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment,
 		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}, nil
+}
+
+// verifier verifies the access tokens of policy's identity providers for
+// the read APIs, nil when it names none.
+func (f *oidcFlags) verifier(policy *kernel.LoadedPolicy) (*identity.Verifier, error) {
+	if len(policy.IdentityProviders) == 0 {
+		return nil, nil
+	}
+	var opts []identity.Option
+	c, err := f.client()
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		opts = append(opts, identity.WithHTTPClient(c))
+	}
+	return identity.New(policy.IdentityProviders, opts...)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/internal/dpopreplay"
+	"github.com/chio-ledger/chio/internal/identity"
 	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/internal/revocation"
 	"github.com/chio-ledger/chio/schemas"
@@ -33,6 +34,9 @@ type readFlags struct {
 	// publicOrigin is the origin readers address the service by, which
 	// their DPoP proofs name ("": each request's Host).
 	publicOrigin string
+	// identities, set by chio up from its policy, verifies access tokens
+	// of the identity providers; nil: none are taken.
+	identities *identity.Verifier
 }
 
 func (f *readFlags) register(cmd *cobra.Command) {
@@ -58,7 +62,10 @@ func (f *readFlags) authenticator(ctx context.Context, js jetstream.JetStream, r
 		readauth.WithRequireDPoP(f.requireDPoP), readauth.WithPublicOrigin(f.publicOrigin)}
 	opts = append(opts, httpLimitsFrom(ctx).readOptions()...) // --rate-limit-principal
 	stop := func() {}
-	if len(f.issuers) > 0 {
+	if f.identities != nil {
+		opts = append(opts, readauth.WithIdentities(f.identities))
+	}
+	if len(f.issuers) > 0 || f.identities != nil {
 		for _, s := range f.issuers {
 			k, err := readPublicKey("--reader-issuer", s)
 			if err != nil {

@@ -154,6 +154,11 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 	// scope; an operator token that reads everything; and the service
 	// token, if one is given.
 	rf := readFlags{issuers: []string{filepath.Join(keys.Dir, issuerPubFile)}, serviceToken: c.serviceToken, requireDPoP: c.ef.requireDPoP, publicOrigin: c.ef.publicURL}
+	// And access tokens of the policy's identity providers, as the edges
+	// take them.
+	if rf.identities, err = c.ef.oidc.verifier(edges.r.policy); err != nil {
+		return err
+	}
 	auth, stopAuth, err := rf.authenticator(ctx, un.js[natsauth.Projections], c.lf.replicas) // the read side: revocations and DPoP replay
 	if err != nil {
 		return err

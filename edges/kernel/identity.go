@@ -2,15 +2,12 @@ package kernel
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
-	"github.com/chio-ledger/chio/edges/identity"
+	"github.com/chio-ledger/chio/internal/identity"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -86,26 +83,9 @@ func (k *Kernel) verifyToken(ctx context.Context, text string) (*verified, *step
 	return fromCaller(c, k.cfg.now())
 }
 
-// Names of a provider and of its subjects in a capability's key fields.
-func providerKey(issuer string) string { return nameHash("chio.identity.issuer", issuer) }
-func subjectKey(issuer, subject string) string {
-	return nameHash("chio.identity.subject", issuer, subject)
-}
-
-func nameHash(kind string, parts ...string) string {
-	h := sha256.New()
-	h.Write([]byte(kind))
-	for _, p := range parts {
-		h.Write([]byte{0})
-		h.Write([]byte(p))
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 // fromCaller is the verified root capability a verified access token
 // stands as.
 func fromCaller(c *identity.Caller, now time.Time) (*verified, *stepError) {
-	iss, sub := providerKey(c.Issuer), subjectKey(c.Issuer, c.Subject)
 	issued := c.IssuedAt
 	if issued.IsZero() || c.NotBefore.After(issued) {
 		issued = c.NotBefore
@@ -113,16 +93,14 @@ func fromCaller(c *identity.Caller, now time.Time) (*verified, *stepError) {
 	if issued.IsZero() {
 		issued = now
 	}
+	iss, sub := c.IssuerKey(), c.SubjectKey()
 	tok := &schemas.CapabilityToken{CapabilityBody: schemas.CapabilityBody{
-		Schema: schemas.CapabilitySchema,
-		ID:     "jwt-" + nameHash("chio.identity.token", c.Issuer, c.Subject, c.TokenID)[:32],
-		Issuer: iss, Subject: sub,
+		Schema: schemas.CapabilitySchema, ID: c.CapabilityID(), Issuer: iss, Subject: sub,
 		Scope:    schemas.Scope{Grants: c.Grants},
 		IssuedAt: uint64(max(issued.Unix(), 0)), ExpiresAt: uint64(max(c.Expiry.Unix(), 0)),
 	}}
 	v := &verified{tok: tok, rootIssuer: iss, rootSubject: sub, lineage: []string{tok.ID}, cover: [][]int{nil},
-		principals: schemas.PathPrincipals(iss, []string{sub}), caller: c,
-		budgetID: "jwt-budget-" + nameHash("chio.identity.budget", c.Issuer, c.Subject, strconv.Itoa(c.Rule))[:32]}
+		principals: c.Principals(), caller: c, budgetID: c.BudgetID()}
 	if serr := v.compile(); serr != nil {
 		return nil, serr
 	}

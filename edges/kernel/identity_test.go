@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chio-ledger/chio/edges/identity"
 	"github.com/chio-ledger/chio/internal/authtest"
 	"github.com/chio-ledger/chio/internal/dpoptest"
+	"github.com/chio-ledger/chio/internal/identity"
 	"github.com/chio-ledger/chio/schemas"
 )
 

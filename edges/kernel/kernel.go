@@ -24,9 +24,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chio-ledger/chio/edges/guards"
-	"github.com/chio-ledger/chio/edges/identity"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/internal/dpopreplay"
+	"github.com/chio-ledger/chio/internal/identity"
 	"github.com/chio-ledger/chio/internal/revocation"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/chio-ledger/chio/edges/guards"
-	"github.com/chio-ledger/chio/edges/identity"
 	"github.com/chio-ledger/chio/edges/tools"
+	"github.com/chio-ledger/chio/internal/identity"
 	"github.com/chio-ledger/chio/schemas"
 )
 

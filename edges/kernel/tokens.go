@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/chio-ledger/chio/edges/guards"
-	"github.com/chio-ledger/chio/edges/identity"
+	"github.com/chio-ledger/chio/internal/identity"
 	"github.com/chio-ledger/chio/schemas"
 )
 

@@ -55,6 +55,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/chio-ledger/chio/internal/dpopreplay"
+	"github.com/chio-ledger/chio/internal/identity"
 	"github.com/chio-ledger/chio/internal/ratelimit"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
@@ -129,6 +130,7 @@ type Authenticator struct {
 	requireDPoP bool
 	limit       *ratelimit.Keyed
 	refused     *ratelimit.Metrics
+	identities  *identity.Verifier // WithIdentities; nil: no access tokens
 }
 
 // Option configures New.
@@ -195,6 +197,12 @@ func WithRequireDPoP(on bool) Option { return func(a *Authenticator) { a.require
 func WithRateLimit(limit *ratelimit.Keyed, m *ratelimit.Metrics) Option {
 	return func(a *Authenticator) { a.limit, a.refused = limit, m }
 }
+
+// WithIdentities accepts the access tokens (JWTs) v verifies, the
+// identity providers of the edges' policy: a token reads as its identity
+// (what it did under its own calls) plus the read grants its rule gives
+// (schemas.ReadServer), exactly as a capability with those grants would.
+func WithIdentities(v *identity.Verifier) Option { return func(a *Authenticator) { a.identities = v } }
 
 // New returns an authenticator.
 func New(opts ...Option) *Authenticator {
@@ -277,34 +285,55 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Reader, error) {
 			return &Reader{All: true, Binding: dpop.MethodBearer, limitKey: "service"}, nil
 		}
 	}
-	if len(a.trusted) == 0 {
-		return nil, refuse("credential refused: this service accepts only its service token (it trusts no capability issuer)")
-	}
-	raw, err := schemas.DecodeCapabilityText(p.Token)
-	if err != nil {
-		return nil, refuse("credential is neither the service token nor a capability: %v", err)
-	}
-	tok, err := schemas.ParseCapability(raw)
-	if err != nil {
-		return nil, refuse("capability refused at parse: %v", err)
-	}
-	chain, err := schemas.VerifyChain(tok, func(k string) bool { return a.trusted[k] })
-	if err != nil {
-		step := "delegation"
-		var ce *schemas.ChainError
-		if errors.As(err, &ce) {
-			step = ce.Step
-		}
-		return nil, refuse("capability refused at %s: %v", step, err)
-	}
+	var (
+		tok        *schemas.CapabilityToken
+		ids        []string
+		principals []string
+		caller     *identity.Caller
+	)
 	now := a.now()
-	if issued := time.Unix(int64(tok.IssuedAt), 0); issued.After(now.Add(a.skew)) {
-		return nil, refuse("capability refused at time: %s is not valid before %d", tok.ID, tok.IssuedAt)
+	if identity.LooksLikeJWT(p.Token) {
+		if a.identities == nil {
+			return nil, refuse("credential refused: an access token (JWT), and this service trusts no identity provider: read with a capability or the service token")
+		}
+		c, err := a.identities.Verify(r.Context(), p.Token)
+		if errors.Is(err, identity.ErrUnavailable) {
+			return nil, &Error{Status: http.StatusServiceUnavailable, Code: "identity_provider_unavailable", Message: err.Error()}
+		}
+		if err != nil {
+			return nil, refuse("access token refused: %v", err)
+		}
+		caller, principals, ids = c, c.Principals(), []string{c.CapabilityID()}
+		tok = &schemas.CapabilityToken{CapabilityBody: schemas.CapabilityBody{ID: ids[0], Issuer: c.IssuerKey(), Subject: c.SubjectKey(),
+			Scope: schemas.Scope{Grants: c.Grants}}}
+	} else {
+		if len(a.trusted) == 0 {
+			return nil, refuse("credential refused: this service accepts only its service token (it trusts no capability issuer)")
+		}
+		raw, err := schemas.DecodeCapabilityText(p.Token)
+		if err != nil {
+			return nil, refuse("credential is neither the service token, a capability nor an access token: %v", err)
+		}
+		if tok, err = schemas.ParseCapability(raw); err != nil {
+			return nil, refuse("capability refused at parse: %v", err)
+		}
+		chain, err := schemas.VerifyChain(tok, func(k string) bool { return a.trusted[k] })
+		if err != nil {
+			step := "delegation"
+			var ce *schemas.ChainError
+			if errors.As(err, &ce) {
+				step = ce.Step
+			}
+			return nil, refuse("capability refused at %s: %v", step, err)
+		}
+		if issued := time.Unix(int64(tok.IssuedAt), 0); issued.After(now.Add(a.skew)) {
+			return nil, refuse("capability refused at time: %s is not valid before %d", tok.ID, tok.IssuedAt)
+		}
+		if !now.Before(time.Unix(int64(tok.ExpiresAt), 0)) {
+			return nil, refuse("capability refused at time: %s expired at %d", tok.ID, tok.ExpiresAt)
+		}
+		ids, principals = chain.IDs(), chain.Principals()
 	}
-	if !now.Before(time.Unix(int64(tok.ExpiresAt), 0)) {
-		return nil, refuse("capability refused at time: %s expired at %d", tok.ID, tok.ExpiresAt)
-	}
-	ids := chain.IDs()
 	if a.revs == nil || !a.revs.Live() {
 		return nil, &Error{Status: http.StatusServiceUnavailable, Code: "revocation_state_unavailable",
 			Message: "capabilities cannot be checked: the revocation state is unavailable (fail closed)"}
@@ -312,11 +341,10 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Reader, error) {
 	if id := a.revs.FirstRevoked(ids); id != "" {
 		return nil, refuse("capability refused at revocation: %s is revoked", id)
 	}
-	binding, thumbprint, err := a.checkProof(r.Context(), tok, p, now)
+	binding, thumbprint, err := a.checkProof(r.Context(), tok, caller, p, now)
 	if err != nil {
 		return nil, refuseProof(err)
 	}
-	principals := chain.Principals()
 	rd := &Reader{Principals: principals[len(principals)-1:], CapabilityIDs: ids, Binding: binding, Thumbprint: thumbprint, limitKey: principals[0]}
 	for _, g := range tok.Scope.Grants {
 		if g.ServerID != schemas.ReadServer || !slices.Contains(g.Operations, schemas.OpRead) {
@@ -359,19 +387,36 @@ func (a *Authenticator) needsProof(tok *schemas.CapabilityToken) string {
 // checkProof is the proof step for a capability that verified: the
 // binding method and thumbprint, or a *dpop.Error. A presented proof is
 // verified (key, method, URL, token, time) and its jti claimed once.
-func (a *Authenticator) checkProof(ctx context.Context, tok *schemas.CapabilityToken, p dpop.Presented, now time.Time) (string, string, error) {
+func (a *Authenticator) checkProof(ctx context.Context, tok *schemas.CapabilityToken, caller *identity.Caller, p dpop.Presented, now time.Time) (string, string, error) {
+	// An access token is bound by its cnf.jkt, or not at all (the kernel's
+	// rule, edges/kernel).
+	bound := caller != nil && caller.Thumbprint != ""
 	if p.Proof == "" {
-		if why := a.needsProof(tok); why != "" {
+		why := a.needsProof(tok)
+		if bound {
+			why = "the access token is bound to a key (cnf.jkt, RFC 9449)"
+		}
+		if why != "" {
+			if caller != nil && !bound {
+				return "", "", &dpop.Error{Check: dpop.CheckMissing, Msg: why + ", and a bearer access token proves no key: present an access token bound to your DPoP key (cnf.jkt) with a DPoP proof"}
+			}
 			return "", "", &dpop.Error{Check: dpop.CheckMissing, Msg: why + ", so it is honoured only with a proof of possession of its subject key: " +
 				"send it as Authorization: DPoP <token> with a DPoP proof header for this request"}
 		}
 		return dpop.MethodBearer, "", nil
 	}
+	if caller != nil && !bound {
+		return "", "", &dpop.Error{Check: dpop.CheckKey, Msg: "the access token is not bound to a key (no cnf.jkt): a proof cannot be checked against it"}
+	}
 	pr, err := dpop.Parse(p.Proof)
 	if err != nil {
 		return "", "", err
 	}
-	if err := pr.Verify(dpop.Expect{Subject: tok.Subject, Token: p.Token, Method: p.Method, URL: p.URL, Now: now}); err != nil {
+	e := dpop.Expect{Subject: tok.Subject, Token: p.Token, Method: p.Method, URL: p.URL, Now: now}
+	if bound {
+		e.Subject, e.Thumbprint = "", caller.Thumbprint
+	}
+	if err := pr.Verify(e); err != nil {
 		return "", "", err
 	}
 	if a.replay == nil {
