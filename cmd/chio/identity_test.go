@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -88,6 +89,18 @@ func TestUpTakesProviderAccessTokens(t *testing.T) {
 			id := r.Receipt.Metadata.Attribution.Identity
 			if id["issuer"] != o.Issuer || id["subject"] != "agent-7" || id["token_id"] == nil {
 				t.Fatalf("receipt %s names the caller as %v", rid, id)
+			}
+			// chio verify checks it and says who the caller was.
+			code, whole := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid)
+			_, proof := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid+"/tlog-proof")
+			dir := t.TempDir()
+			rf, pf := filepath.Join(dir, "r.json"), filepath.Join(dir, "p.tlog-proof")
+			_ = os.WriteFile(rf, whole, 0o600)
+			_ = os.WriteFile(pf, proof, 0o600)
+			kernelPub, _ := os.ReadFile(filepath.Join(up.dir, "keys", kernelPubFile))
+			out, err := chio(t.Context(), "verify", "--receipt", rf, "--proof", pf, "--vkey", filepath.Join(up.dir, "keys", checkpointVKeyFile), "--kernel-key", strings.TrimSpace(string(kernelPub)))
+			if want := fmt.Sprintf("identity: \"agent-7\" of %q (", o.Issuer); code != http.StatusOK || err != nil || !strings.Contains(out, "verify: OK") || !strings.Contains(out, want) {
+				t.Fatalf("chio verify: %v\n%s\nwant a line starting %s", err, out, want)
 			}
 			// The caller reads its own receipt with the same token.
 			if code, body := httpGetAs(t, token, up.httpURL+"/v1/receipts/"+rid); code != http.StatusOK {

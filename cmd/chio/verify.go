@@ -36,7 +36,9 @@ func newVerifyCmd() *cobra.Command {
 			"metadata.attribution.binding records it: \"binding: dpop (jkt …)\" (an RFC 9449 proof by the\n" +
 			"capability's subject key, with that key's RFC 7638 thumbprint), \"binding: chio_dpop_v1 (jkt …)\" (a\n" +
 			"chio.dpop_proof.v1), \"binding: bearer\" (the token alone), or \"binding: none recorded\" (a receipt\n" +
-			"signed before bindings were recorded, or refused before the caller was bound).\n\n" +
+			"signed before bindings were recorded, or refused before the caller was bound). For a caller that\n" +
+			"came with an identity provider's access token it prints who, as metadata.attribution.identity\n" +
+			"records it: \"identity: \"SUBJECT\" of ISSUER (client \"ID\", token \"JTI\", for \"ACTOR\", …)\".\n\n" +
 			"A receipt nested deeper than readers allow (the ledger serves it by id as {\"unreadable\": why,\n" +
 			"\"raw\": its bytes}; that body or the bare bytes are accepted) is checked over its signed bytes\n" +
 			"without decoding what is deep; a pass then prints \"unreadable: …\" and reads no binding.\n\n" +
@@ -111,6 +113,9 @@ func newVerifyCmd() *cobra.Command {
 				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "binding: %s\n", receiptBinding(in.Receipt))
+			if id := receiptIdentity(in.Receipt); id != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "identity: %s\n", id)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "edge: %s\n", receiptEdge(in.Receipt))
 			return nil
 		},
@@ -132,6 +137,39 @@ func newVerifyCmd() *cobra.Command {
 // verified (bare, or the /v1/receipts/{id} body): "dpop (jkt …)",
 // "chio_dpop_v1 (jkt …)", "bearer", or "none recorded". A jkt that is
 // not the attributed subject key's thumbprint is said to be so.
+// receiptIdentity is metadata.attribution.identity in one line, every
+// value quoted (they come from the caller's token), or "" for none.
+func receiptIdentity(raw []byte) string {
+	var r struct {
+		Metadata struct {
+			Attribution struct {
+				Identity *struct {
+					Issuer   string `json:"issuer"`
+					Subject  string `json:"subject"`
+					ClientID string `json:"client_id"`
+					TokenID  string `json:"token_id"`
+					Act      []struct {
+						Subject string `json:"sub"`
+					} `json:"act"`
+				} `json:"identity"`
+			} `json:"attribution"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(bareReceipt(raw), &r); err != nil || r.Metadata.Attribution.Identity == nil {
+		return ""
+	}
+	id := r.Metadata.Attribution.Identity
+	out := strconv.Quote(id.Subject) + " of " + strconv.Quote(id.Issuer) + " ("
+	if id.ClientID != "" {
+		out += "client " + strconv.Quote(id.ClientID) + ", "
+	}
+	out += "token " + strconv.Quote(id.TokenID)
+	for _, a := range id.Act {
+		out += ", for " + strconv.Quote(a.Subject)
+	}
+	return out + ")"
+}
+
 func receiptBinding(raw []byte) string {
 	raw = bareReceipt(raw)
 	var r struct {
