@@ -245,12 +245,19 @@ func (t *CapabilityToken) VerifySignature() error {
 
 // Validate checks a token's structure: ids, keys, scope, time order and the
 // shape of its chain. Signatures and attenuation are the verifier's job.
+// ReservedIDPrefix begins the ids the kernel gives identity providers'
+// access tokens (internal/identity): no capability may have one, so none
+// can stand for an access token in lineage, revocation or reads.
+const ReservedIDPrefix = "jwt-"
+
 func (b *CapabilityBody) Validate() error {
 	switch {
 	case b.Schema != "" && b.Schema != CapabilitySchema:
 		return fmt.Errorf("unknown schema %q", abbreviate(b.Schema))
 	case !ValidID(b.ID):
 		return fmt.Errorf("id %q is not a valid id (1-128 of [A-Za-z0-9._:-])", abbreviate(b.ID))
+	case strings.HasPrefix(b.ID, ReservedIDPrefix):
+		return fmt.Errorf("id %q: ids beginning %q name access tokens, not capabilities", abbreviate(b.ID), ReservedIDPrefix)
 	case b.IssuedAt == 0 || b.ExpiresAt > maxJSONInteger:
 		return errors.New("issued_at and expires_at must be Unix seconds")
 	case b.ExpiresAt <= b.IssuedAt:

@@ -308,3 +308,15 @@ func TestInexactConstraintNumbersRefused(t *testing.T) {
 		t.Fatal("parsed a token whose constraint number was rewritten to a double neighbour")
 	}
 }
+
+// TestAccessTokenIDsAreReserved: no capability may take an id of the
+// form the kernel gives access tokens.
+func TestAccessTokenIDsAreReserved(t *testing.T) {
+	priv := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	body := CapabilityBody{ID: ReservedIDPrefix + "0123", Issuer: EncodePublicKey(priv.Public().(ed25519.PublicKey)),
+		Subject: EncodePublicKey(priv.Public().(ed25519.PublicKey)), IssuedAt: 1, ExpiresAt: 2,
+		Scope: Scope{Grants: []ToolGrant{{ServerID: "s", ToolName: "t", Operations: []Operation{OpInvoke}}}}}
+	if _, err := IssueCapability(priv, body); err == nil || !strings.Contains(err.Error(), "access tokens") {
+		t.Fatalf("a capability with a reserved id: %v", err)
+	}
+}

@@ -38,7 +38,8 @@ func newVerifyCmd() *cobra.Command {
 			"chio.dpop_proof.v1), \"binding: bearer\" (the token alone), or \"binding: none recorded\" (a receipt\n" +
 			"signed before bindings were recorded, or refused before the caller was bound). For a caller that\n" +
 			"came with an identity provider's access token it prints who, as metadata.attribution.identity\n" +
-			"records it: \"identity: \"SUBJECT\" of ISSUER (client \"ID\", token \"JTI\", for \"ACTOR\", …)\".\n\n" +
+			"records it: \"identity: \"SUBJECT\" of ISSUER (client \"ID\", token \"JTI\", actor \"ACTOR\", …)\", each\n" +
+			"actor acting on the subject's behalf, the current one first.\n\n" +
 			"A receipt nested deeper than readers allow (the ledger serves it by id as {\"unreadable\": why,\n" +
 			"\"raw\": its bytes}; that body or the bare bytes are accepted) is checked over its signed bytes\n" +
 			"without decoding what is deep; a pass then prints \"unreadable: …\" and reads no binding.\n\n" +
@@ -133,10 +134,6 @@ func newVerifyCmd() *cobra.Command {
 	return cmd
 }
 
-// receiptBinding describes metadata.attribution.binding of a receipt that
-// verified (bare, or the /v1/receipts/{id} body): "dpop (jkt …)",
-// "chio_dpop_v1 (jkt …)", "bearer", or "none recorded". A jkt that is
-// not the attributed subject key's thumbprint is said to be so.
 // receiptIdentity is metadata.attribution.identity in one line, every
 // value quoted (they come from the caller's token), or "" for none.
 func receiptIdentity(raw []byte) string {
@@ -164,19 +161,29 @@ func receiptIdentity(raw []byte) string {
 		out += "client " + strconv.Quote(id.ClientID) + ", "
 	}
 	out += "token " + strconv.Quote(id.TokenID)
+	// RFC 8693: each act.sub acts on the subject's behalf, the current
+	// actor first.
 	for _, a := range id.Act {
-		out += ", for " + strconv.Quote(a.Subject)
+		out += ", actor " + strconv.Quote(a.Subject)
 	}
 	return out + ")"
 }
 
+// receiptBinding describes metadata.attribution.binding of a receipt that
+// verified (bare, or the /v1/receipts/{id} body): "dpop (jkt …)",
+// "chio_dpop_v1 (jkt …)", "bearer", or "none recorded". A jkt that is
+// not the attributed subject key's thumbprint (for an access-token
+// caller, the token's cnf.jkt) is said to be so.
 func receiptBinding(raw []byte) string {
 	raw = bareReceipt(raw)
 	var r struct {
 		Metadata struct {
 			Attribution struct {
 				SubjectKey string `json:"subject_key"`
-				Binding    *struct {
+				Identity   *struct {
+					CnfJKT string `json:"cnf_jkt"`
+				} `json:"identity"`
+				Binding *struct {
 					Method string `json:"method"`
 					JKT    string `json:"jkt"`
 				} `json:"binding"`
@@ -201,6 +208,14 @@ func receiptBinding(raw []byte) string {
 		jkt = strconv.Quote(jkt)
 	}
 	out := method + " (jkt " + jkt
+	if id := r.Metadata.Attribution.Identity; id != nil {
+		// An access token is bound by its cnf.jkt; its subject "key" is a
+		// name no one holds.
+		if id.CnfJKT == b.JKT {
+			return out + ", the access token's cnf.jkt)"
+		}
+		return out + ", NOT the access token's cnf.jkt)"
+	}
 	if k, err := schemas.ParsePublicKey(subject); err == nil && len(k) == ed25519.PublicKeySize {
 		if dpop.Thumbprint(ed25519.PublicKey(k)) == b.JKT {
 			out += ", the subject key's"

@@ -33,7 +33,16 @@ type Option func(*Verifier)
 
 // WithHTTPClient sets the client that fetches discovery documents and
 // keys (default: one with a 10 s timeout).
-func WithHTTPClient(c *http.Client) Option { return func(v *Verifier) { v.client = c } }
+func WithHTTPClient(c *http.Client) Option {
+	return func(v *Verifier) {
+		if c != nil && c.CheckRedirect == nil {
+			cc := *c
+			cc.CheckRedirect = httpsOnly // redirects to https only, as by default
+			c = &cc
+		}
+		v.client = c
+	}
+}
 
 // WithClock sets the clock tokens are checked against.
 func WithClock(now func() time.Time) Option { return func(v *Verifier) { v.now = now } }

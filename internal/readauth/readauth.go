@@ -46,6 +46,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -214,7 +215,7 @@ func New(opts ...Option) *Authenticator {
 }
 
 // Error is a refused credential: Status is 401, or 503 when the revocation
-// or replay state is unavailable. Check names the failed proof check when
+// or replay state, or an identity provider's keys, are unavailable. Check names the failed proof check when
 // a proof of possession was refused or missing (the code is then
 // CodeInvalidProof, or CodeProofState with 503). Message never repeats the
 // credential.
@@ -294,11 +295,13 @@ func (a *Authenticator) Authenticate(r *http.Request) (*Reader, error) {
 	now := a.now()
 	if identity.LooksLikeJWT(p.Token) {
 		if a.identities == nil {
-			return nil, refuse("credential refused: an access token (JWT), and this service trusts no identity provider: read with a capability or the service token")
+			return nil, refuse("credential refused: an access token (JWT), and this service trusts no identity provider")
 		}
 		c, err := a.identities.Verify(r.Context(), p.Token)
 		if errors.Is(err, identity.ErrUnavailable) {
-			return nil, &Error{Status: http.StatusServiceUnavailable, Code: "identity_provider_unavailable", Message: err.Error()}
+			slog.Warn("read authorization: identity provider keys unavailable", "err", err)
+			return nil, &Error{Status: http.StatusServiceUnavailable, Code: "identity_provider_unavailable",
+				Message: "access tokens cannot be checked: the identity provider's keys are unavailable (fail closed)"}
 		}
 		if err != nil {
 			return nil, refuse("access token refused: %v", err)
