@@ -19,6 +19,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
 // DefaultRefetchInterval is the least time between two fetches of one
@@ -197,11 +198,22 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Caller, error) {
 	if err != nil {
 		return nil, err
 	}
+	var payload json.RawMessage
+	if err := tok.Claims(key.Key, &payload); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSignature, err)
+	}
+	// The claims as a reader matching names exactly reads them: each
+	// member once, no case variants ("Sub" beside "sub"), bounded depth.
 	var std jwt.Claims
 	var extra claims
 	var all map[string]any
-	if err := tok.Claims(key.Key, &std, &extra, &all); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSignature, err)
+	for _, dst := range []any{&std, &extra} {
+		if err := strictjson.UnmarshalExact(payload, dst); err != nil {
+			return nil, fmt.Errorf("%w: claims: %v", ErrMalformed, err)
+		}
+	}
+	if err := strictjson.Unmarshal(payload, &all); err != nil {
+		return nil, fmt.Errorf("%w: claims: %v", ErrMalformed, err)
 	}
 	// An OpenID Connect ID token says who signed in to a client; it is not
 	// an access token for this resource, even where its audience (the

@@ -121,6 +121,8 @@ func TestBadTokensAreRefused(t *testing.T) {
 		{"no rule matches", ti.Sign(t, with("scope", "read")), ErrNoRule},
 		{"malformed", "a.b.c", ErrMalformed},
 		{"an ID token", ti.Sign(t, with("nonce", "n-1")), ErrMalformed},
+		// A provider's signature does not make a payload readable two ways.
+		{"a claim in another case", ti.Sign(t, with("Sub", "agent-8")), ErrMalformed},
 		{"oversized", strings.Repeat("a", MaxTokenBytes) + ".b.c", ErrMalformed},
 		{"bound without a thumbprint", ti.Sign(t, with("cnf", map[string]any{})), ErrMalformed},
 	} {
