@@ -590,6 +590,7 @@ type event struct {
 func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batch []jetstream.Msg, n int) error {
 	events := make([]event, 0, len(batch))
 	next := l.store.State().StreamSeq + 1
+	var info *jetstream.StreamInfo // looked up at the batch's first missing message
 	for _, m := range batch {
 		meta, err := m.Metadata()
 		if err != nil {
@@ -605,9 +606,12 @@ func (l *Ledger) processBatch(ctx context.Context, stream jetstream.Stream, batc
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				// Deleted from within the stream, or purged from its head:
 				// only the first may be skipped.
-				if info, err := stream.Info(ctx); err != nil {
-					return fmt.Errorf("ledger: fill gap at stream sequence %d: stream info: %w", next, err)
-				} else if err := checkHeld(info, next); err != nil {
+				if info == nil {
+					if info, err = stream.Info(ctx); err != nil {
+						return fmt.Errorf("ledger: fill gap at stream sequence %d: stream info: %w", next, err)
+					}
+				}
+				if err := checkHeld(info, next); err != nil {
 					return err
 				}
 				l.log.Warn("stream sequence missing (deleted); skipped", "stream_seq", next)

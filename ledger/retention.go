@@ -189,15 +189,11 @@ func (l *Ledger) retain(ctx context.Context, stream jetstream.Stream) (Retained,
 			keepFrom, heldBy = seq, by
 		}
 	}
-	floor, err := readfloor.Read(ctx, stream, info.State.LastSeq, l.cfg.retentionReaders...)
+	floor, by, err := readfloor.Holder(ctx, stream, info.State.LastSeq, l.cfg.retentionReaders...)
 	if err != nil {
 		return Retained{First: info.State.FirstSeq}, err
 	}
-	if floor+1 < keepFrom {
-		by, err := l.holder(ctx, stream, floor)
-		if err != nil {
-			return Retained{First: info.State.FirstSeq}, err
-		}
+	if by != "" {
 		hold(floor+1, by)
 	}
 	if err := l.standbyFloor(ctx, st.EventsStream, hold); err != nil {
@@ -233,22 +229,6 @@ func (l *Ledger) retain(ctx context.Context, stream jetstream.Stream) (Retained,
 	l.metrics.firstSeq.Set(float64(keepFrom))
 	l.log.Debug("event retention purged the stream", "below", keepFrom, "held_by", heldBy)
 	return Retained{First: keepFrom, Purged: keepFrom - first, HeldBy: heldBy}, nil
-}
-
-// holder names the durable consumer whose read floor is floor.
-func (l *Ledger) holder(ctx context.Context, stream jetstream.Stream, floor uint64) (string, error) {
-	lister := stream.ListConsumers(ctx)
-	name := "a consumer"
-	for ci := range lister.Info() {
-		at := ci.AckFloor.Stream
-		if ci.Config.AckPolicy == jetstream.AckNonePolicy {
-			at = ci.Delivered.Stream
-		}
-		if ci.Config.Durable != "" && at == floor && (ci.NumPending != 0 || ci.NumAckPending != 0) {
-			name = ci.Config.Durable
-		}
-	}
-	return name, lister.Err()
 }
 
 // standbyFloor holds the purge at every standby's reported position on

@@ -120,6 +120,7 @@ func TestRoleRefusals(t *testing.T) {
 			api("STREAM.PURGE.KV_CHIO_BUDGETS"), api("STREAM.DELETE.CHIO_EVENTS"), api("STREAM.UPDATE.CHIO_EVENTS"),
 			api("STREAM.PURGE.CHIO_EVENTS"), api("STREAM.MSG.DELETE.CHIO_EVENTS"),
 			pub("chio.events.timeout"), pub("chio.receipts.hello"), pub("$KV.chio-ledger-lease.writer"),
+			pub("$KV.chio-ledger-lease.position.x"), // a forged standby position holds or frees the events' purge
 			pub("$KV.CHIO_WITNESS.x"),
 			pub("$KV.CHIO_LOG.events-stream"), api("STREAM.PURGE.KV_CHIO_LOG"), // telling the edges a forged stream is the log's
 			api("CONSUMER.CREATE.CHIO_EVENTS.snoop"), api("DIRECT.GET.CHIO_EVENTS"), // reading every tenant's events
@@ -141,6 +142,7 @@ func TestRoleRefusals(t *testing.T) {
 			pub("$KV.CHIO_REVOCATIONS.x"), pub("$KV.CHIO_BUDGETS.x"),
 			api("STREAM.UPDATE.CHIO_EVENTS"), api("STREAM.DELETE.CHIO_TASKS"), api("STREAM.PURGE.CHIO_RECEIPTS"),
 			api("STREAM.PURGE.CHIO_TASKS"), api("STREAM.PURGE.CHIO_EVENTS"), // erasing history before it has folded it
+			pub("$KV.chio-ledger-lease.position.x"),
 			sub("chio.tools.*.invoke"), sub("_INBOX_ledger.>"),
 			// The ledger's consumer: deleting it stops the ledger; pulling
 			// and acknowledging its events would make it skip them.
@@ -155,7 +157,7 @@ func TestRoleRefusals(t *testing.T) {
 			// It reads revocations, and changes nothing of them.
 			api("STREAM.CREATE.KV_CHIO_REVOCATIONS"), api("STREAM.PURGE.KV_CHIO_REVOCATIONS"), api("STREAM.DELETE.KV_CHIO_REVOCATIONS"),
 			sub("chio.events.>"), sub("chio.receipts.>"), sub("_INBOX_edge.>"), pub("$KV.CHIO_LOG.events-stream"),
-			api("STREAM.PURGE.CHIO_TASKS"),
+			api("STREAM.PURGE.CHIO_TASKS"), api("STREAM.PURGE.CHIO_EVENTS"), pub("$KV.chio-ledger-lease.position.x"),
 		},
 		natsauth.Operator: {
 			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
@@ -167,7 +169,7 @@ func TestRoleRefusals(t *testing.T) {
 			pub("chio.quarantine.events"), // hiding a forgery among the ledger's refusals, or faking one
 			pub("chio.events.decision"), pub("chio.receipts.hello"), pub("chio.tasks.t1"), pub("$KV.CHIO_REVOCATIONS.x"),
 			api("STREAM.CREATE.CHIO_EVENTS"), api("STREAM.UPDATE.CHIO_EVENTS"), api("STREAM.PURGE.CHIO_EVENTS"),
-			api("STREAM.PURGE.CHIO_TASKS"),
+			api("STREAM.PURGE.CHIO_TASKS"), pub("$KV.chio-ledger-lease.position.x"),
 			sub("chio.tools.*.invoke"), sub("chio.receipts.>"), sub("_INBOX_edge.>"),
 			api("CONSUMER.DELETE.CHIO_EVENTS.chio-ledger"), api("CONSUMER.MSG.NEXT.CHIO_EVENTS.chio-ledger"),
 			api("CONSUMER.CREATE.CHIO_EVENTS.chio-ledger"), api("CONSUMER.CREATE.CHIO_EVENTS.chio-ledger.chio.events.>"),

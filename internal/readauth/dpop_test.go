@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"github.com/nats-io/nats.go/jetstream"
 	"io"
 	"log/slog"
 	"net/http"
@@ -41,7 +42,10 @@ type proofFixture struct {
 	issuerPub           string
 }
 
-func newProofFixture(t *testing.T, opts ...Option) *proofFixture {
+// readState is the shared state a read authenticator needs, on a fresh
+// embedded JetStream: the revocations bucket and its mirror, and the
+// proofs' replay state.
+func readState(t *testing.T) (jetstream.KeyValue, *revocation.Watcher, *dpopreplay.Store) {
 	t.Helper()
 	_, _, js := natstest.Start(t)
 	ctx := context.Background()
@@ -58,6 +62,12 @@ func newProofFixture(t *testing.T, opts ...Option) *proofFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return kv, revs, store
+}
+
+func newProofFixture(t *testing.T, opts ...Option) *proofFixture {
+	t.Helper()
+	_, revs, store := readState(t)
 	key := func() (ed25519.PrivateKey, string) {
 		pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 		return priv, schemas.EncodePublicKey(pub)
@@ -88,6 +98,7 @@ func newProofFixture(t *testing.T, opts ...Option) *proofFixture {
 		return tok
 	}
 	f.parent = issue(body("cap-r", rPub, delegating))
+	var err error
 	f.child, err = schemas.Delegate(f.rKey, f.parent, schemas.CapabilityBody{ID: "cap-h", Subject: hPub,
 		Scope: schemas.Scope{Grants: []schemas.ToolGrant{receipts}}, IssuedAt: now - 5, ExpiresAt: now + 1800})
 	if err != nil {

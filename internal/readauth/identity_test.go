@@ -6,17 +6,13 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/chio-ledger/chio/internal/authtest"
-	"github.com/chio-ledger/chio/internal/dpopreplay"
 	"github.com/chio-ledger/chio/internal/dpoptest"
 	"github.com/chio-ledger/chio/internal/identity"
-	"github.com/chio-ledger/chio/internal/natstest"
-	"github.com/chio-ledger/chio/internal/revocation"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
@@ -26,21 +22,8 @@ import (
 // with a proof by its key, once; a revoked or bad token never; a provider
 // whose keys cannot be had is the service's condition (503).
 func TestAccessTokenReaders(t *testing.T) {
-	_, _, js := natstest.Start(t)
+	kv, revs, replay := readState(t)
 	ctx := context.Background()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, schemas.RevocationsConfig(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	revs, err := revocation.Watch(ctx, kv, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(revs.Stop)
-	replay, err := dpopreplay.Open(ctx, js, 1, dpop.DefaultLifetime, dpop.DefaultSkew)
-	if err != nil {
-		t.Fatal(err)
-	}
 	is := authtest.StartIssuer(t)
 	receipts, _ := schemas.ReadGrant(schemas.ReadReceipts)
 	tool := schemas.ToolGrant{ServerID: "s", ToolName: "*", Operations: []schemas.Operation{schemas.OpInvoke}}

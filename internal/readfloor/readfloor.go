@@ -25,7 +25,14 @@ var ErrReaderMissing = errors.New("a durable reader of the stream is missing")
 // (ordered consumers included) are not counted: a reader that must be
 // waited for keeps a durable, or reports its position some other way.
 func Read(ctx context.Context, stream jetstream.Stream, last uint64, required ...string) (uint64, error) {
-	floor := last
+	floor, _, err := Holder(ctx, stream, last, required...)
+	return floor, err
+}
+
+// Holder is Read that also names the durable whose floor it is ("" when
+// none is below last).
+func Holder(ctx context.Context, stream jetstream.Stream, last uint64, required ...string) (uint64, string, error) {
+	floor, holder := last, ""
 	missing := slices.Clone(required)
 	lister := stream.ListConsumers(ctx)
 	for ci := range lister.Info() {
@@ -40,13 +47,15 @@ func Read(ctx context.Context, stream jetstream.Stream, last uint64, required ..
 		if ci.Config.AckPolicy == jetstream.AckNonePolicy {
 			at = ci.Delivered.Stream
 		}
-		floor = min(floor, at)
+		if at < floor {
+			floor, holder = at, ci.Config.Durable
+		}
 	}
 	if err := lister.Err(); err != nil {
-		return 0, fmt.Errorf("list the consumers of %s: %w", stream.CachedInfo().Config.Name, err)
+		return 0, "", fmt.Errorf("list the consumers of %s: %w", stream.CachedInfo().Config.Name, err)
 	}
 	if len(missing) > 0 {
-		return 0, fmt.Errorf("%w: %s", ErrReaderMissing, strings.Join(missing, ", "))
+		return 0, "", fmt.Errorf("%w: %s", ErrReaderMissing, strings.Join(missing, ", "))
 	}
-	return floor, nil
+	return floor, holder, nil
 }
