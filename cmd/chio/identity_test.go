@@ -2,8 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,7 +14,9 @@ import (
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
 	"github.com/chio-ledger/chio/internal/authtest"
@@ -28,12 +30,8 @@ import (
 // provider the edge does not trust is refused.
 func TestUpTakesProviderAccessTokens(t *testing.T) {
 	o := authtest.StartOP(t, "agent-7", "secret-7")
-	caFile := filepath.Join(t.TempDir(), "op-ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: o.Server.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	up := startUp(t, "--require-capability", "--oidc-issuer", o.Issuer, "--oidc-audience", "agent-7",
-		"--oidc-grant", "sub=agent-7:hello-a2a-srv/*", "--oidc-ca", caFile, "--expose-all")
+		"--oidc-grant", "sub=agent-7:hello-a2a-srv/*", "--oidc-ca", o.CAFile(t), "--expose-all")
 	token := o.AccessToken(t)
 	hc := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}, Timeout: 30 * time.Second}
 	card, err := agentcard.DefaultResolver.Resolve(t.Context(), up.httpURL)
@@ -168,5 +166,106 @@ func TestUpTakesProviderAccessTokens(t *testing.T) {
 	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": "over MCP"}})
 	if err != nil || res.IsError {
 		t.Fatalf("MCP call %q with the provider's token: %v %+v", name, err, res)
+	}
+}
+
+// An MCP client that knows nothing but the edge's URL authorizes itself
+// the way MCP's authorization specification says, with the MCP SDK's own
+// OAuth client: the edge's 401 names its protected resource metadata, which
+// names the OpenID provider; the client logs its user in with the
+// authorization-code grant, PKCE and the edge's URL as the resource
+// (RFC 8707), and calls a governed tool with the token, at both protocol
+// revisions the SDK speaks. The receipt names the user, the client and the
+// audience. A token of the same provider for another audience is refused.
+func TestMCPClientsAuthorizeWithTheSDK(t *testing.T) {
+	o := authtest.StartOP(t, "mcp-agent", "mcp-secret")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	resource := "http://" + addr + mcpedge.Path
+	up := startUp(t, "--listen", addr, "--require-capability", "--oidc-issuer", o.Issuer, "--oidc-audience", resource,
+		"--oidc-grant", "sub="+authtest.TestUserID+":hello-a2a-srv/*", "--oidc-ca", o.CAFile(t), "--expose-all")
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			h, err := mcpauth.NewAuthorizationCodeHandler(&mcpauth.AuthorizationCodeHandlerConfig{
+				PreregisteredClient: &oauthex.ClientCredentials{ClientID: o.ClientID,
+					ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: o.ClientSecret}},
+				RedirectURL:              o.RedirectURL,
+				AuthorizationCodeFetcher: o.LogIn(t),
+				// The edge names no scopes; zitadel's provider wants one.
+				ScopeFilter: func([]string) []string { return []string{"openid"} },
+				Client:      o.HTTPClient(),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mc := sdk.NewClient(&sdk.Implementation{Name: "mcp-agent", Version: "1"}, nil)
+			cs, err := mc.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: resource, OAuthHandler: h},
+				&sdk.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatalf("connect with the SDK's OAuth client: %v", err)
+			}
+			defer cs.Close()
+			if got := cs.InitializeResult().ProtocolVersion; got != version {
+				t.Fatalf("negotiated %s", got)
+			}
+			ts, _ := h.TokenSource(t.Context())
+			tok, err := ts.Token()
+			if err != nil || tok.AccessToken == "" {
+				t.Fatalf("the handler's token: %v", err)
+			}
+			listed, err := cs.ListTools(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var name string
+			for _, tl := range listed.Tools {
+				if strings.HasSuffix(tl.Name, "hello_task") {
+					name = tl.Name
+				}
+			}
+			res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": "authorized " + version}})
+			if err != nil || res.IsError {
+				t.Fatalf("MCP call %q: %v %+v", name, err, res)
+			}
+			body := waitReceipt(t, up, receiptRef(t, res.Meta))
+			var r struct {
+				Receipt struct {
+					Metadata struct {
+						Attribution struct {
+							Identity struct {
+								Issuer   string   `json:"issuer"`
+								Subject  string   `json:"subject"`
+								ClientID string   `json:"client_id"`
+								Audience []string `json:"audience"`
+							} `json:"identity"`
+						} `json:"attribution"`
+					} `json:"metadata"`
+				} `json:"receipt"`
+			}
+			if err := json.Unmarshal(body, &r); err != nil {
+				t.Fatal(err)
+			}
+			if id := r.Receipt.Metadata.Attribution.Identity; id.Issuer != o.Issuer || id.Subject != authtest.TestUserID ||
+				id.ClientID != "mcp-agent" || len(id.Audience) != 1 || id.Audience[0] != resource {
+				t.Fatalf("the receipt names the caller as %+v", id)
+			}
+		})
+	}
+	// The client's own client-credentials token is for the client, not for
+	// this edge: refused with the challenge, and nothing is called.
+	req, _ := http.NewRequest(http.MethodPost, resource, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+o.AccessToken(t))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata=") {
+		t.Fatalf("a token for another audience: %d %q", resp.StatusCode, resp.Header.Values("WWW-Authenticate"))
 	}
 }
