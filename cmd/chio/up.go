@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 
 	"github.com/chio-ledger/chio/edges/a2a"
 	"github.com/chio-ledger/chio/edges/acp"
+	"github.com/chio-ledger/chio/edges/exchange"
+	"github.com/chio-ledger/chio/edges/kernel"
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
 	"github.com/chio-ledger/chio/edges/mcpbridge"
 	"github.com/chio-ledger/chio/edges/openai"
@@ -135,6 +138,9 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 		return err
 	}
 	defer edges.r.close()
+	if edges.exchange, err = upExchange(keys.Dir, edges.r.kernel, c.ef.publicURL); err != nil {
+		return err
+	}
 	stopProtect, err := c.startProtect(ctx, out, edges.r, bridge)
 	if err != nil {
 		return err
@@ -268,6 +274,26 @@ type upEdges struct {
 	oa  *openai.Adapter
 	mcp *mcpedge.Edge
 	acp *acp.Edge
+	// exchange is the token exchange, nil without identity providers.
+	exchange *exchange.Exchange
+}
+
+// upExchange is chio up's token exchange: with the policy's identity
+// providers, it signs with the data dir's issuer key, which chio up's
+// policy trusts; nil without providers.
+func upExchange(keysDir string, k *kernel.Kernel, origin string) (*exchange.Exchange, error) {
+	if k.Identities() == nil {
+		return nil, nil
+	}
+	text, err := os.ReadFile(filepath.Join(keysDir, issuerKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("token exchange: %w", err)
+	}
+	key, err := schemas.ParsePrivateKey(string(text))
+	if err != nil {
+		return nil, fmt.Errorf("token exchange: %s: %w", issuerKeyFile, err)
+	}
+	return exchange.New(key, k.Identities(), exchange.WithPublicOrigin(origin)), nil
 }
 
 // startEdges builds the A2A edge (startEdge, as chio edge a2a does) and
@@ -397,6 +423,9 @@ func (c *upConfig) mountEdges(ctx context.Context, e *echo.Echo, addr net.Addr, 
 	edges.oa.Register(e)
 	edges.mcp.Register(e)
 	edges.acp.Register(e)
+	if edges.exchange != nil {
+		e.Any(exchange.Path, echo.WrapHandler(edges.exchange))
+	}
 	proj.Register(e)
 	mountConsole(e)
 	mountToolsListing(e, edges.r, &c.ef, grpc, auth) // operators: every tool, its origin and signed manifest

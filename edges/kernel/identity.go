@@ -39,6 +39,11 @@ func WithIdentityHTTPClient(c *http.Client) Option {
 	return func(cfg *config) { cfg.identityClient = c }
 }
 
+// Identities is the verifier of the policy's identity providers, nil
+// when it trusts none: what a token exchange verifies its subject and
+// actor tokens with, as this kernel verifies a caller's.
+func (k *Kernel) Identities() *identity.Verifier { return k.identities }
+
 // newIdentities is the verifier of the policy's providers, nil without any.
 func newIdentities(p *LoadedPolicy, cfg config) (*identity.Verifier, error) {
 	if len(p.IdentityProviders) == 0 {

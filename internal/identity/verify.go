@@ -164,6 +164,17 @@ const maxActors = 8
 // Verify checks token and maps it to grants; the error wraps one of the
 // package's refusals with the reason.
 func (v *Verifier) Verify(ctx context.Context, token string) (*Caller, error) {
+	return v.verify(ctx, token, true)
+}
+
+// VerifyActor checks token as Verify does but maps it to no grants: an
+// RFC 8693 actor token says who acts, not what it may do, so it needs no
+// rule; its Caller has Rule -1 and no Grants.
+func (v *Verifier) VerifyActor(ctx context.Context, token string) (*Caller, error) {
+	return v.verify(ctx, token, false)
+}
+
+func (v *Verifier) verify(ctx context.Context, token string, mapRule bool) (*Caller, error) {
 	if len(token) > MaxTokenBytes {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrMalformed, len(token), MaxTokenBytes)
 	}
@@ -262,6 +273,9 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Caller, error) {
 			return nil, fmt.Errorf("%w: act chain longer than %d", ErrMalformed, maxActors)
 		}
 		c.Actors = append(c.Actors, a.Actor)
+	}
+	if !mapRule {
+		return c, nil
 	}
 	for i, r := range p.cfg.Rules {
 		if matches(r.Match, all) {

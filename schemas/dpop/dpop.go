@@ -219,6 +219,10 @@ type Expect struct {
 	Thumbprint string
 	// Token is the token text as presented: ath is its SHA-256.
 	Token string
+	// TokenRequest, set for a proof sent to a token endpoint (RFC 9449
+	// section 5), which has no access token yet: the proof must then have
+	// no ath, and Token is not read.
+	TokenRequest bool
 	// Method and URL are the request as this server received it.
 	Method, URL string
 	// Now, Lifetime and Skew decide freshness (defaults: time.Now,
@@ -258,10 +262,14 @@ func (p *Proof) Verify(e Expect) error {
 	if !SameURL(p.HTU, e.URL) {
 		return fail(CheckURL, "proof is for %s, the request is %s", clip(p.HTU), e.URL)
 	}
-	if p.ATH == "" {
+	switch {
+	case e.TokenRequest:
+		if p.ATH != "" {
+			return fail(CheckToken, "a proof for a token request has no ath: there is no access token yet")
+		}
+	case p.ATH == "":
 		return fail(CheckToken, "ath (the token's hash) is missing")
-	}
-	if p.ATH != TokenHash(e.Token) {
+	case p.ATH != TokenHash(e.Token):
 		return fail(CheckToken, "ath is not the hash of the presented token")
 	}
 	now, life, skew := e.window()

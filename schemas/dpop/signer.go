@@ -77,6 +77,26 @@ func (s *Signer) Proof(method, url string) (string, error) {
 	return jws.CompactSerialize()
 }
 
+// TokenRequestProof is a fresh proof by key for a POST to the token
+// endpoint url (RFC 9449 section 5): it names no token (no ath), since the
+// request asks for one to be bound to key.
+func TokenRequestProof(key ed25519.PrivateKey, url string) (string, error) {
+	js, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key},
+		(&jose.SignerOptions{EmbedJWK: true}).WithType(ProofType))
+	if err != nil {
+		return "", fmt.Errorf("dpop proof: %w", err)
+	}
+	payload, err := json.Marshal(Claims{JTI: randomID(), HTM: http.MethodPost, HTU: url, IAT: time.Now().Unix()})
+	if err != nil {
+		return "", err
+	}
+	jws, err := js.Sign(payload)
+	if err != nil {
+		return "", fmt.Errorf("dpop proof: %w", err)
+	}
+	return jws.CompactSerialize()
+}
+
 // Authorize sets Authorization: DPoP <token> and a fresh DPoP proof on h
 // for a request method url.
 func (s *Signer) Authorize(h http.Header, method, url string) error {
