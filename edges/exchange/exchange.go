@@ -121,7 +121,9 @@ func New(key ed25519.PrivateKey, v Verifier, opts ...Option) *Exchange {
 
 // Issuer is the public key the issued capabilities name as issuer, in
 // wire form: the policy must trust it.
-func (e *Exchange) Issuer() string { return schemas.EncodePublicKey(e.key.Public().(ed25519.PublicKey)) }
+func (e *Exchange) Issuer() string {
+	return schemas.EncodePublicKey(e.key.Public().(ed25519.PublicKey))
+}
 
 // Response is RFC 8693 section 2.2.1's answer.
 type Response struct {
