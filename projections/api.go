@@ -492,11 +492,17 @@ func (s *Service) getChain(c echo.Context) error {
 
 // authorizationContext serves GET /v1/reports/authorization-context.
 func (s *Service) authorizationContext(c echo.Context) error {
-	q, ok, err := query(c, "capabilityId", "toolServer", "toolName", "since", "until", "authorizationLimit")
+	q, ok, err := query(c, "capabilityId", "toolServer", "toolName", "since", "until", "authorizationLimit", "groupBy")
 	if !ok {
 		return err
 	}
 	var f authz.Filter
+	if g, given := q["groupBy"]; given {
+		if g[0] != "identity" {
+			return badParam(c, "groupBy", "groupBy %q: the report groups by identity only", abbreviate(g[0]))
+		}
+		f.GroupByIdentity = true
+	}
 	for _, p := range []struct {
 		name string
 		dst  *string

@@ -42,6 +42,28 @@ type AuthorizationContextReport struct {
 	// Receipts is at most the requested number of rows; Summary counts
 	// every matching receipt.
 	Receipts []AuthorizationContextRow `json:"receipts"`
+	// Groups, when the report is grouped by identity, summarizes each
+	// caller's matching receipts, callers in order of first receipt.
+	Groups []AuthorizationGroup `json:"groups,omitempty"`
+}
+
+// AuthorizationIdentity is who an access-token caller was, as its
+// identity provider said (a receipt's metadata.attribution.identity).
+type AuthorizationIdentity struct {
+	Issuer   string `json:"issuer"`
+	Subject  string `json:"subject"`
+	ClientID string `json:"clientId,omitempty"`
+}
+
+// AuthorizationGroup is one caller's receipts in a report grouped by
+// identity: an identity provider's subject (Identity set; its keys are
+// the names the kernel gives it), or a capability's subject key under one
+// issuer key.
+type AuthorizationGroup struct {
+	Identity   *AuthorizationIdentity `json:"identity,omitempty"`
+	SubjectKey string                 `json:"subjectKey"`
+	IssuerKey  string                 `json:"issuerKey"`
+	Summary    AuthorizationSummary   `json:"summary"`
 }
 
 // MarshalJSON writes receipts as [] when there are none: clients index
@@ -140,6 +162,9 @@ type AuthorizationContextRow struct {
 	AuthorizationDetails []AuthorizationDetail `json:"authorizationDetails"`
 	TransactionContext   TransactionContext    `json:"transactionContext"`
 	SenderConstraint     SenderConstraint      `json:"senderConstraint"`
+	// Identity is set for a caller that presented an identity
+	// provider's access token.
+	Identity *AuthorizationIdentity `json:"identity,omitempty"`
 }
 
 // AuthorizationDetail is one RFC 9396 authorization_details entry. Which

@@ -47,11 +47,18 @@ func TestAuthorizationReportMatchesSchema(t *testing.T) {
 	bearer.Summary.SenderBoundReceipts, bearer.Summary.DPoPBoundReceipts = 0, 0
 	sc = &bearer.Receipts[0].SenderConstraint
 	sc.ProofRequired, sc.ProofType, sc.ProofSchema, sc.ProofKeyThumbprint = false, "", "", ""
+	grouped := sampleReport()
+	id := &AuthorizationIdentity{Issuer: "https://login.example.com", Subject: "agent-7", ClientID: "agent-7"}
+	grouped.Receipts[0].Identity = id
+	grouped.Groups = []AuthorizationGroup{{Identity: &AuthorizationIdentity{Issuer: id.Issuer, Subject: id.Subject},
+		SubjectKey: strings.Repeat("1", 64), IssuerKey: strings.Repeat("2", 64), Summary: grouped.Summary}}
 	cases := []struct {
 		name string
 		r    AuthorizationContextReport
 		want []string // substrings the JSON must contain
 	}{
+		{"grouped by identity", grouped, []string{`"identity":{"issuer":"https://login.example.com","subject":"agent-7","clientId":"agent-7"}`,
+			`"groups":[{"identity":{"issuer":"https://login.example.com","subject":"agent-7"},"subjectKey":"`}},
 		{"full", sampleReport(), []string{`"receiptId":"0190f3c2`, `"sharedPaymentTokenId":"spt-1"`, `"quoteId":"q-1"`,
 			`"evidenceClass":"observed"`, `"subjectKeySource":"receipt_attribution"`, `"dpopBoundReceipts":1`, `"senderBoundReceipts":1`,
 			`"proofRequired":true,"proofType":"dpop","proofSchema":"dpop+jwt","proofKeyThumbprint":"` + sampleJKT + `"`,

@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/chio-ledger/chio/internal/authtest"
 	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/internal/natsembed"
 	"github.com/chio-ledger/chio/schemas"
@@ -244,8 +245,21 @@ func (tp *tamperProxy) tamper(mode string, body []byte) ([]byte, error) {
 func TestConsoleBrowser(t *testing.T) {
 	browser := newBrowser(t)
 	shots := screenshotDir(t)
-	up := startUp(t)
+	provider := authtest.StartIssuer(t)
+	up := startUp(t, "--oidc-issuer", provider.URL, "--oidc-audience", "console", "--oidc-grant", "sub=agent-console:hello-a2a-srv/*")
 	keysDir := filepath.Join(up.dir, "keys")
+
+	// A call with an identity provider's access token, whose receipt
+	// page names the caller.
+	jwtClient, err := a2aclient.NewFromEndpoints(t.Context(), []*a2apb.AgentInterface{a2apb.NewAgentInterface(up.httpURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
+		a2aclient.WithJSONRPCTransport(&http.Client{Timeout: 30 * time.Second, Transport: bearer{next: http.DefaultTransport,
+			token: provider.Sign(t, map[string]any{"iss": provider.URL, "sub": "agent-console", "aud": "console", "client_id": "console-client",
+				"exp": time.Now().Add(time.Hour).Unix(), "act": map[string]any{"sub": "planner-<b>"}})}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwtTask := sendTask(t, jwtClient, "from agent-console")
+	jwtID, _ := jwtTask.Metadata["chio"].(map[string]any)["receiptId"].(string)
 
 	// Two tenants' governed calls, calls under the dev capability (one
 	// with script in its argument) and some denials, for the charts.
@@ -360,6 +374,20 @@ func TestConsoleBrowser(t *testing.T) {
 		if txt := tab.text("#binding"); !strings.Contains(txt, "the token alone (bearer)") {
 			t.Errorf("holder binding: %s", txt)
 		}
+		if txt := tab.text("#identity"); !strings.Contains(txt, "presented a chio capability") {
+			t.Errorf("a capability caller's identity section: %s", txt)
+		}
+		// An access-token caller's receipt names who it was, the actor as
+		// text.
+		waitStatus(t, up.token, up.httpURL+"/v1/receipts/"+jwtID, http.StatusOK)
+		tab.open("#/receipts/" + jwtID)
+		txt := tab.text("#identity")
+		for _, want := range []string{"agent-console", provider.URL, "console-client", "planner-<b>", "bearer token"} {
+			if !strings.Contains(txt, want) {
+				t.Errorf("the identity of %s does not name %q: %s", jwtID, want, txt)
+			}
+		}
+		tab.screenshot("receipt-identity")
 		// The certified edge that decided, from metadata.edge.
 		if txt := tab.text("#receipt-edge"); !strings.Contains(txt, "edge chio-up · credential edge.chio-up.") {
 			t.Errorf("deciding edge: %s", txt)

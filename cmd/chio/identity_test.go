@@ -57,7 +57,7 @@ func TestUpTakesProviderAccessTokens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			task := sendTask(t, client, "hello from agent-7")
+			task := sendGoverned(t, client, "hello from agent-7 over "+string(iface.ProtocolBinding))
 			if task.Status.State != a2apb.TaskStateCompleted {
 				t.Fatalf("task %+v", task)
 			}
@@ -109,6 +109,43 @@ func TestUpTakesProviderAccessTokens(t *testing.T) {
 	if seen != 2 {
 		t.Fatalf("the card lists %d of the JSON-RPC and REST interfaces", seen)
 	}
+	// The authorization-context report names the caller on each row and,
+	// grouped by identity, counts the caller's receipts under its
+	// identity, apart from the demo capability's.
+	var rep struct {
+		Receipts []struct {
+			Identity *struct{ Issuer, Subject, ClientID string } `json:"identity"`
+		} `json:"receipts"`
+		Groups []struct {
+			Identity *struct{ Issuer, Subject string } `json:"identity"`
+			Summary  struct {
+				MatchingReceipts int `json:"matchingReceipts"`
+			} `json:"summary"`
+		} `json:"groups"`
+	}
+	reportURL := up.httpURL + "/v1/reports/authorization-context?groupBy=identity"
+	waitBody(t, up.token, reportURL, `"matchingReceipts":2`)
+	body, err := chio(t.Context(), "trust", "authorization-context", "list", "--group-by", "identity", "--url", up.httpURL,
+		"--token", "@"+filepath.Join(up.dir, operatorTokenFile))
+	if err != nil {
+		t.Fatalf("trust authorization-context list --group-by identity: %v\n%s", err, body)
+	}
+	if err := json.Unmarshal([]byte(body), &rep); err != nil {
+		t.Fatalf("report: %v %s", err, body)
+	}
+	named := 0
+	for _, r := range rep.Receipts {
+		if r.Identity != nil && r.Identity.Subject == "agent-7" && r.Identity.Issuer == o.Issuer {
+			named++
+		}
+	}
+	if named != 2 || len(rep.Groups) == 0 || rep.Groups[0].Identity == nil || rep.Groups[0].Identity.Subject != "agent-7" ||
+		rep.Groups[0].Summary.MatchingReceipts != 2 {
+		t.Fatalf("report grouped by identity: %s", body)
+	}
+	if code, body := httpGetAs(t, up.token, up.httpURL+"/v1/reports/authorization-context?groupBy=tenant"); code != http.StatusBadRequest {
+		t.Fatalf("groupBy=tenant: %d %s", code, body)
+	}
 	// A token of a provider the edge does not trust is refused with 401,
 	// and runs nothing.
 	stranger := authtest.StartIssuer(t)
@@ -139,13 +176,13 @@ func TestUpTakesProviderAccessTokens(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(strings.Join(resp.Header.Values("WWW-Authenticate"), ","), `resource_metadata="`+wantMeta+`"`) {
 		t.Fatalf("/mcp without a token: %d %q", resp.StatusCode, resp.Header.Values("WWW-Authenticate"))
 	}
-	_, body := httpGet(t, wantMeta)
+	_, prmBody := httpGet(t, wantMeta)
 	var prm struct {
 		Resource             string   `json:"resource"`
 		AuthorizationServers []string `json:"authorization_servers"`
 	}
-	if err := json.Unmarshal(body, &prm); err != nil || prm.Resource != up.httpURL+mcpedge.Path || len(prm.AuthorizationServers) != 1 || prm.AuthorizationServers[0] != o.Issuer {
-		t.Fatalf("protected resource metadata %s: %v", body, err)
+	if err := json.Unmarshal(prmBody, &prm); err != nil || prm.Resource != up.httpURL+mcpedge.Path || len(prm.AuthorizationServers) != 1 || prm.AuthorizationServers[0] != o.Issuer {
+		t.Fatalf("protected resource metadata %s: %v", prmBody, err)
 	}
 	mc := sdk.NewClient(&sdk.Implementation{Name: "agent-7", Version: "1"}, nil)
 	cs, err := mc.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: up.httpURL + mcpedge.Path, HTTPClient: hc}, nil)
@@ -268,4 +305,22 @@ func TestMCPClientsAuthorizeWithTheSDK(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata=") {
 		t.Fatalf("a token for another audience: %d %q", resp.StatusCode, resp.Header.Values("WWW-Authenticate"))
 	}
+}
+
+// sendGoverned sends text with a governed intent for the demo tool, so
+// its receipt is one the authorization-context report projects.
+func sendGoverned(t *testing.T, client *a2aclient.Client, text string) *a2apb.Task {
+	t.Helper()
+	msg := a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart(text))
+	msg.Metadata = map[string]any{"chio": map[string]any{"governedIntent": map[string]any{
+		"id": "intent-" + text, "server_id": "hello-a2a-srv", "tool_name": "hello_task", "purpose": text}}}
+	res, err := client.SendMessage(t.Context(), &a2apb.SendMessageRequest{Message: msg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2apb.Task)
+	if !ok {
+		t.Fatalf("A2A call: %+v", res)
+	}
+	return task
 }

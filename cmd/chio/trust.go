@@ -35,7 +35,7 @@ func newTrustCmd() *cobra.Command {
 }
 
 func newAuthorizationContextListCmd() *cobra.Command {
-	var base, token, credential, capability, toolServer, toolName, keyFile string
+	var base, token, credential, capability, toolServer, toolName, keyFile, groupBy string
 	var limit int
 	var since, until uint64
 	cmd := &cobra.Command{
@@ -58,7 +58,7 @@ func newAuthorizationContextListCmd() *cobra.Command {
 			}
 			q := url.Values{}
 			for _, p := range []struct{ name, v string }{
-				{"capabilityId", capability}, {"toolServer", toolServer}, {"toolName", toolName},
+				{"capabilityId", capability}, {"toolServer", toolServer}, {"toolName", toolName}, {"groupBy", groupBy},
 			} {
 				if p.v != "" {
 					q.Set(p.name, p.v)
@@ -130,6 +130,7 @@ func newAuthorizationContextListCmd() *cobra.Command {
 	cmd.Flags().StringVar(&toolName, "tool-name", "", "only receipts of this tool")
 	cmd.Flags().Uint64Var(&since, "since", 0, "only receipts at or after this Unix time (seconds)")
 	cmd.Flags().Uint64Var(&until, "until", 0, "only receipts at or before this Unix time (seconds)")
+	cmd.Flags().StringVar(&groupBy, "group-by", "", "identity: add each caller's summary (an identity provider's subject, or a capability's subject key)")
 	return cmd
 }
 

@@ -72,6 +72,8 @@ type Filter struct {
 	CapabilityID, ToolServer, ToolName string
 	Since, Until                       uint64
 	Limit                              int
+	// GroupByIdentity adds the report's groups: each caller's summary.
+	GroupByIdentity bool
 }
 
 // Input is one stored receipt: the signed receipt and whether the
@@ -151,6 +153,9 @@ type Governed struct {
 	Binding *Binding `json:"binding,omitempty"`
 	// Bound: the call chain's evidence is observed or verified.
 	Bound bool `json:"bound,omitempty"`
+	// Identity is who an access-token caller was
+	// (metadata.attribution.identity); nil for a capability's caller.
+	Identity *schemas.AuthorizationIdentity `json:"identity,omitempty"`
 }
 
 // Binding is how the caller proved who it is, as the receipt records it
@@ -205,7 +210,7 @@ func Examine(in Input) (*Governed, error) {
 	if tx.ServerID != r.ToolServer || tx.ToolName != r.ToolName {
 		return fail("governed_transaction names %s/%s but the receipt is for %s/%s", tx.ServerID, tx.ToolName, r.ToolServer, r.ToolName)
 	}
-	attr, binding, err := decodeAttribution(meta["attribution"])
+	attr, binding, ident, err := decodeAttribution(meta["attribution"])
 	if err != nil {
 		return fail("metadata.attribution: %v", err)
 	}
@@ -221,7 +226,7 @@ func Examine(in Input) (*Governed, error) {
 			return fail("call chain evidenceClass %q is not asserted, observed or verified", c.EvidenceClass)
 		}
 	}
-	g.Tx, g.Attr, g.Binding = tx, attr, binding
+	g.Tx, g.Attr, g.Binding, g.Identity = tx, attr, binding, ident
 	return g, nil
 }
 
@@ -302,6 +307,7 @@ func BuildGoverned(f Filter, receipts iter.Seq2[*Governed, error], lineage Linea
 		Receipts: []schemas.AuthorizationContextRow{},
 	}
 	b := builder{lineage: lineage, cache: map[string]*schemas.CapabilityLineage{}}
+	groups := map[string]int{} // caller → its index in rep.Groups
 	for g, err := range receipts {
 		if err != nil {
 			return nil, fmt.Errorf("authorization context: reading receipts: %w", err)
@@ -317,6 +323,16 @@ func BuildGoverned(f Filter, receipts iter.Seq2[*Governed, error], lineage Linea
 			return nil, err
 		}
 		p.count(&rep.Summary)
+		if f.GroupByIdentity {
+			key, grp := p.group()
+			i, seen := groups[key]
+			if !seen {
+				i = len(rep.Groups)
+				groups[key] = i
+				rep.Groups = append(rep.Groups, grp)
+			}
+			p.count(&rep.Groups[i].Summary)
+		}
 		if len(rep.Receipts) < limit {
 			rep.Receipts = append(rep.Receipts, p.row())
 		}
@@ -492,6 +508,38 @@ type attributionWire struct {
 	DelegationDepth *int            `json:"delegation_depth"`
 	GrantIndex      *int            `json:"grant_index"`
 	Binding         json.RawMessage `json:"binding"`
+	Identity        json.RawMessage `json:"identity"`
+}
+
+// identityWire is metadata.attribution.identity, what the kernel records
+// of an access-token caller, decoded strictly.
+type identityWire struct {
+	Issuer   *string         `json:"issuer"`
+	Subject  *string         `json:"subject"`
+	ClientID string          `json:"client_id"`
+	Audience []string        `json:"audience"`
+	TokenID  string          `json:"token_id"`
+	Rule     *int            `json:"rule"`
+	Act      json.RawMessage `json:"act"`
+	CnfJKT   string          `json:"cnf_jkt"`
+}
+
+// decodeIdentity reads metadata.attribution.identity; nil when absent.
+func decodeIdentity(raw json.RawMessage) (*schemas.AuthorizationIdentity, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	if string(raw) == "null" {
+		return nil, errors.New("identity is null")
+	}
+	var w identityWire
+	if err := schemas.DecodeStrict(raw, &w); err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	if w.Issuer == nil || *w.Issuer == "" || w.Subject == nil || *w.Subject == "" {
+		return nil, errors.New("identity needs an issuer and a subject")
+	}
+	return &schemas.AuthorizationIdentity{Issuer: *w.Issuer, Subject: *w.Subject, ClientID: w.ClientID}, nil
 }
 
 // bindingWire is metadata.attribution.binding, decoded strictly.
@@ -502,42 +550,46 @@ type bindingWire struct {
 
 // decodeAttribution decodes metadata.attribution and its binding (nil when
 // it has none).
-func decodeAttribution(raw json.RawMessage) (*schemas.Attribution, *Binding, error) {
+func decodeAttribution(raw json.RawMessage) (*schemas.Attribution, *Binding, *schemas.AuthorizationIdentity, error) {
 	if raw == nil {
-		return nil, nil, errors.New("is missing")
+		return nil, nil, nil, errors.New("is missing")
 	}
 	if string(raw) == "null" {
-		return nil, nil, errNull
+		return nil, nil, nil, errNull
 	}
 	var w attributionWire
 	if err := schemas.DecodeStrict(raw, &w); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if w.SubjectKey == nil || *w.SubjectKey == "" || w.IssuerKey == nil || *w.IssuerKey == "" || w.DelegationDepth == nil || w.GrantIndex == nil {
-		return nil, nil, errors.New("needs subject_key, issuer_key, delegation_depth and grant_index")
+		return nil, nil, nil, errors.New("needs subject_key, issuer_key, delegation_depth and grant_index")
 	}
 	attr := &schemas.Attribution{SubjectKey: *w.SubjectKey, IssuerKey: *w.IssuerKey, DelegationDepth: *w.DelegationDepth, GrantIndex: *w.GrantIndex}
+	id, err := decodeIdentity(w.Identity)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	if w.Binding == nil {
-		return attr, nil, nil
+		return attr, nil, id, nil
 	}
 	if string(w.Binding) == "null" {
-		return nil, nil, errors.New("binding is null")
+		return nil, nil, nil, errors.New("binding is null")
 	}
 	var bw bindingWire
 	if err := schemas.DecodeStrict(w.Binding, &bw); err != nil {
-		return nil, nil, fmt.Errorf("binding: %w", err)
+		return nil, nil, nil, fmt.Errorf("binding: %w", err)
 	}
 	if bw.Method == nil || *bw.Method == "" {
-		return nil, nil, errors.New("binding needs a method")
+		return nil, nil, nil, errors.New("binding needs a method")
 	}
 	if bw.JKT != nil && *bw.JKT == "" {
-		return nil, nil, errors.New("binding has an empty jkt")
+		return nil, nil, nil, errors.New("binding has an empty jkt")
 	}
 	b := &Binding{Method: *bw.Method}
 	if bw.JKT != nil {
 		b.JKT = *bw.JKT
 	}
-	return attr, b, nil
+	return attr, b, id, nil
 }
 
 // count adds the projection to the summary. Approval and runtime
@@ -566,6 +618,20 @@ func (p *projection) count(s *schemas.AuthorizationSummary) {
 	if p.bound {
 		s.DelegatedSenderBoundReceipts++
 	}
+}
+
+// group is the caller of the projected receipt, and the key that tells
+// callers apart: an identity provider's subject (every token of it, from
+// any client), or a capability's subject key under its issuer key.
+func (p *projection) group() (string, schemas.AuthorizationGroup) {
+	g := schemas.AuthorizationGroup{SubjectKey: p.attr.SubjectKey, IssuerKey: p.attr.IssuerKey}
+	if id := p.g.Identity; id != nil {
+		g.Identity = &schemas.AuthorizationIdentity{Issuer: id.Issuer, Subject: id.Subject}
+		k, _ := json.Marshal([]string{"identity", id.Issuer, id.Subject})
+		return string(k), g
+	}
+	k, _ := json.Marshal([]string{"key", p.attr.IssuerKey, p.attr.SubjectKey})
+	return string(k), g
 }
 
 func (p *projection) row() schemas.AuthorizationContextRow {
@@ -613,6 +679,6 @@ func (p *projection) row() schemas.AuthorizationContextRow {
 	}
 	return schemas.AuthorizationContextRow{
 		ReceiptID: p.g.ReceiptID, Timestamp: p.g.Timestamp, CapabilityID: p.g.CapabilityID,
-		AuthorizationDetails: details, TransactionContext: ctx, SenderConstraint: sc,
+		AuthorizationDetails: details, TransactionContext: ctx, SenderConstraint: sc, Identity: p.g.Identity,
 	}
 }

@@ -115,7 +115,7 @@ export async function receiptPage(main, [id], q, current) {
   if (got.unreadable !== undefined || !r) {
     main.append(note(`The log holds this receipt (leaf ${got.leafIndex}) but no reader can decode it: ${got.unreadable}`, 'error'), verifyBox.section);
   } else {
-    main.append(summary(r, got.leafIndex), verifyBox.section, decision(r), evidence(r), parameters(r), binding(r), callChain(r));
+    main.append(summary(r, got.leafIndex), verifyBox.section, decision(r), evidence(r), parameters(r), binding(r), identity(r), callChain(r));
     const chain = await lineage(r.capability_id);
     if (!current()) return;
     main.append(chain, rawReceipt(r));
@@ -184,6 +184,26 @@ function binding(r) {
     ['Issuer key', mono(a.issuer_key ?? '')],
     ['Delegation depth', a.delegation_depth],
     ['Grant index', a.grant_index],
+  ]));
+}
+
+// identity shows who an access-token caller was, as its identity
+// provider said (metadata.attribution.identity): every value is the
+// caller's own, so each is shown as text.
+function identity(r) {
+  const id = r.metadata?.attribution?.identity;
+  const sec = h('section', { id: 'identity' }, h('h2', null, 'Caller identity'));
+  if (!id) return append(sec, note('The caller presented a chio capability, not an identity provider\'s access token.'));
+  const actors = (Array.isArray(id.act) ? id.act : []).map((a) => [a.sub, a.iss && `of ${a.iss}`, a.client_id && `client ${a.client_id}`].filter(Boolean).join(' '));
+  return append(sec, kv([
+    ['Subject', mono(String(id.subject ?? ''))],
+    ['Issuer', mono(String(id.issuer ?? ''))],
+    ['Client', id.client_id ? mono(String(id.client_id)) : ''],
+    ['Audience', (Array.isArray(id.audience) ? id.audience : []).join(', ')],
+    ['Token id', mono(String(id.token_id ?? ''))],
+    ['Policy rule', id.rule],
+    ['Acting for the subject', actors.length ? actors.join(' ← ') : 'no one: the subject itself'],
+    ['Bound to key (cnf.jkt)', id.cnf_jkt ? mono(String(id.cnf_jkt)) : 'no (bearer token)'],
   ]));
 }
 
