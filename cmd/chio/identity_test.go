@@ -1,7 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"regexp"
+	"sync/atomic"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,11 +20,18 @@ import (
 	a2apb "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	"github.com/mccutchen/go-httpbin/v2/httpbin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
+	"github.com/chio-ledger/chio/edges/acp"
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
+	"github.com/chio-ledger/chio/edges/openai"
+	"github.com/chio-ledger/chio/edges/protect"
 	"github.com/chio-ledger/chio/internal/authtest"
 )
 
@@ -323,4 +336,190 @@ func sendGoverned(t *testing.T, client *a2aclient.Client, text string) *a2apb.Ta
 		t.Fatalf("A2A call: %+v", res)
 	}
 	return task
+}
+
+// tokenCreds sends an access token in each gRPC call's metadata, over a
+// plaintext loopback connection.
+type tokenCreds string
+
+func (c tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(c)}, nil
+}
+
+func (tokenCreds) RequireTransportSecurity() bool { return false }
+
+// Every other surface of chio up takes the same provider's access token
+// as A2A over JSON-RPC and REST, and MCP, do, each through its own
+// client's way of sending it: A2A over gRPC (the a2a-go client, metadata
+// authorization), OpenAI tool calls, ACP over HTTP, and api protect in
+// front of a real upstream. Each call's receipt names the caller. An
+// expired token of a trusted provider is refused on each, in the
+// protocol's own form, and runs nothing.
+func TestEverySurfaceTakesAccessTokens(t *testing.T) {
+	o := authtest.StartOP(t, "agent-7", "secret-7")
+	is := authtest.StartIssuer(t)
+	var upstreamHits atomic.Int32
+	bin := httpbin.New()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { upstreamHits.Add(1); bin.ServeHTTP(w, r) }))
+	t.Cleanup(api.Close)
+	spec := filepath.Join("..", "..", "edges", "openapi", "testdata", "httpbin.yaml")
+	up := startUp(t, "--require-capability", "--oidc-issuer", o.Issuer, "--oidc-issuer", is.URL, "--oidc-audience", "agent-7",
+		"--oidc-grant", "sub=agent-7:hello-a2a-srv/*", "--oidc-grant", "sub=agent-7:httpbin/*", "--oidc-ca", o.CAFile(t),
+		"--openapi", spec, "--openapi-server-id", "httpbin", "--openapi-upstream", api.URL, "--openapi-protect-listen", "127.0.0.1:0")
+	token := o.AccessToken(t)
+	expired := is.Sign(t, map[string]any{"iss": is.URL, "sub": "agent-7", "aud": "agent-7", "exp": time.Now().Add(-time.Hour).Unix()})
+	grpcAddr := regexp.MustCompile(`chio up: gRPC +([0-9.:]+) `).FindStringSubmatch(up.out)
+	protectAddr := regexp.MustCompile(`api protect  (http://[0-9.:]+)`).FindStringSubmatch(up.out)
+	if grpcAddr == nil || protectAddr == nil {
+		t.Fatalf("no gRPC or api protect address in:\n%s", up.out)
+	}
+	identityOf := func(t *testing.T, rid string) map[string]any {
+		t.Helper()
+		var r struct {
+			Receipt struct {
+				Metadata struct {
+					Attribution struct {
+						Identity map[string]any `json:"identity"`
+					} `json:"attribution"`
+				} `json:"metadata"`
+			} `json:"receipt"`
+		}
+		if err := json.Unmarshal(waitReceipt(t, up, rid), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Receipt.Metadata.Attribution.Identity
+	}
+	post := func(t *testing.T, url, tok, body string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	surfaces := []struct {
+		name string
+		// call calls the demo tool (or the API) with tok and returns the
+		// receipt id; with refused, it checks the refusal's form and
+		// returns the deny receipt's id where the protocol carries it.
+		call func(t *testing.T, tok string, refused bool) string
+	}{
+		{"A2A over gRPC", func(t *testing.T, tok string, refused bool) string {
+			client, err := a2aclient.NewFromEndpoints(t.Context(), []*a2apb.AgentInterface{a2apb.NewAgentInterface(grpcAddr[1], a2apb.TransportProtocolGRPC)},
+				a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(tokenCreds(tok))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if refused {
+				_, err := client.SendMessage(t.Context(), &a2apb.SendMessageRequest{Message: a2apb.NewMessage(a2apb.MessageRoleUser, a2apb.NewTextPart("expired"))})
+				if !errors.Is(err, a2apb.ErrUnauthenticated) {
+					t.Fatalf("gRPC with an expired token: %v", err)
+				}
+				return ""
+			}
+			task := sendTask(t, client, "over gRPC")
+			if task.Status.State != a2apb.TaskStateCompleted {
+				t.Fatalf("task %+v", task)
+			}
+			rid, _ := task.Metadata["chio"].(map[string]any)["receiptId"].(string)
+			return rid
+		}},
+		{"OpenAI tool calls", func(t *testing.T, tok string, refused bool) string {
+			msg := `{"role":"assistant","tool_calls":[{"id":"call_jwt","type":"function","function":{"name":"hello_task","arguments":"{\"text\":\"openai\"}"}}]}`
+			code, body := post(t, up.httpURL+openai.ToolCallsPath, tok, msg)
+			if refused {
+				var e struct {
+					Error struct {
+						Code string `json:"code"`
+						Chio struct {
+							Receipts []struct {
+								ReceiptRef string `json:"receipt_ref"`
+							} `json:"receipts"`
+						} `json:"chio"`
+					} `json:"error"`
+				}
+				if err := json.Unmarshal(body, &e); code != http.StatusUnauthorized || err != nil || e.Error.Code != "invalid_capability" || len(e.Error.Chio.Receipts) != 1 {
+					t.Fatalf("OpenAI with an expired token: %d %s", code, body)
+				}
+				return e.Error.Chio.Receipts[0].ReceiptRef
+			}
+			var ans struct {
+				Messages []struct {
+					Chio openai.Chio `json:"chio"`
+				} `json:"messages"`
+			}
+			if err := json.Unmarshal(body, &ans); code != http.StatusOK || err != nil || len(ans.Messages) != 1 || ans.Messages[0].Chio.Denied {
+				t.Fatalf("OpenAI: %d %s", code, body)
+			}
+			return ans.Messages[0].Chio.ReceiptRef
+		}},
+		{"ACP over HTTP", func(t *testing.T, tok string, refused bool) string {
+			code, body := post(t, up.httpURL+acp.Path, tok, `{"jsonrpc":"2.0","id":2,"method":"tool/invoke","params":{"capabilityId":"hello_task","arguments":{"text":"acp"}}}`)
+			if refused {
+				// A JSON-RPC error naming the check, with the deny receipt
+				// (the tool was named).
+				var e struct {
+					Error struct {
+						Code int `json:"code"`
+						Data struct {
+							Guard     string `json:"guard"`
+							ReceiptID string `json:"receiptId"`
+						} `json:"data"`
+					} `json:"error"`
+				}
+				if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != -32001 || e.Error.Data.Guard != "time" || e.Error.Data.ReceiptID == "" {
+					t.Fatalf("ACP with an expired token: %d %s", code, body)
+				}
+				return e.Error.Data.ReceiptID
+			}
+			var m struct {
+				Result struct {
+					ReceiptID string `json:"receiptId"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal(body, &m); code != http.StatusOK || err != nil || m.Result.ReceiptID == "" {
+				t.Fatalf("ACP: %d %s", code, body)
+			}
+			return m.Result.ReceiptID
+		}},
+		{"api protect", func(t *testing.T, tok string, refused bool) string {
+			before := upstreamHits.Load()
+			req, _ := http.NewRequest(http.MethodGet, protectAddr[1]+"/get?q=jwt", nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if refused {
+				if resp.StatusCode != http.StatusUnauthorized || upstreamHits.Load() != before || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "invalid_token") {
+					t.Fatalf("api protect with an expired token: %d %s (upstream hit %d times)", resp.StatusCode, body, upstreamHits.Load()-before)
+				}
+				return resp.Header.Get(protect.ReceiptHeader)
+			}
+			if resp.StatusCode != http.StatusOK || resp.Header.Get(protect.ReceiptHeader) == "" {
+				t.Fatalf("api protect: %d %s", resp.StatusCode, body)
+			}
+			return resp.Header.Get(protect.ReceiptHeader)
+		}},
+	}
+	for _, s := range surfaces {
+		t.Run(s.name, func(t *testing.T) {
+			rid := s.call(t, token, false)
+			if id := identityOf(t, rid); id["issuer"] != o.Issuer || id["subject"] != "agent-7" || id["client_id"] != "agent-7" {
+				t.Fatalf("receipt %s names the caller as %v", rid, id)
+			}
+			if deny := s.call(t, expired, true); deny != "" {
+				if r := awaitLogReceipt(t, up.httpURL, up.token, deny); r.Decision.Verdict != "deny" {
+					t.Fatalf("the expired token's receipt %s: %+v", deny, r.Decision)
+				}
+			}
+		})
+	}
 }
