@@ -33,6 +33,7 @@ import (
 	"github.com/chio-ledger/chio/edges/openai"
 	"github.com/chio-ledger/chio/edges/protect"
 	"github.com/chio-ledger/chio/internal/authtest"
+	"github.com/chio-ledger/chio/internal/natsembed"
 )
 
 // chio up trusting an OpenID provider from the command line: an agent
@@ -521,5 +522,74 @@ func TestEverySurfaceTakesAccessTokens(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The standalone chio ledger and chio projections, which run no policy,
+// take readers' access tokens from their own --oidc flags: a token whose
+// rule gives a read grant (chio.read/receipts) reads every receipt on
+// both, a token of the same provider that no rule maps is refused, and an
+// untrusted provider's token is refused.
+func TestStandaloneReadersTakeAccessTokens(t *testing.T) {
+	ns, err := natsembed.Start(natsembed.Config{StoreDir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Stop)
+	is := authtest.StartIssuer(t)
+	keyDir := t.TempDir()
+	issuerKey, issuerPub := filepath.Join(keyDir, "issuer.key"), filepath.Join(keyDir, "issuer.pub")
+	pub, err := chio(t.Context(), "capability", "keygen", "--out", issuerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(issuerPub, []byte(pub), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	readers := []string{"--oidc-issuer", is.URL, "--oidc-audience", "chio-log", "--oidc-grant", "sub=auditor:chio.read/receipts:read"}
+	start := func(re string, args ...string) string {
+		r := regexp.MustCompile(re)
+		out, _ := startCommand(t, r, args...)
+		return r.FindStringSubmatch(out)[1]
+	}
+	ledgerDir := t.TempDir()
+	ledgerURL := start(`log API on (http://[0-9.:]+)`, append([]string{"ledger", "--nats", ns.ClientURL(), "--data-dir", ledgerDir, "--listen", "127.0.0.1:0"}, readers...)...)
+	projURL := start(`API on (http://[0-9.:]+)`, append([]string{"projections", "--nats", ns.ClientURL(), "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+		"--kernel-key", filepath.Join(ledgerDir, "keys", "kernel.pub")}, readers...)...)
+	edgeURL := start(`agent card (http://[0-9.:]+)/`, "edge", "a2a", "--nats", ns.ClientURL(), "--listen", "127.0.0.1:0", "--issuer-pub", issuerPub)
+	capText, err := chio(t.Context(), "capability", "issue", "--issuer-key", issuerKey, "--subject", strings.Repeat("ab", 32),
+		"--grant", "hello-a2a-srv/hello_task", "--ttl", "1h", "--output", "header")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := a2aclient.NewFromEndpoints(t.Context(), []*a2apb.AgentInterface{a2apb.NewAgentInterface(edgeURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
+		a2aclient.WithJSONRPCTransport(&http.Client{Transport: bearer{token: strings.TrimSpace(capText), next: http.DefaultTransport}, Timeout: 30 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := sendTask(t, client, "for the auditor")
+	rid, _ := task.Metadata["chio"].(map[string]any)["receiptId"].(string)
+
+	exp := time.Now().Add(time.Hour).Unix()
+	auditor := is.Sign(t, map[string]any{"iss": is.URL, "sub": "auditor", "aud": "chio-log", "exp": exp})
+	someone := is.Sign(t, map[string]any{"iss": is.URL, "sub": "someone", "aud": "chio-log", "exp": exp})
+	stranger := authtest.StartIssuer(t)
+	forged := stranger.Sign(t, map[string]any{"iss": stranger.URL, "sub": "auditor", "aud": "chio-log", "exp": exp})
+	for _, read := range []string{ledgerURL + "/v1/receipts/" + rid, projURL + "/v1/reports/authorization-context"} {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			code, body := httpGetAs(t, auditor, read)
+			if code == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the auditor's token on %s: %d %s", read, code, body)
+			}
+		}
+		if code, body := httpGetAs(t, someone, read); code != http.StatusUnauthorized {
+			t.Fatalf("a token no rule maps on %s: %d %s", read, code, body)
+		}
+		if code, body := httpGetAs(t, forged, read); code != http.StatusUnauthorized {
+			t.Fatalf("an untrusted provider's token on %s: %d %s", read, code, body)
+		}
 	}
 }

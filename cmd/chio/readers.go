@@ -35,8 +35,10 @@ type readFlags struct {
 	// their DPoP proofs name ("": each request's Host).
 	publicOrigin string
 	// identities, set by chio up from its policy, verifies access tokens
-	// of the identity providers; nil: none are taken.
+	// of the identity providers; nil: none are taken, unless oidc names
+	// providers (a standalone service, which runs no policy).
 	identities *identity.Verifier
+	oidc       oidcFlags
 }
 
 func (f *readFlags) register(cmd *cobra.Command) {
@@ -48,11 +50,38 @@ func (f *readFlags) register(cmd *cobra.Command) {
 		"the origin readers address this service by (https://host), which their DPoP proofs name; default: each request's Host")
 	cmd.Flags().BoolVar(&f.requireDPoP, "require-dpop", false,
 		"honour every read capability only with a proof of possession of its subject key (by default only capabilities that can delegate, or whose grants ask for it, need one)")
+	// Readers with an identity provider's access token: the rules give
+	// read grants ('sub=auditor:chio.read/receipts:read').
+	f.oidc.register(cmd.Flags())
+}
+
+// standaloneIdentities sets identities from the --oidc flags of a service
+// that runs no policy.
+func (f *readFlags) standaloneIdentities() error {
+	if f.identities != nil {
+		return nil
+	}
+	ps, err := f.oidc.providers()
+	if err != nil || ps == nil {
+		return err
+	}
+	var opts []identity.Option
+	c, err := f.oidc.client()
+	if err != nil {
+		return err
+	}
+	if c != nil {
+		opts = append(opts, identity.WithHTTPClient(c))
+	}
+	if f.identities, err = identity.New(ps, opts...); err != nil {
+		return usageError(fmt.Errorf("--oidc-issuer: %w", err))
+	}
+	return nil
 }
 
 // any reports whether any credential is accepted at all.
 func (f *readFlags) any() bool {
-	return len(f.issuers) > 0 || orDefault(f.serviceToken, os.Getenv(serviceTokenEnv)) != ""
+	return len(f.issuers) > 0 || len(f.oidc.issuers) > 0 || f.identities != nil || orDefault(f.serviceToken, os.Getenv(serviceTokenEnv)) != ""
 }
 
 // authenticator builds the read authenticator, with a revocation mirror
@@ -62,6 +91,9 @@ func (f *readFlags) authenticator(ctx context.Context, js jetstream.JetStream, r
 		readauth.WithRequireDPoP(f.requireDPoP), readauth.WithPublicOrigin(f.publicOrigin)}
 	opts = append(opts, httpLimitsFrom(ctx).readOptions()...) // --rate-limit-principal
 	stop := func() {}
+	if err := f.standaloneIdentities(); err != nil {
+		return nil, nil, err
+	}
 	if f.identities != nil {
 		opts = append(opts, readauth.WithIdentities(f.identities))
 	}
