@@ -243,6 +243,7 @@ func normalise(cmd string) []string {
 		"127.0.0.1:8084", "$bridgeaddr",
 		"127.0.0.1:8085", "$adapteraddr",
 		"127.0.0.1:9090", "$protectaddr",
+		"127.0.0.1:9998", "$oidcaddr",
 		`"`, "",
 		`'`, "",
 	)

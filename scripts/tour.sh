@@ -13,7 +13,7 @@ natsaddr=${TOUR_NATS:-127.0.0.1:14222}
 cleanup() {
   status=$?
   if [ "$status" -ne 0 ] && [ -f "$work/up.log" ]; then echo "tour: FAILED ($status); chio up's log:"; tail -40 "$work/up.log"; fi
-  for pid in ${bridge_pid:-} ${protect_pid:-} ${adapter_pid:-}; do kill -INT "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; done
+  for pid in ${bridge_pid:-} ${protect_pid:-} ${adapter_pid:-} ${oidc_pid:-}; do kill -INT "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; done
   [ -n "${edge_pid:-}" ] && kill -INT "$edge_pid" 2>/dev/null && wait "$edge_pid" 2>/dev/null || true
   [ -n "${up_pid:-}" ] && kill -INT "$up_pid" 2>/dev/null && wait "$up_pid" 2>/dev/null || true
   rm -rf "$work"
@@ -214,4 +214,30 @@ for RID in $(sed -n 's/.*"receipt_ref":"\([^"]*\)".*/\1/p' notes-openai.json) $(
   curl -sf -H "$OP" "http://$http/v1/receipts/$RID/tlog-proof" > notes-receipt.tlog-proof
   bin/chio verify --receipt notes-receipt.json --proof notes-receipt.tlog-proof --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)"
 done
+
+# Callers with an identity provider's access token: chio up again, trusting a development provider.
+kill -INT "$up_pid"; wait "$up_pid" 2>/dev/null || true
+oidcaddr=${TOUR_OIDC:-127.0.0.1:18090}
+( cd "$repo" && go build -o "$work/bin/oidc-provider" ./examples/oidc-provider )
+bin/oidc-provider --listen "$oidcaddr" > oidc.log 2>&1 &
+oidc_pid=$!
+for _ in $(seq 100); do curl -sf "http://$oidcaddr/.well-known/openid-configuration" >/dev/null && break; sleep 0.1; done
+rm -f .chio/operator.token
+bin/chio up --listen "$http" --nats-listen "$natsaddr" --mcp-server 'notes=bin/mcp-notes' --oidc-issuer "http://$oidcaddr" --oidc-audience agent-7 --oidc-grant 'sub=agent-7:notes/count_words' > up.log 2>&1 &
+up_pid=$!
+for _ in $(seq 600); do curl -sf "http://$http/log/checkpoint" >/dev/null && [ -f .chio/operator.token ] && break; sleep 0.1; done
+OP="Authorization: Bearer $(cat .chio/operator.token)"
+TOKEN=$(curl -sf "http://$oidcaddr/oauth/token" -d grant_type=client_credentials -d client_id=agent-7 -d client_secret=secret-7 | sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')
+bin/chio a2a send "http://$http" --skill count_words --data '{"text":"who is calling"}' --token "$TOKEN" | tee jwt-a2a.json
+RID=$(sed -n 's/.*"receiptId":"\([^"]*\)".*/\1/p' jwt-a2a.json)
+for _ in $(seq 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' -H "$OP" "http://$http/v1/receipts/$RID")" = 200 ] && break; sleep 0.1; done
+curl -sf -H "$OP" "http://$http/v1/receipts/$RID" > jwt-receipt.json
+curl -sf -H "$OP" "http://$http/v1/receipts/$RID/tlog-proof" > jwt-receipt.tlog-proof
+bin/chio verify --receipt jwt-receipt.json --proof jwt-receipt.tlog-proof --vkey .chio/keys/checkpoint.vkey --kernel-key "$(cat .chio/keys/kernel.pub)" | tee jwt-verify.txt
+grep -q '^identity: "agent-7" of "http://' jwt-verify.txt
+curl -sf "http://$http/v1/token" -d grant_type=urn:ietf:params:oauth:grant-type:token-exchange -d subject_token="$TOKEN" -d subject_token_type=urn:ietf:params:oauth:token-type:access_token | tee exchanged.json
+CAP=$(sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p' exchanged.json)
+bin/chio capability inspect "$CAP" | tee exchanged-inspect.txt
+bin/chio a2a send "http://$http" --skill count_words --data '{"text":"under an exchanged capability"}' --token "$CAP" | tee exchanged-a2a.json
+grep -q '"words":4' exchanged-a2a.json
 echo "tour: OK"

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/spf13/cobra"
 
+	"github.com/chio-ledger/chio/internal/identity"
 	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
@@ -57,7 +60,7 @@ func newA2ASendCmd() *cobra.Command {
 				return nil
 			}}
 			if token != "" {
-				t, _, err := readTokenText(cmd.InOrStdin(), token)
+				t, err := bearerText(cmd.InOrStdin(), token)
 				if err != nil {
 					return usageError(fmt.Errorf("--token: %w", err))
 				}
@@ -92,9 +95,25 @@ func newA2ASendCmd() *cobra.Command {
 	f.StringVar(&skill, "skill", "", "the skill to run (a Chio edge's metadata.chio.targetSkillId)")
 	f.StringVar(&data, "data", "", "a data part: the skill's arguments as a JSON object")
 	f.StringVar(&text, "text", "", "a text part")
-	f.StringVar(&token, "token", "", "a capability token (or @FILE) sent as Authorization: Bearer")
+	f.StringVar(&token, "token", "", "a capability token or an identity provider's JWT access token (or @FILE) sent as Authorization: Bearer")
 	f.DurationVar(&timeout, "timeout", time.Minute, "bound on the whole exchange")
 	return cmd
+}
+
+// bearerText is the credential --token names (inline, @FILE or -): an
+// identity provider's JWT access token as it is, or a capability in
+// header form.
+func bearerText(stdin io.Reader, arg string) (string, error) {
+	if identity.LooksLikeJWT(strings.TrimSpace(arg)) {
+		return strings.TrimSpace(arg), nil
+	}
+	if rest, ok := strings.CutPrefix(arg, "@"); ok {
+		if b, err := os.ReadFile(rest); err == nil && identity.LooksLikeJWT(strings.TrimSpace(string(b))) {
+			return strings.TrimSpace(string(b)), nil
+		}
+	}
+	t, _, err := readTokenText(stdin, arg)
+	return t, err
 }
 
 // bearerTransport adds a bearer token to the requests to one origin, the

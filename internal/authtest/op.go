@@ -2,11 +2,9 @@ package authtest
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,29 +12,21 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/zitadel/oidc/v3/example/server/storage"
-	zoidc "github.com/zitadel/oidc/v3/pkg/oidc"
-	"github.com/zitadel/oidc/v3/pkg/op"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/chio-ledger/chio/internal/devop"
 )
 
-// OP is zitadel's example OpenID provider over TLS (httptest's
-// certificate), with one client registered, whose access tokens are JWTs a
-// partner can verify offline. The client holds client credentials, and may
-// also take the authorization-code grant with PKCE for the example's test
-// user, redirecting to RedirectURL; a token got that way is for the
-// resource the authorization request named (RFC 8707), as an authorization
-// server that knows its resources issues it. The provider counts the
-// discovery and token requests it gets, and records the scopes each
-// client-credentials token request asked for.
+// OP is the development provider (package devop: zitadel's example, one
+// client with JWT access tokens, client credentials and the code grant)
+// over TLS (httptest's certificate). It counts the discovery and token
+// requests it gets.
 type OP struct {
 	// Server serves the provider; its Certificate is the one to trust.
 	Server *httptest.Server
@@ -51,7 +41,7 @@ type OP struct {
 	// there: LogIn reads the code off the redirect.
 	RedirectURL string
 
-	store       *ccStorage
+	provider    *devop.Provider
 	discoveries atomic.Int32
 	tokens      atomic.Int32
 }
@@ -70,12 +60,6 @@ func StartOP(t testing.TB, clientID, clientSecret string) *OP {
 			o.discoveries.Add(1)
 		case "/oauth/token":
 			o.tokens.Add(1)
-		case "/authorize":
-			// The example storage drops RFC 8707's resource; keep it by
-			// the request's state, for the token's audience.
-			if err := r.ParseForm(); err == nil && r.Form.Get("resource") != "" {
-				o.store.resourceFor(r.Form.Get("state"), r.Form.Get("resource"))
-			}
 		}
 		(*handler.Load()).ServeHTTP(w, r)
 	}))
@@ -84,23 +68,11 @@ func StartOP(t testing.TB, clientID, clientSecret string) *OP {
 	o.Issuer = o.Server.URL
 	o.TokenURL = o.Issuer + "/oauth/token"
 	o.RedirectURL = "http://127.0.0.1/callback"
-	users := storage.NewUserStore(o.Issuer)
-	o.store = &ccStorage{
-		Storage:   storage.NewStorageWithClients(users, map[string]*storage.Client{}),
-		users:     users,
-		client:    ccClient{storage.WebClient(clientID, clientSecret, o.RedirectURL)},
-		secret:    clientSecret,
-		byState:   map[string]string{},
-		resources: map[string]string{},
-	}
-	provider, err := op.NewProvider(&op.Config{
-		CryptoKey:      sha256.Sum256([]byte("chio authtest provider")),
-		AuthMethodPost: true,
-		CodeMethodS256: true,
-	}, o.store, op.StaticIssuer(o.Issuer))
+	provider, err := devop.New(o.Issuer, clientID, clientSecret, o.RedirectURL, false)
 	if err != nil {
 		t.Fatalf("start OpenID provider: %v", err)
 	}
+	o.provider = provider
 	var h http.Handler = provider
 	handler.Store(&h)
 	return o
@@ -113,7 +85,7 @@ func (o *OP) Discoveries() int32 { return o.discoveries.Load() }
 func (o *OP) Tokens() int32 { return o.tokens.Load() }
 
 // RequestedScopes is the scopes of each granted token request, in order.
-func (o *OP) RequestedScopes() [][]string { return o.store.requestedScopes() }
+func (o *OP) RequestedScopes() [][]string { return o.provider.RequestedScopes() }
 
 // Verifier is how a partner checks the access tokens it receives: the
 // provider's signature, issuer, expiry and audience (the client). It
@@ -140,128 +112,6 @@ func (o *OP) Verify(t testing.TB, raw string) *oidc.IDToken {
 	}
 	return tok
 }
-
-// ccStorage registers the client on top of the example storage, whose
-// built-in ones issue opaque tokens a partner could not verify; it records
-// the scopes each client-credentials request asked for, and gives a code
-// flow's token the audience of the resource its request named.
-type ccStorage struct {
-	*storage.Storage
-	client op.Client
-	secret string
-	users  storage.UserStore
-	mu     sync.Mutex
-	scopes [][]string
-	// byState is the resource each authorization request named, by its
-	// state until the request is stored, then by its id in resources.
-	byState, resources map[string]string
-}
-
-func (s *ccStorage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
-	if id == s.client.GetID() {
-		return s.client, nil
-	}
-	return s.Storage.GetClientByClientID(ctx, id)
-}
-
-func (s *ccStorage) AuthorizeClientIDSecret(ctx context.Context, id, secret string) error {
-	if id == s.client.GetID() {
-		if secret != s.secret {
-			return errors.New("wrong client secret")
-		}
-		return nil
-	}
-	return s.Storage.AuthorizeClientIDSecret(ctx, id, secret)
-}
-
-func (s *ccStorage) resourceFor(state, resource string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.byState[state] = resource
-}
-
-func (s *ccStorage) CreateAuthRequest(ctx context.Context, req *zoidc.AuthRequest, userID string) (op.AuthRequest, error) {
-	ar, err := s.Storage.CreateAuthRequest(ctx, req, userID)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if res, ok := s.byState[req.State]; ok {
-		delete(s.byState, req.State)
-		s.resources[ar.GetID()] = res
-	}
-	return s.forResource(ar), nil
-}
-
-func (s *ccStorage) AuthRequestByID(ctx context.Context, id string) (op.AuthRequest, error) {
-	ar, err := s.Storage.AuthRequestByID(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.forResource(ar), nil
-}
-
-func (s *ccStorage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
-	ar, err := s.Storage.AuthRequestByCode(ctx, code)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.forResource(ar), nil
-}
-
-// forResource gives ar its resource's audience, if it named one; s.mu is
-// held.
-func (s *ccStorage) forResource(ar op.AuthRequest) op.AuthRequest {
-	if res, ok := s.resources[ar.GetID()]; ok {
-		return resourceRequest{AuthRequest: ar, aud: []string{res}}
-	}
-	return ar
-}
-
-// resourceRequest is an authorization request whose tokens are for its
-// resource.
-type resourceRequest struct {
-	op.AuthRequest
-	aud []string
-}
-
-func (r resourceRequest) GetAudience() []string { return r.aud }
-
-func (s *ccStorage) ClientCredentials(_ context.Context, id, secret string) (op.Client, error) {
-	if id != s.client.GetID() || secret != s.secret {
-		return nil, errors.New("wrong client id or secret")
-	}
-	return s.client, nil
-}
-
-func (s *ccStorage) ClientCredentialsTokenRequest(_ context.Context, id string, scopes []string) (op.TokenRequest, error) {
-	s.mu.Lock()
-	s.scopes = append(s.scopes, slices.Clone(scopes))
-	s.mu.Unlock()
-	return &zoidc.JWTTokenRequest{Subject: id, Audience: []string{id}, Scopes: scopes}, nil
-}
-
-func (s *ccStorage) requestedScopes() [][]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.scopes)
-}
-
-// ccClient is the example web client, switched to the client-credentials
-// and code grants and JWT access tokens so the partner can verify them
-// offline.
-type ccClient struct{ *storage.Client }
-
-func (ccClient) GrantTypes() []zoidc.GrantType {
-	return []zoidc.GrantType{zoidc.GrantTypeClientCredentials, zoidc.GrantTypeCode}
-}
-
-func (ccClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }
 
 // CAFile writes the provider's certificate to a file in a temporary
 // directory, for a command's --oidc-ca, and returns its path.
@@ -323,8 +173,7 @@ func (o *OP) LogIn(t testing.TB) auth.AuthorizationCodeFetcher {
 			return nil, fmt.Errorf("authorize: %w", err)
 		}
 		id := login.Query().Get("authRequestID")
-		user := o.store.userStoreUser()
-		if err := o.store.CheckUsernamePassword(user, "verysecure", id); err != nil {
+		if err := o.provider.LogIn(id); err != nil {
 			return nil, fmt.Errorf("log in: %w", err)
 		}
 		back, err := redirect(o.Issuer + "/authorize/callback?id=" + url.QueryEscape(id))
@@ -340,8 +189,4 @@ func (o *OP) LogIn(t testing.TB) auth.AuthorizationCodeFetcher {
 }
 
 // TestUserID is the subject of the tokens LogIn's user gets.
-const TestUserID = "id1"
-
-func (s *ccStorage) userStoreUser() string {
-	return s.users.GetUserByID(TestUserID).Username
-}
+const TestUserID = devop.TestUserID
