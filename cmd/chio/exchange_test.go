@@ -172,6 +172,11 @@ func TestUpExchangesAccessTokensForCapabilities(t *testing.T) {
 				f.Set("subject_token_type", "urn:ietf:params:oauth:token-type:saml2")
 				return f
 			}, nil, 400, "invalid_request"},
+			{"a capability as the subject", func() url.Values {
+				f := good()
+				f.Set("subject_token_type", exchange.TokenTypeCapability)
+				return f
+			}, nil, 400, "invalid_request"},
 			{"another issued type", func() url.Values { f := good(); f.Set("requested_token_type", exchange.TokenTypeJWT); return f }, nil, 400, "invalid_target"},
 			{"a parameter twice", func() url.Values { f := good(); f.Add("subject_token", "x"); return f }, nil, 400, "invalid_request"},
 			{"an untrusted provider's token", func() url.Values {

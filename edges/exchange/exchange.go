@@ -264,6 +264,9 @@ func jwtType(name, typ string) *Error {
 	switch typ {
 	case TokenTypeAccess, TokenTypeJWT:
 		return nil
+	case TokenTypeCapability:
+		return refuse(http.StatusBadRequest, "invalid_request",
+			"%s: a chio capability is narrowed by delegating it (chio capability issue --delegate-from), which its holder signs: this endpoint exchanges access tokens", name)
 	case "":
 		return refuse(http.StatusBadRequest, "invalid_request", "%s is missing", name)
 	default:
