@@ -28,6 +28,7 @@ import (
 	"github.com/chio-ledger/chio/edges/a2a/taskstore"
 	"github.com/chio-ledger/chio/edges/a2a/wire"
 	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/exchange"
 	"github.com/chio-ledger/chio/edges/kernel"
 	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/edges/tools/conformance"
@@ -527,7 +528,7 @@ func newEdgeCmd() *cobra.Command {
 
 func newEdgeA2ACmd() *cobra.Command {
 	var ef edgeFlags
-	var natsURL, listen, dataDir string
+	var natsURL, listen, dataDir, exchangeKey string
 	var stdio bool
 	cmd := &cobra.Command{
 		Use:   "a2a --nats URL --listen ADDR (--policy FILE | --issuer-pub FILE)",
@@ -632,6 +633,13 @@ func newEdgeA2ACmd() *cobra.Command {
 			}
 			ec := newEdgeEcho()
 			e.Register(ec, hc)
+			if exchangeKey != "" {
+				x, err := newExchange(exchangeKey, r.kernel, r.policy, ef.publicURL)
+				if err != nil {
+					return err
+				}
+				ec.Any(exchange.Path, echo.WrapHandler(x))
+			}
 			serveMetrics(ec, metrics)
 			health.Register(ec, append([]health.Check{health.NATS(js)}, r.checks...)...)
 			ln, err := net.Listen("tcp", listen)
@@ -656,6 +664,7 @@ func newEdgeA2ACmd() *cobra.Command {
 		},
 	}
 	ef.register(cmd)
+	cmd.Flags().StringVar(&exchangeKey, "token-exchange-key", "", "serve the token exchange (RFC 8693) at "+exchange.Path+", signing capabilities with the key in this file (capability keygen's), whose public half the policy must trust; needs identity providers")
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS server URL(s) (default "+nats.DefaultURL+"; with --stdio, an embedded server in --data-dir)")
 	registerNATSAuth(cmd.Flags(), &ef.natsAuth)
 	registerEdgeSignerFlags(cmd.Flags(), &ef)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -29,6 +30,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/chio-ledger/chio/edges/acp"
+	"github.com/chio-ledger/chio/edges/exchange"
 	mcpedge "github.com/chio-ledger/chio/edges/mcp"
 	"github.com/chio-ledger/chio/edges/openai"
 	"github.com/chio-ledger/chio/edges/protect"
@@ -529,8 +531,10 @@ func TestEverySurfaceTakesAccessTokens(t *testing.T) {
 // take readers' access tokens from their own --oidc flags: a token whose
 // rule gives a read grant (chio.read/receipts) reads every receipt on
 // both, a token of the same provider that no rule maps is refused, and an
-// untrusted provider's token is refused.
-func TestStandaloneReadersTakeAccessTokens(t *testing.T) {
+// untrusted provider's token is refused. A standalone chio edge a2a with
+// --token-exchange-key serves the token exchange, whose capability calls
+// a skill; a key its policy does not trust is refused at start.
+func TestStandaloneServicesTakeAccessTokens(t *testing.T) {
 	ns, err := natsembed.Start(natsembed.Config{StoreDir: t.TempDir(), Port: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -556,11 +560,25 @@ func TestStandaloneReadersTakeAccessTokens(t *testing.T) {
 	ledgerURL := start(`log API on (http://[0-9.:]+)`, append([]string{"ledger", "--nats", ns.ClientURL(), "--data-dir", ledgerDir, "--listen", "127.0.0.1:0"}, readers...)...)
 	projURL := start(`API on (http://[0-9.:]+)`, append([]string{"projections", "--nats", ns.ClientURL(), "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
 		"--kernel-key", filepath.Join(ledgerDir, "keys", "kernel.pub")}, readers...)...)
-	edgeURL := start(`agent card (http://[0-9.:]+)/`, "edge", "a2a", "--nats", ns.ClientURL(), "--listen", "127.0.0.1:0", "--issuer-pub", issuerPub)
-	capText, err := chio(t.Context(), "capability", "issue", "--issuer-key", issuerKey, "--subject", strings.Repeat("ab", 32),
-		"--grant", "hello-a2a-srv/hello_task", "--ttl", "1h", "--output", "header")
-	if err != nil {
+	callers := []string{"--oidc-issuer", is.URL, "--oidc-audience", "chio-edge", "--oidc-grant", "sub=agent-7:hello-a2a-srv/hello_task"}
+	edgeURL := start(`agent card (http://[0-9.:]+)/`, append([]string{"edge", "a2a", "--nats", ns.ClientURL(), "--listen", "127.0.0.1:0", "--issuer-pub", issuerPub,
+		"--token-exchange-key", issuerKey}, callers...)...)
+	exp := time.Now().Add(time.Hour).Unix()
+	code, out := exchangeForm(t, edgeURL+exchange.Path, url.Values{"grant_type": {exchange.GrantType}, "subject_token_type": {exchange.TokenTypeJWT},
+		"subject_token": {is.Sign(t, map[string]any{"iss": is.URL, "sub": "agent-7", "aud": "chio-edge", "exp": exp})}}, nil)
+	capText, _ := out["access_token"].(string)
+	if code != http.StatusOK || capText == "" {
+		t.Fatalf("token exchange on chio edge a2a: %d %v", code, out)
+	}
+	// A key the edge's policy does not trust would sign capabilities it
+	// refuses: the edge does not start.
+	otherKey := filepath.Join(keyDir, "other.key")
+	if _, err := chio(t.Context(), "capability", "keygen", "--out", otherKey); err != nil {
 		t.Fatal(err)
+	}
+	if msg, err := chio(t.Context(), append([]string{"edge", "a2a", "--nats", ns.ClientURL(), "--listen", "127.0.0.1:0", "--issuer-pub", issuerPub,
+		"--token-exchange-key", otherKey}, callers...)...); err == nil || !strings.Contains(err.Error()+msg, "not among the policy's trusted issuers") {
+		t.Fatalf("an untrusted exchange key: %v %s", err, msg)
 	}
 	client, err := a2aclient.NewFromEndpoints(t.Context(), []*a2apb.AgentInterface{a2apb.NewAgentInterface(edgeURL+"/a2a", a2apb.TransportProtocolJSONRPC)},
 		a2aclient.WithJSONRPCTransport(&http.Client{Transport: bearer{token: strings.TrimSpace(capText), next: http.DefaultTransport}, Timeout: 30 * time.Second}))
@@ -570,7 +588,6 @@ func TestStandaloneReadersTakeAccessTokens(t *testing.T) {
 	task := sendTask(t, client, "for the auditor")
 	rid, _ := task.Metadata["chio"].(map[string]any)["receiptId"].(string)
 
-	exp := time.Now().Add(time.Hour).Unix()
 	auditor := is.Sign(t, map[string]any{"iss": is.URL, "sub": "auditor", "aud": "chio-log", "exp": exp})
 	someone := is.Sign(t, map[string]any{"iss": is.URL, "sub": "someone", "aud": "chio-log", "exp": exp})
 	stranger := authtest.StartIssuer(t)

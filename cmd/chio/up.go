@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -285,15 +286,29 @@ func upExchange(keysDir string, k *kernel.Kernel, origin string) (*exchange.Exch
 	if k.Identities() == nil {
 		return nil, nil
 	}
-	text, err := os.ReadFile(filepath.Join(keysDir, issuerKeyFile))
+	return newExchange(filepath.Join(keysDir, issuerKeyFile), k, nil, origin)
+}
+
+// newExchange is a token exchange signing with the key in keyFile, and
+// verifying with k's identity providers. With policy set, the key must be
+// one of its trusted issuers: its capabilities would be refused otherwise.
+func newExchange(keyFile string, k *kernel.Kernel, policy *kernel.LoadedPolicy, origin string) (*exchange.Exchange, error) {
+	if k.Identities() == nil {
+		return nil, usageError(errors.New("--token-exchange-key: the policy trusts no identity provider (identity_providers, or --oidc-issuer): there is nothing to exchange"))
+	}
+	text, err := os.ReadFile(keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("token exchange: %w", err)
 	}
 	key, err := schemas.ParsePrivateKey(string(text))
 	if err != nil {
-		return nil, fmt.Errorf("token exchange: %s: %w", issuerKeyFile, err)
+		return nil, fmt.Errorf("token exchange: %s: %w", keyFile, err)
 	}
-	return exchange.New(key, k.Identities(), exchange.WithPublicOrigin(origin)), nil
+	x := exchange.New(key, k.Identities(), exchange.WithPublicOrigin(origin))
+	if policy != nil && !slices.Contains(policy.TrustedIssuers, x.Issuer()) {
+		return nil, usageError(fmt.Errorf("--token-exchange-key %s: its public key %s is not among the policy's trusted issuers, so the capabilities it signs would be refused: trust it (--issuer-pub, or trusted_issuers)", keyFile, x.Issuer()))
+	}
+	return x, nil
 }
 
 // startEdges builds the A2A edge (startEdge, as chio edge a2a does) and
