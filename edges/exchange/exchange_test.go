@@ -1,0 +1,125 @@
+package exchange_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chio-ledger/chio/edges/exchange"
+	"github.com/chio-ledger/chio/internal/authtest"
+	"github.com/chio-ledger/chio/internal/dpoptest"
+	"github.com/chio-ledger/chio/internal/identity"
+	"github.com/chio-ledger/chio/schemas"
+	"github.com/chio-ledger/chio/schemas/dpop"
+)
+
+// The exchange's own limits, against a real verifier of a test provider:
+// a capability never outlives its subject token or the exchange's
+// lifetime; a rule with a budget is refused; a chain longer than a
+// capability may hold is refused; a proof must be a token request's (no
+// ath), for this endpoint.
+func TestExchangeLimits(t *testing.T) {
+	is := authtest.StartIssuer(t)
+	one := uint32(1)
+	v, err := identity.New([]identity.Provider{{Issuer: is.URL, Audiences: []string{"chio"}, Rules: []identity.Rule{
+		{Match: map[string]string{"sub": "budgeted"}, Grants: []schemas.ToolGrant{{ServerID: "s", ToolName: "t", Operations: []schemas.Operation{schemas.OpInvoke}, MaxInvocations: &one}}},
+		{Match: map[string]string{}, Grants: []schemas.ToolGrant{{ServerID: "s", ToolName: "t", Operations: []schemas.Operation{schemas.OpInvoke}}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	srv := httptest.NewServer(exchange.New(key, v, exchange.WithLifetime(time.Minute)))
+	t.Cleanup(srv.Close)
+	endpoint := srv.URL + exchange.Path
+	post := func(t *testing.T, subject string, proof string) (int, map[string]any) {
+		t.Helper()
+		form := url.Values{"grant_type": {exchange.GrantType}, "subject_token": {subject}, "subject_token_type": {exchange.TokenTypeJWT}}
+		req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if proof != "" {
+			req.Header.Set(dpop.Header, proof)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, out
+	}
+	token := func(sub string, exp time.Duration, act any) string {
+		c := map[string]any{"iss": is.URL, "sub": sub, "aud": "chio", "exp": time.Now().Add(exp).Unix()}
+		if act != nil {
+			c["act"] = act
+		}
+		return is.Sign(t, c)
+	}
+	capOf := func(t *testing.T, out map[string]any) *schemas.CapabilityToken {
+		t.Helper()
+		raw, err := schemas.DecodeCapabilityText(out["access_token"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := schemas.ParseCapability(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	deep := map[string]any{"sub": "a0"}
+	for i := 1; i < 8; i++ {
+		deep = map[string]any{"sub": "a" + string(rune('0'+i)), "act": deep}
+	}
+	_, holder, _ := ed25519.GenerateKey(rand.Reader)
+	withATH := dpoptest.SignClaims(t, holder, dpop.Claims{JTI: "j1", HTM: http.MethodPost, HTU: endpoint, IAT: time.Now().Unix(), ATH: dpop.TokenHash("x")})
+	elsewhere, _ := dpop.TokenRequestProof(holder, srv.URL+"/elsewhere")
+
+	t.Run("the subject token's expiry bounds the capability", func(t *testing.T) {
+		code, out := post(t, token("agent", 30*time.Second, nil), "")
+		if code != http.StatusOK {
+			t.Fatalf("%d %v", code, out)
+		}
+		c := capOf(t, out)
+		if life := int64(c.ExpiresAt) - int64(c.IssuedAt); life > 31 {
+			t.Fatalf("the capability lives %d s, past its token's 30", life)
+		}
+	})
+	t.Run("the exchange's lifetime bounds the capability", func(t *testing.T) {
+		code, out := post(t, token("agent", time.Hour, nil), "")
+		if c := capOf(t, out); code != http.StatusOK || int64(c.ExpiresAt)-int64(c.IssuedAt) > 60 {
+			t.Fatalf("%d %v", code, out)
+		}
+	})
+	t.Run("eight actors make a full chain", func(t *testing.T) {
+		code, out := post(t, token("agent", time.Hour, deep), "")
+		if code != http.StatusOK || len(capOf(t, out).DelegationChain) != 8 {
+			t.Fatalf("%d %v", code, out)
+		}
+	})
+	for _, c := range []struct {
+		name, subject, proof, code string
+	}{
+		{"a rule with a budget", token("budgeted", time.Hour, nil), "", "invalid_target"},
+		{"nine actors", token("agent", time.Hour, map[string]any{"sub": "a9", "act": deep}), "", "invalid_request"},
+		{"a proof naming a token", token("agent", time.Hour, nil), withATH, "invalid_dpop_proof"},
+		{"a proof for another URL", token("agent", time.Hour, nil), elsewhere, "invalid_dpop_proof"},
+		{"an expired subject token", token("agent", -time.Hour, nil), "", "invalid_request"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := post(t, c.subject, c.proof)
+			if code != http.StatusBadRequest || out["error"] != c.code || out["access_token"] != nil {
+				t.Fatalf("%d %v, want 400 %s", code, out, c.code)
+			}
+		})
+	}
+}
