@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chio-ledger/chio/internal/identity"
+	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/strictjson"
 )
 
@@ -104,15 +105,25 @@ func newA2ASendCmd() *cobra.Command {
 // identity provider's JWT access token as it is, or a capability in
 // header form.
 func bearerText(stdin io.Reader, arg string) (string, error) {
-	if identity.LooksLikeJWT(strings.TrimSpace(arg)) {
-		return strings.TrimSpace(arg), nil
-	}
-	if rest, ok := strings.CutPrefix(arg, "@"); ok {
-		if b, err := os.ReadFile(rest); err == nil && identity.LooksLikeJWT(strings.TrimSpace(string(b))) {
-			return strings.TrimSpace(string(b)), nil
+	text := arg
+	switch {
+	case arg == "-":
+		b, err := io.ReadAll(io.LimitReader(stdin, 4*schemas.MaxCapabilityBytes))
+		if err != nil {
+			return "", err
 		}
+		text = string(b)
+	case strings.HasPrefix(arg, "@"):
+		b, err := os.ReadFile(arg[1:])
+		if err != nil {
+			return "", err
+		}
+		text = string(b)
 	}
-	t, _, err := readTokenText(stdin, arg)
+	if t := strings.TrimSpace(text); identity.LooksLikeJWT(t) {
+		return t, nil
+	}
+	t, _, err := readTokenText(strings.NewReader(text), text)
 	return t, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/chio-ledger/chio/edges/exchange"
 	"github.com/chio-ledger/chio/internal/authtest"
+	"github.com/chio-ledger/chio/internal/identity"
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/dpop"
 )
@@ -92,7 +95,9 @@ func TestUpExchangesAccessTokensForCapabilities(t *testing.T) {
 		}
 		text := out["access_token"].(string)
 		tok := parseCapabilityText(t, text)
-		if tok.Issuer != issuerPub || tok.Subject != schemas.EncodePublicKey(key.Public().(ed25519.PublicKey)) ||
+		// Issued to the identity's key under the issuer, and delegated on
+		// to the proof's key.
+		if len(tok.DelegationChain) != 1 || tok.DelegationChain[0].Delegator != issuerPub || tok.Subject != schemas.EncodePublicKey(key.Public().(ed25519.PublicKey)) ||
 			len(tok.Scope.Grants) != 1 || tok.Scope.Grants[0].DPoPRequired == nil || !*tok.Scope.Grants[0].DPoPRequired {
 			t.Fatalf("issued capability %+v", tok.CapabilityBody)
 		}
@@ -110,7 +115,7 @@ func TestUpExchangesAccessTokensForCapabilities(t *testing.T) {
 		}
 		rid := call(t, &http.Client{Transport: &dpop.Transport{Signer: s}, Timeout: 30 * time.Second}, "exchanged")
 		r := awaitLogReceipt(t, up.httpURL, up.token, rid)
-		if r.Metadata.Attribution.Binding == nil || r.Metadata.Attribution.Binding.Method != "dpop" || r.Metadata.Attribution.IssuerKey != issuerPub {
+		if r.Metadata.Attribution.Binding == nil || r.Metadata.Attribution.Binding.Method != "dpop" || r.Metadata.Attribution.IssuerKey != tok.Issuer {
 			t.Fatalf("receipt attribution %+v", r.Metadata.Attribution)
 		}
 	})
@@ -178,6 +183,12 @@ func TestUpExchangesAccessTokensForCapabilities(t *testing.T) {
 				return f
 			}, nil, 400, "invalid_request"},
 			{"another issued type", func() url.Values { f := good(); f.Set("requested_token_type", exchange.TokenTypeJWT); return f }, nil, 400, "invalid_target"},
+			{"a bound actor token", func() url.Values {
+				f := good()
+				f.Set("actor_token", boundToOther)
+				f.Set("actor_token_type", exchange.TokenTypeJWT)
+				return f
+			}, nil, 400, "invalid_request"},
 			{"a parameter twice", func() url.Values { f := good(); f.Add("subject_token", "x"); return f }, nil, 400, "invalid_request"},
 			{"an untrusted provider's token", func() url.Values {
 				f := good()
@@ -208,6 +219,24 @@ func TestUpExchangesAccessTokensForCapabilities(t *testing.T) {
 					t.Fatalf("no error_description: %v", out)
 				}
 			})
+		}
+		// A revoked access token is not exchanged: its id is the one its
+		// receipts name, and chio capability revoke revokes.
+		revoked := is.Sign(t, map[string]any{"iss": is.URL, "sub": "agent-7", "aud": "agent-7", "exp": exp, "jti": "leaked-1"})
+		id := (&identity.Caller{Issuer: is.URL, Subject: "agent-7", TokenID: "leaked-1"}).CapabilityID()
+		if out, err := chio(t.Context(), "capability", "revoke", id, "--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Operator)); err != nil {
+			t.Fatalf("revoke %s: %v %s", id, err, out)
+		}
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			f := good()
+			f.Set("subject_token", revoked)
+			code, out := exchangeForm(t, endpoint, f, nil)
+			if code == http.StatusBadRequest && out["error"] == "invalid_request" && strings.Contains(fmt.Sprint(out["error_description"]), "revoked") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a revoked token: %d %v", code, out)
+			}
 		}
 		// Not a form, not a POST.
 		resp, err := http.Post(endpoint, "application/json", strings.NewReader(`{}`))

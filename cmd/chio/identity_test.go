@@ -610,3 +610,31 @@ func TestStandaloneServicesTakeAccessTokens(t *testing.T) {
 		}
 	}
 }
+
+// chio a2a send --token takes a JWT access token as it is, inline, from a
+// file (whatever dots the file's path has) or from stdin, and a capability
+// in either form.
+func TestBearerText(t *testing.T) {
+	is := authtest.StartIssuer(t)
+	jwt := is.Sign(t, map[string]any{"iss": is.URL, "sub": "a", "aud": "b", "exp": time.Now().Add(time.Hour).Unix()})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "v1.2.token")
+	if err := os.WriteFile(file, []byte(jwt+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, arg, stdin string }{
+		{"inline", jwt, ""},
+		{"a file with dots in its path", "@" + file, ""},
+		{"stdin", "-", jwt + "\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := bearerText(strings.NewReader(c.stdin), c.arg)
+			if err != nil || got != jwt {
+				t.Fatalf("%q: %v", got, err)
+			}
+		})
+	}
+	if _, err := bearerText(strings.NewReader(""), "not.a-token"); err == nil {
+		t.Fatal("a non-token was sent")
+	}
+}

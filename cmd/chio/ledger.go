@@ -131,6 +131,9 @@ func newLedgerCmd() *cobra.Command {
 			if ha.enabled {
 				opts = append(opts, withStandby(&ha))
 			}
+			if err := rf.check(); err != nil {
+				return err
+			}
 			if rf.any() {
 				auth, stop, err := rf.authenticator(cmd.Context(), js, lf.replicas)
 				if err != nil {

@@ -54,6 +54,9 @@ func newProjectionsCmd() *cobra.Command {
 			"instead of the flag.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := rf.check(); err != nil {
+				return err
+			}
 			if !rf.any() {
 				return usageError(errNoReaders)
 			}

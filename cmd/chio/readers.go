@@ -79,6 +79,13 @@ func (f *readFlags) standaloneIdentities() error {
 	return nil
 }
 
+// check refuses --oidc flags that cannot stand alone, before any() decides
+// whether the service reads at all.
+func (f *readFlags) check() error {
+	_, err := f.oidc.providers()
+	return err
+}
+
 // any reports whether any credential is accepted at all.
 func (f *readFlags) any() bool {
 	return len(f.issuers) > 0 || len(f.oidc.issuers) > 0 || f.identities != nil || orDefault(f.serviceToken, os.Getenv(serviceTokenEnv)) != ""

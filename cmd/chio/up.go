@@ -304,7 +304,7 @@ func newExchange(keyFile string, k *kernel.Kernel, policy *kernel.LoadedPolicy, 
 	if err != nil {
 		return nil, fmt.Errorf("token exchange: %s: %w", keyFile, err)
 	}
-	x := exchange.New(key, k.Identities(), exchange.WithPublicOrigin(origin))
+	x := exchange.New(key, k.Identities(), exchange.WithPublicOrigin(origin), exchange.WithRevocations(k.Revoked))
 	if policy != nil && !slices.Contains(policy.TrustedIssuers, x.Issuer()) {
 		return nil, usageError(fmt.Errorf("--token-exchange-key %s: its public key %s is not among the policy's trusted issuers, so the capabilities it signs would be refused: trust it (--issuer-pub, or trusted_issuers)", keyFile, x.Issuer()))
 	}

@@ -21,14 +21,22 @@
 // expires with the subject token, or after the exchange's lifetime if
 // that comes first; a bound capability's grants have dpop_required.
 //
-// Delegation: the subject token's act chain (RFC 8693 section 4.1), and
-// the actor token's subject as the current actor, become the capability's
-// delegation chain, root first: the exchange's key issues to the subject,
-// the subject delegates to the first actor, and so on to the holder (the
-// proof's key, or the current actor). The subject and each actor are
-// named by a key the exchange derives from its own for that identity, so
-// each link is a real chio delegation a verifier checks, and the chain
-// names every party that acted; the links before the holder can delegate.
+// Delegation: the capability's chain starts at the subject, always: the
+// exchange's key issues to a key it derives from its own for the subject's
+// identity (so every capability of one identity has one root subject, the
+// principal velocity limits and per-caller quotas count), the subject
+// delegates to each actor of its act chain (RFC 8693 section 4.1), oldest
+// first, then to the actor token's subject, and the last party to the
+// proof's key, if there is one. Each actor is named by a derived key too,
+// so each link is a real chio delegation a verifier checks, and the chain
+// names every party that acted; the links before the last can delegate.
+//
+// A subject or actor token whose id (identity.Caller.CapabilityID) is
+// revoked is refused; a capability already issued is revoked by its own id
+// (or its root's), which the exchange logs with the identity. An actor
+// token bound by cnf.jkt is refused, and its exp bounds the capability too.
+// A proof's jti is not held to one use here: a replayed proof gets a
+// capability bound to its own key, which only that key's holder can use.
 //
 // Refusals are RFC 6749 section 5.2's JSON errors (invalid_request,
 // unsupported_grant_type, invalid_target), RFC 9449's invalid_dpop_proof,
@@ -87,6 +95,7 @@ type Verifier interface {
 type Exchange struct {
 	key      ed25519.PrivateKey
 	verifier Verifier
+	revoked  func(id string) (bool, error)
 	origin   string
 	lifetime time.Duration
 	now      func() time.Time
@@ -103,6 +112,13 @@ func WithPublicOrigin(origin string) Option { return func(e *Exchange) { e.origi
 
 // WithLifetime sets how long an issued capability lives at most.
 func WithLifetime(d time.Duration) Option { return func(e *Exchange) { e.lifetime = d } }
+
+// WithRevocations sets how the exchange learns that an access token was
+// revoked (the kernel's Revoked: by the id its receipts name); an error
+// means the revocation state is out of reach, and nothing is issued.
+func WithRevocations(revoked func(id string) (bool, error)) Option {
+	return func(e *Exchange) { e.revoked = revoked }
+}
 
 // WithClock sets the exchange's clock.
 func WithClock(now func() time.Time) Option { return func(e *Exchange) { e.now = now } }
@@ -212,6 +228,10 @@ func (e *Exchange) exchange(r *http.Request) (*Response, error) {
 	if err != nil {
 		return nil, tokenRefusal("subject_token", err)
 	}
+	if err := e.unrevoked("subject_token", subject); err != nil {
+		return nil, err
+	}
+	expires := subject.Expiry
 	actors := make([]identity.Actor, 0, len(subject.Actors)+1)
 	for i := len(subject.Actors) - 1; i >= 0; i-- { // oldest first
 		actors = append(actors, subject.Actors[i])
@@ -224,25 +244,40 @@ func (e *Exchange) exchange(r *http.Request) (*Response, error) {
 		if err != nil {
 			return nil, tokenRefusal("actor_token", err)
 		}
+		if actor.Thumbprint != "" {
+			// Its key's proof would have to come beside the subject's:
+			// a bound actor token is not taken rather than taken unproved.
+			return nil, refuse(http.StatusBadRequest, "invalid_request", "actor_token is bound to a key (cnf.jkt): present a bearer actor token")
+		}
+		if err := e.unrevoked("actor_token", actor); err != nil {
+			return nil, err
+		}
+		if actor.Expiry.Before(expires) {
+			expires = actor.Expiry
+		}
 		actors = append(actors, identity.Actor{Subject: actor.Subject, Issuer: actor.Issuer, ClientID: actor.ClientID})
 	} else if form.Get("actor_token_type") != "" {
 		return nil, refuse(http.StatusBadRequest, "invalid_request", "actor_token_type without actor_token")
 	}
-	if len(actors) > schemas.MaxDelegationDepth {
-		return nil, refuse(http.StatusBadRequest, "invalid_request", "%d actors: a capability's delegation chain holds at most %d", len(actors), schemas.MaxDelegationDepth)
-	}
 	holder, bound, err := e.holder(r, subject)
 	if err != nil {
 		return nil, err
+	}
+	if links := len(actors) + boolInt(bound); links > schemas.MaxDelegationDepth {
+		return nil, refuse(http.StatusBadRequest, "invalid_request", "%d actors and a key to bind to: a capability's delegation chain holds at most %d links", len(actors), schemas.MaxDelegationDepth)
 	}
 	grants, err := exchangeable(subject.Grants, bound)
 	if err != nil {
 		return nil, err
 	}
 	now := e.now()
-	expires := now.Add(e.lifetime)
-	if subject.Expiry.Before(expires) {
-		expires = subject.Expiry
+	if lim := now.Add(e.lifetime); lim.Before(expires) {
+		expires = lim
+	}
+	// The verifier takes a token up to its clock skew past exp; a
+	// capability must still end after it begins, at second precision.
+	if expires.Unix() <= now.Unix() {
+		return nil, refuse(http.StatusBadRequest, "invalid_request", "the token expired at %s: there is no time left to issue a capability for", expires.UTC().Format(time.RFC3339))
 	}
 	tok, err := e.issue(subject, actors, holder, grants, now, expires)
 	if err != nil {
@@ -258,6 +293,30 @@ func (e *Exchange) exchange(r *http.Request) (*Response, error) {
 	}
 	e.log.Info("token exchange", "issuer", subject.Issuer, "subject", subject.Subject, "actors", len(actors), "capability", tok.ID, "bound", bound)
 	return resp, nil
+}
+
+// unrevoked refuses a token whose id (identity.Caller.CapabilityID, what
+// `chio capability revoke` revokes) is revoked, and issues nothing while
+// the revocation state is out of reach.
+func (e *Exchange) unrevoked(name string, c *identity.Caller) *Error {
+	if e.revoked == nil {
+		return nil
+	}
+	revoked, err := e.revoked(c.CapabilityID())
+	switch {
+	case err != nil:
+		return refuse(http.StatusServiceUnavailable, "temporarily_unavailable", "the revocation state is out of reach: nothing is issued (fail closed)")
+	case revoked:
+		return refuse(http.StatusBadRequest, "invalid_request", "%s is revoked (%s)", name, c.CapabilityID())
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func jwtType(name, typ string) *Error {
@@ -321,7 +380,7 @@ func exchangeable(rule []schemas.ToolGrant, bound bool) ([]schemas.ToolGrant, er
 	out := make([]schemas.ToolGrant, len(rule))
 	for i, g := range rule {
 		if g.MaxInvocations != nil || g.MaxCostPerInvocation != nil || g.MaxTotalCost != nil {
-			return nil, refuse(http.StatusBadRequest, "invalid_target",
+			return nil, refuse(http.StatusBadRequest, "invalid_request",
 				"grant %d (%s/%s) has a budget, which is kept per identity: call with the access token itself", i, g.ServerID, g.ToolName)
 		}
 		required := g.DPoPRequired != nil && *g.DPoPRequired
@@ -338,26 +397,18 @@ func exchangeable(rule []schemas.ToolGrant, bound bool) ([]schemas.ToolGrant, er
 	return out, nil
 }
 
-// issue signs the capability and, with actors, its delegation chain.
+// issue signs the capability and its delegation chain. The root is
+// always issued to the subject's derived key, so every capability of one
+// identity has the same root subject, the principal that velocity limits
+// and per-caller quotas count: a caller cannot start them afresh by
+// binding each exchange to a new key. The subject delegates to each actor
+// in turn, oldest first, and the last party to the key of the proof, if
+// there is one; the links before the last can delegate.
 func (e *Exchange) issue(subject *identity.Caller, actors []identity.Actor, holder string, grants []schemas.ToolGrant, now, expires time.Time) (*schemas.CapabilityToken, error) {
 	body := func(subjectKey string, gs []schemas.ToolGrant) schemas.CapabilityBody {
 		return schemas.CapabilityBody{ID: uuid.Must(uuid.NewV7()).String(), Subject: subjectKey, Scope: schemas.Scope{Grants: gs},
 			IssuedAt: uint64(max(now.Unix(), 0)), ExpiresAt: uint64(max(expires.Unix(), 0))}
 	}
-	if len(actors) == 0 {
-		if holder == "" {
-			holder = subject.SubjectKey() // a bearer capability: no one holds this name's key
-		}
-		b := body(holder, grants)
-		b.Issuer = e.Issuer()
-		tok, err := schemas.IssueCapability(e.key, b)
-		if err != nil {
-			return nil, fmt.Errorf("token exchange: %w", err)
-		}
-		return tok, nil
-	}
-	// The parties, root first: the subject, then each actor; the last
-	// actor is the holder unless a proof's key is.
 	parties := []ed25519.PrivateKey{e.derive("subject", subject.Issuer, subject.Subject)}
 	for _, a := range actors {
 		iss := a.Issuer
@@ -366,6 +417,14 @@ func (e *Exchange) issue(subject *identity.Caller, actors []identity.Actor, hold
 		}
 		parties = append(parties, e.derive("actor", iss, a.Subject, a.ClientID))
 	}
+	// The subjects, root first: each party, then the proof's key.
+	subjects := make([]string, 0, len(parties)+1)
+	for _, p := range parties {
+		subjects = append(subjects, pub(p))
+	}
+	if holder != "" {
+		subjects = append(subjects, holder)
+	}
 	delegable := make([]schemas.ToolGrant, len(grants))
 	for i, g := range grants {
 		if !slices.Contains(g.Operations, schemas.OpDelegate) {
@@ -373,23 +432,21 @@ func (e *Exchange) issue(subject *identity.Caller, actors []identity.Actor, hold
 		}
 		delegable[i] = g
 	}
-	root := body(pub(parties[0]), delegable)
+	scope := func(i int) []schemas.ToolGrant {
+		if i == len(subjects)-1 {
+			return grants
+		}
+		return delegable
+	}
+	root := body(subjects[0], scope(0))
 	root.Issuer = e.Issuer()
 	tok, err := schemas.IssueCapability(e.key, root)
 	if err != nil {
 		return nil, fmt.Errorf("token exchange: %w", err)
 	}
-	for i := 1; i < len(parties); i++ {
-		next, gs := pub(parties[i]), delegable
-		last := i == len(parties)-1
-		if last {
-			gs = grants
-			if holder != "" {
-				next = holder
-			}
-		}
-		if tok, err = schemas.Delegate(parties[i-1], tok, body(next, gs)); err != nil {
-			return nil, fmt.Errorf("token exchange: delegate to actor %d: %w", i, err)
+	for i := 1; i < len(subjects); i++ {
+		if tok, err = schemas.Delegate(parties[i-1], tok, body(subjects[i], scope(i))); err != nil {
+			return nil, fmt.Errorf("token exchange: delegate to party %d: %w", i, err)
 		}
 	}
 	return tok, nil

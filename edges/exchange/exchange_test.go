@@ -83,6 +83,14 @@ func TestExchangeLimits(t *testing.T) {
 	_, holder, _ := ed25519.GenerateKey(rand.Reader)
 	withATH := dpoptest.SignClaims(t, holder, dpop.Claims{JTI: "j1", HTM: http.MethodPost, HTU: endpoint, IAT: time.Now().Unix(), ATH: dpop.TokenHash("x")})
 	elsewhere, _ := dpop.TokenRequestProof(holder, srv.URL+"/elsewhere")
+	fresh := func() string {
+		p, err := dpop.TokenRequestProof(holder, endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	holderKey := schemas.EncodePublicKey(holder.Public().(ed25519.PublicKey))
 
 	t.Run("the subject token's expiry bounds the capability", func(t *testing.T) {
 		code, out := post(t, token("agent", 30*time.Second, nil), "")
@@ -106,10 +114,49 @@ func TestExchangeLimits(t *testing.T) {
 			t.Fatalf("%d %v", code, out)
 		}
 	})
+	t.Run("an actor and a key to bind to", func(t *testing.T) {
+		// Root to the subject, the subject to the planner, the planner
+		// to the proof's key: every party named.
+		code, out := post(t, token("agent", time.Hour, map[string]any{"sub": "planner"}), fresh())
+		if code != http.StatusOK || out["token_type"] != "DPoP" {
+			t.Fatalf("%d %v", code, out)
+		}
+		c := capOf(t, out)
+		ch := c.DelegationChain
+		if len(ch) != 2 || c.Subject != holderKey || ch[1].Delegatee != c.Issuer || ch[1].Delegatee == holderKey || ch[0].Delegatee != ch[1].Delegator {
+			t.Fatalf("chain %+v to %s", ch, c.Subject)
+		}
+	})
+	t.Run("every capability of an identity has one root subject", func(t *testing.T) {
+		roots := map[string]bool{}
+		for _, proof := range []string{"", fresh()} {
+			_, other, _ := ed25519.GenerateKey(rand.Reader)
+			if proof == "" {
+				p, _ := dpop.TokenRequestProof(other, endpoint)
+				proof = p
+			}
+			code, out := post(t, token("agent", time.Hour, nil), proof)
+			if code != http.StatusOK {
+				t.Fatalf("%d %v", code, out)
+			}
+			c := capOf(t, out)
+			if len(c.DelegationChain) != 1 {
+				t.Fatalf("a bound capability's chain %+v", c.DelegationChain)
+			}
+			roots[c.DelegationChain[0].Delegatee] = true
+		}
+		_, out := post(t, token("agent", time.Hour, nil), "")
+		roots[capOf(t, out).Subject] = true
+		if len(roots) != 1 {
+			t.Fatalf("root subjects %v: a new key would start the identity's velocity afresh", roots)
+		}
+	})
 	for _, c := range []struct {
 		name, subject, proof, code string
 	}{
-		{"a rule with a budget", token("budgeted", time.Hour, nil), "", "invalid_target"},
+		{"a rule with a budget", token("budgeted", time.Hour, nil), "", "invalid_request"},
+		{"eight actors and a key to bind to", token("agent", time.Hour, deep), fresh(), "invalid_request"},
+		{"a token past exp, within the clock skew", token("agent", -10*time.Second, nil), "", "invalid_request"},
 		{"nine actors", token("agent", time.Hour, map[string]any{"sub": "a9", "act": deep}), "", "invalid_request"},
 		{"a proof naming a token", token("agent", time.Hour, nil), withATH, "invalid_dpop_proof"},
 		{"a proof for another URL", token("agent", time.Hour, nil), elsewhere, "invalid_dpop_proof"},

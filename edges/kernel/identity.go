@@ -44,6 +44,16 @@ func WithIdentityHTTPClient(c *http.Client) Option {
 // actor tokens with, as this kernel verifies a caller's.
 func (k *Kernel) Identities() *identity.Verifier { return k.identities }
 
+// Revoked reports whether capability id (an access token's, as
+// identity.Caller.CapabilityID names it) is revoked; an error means the
+// revocation state is out of reach, as the kernel then denies every call.
+func (k *Kernel) Revoked(id string) (bool, error) {
+	if !k.js.Conn().IsConnected() || !k.revs.Live() {
+		return false, errors.New("governance state unavailable: NATS is not connected or the revocation watch has ended")
+	}
+	return k.revs.FirstRevoked([]string{id}) != "", nil
+}
+
 // newIdentities is the verifier of the policy's providers, nil without any.
 func newIdentities(p *LoadedPolicy, cfg config) (*identity.Verifier, error) {
 	if len(p.IdentityProviders) == 0 {

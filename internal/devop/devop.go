@@ -138,10 +138,27 @@ func (s *store) requestedScopes() [][]string {
 	return slices.Clone(s.scopes)
 }
 
+// maxPending bounds the resources kept for authorization requests not
+// yet completed.
+const maxPending = 1024
+
 func (s *store) resourceFor(state, resource string) {
+	if state == "" {
+		return // nothing to find the request by: its token keeps the client's audience
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.byState) >= maxPending {
+		clear(s.byState)
+	}
 	s.byState[state] = resource
+}
+
+func (s *store) DeleteAuthRequest(ctx context.Context, id string) error {
+	s.mu.Lock()
+	delete(s.resources, id)
+	s.mu.Unlock()
+	return s.Storage.DeleteAuthRequest(ctx, id)
 }
 
 func (s *store) CreateAuthRequest(ctx context.Context, req *zoidc.AuthRequest, userID string) (op.AuthRequest, error) {

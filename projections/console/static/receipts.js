@@ -194,7 +194,8 @@ function identity(r) {
   const id = r.metadata?.attribution?.identity;
   const sec = h('section', { id: 'identity' }, h('h2', null, 'Caller identity'));
   if (!id) return append(sec, note('The caller presented a chio capability, not an identity provider\'s access token.'));
-  const actors = (Array.isArray(id.act) ? id.act : []).map((a) => [a.sub, a.iss && `of ${a.iss}`, a.client_id && `client ${a.client_id}`].filter(Boolean).join(' '));
+  const actors = (Array.isArray(id.act) ? id.act : []).filter((a) => a && typeof a === 'object')
+    .map((a) => [a.sub, a.iss && `of ${a.iss}`, a.client_id && `client ${a.client_id}`].filter(Boolean).map(String).join(' '));
   return append(sec, kv([
     ['Subject', mono(String(id.subject ?? ''))],
     ['Issuer', mono(String(id.issuer ?? ''))],
