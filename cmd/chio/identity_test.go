@@ -206,16 +206,7 @@ func TestUpTakesProviderAccessTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	listed, err := cs.ListTools(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var name string
-	for _, tl := range listed.Tools {
-		if strings.HasSuffix(tl.Name, "hello_task") {
-			name = tl.Name
-		}
-	}
+	name := helloToolName(t, cs)
 	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": "over MCP"}})
 	if err != nil || res.IsError {
 		t.Fatalf("MCP call %q with the provider's token: %v %+v", name, err, res)
@@ -270,16 +261,7 @@ func TestMCPClientsAuthorizeWithTheSDK(t *testing.T) {
 			if err != nil || tok.AccessToken == "" {
 				t.Fatalf("the handler's token: %v", err)
 			}
-			listed, err := cs.ListTools(t.Context(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var name string
-			for _, tl := range listed.Tools {
-				if strings.HasSuffix(tl.Name, "hello_task") {
-					name = tl.Name
-				}
-			}
+			name := helloToolName(t, cs)
 			res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: name, Arguments: map[string]any{"text": "authorized " + version}})
 			if err != nil || res.IsError {
 				t.Fatalf("MCP call %q: %v %+v", name, err, res)
@@ -394,16 +376,7 @@ func TestEverySurfaceTakesAccessTokens(t *testing.T) {
 	}
 	post := func(t *testing.T, url, tok, body string) (int, []byte) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return httpDoAs(t, http.MethodPost, tok, url, strings.NewReader(body))
 	}
 	surfaces := []struct {
 		name string
@@ -637,4 +610,20 @@ func TestBearerText(t *testing.T) {
 	if _, err := bearerText(strings.NewReader(""), "not.a-token"); err == nil {
 		t.Fatal("a non-token was sent")
 	}
+}
+
+// helloToolName is the MCP name the demo hello_task tool is listed under.
+func helloToolName(t *testing.T, cs *sdk.ClientSession) string {
+	t.Helper()
+	listed, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range listed.Tools {
+		if strings.HasSuffix(tl.Name, "hello_task") {
+			return tl.Name
+		}
+	}
+	t.Fatalf("no hello_task among %d tools", len(listed.Tools))
+	return ""
 }

@@ -185,9 +185,18 @@ func httpGet(t *testing.T, url string) (int, []byte) {
 // (receipts, proofs, queries, entry bundles, tasks, lineage, reports).
 func httpGetAs(t *testing.T, token, url string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	return httpDoAs(t, http.MethodGet, token, url, nil)
+}
+
+// httpDoAs is httpGetAs for any method; a body is sent as JSON.
+func httpDoAs(t *testing.T, method, token, url string, body io.Reader) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
