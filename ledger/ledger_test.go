@@ -168,6 +168,11 @@ func outcomeEvent(c call, ts uint64) schemas.OutcomeEvent {
 		// Refused after its decision was written: nothing ran.
 		o.Reason, o.Guard, o.ContentHash = "dpop replayed: this proof was used before", "dpop", schemas.EmptyContentHash
 	}
+	if c.outcome == schemas.OutcomeNotObserved {
+		// A gateway carried it out; the edge never saw the result. An
+		// outcome key the edge sets loses to the ledger's.
+		o.ContentHash, o.Metadata = schemas.EmptyContentHash, json.RawMessage(`{"outcome":"completed"}`)
+	}
 	return o
 }
 
@@ -257,7 +262,8 @@ func TestEventsBecomeVerifiableReceipts(t *testing.T) {
 			newCall(schemas.VerdictAllow, schemas.OutcomeCompleted),
 			newCall(schemas.VerdictAllow, schemas.OutcomeFailed),
 			newCall(schemas.VerdictAllow, schemas.OutcomeCancelled),
-			newCall(schemas.VerdictAllow, schemas.OutcomeRefused))
+			newCall(schemas.VerdictAllow, schemas.OutcomeRefused),
+			newCall(schemas.VerdictAllow, schemas.OutcomeNotObserved))
 	}
 	h.publishCalls(calls, 1760000000)
 	waitSize(t, store, uint64(len(calls)))
@@ -279,7 +285,7 @@ func TestEventsBecomeVerifiableReceipts(t *testing.T) {
 	kernelKey := schemas.EncodePublicKey(h.keys.Kernel.Public().(ed25519.PublicKey))
 	want := map[schemas.Outcome]schemas.Verdict{"": schemas.VerdictDeny, schemas.OutcomeCompleted: schemas.VerdictAllow,
 		schemas.OutcomeFailed: schemas.VerdictDeny, schemas.OutcomeCancelled: schemas.VerdictCancelled,
-		schemas.OutcomeRefused: schemas.VerdictDeny}
+		schemas.OutcomeRefused: schemas.VerdictDeny, schemas.OutcomeNotObserved: schemas.VerdictAllow}
 	for _, c := range calls {
 		r, idx, leaf := h.receipt(store, c.id)
 		if err := r.Verify(); err != nil {
@@ -301,6 +307,9 @@ func TestEventsBecomeVerifiableReceipts(t *testing.T) {
 		case c.outcome == schemas.OutcomeRefused && (r.Decision.Guard != "dpop" || r.Decision.Reason != "dpop replayed: this proof was used before" ||
 			r.ContentHash != schemas.EmptyContentHash):
 			t.Fatalf("refused call: %+v", r)
+		case c.outcome == schemas.OutcomeNotObserved && (r.ContentHash != schemas.EmptyContentHash || r.Timestamp != 1760000001 ||
+			string(r.Metadata) != `{"edge":"a2a","outcome":"not_observed"}`):
+			t.Fatalf("not observed call: content %s timestamp %d metadata %s", r.ContentHash, r.Timestamp, r.Metadata)
 		}
 		// The exact dedup index points each event at its receipt's leaf.
 		for _, ev := range []string{schemas.DecisionEventID(c.id), schemas.OutcomeEventID(c.id)} {

@@ -82,7 +82,18 @@ const (
 	// settled beside the decision's write). The receipt is a deny by
 	// the outcome's Guard.
 	OutcomeRefused Outcome = "refused"
+	// OutcomeNotObserved: the call was allowed, and something else
+	// carried it out (a gateway that asked Chio to decide: forward
+	// authentication, Envoy's ext_authz, an AuthZEN client), which does
+	// not report back. The receipt is an allow whose metadata says
+	// "outcome": "not_observed" and whose content_hash is
+	// EmptyContentHash, never an invented result.
+	OutcomeNotObserved Outcome = "not_observed"
 )
+
+// MetadataOutcomeKey is the receipt metadata key the ledger sets on the
+// receipt of a not_observed call.
+const MetadataOutcomeKey = "outcome"
 
 // OutcomeEvent is published by an edge after an allowed tool call ends.
 type OutcomeEvent struct {
@@ -275,6 +286,13 @@ func (e *OutcomeEvent) Validate() error {
 		}
 		if e.ContentHash != EmptyContentHash {
 			return errors.New("outcome event: a refused call has no output")
+		}
+	case OutcomeNotObserved:
+		if e.Reason == "" {
+			return fmt.Errorf("outcome event: %s needs a reason", e.Outcome)
+		}
+		if e.ContentHash != EmptyContentHash {
+			return errors.New("outcome event: a not_observed call has no output it saw")
 		}
 	default:
 		return fmt.Errorf("outcome event: unknown outcome %q", e.Outcome)

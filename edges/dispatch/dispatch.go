@@ -214,28 +214,11 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (res *Result, err error) {
 		ctx, span = d.startCall(ctx, &c)
 		defer func() { endCall(span, res, err) }()
 	}
-	dec := d.kernel.Decide(ctx, &kernel.Request{
-		Token: c.Token, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments, Exposure: c.Exposure,
-		RequestID: c.RequestID, GovernedIntent: c.GovernedIntent, Proof: c.Proof,
-	})
-	c.entry = dec.Tool
-	if c.entry == nil {
-		// A kernel without a registry (or a call it refused before
-		// resolving the tool): the dispatcher's own lookup is the only one.
-		c.entry, _ = d.registry.Tool(c.ServerID, c.ToolName)
-	}
-	res, err = d.decide(ctx, c, dec)
+	c, res, err = d.decided(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	if res.Decision != dec {
-		// Allowed, but its proof was spent before (or its one-time state
-		// is unreachable): refused before the tool, on the record.
-		dec = res.Decision
-		if err := d.refuseAllowed(ctx, c, dec); err != nil {
-			return nil, err
-		}
-	}
+	dec := res.Decision
 	if !dec.Allow {
 		if c.Finish != nil {
 			res.FinishErr = d.finish(ctx, c.Finish, res)
@@ -284,6 +267,69 @@ func (d *Dispatcher) Do(ctx context.Context, c Call) (res *Result, err error) {
 		}
 	}
 	res.OutcomeDurable = d.writeOutcome(ctx, out, c.Finish, res) == nil
+	return res, nil
+}
+
+// decided asks the kernel about c and makes its decision durable: the
+// first round of Do and Authorize.
+func (d *Dispatcher) decided(ctx context.Context, c Call) (Call, *Result, error) {
+	dec := d.kernel.Decide(ctx, &kernel.Request{
+		Token: c.Token, ServerID: c.ServerID, ToolName: c.ToolName, Arguments: c.Arguments, Exposure: c.Exposure,
+		RequestID: c.RequestID, GovernedIntent: c.GovernedIntent, Proof: c.Proof,
+	})
+	c.entry = dec.Tool
+	if c.entry == nil {
+		// A kernel without a registry (or a call it refused before
+		// resolving the tool): the dispatcher's own lookup is the only one.
+		c.entry, _ = d.registry.Tool(c.ServerID, c.ToolName)
+	}
+	res, err := d.decide(ctx, c, dec)
+	if err != nil {
+		return c, nil, err
+	}
+	if res.Decision != dec {
+		// Allowed, but its proof was spent before (or its one-time state
+		// is unreachable): refused before the tool, on the record.
+		if err := d.refuseAllowed(ctx, c, res.Decision); err != nil {
+			return c, nil, err
+		}
+	}
+	return c, res, nil
+}
+
+// NotObservedReason is the reason an Authorize outcome records.
+const NotObservedReason = "decided for a gateway that carries the call out and does not report its result"
+
+// Authorize decides c for a policy enforcement point outside Chio (a
+// gateway's forward authentication, Envoy's ext_authz, an AuthZEN
+// client) that will carry the call out itself. Nothing runs here. An
+// allowed call's outcome is recorded at once as not_observed, so its
+// receipt is an allow that says nobody reported the result; a denied one
+// is a deny like any other. Like Do, it returns an error only when no
+// receipt will exist for the call.
+func (d *Dispatcher) Authorize(ctx context.Context, c Call) (res *Result, err error) {
+	c, err = prepared(c)
+	if err != nil {
+		return nil, err
+	}
+	if d.tracer != nil {
+		var span trace.Span
+		ctx, span = d.startCall(ctx, &c)
+		defer func() { endCall(span, res, err) }()
+	}
+	c, res, err = d.decided(ctx, c)
+	if err != nil || !res.Decision.Allow {
+		return res, err
+	}
+	out := &schemas.OutcomeEvent{
+		Schema: schemas.OutcomeEventSchema, EventID: schemas.OutcomeEventID(c.ReceiptID), ReceiptID: c.ReceiptID,
+		Timestamp: d.stamp(), Outcome: schemas.OutcomeNotObserved, Reason: NotObservedReason,
+		ContentHash: schemas.EmptyContentHash,
+	}
+	res.Outcome = out.Outcome
+	// An allow whose outcome is not durable still stands (the decision
+	// is): the ledger's timeout then ends its receipt incomplete.
+	res.OutcomeDurable = d.writeOutcome(ctx, out, nil, res) == nil
 	return res, nil
 }
 
