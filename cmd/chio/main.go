@@ -73,7 +73,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newKeygenCmd(), newLedgerCmd(), newVerifyCmd(), newUpCmd(), newEmitCmd(), newCapabilityCmd(), newEdgeCmd())
 	root.AddCommand(newProjectionsCmd())
 	root.AddCommand(newTrustCmd())
-	root.AddCommand(newOpenAPICmd(), newBridgeCmd(), newAPICmd(), newA2ACmd(), newToolsCmd())
+	root.AddCommand(newOpenAPICmd(), newBridgeCmd(), newAPICmd(), newGatewayCmd(), newA2ACmd(), newToolsCmd())
 	root.AddCommand(newEvidenceCmd())
 	root.AddCommand(newMonitorCmd())
 	root.AddCommand(newWorkerCmd())

@@ -147,6 +147,11 @@ func runUp(cmd *cobra.Command, c *upConfig) error {
 		return err
 	}
 	defer stopProtect()
+	stopGateway, err := c.gateway.start(ctx, out, "chio up", edges.r.kernel, edges.r.dispatch, edges.r.registry, bridge, &c.ef)
+	if err != nil {
+		return err
+	}
+	defer stopGateway()
 	hc, err := c.ef.httpConfig()
 	if err != nil {
 		return err

@@ -500,6 +500,18 @@ func (id *Identity) NamesTool(server, tool string) bool {
 	return len(id.Lineage) == 1 && matchGrant(id.grants, server, tool, schemas.OpInvoke, true) >= 0
 }
 
+// StepSubject denies a caller whose credential verified but is not the
+// subject the request named (an AuthZEN subject.id naming someone else).
+const StepSubject = "subject"
+
+// RefuseSubject is the deny of a call by the caller id identified (Admit
+// or Identify), which its edge refuses because the request names another
+// subject than the credential's: reason says which.
+func (k *Kernel) RefuseSubject(id *Identity, reason string) *Decision {
+	d := &Decision{PolicyHash: k.policy.Hash, CapabilityID: id.CapabilityID, Subject: id.Subject, Identity: id.Caller, GrantIndex: -1}
+	return k.deny(d, StepSubject, reason)
+}
+
 // Held verifies a token as Identify does, except proof of possession:
 // for a token a process is configured with (the stdio profiles and the
 // ACP proxy check theirs at start), whose calls each bring their own
