@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,7 +18,20 @@ import (
 	"testing"
 	"time"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/mccutchen/go-httpbin/v2/httpbin"
+	"go.yaml.in/yaml/v4"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/chio-ledger/chio/edges/gateway"
 	"github.com/chio-ledger/chio/schemas"
@@ -388,7 +402,7 @@ func TestGatewayCaddyForwardAuth(t *testing.T) {
 	}
 	dir := t.TempDir()
 	caddy := filepath.Join(dir, "caddy")
-	build := exec.Command("go", "build", "-trimpath", "-o", caddy, ".")
+	build := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", caddy, ".")
 	build.Dir = filepath.Join("..", "..", "deploy", "caddy")
 	build.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -417,5 +431,342 @@ func TestGatewayCaddyForwardAuth(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || json.Unmarshal([]byte(body), &d) != nil || d.Error != "chio_access_denied" ||
 		d.ReceiptID != resp.Header.Get(gateway.ReceiptHeader) {
 		t.Fatalf("refusal through Caddy: %d %s", resp.StatusCode, body)
+	}
+}
+
+// Envoy's configuration in docs/gateways.md is a valid bootstrap: it
+// decodes into go-control-plane's protos (every typed_config resolved)
+// and passes their validation rules. No Envoy binary is packaged here;
+// TestGatewayEnvoyExtAuthz drives the service Envoy would call.
+func TestGatewayEnvoyConfig(t *testing.T) {
+	conf := gatewayConfig(t, "envoy", map[string]string{"port_value: " + docChioRPC: "port_value: 19192"})
+	var doc any
+	if err := yaml.Unmarshal([]byte(conf), &doc); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bootstrapv3.Bootstrap
+	if err := protojson.Unmarshal(raw, &b); err != nil {
+		t.Fatalf("the Envoy configuration is not a bootstrap: %v", err)
+	}
+	if err := b.ValidateAll(); err != nil {
+		t.Fatalf("the Envoy configuration: %v", err)
+	}
+	hcm := &hcmv3.HttpConnectionManager{}
+	if err := b.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(hcm); err != nil {
+		t.Fatal(err)
+	}
+	ea := &extauthzv3.ExtAuthz{}
+	if err := hcm.GetHttpFilters()[0].GetTypedConfig().UnmarshalTo(ea); err != nil {
+		t.Fatal(err)
+	}
+	if ea.GetFailureModeAllow() || ea.GetGrpcService().GetEnvoyGrpc().GetClusterName() != "chio" || ea.GetWithRequestBody() == nil {
+		t.Fatalf("ext_authz filter: %v", ea)
+	}
+}
+
+// The ext_authz service, called as Envoy calls it (a client generated
+// from the published protos): an allowed request gets OK and its receipt
+// id for the upstream and the client; a write the capability does not
+// name is denied 403 with the body in the decision; a body Envoy cut
+// short is refused undecided; no credential is a 401; and a check with
+// no HTTP attributes is denied.
+func TestGatewayEnvoyExtAuthz(t *testing.T) {
+	api := newCountingAPI(t)
+	up, _, rpcAddr := startGatewayUp(t, api.URL)
+	conn, err := grpc.NewClient(rpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	client := authv3.NewAuthorizationClient(conn)
+	dev := devToken(t, up)
+	check := func(method, path string, headers map[string]string, body string, size int64) *authv3.CheckResponse {
+		t.Helper()
+		h := map[string]string{":authority": "api.example", ":method": method, ":path": path}
+		for k, v := range headers {
+			h[k] = v
+		}
+		res, err := client.Check(context.Background(), &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+			Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+				Id: "req-1", Method: method, Path: path, Host: "api.example", Scheme: "http", Protocol: "HTTP/1.1",
+				Headers: h, Body: body, Size: size}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	receiptOf := func(hs []*corev3.HeaderValueOption) string {
+		for _, h := range hs {
+			if h.GetHeader().GetKey() == strings.ToLower(gateway.ReceiptHeader) {
+				return h.GetHeader().GetValue()
+			}
+		}
+		return ""
+	}
+	bearer := map[string]string{"authorization": "Bearer " + dev}
+
+	res := check(http.MethodGet, "/get?q=envoy", bearer, "", 0)
+	ok := res.GetOkResponse()
+	if codes.Code(res.GetStatus().GetCode()) != codes.OK || ok == nil || receiptOf(ok.GetHeaders()) == "" ||
+		receiptOf(ok.GetHeaders()) != receiptOf(ok.GetResponseHeadersToAdd()) {
+		t.Fatalf("allowed: %v", res)
+	}
+	checkAllowed(t, up, receiptOf(ok.GetHeaders()), "httpGet", "ext_authz")
+
+	res = check(http.MethodDelete, "/delete?reason=envoy", bearer, "", 0)
+	deny := res.GetDeniedResponse()
+	if codes.Code(res.GetStatus().GetCode()) != codes.PermissionDenied || deny.GetStatus().GetCode() != typev3.StatusCode_Forbidden ||
+		!strings.Contains(deny.GetBody(), "chio_access_denied") {
+		t.Fatalf("write not granted: %v", res)
+	}
+	checkDenied(t, up, receiptOf(deny.GetHeaders()), "")
+
+	body := `{"name":"rex"}`
+	withBody := map[string]string{"authorization": "Bearer " + dev, "content-type": "application/json"}
+	res = check(http.MethodPost, "/post", withBody, body, int64(len(body)))
+	rid := receiptOf(res.GetDeniedResponse().GetHeaders())
+	if res.GetDeniedResponse().GetStatus().GetCode() != typev3.StatusCode_Forbidden || rid == "" {
+		t.Fatalf("write with its body: %v", res)
+	}
+	checkDenied(t, up, rid, "")
+	if _, raw := httpGetAs(t, up.token, up.httpURL+"/v1/receipts/"+rid); !strings.Contains(string(raw), `"name":"rex"`) {
+		t.Fatalf("the decision did not see the body: %s", raw)
+	}
+
+	partial := map[string]string{"authorization": "Bearer " + dev, "content-type": "application/json", "x-envoy-auth-partial-body": "true"}
+	res = check(http.MethodPost, "/post", partial, body[:5], int64(len(body)))
+	if d := res.GetDeniedResponse(); d.GetStatus().GetCode() != typev3.StatusCode_Forbidden || receiptOf(d.GetHeaders()) != "" ||
+		!strings.Contains(d.GetBody(), "body_not_visible") {
+		t.Fatalf("a body cut short: %v", res)
+	}
+
+	res = check(http.MethodGet, "/get", nil, "", 0)
+	if codes.Code(res.GetStatus().GetCode()) != codes.Unauthenticated || res.GetDeniedResponse().GetStatus().GetCode() != typev3.StatusCode_Unauthorized {
+		t.Fatalf("no credential: %v", res)
+	}
+
+	res, err = client.Check(context.Background(), &authv3.CheckRequest{})
+	if err != nil || codes.Code(res.GetStatus().GetCode()) != codes.PermissionDenied {
+		t.Fatalf("no attributes: %v %v", res, err)
+	}
+	if n := len(api.seen()); n != 0 {
+		t.Fatalf("the decision point called the upstream %d times", n)
+	}
+}
+
+// pep is a policy enforcement point written from the AuthZEN
+// Authorization API 1.0: it discovers the decision point's endpoints from
+// its metadata and posts evaluations to them.
+type pep struct {
+	t                       *testing.T
+	pdp                     string
+	evaluation, evaluations string
+}
+
+func discoverPDP(t *testing.T, base string) *pep {
+	t.Helper()
+	code, body := httpGet(t, base+gateway.MetadataPath)
+	var md struct {
+		PDP         string `json:"policy_decision_point"`
+		Evaluation  string `json:"access_evaluation_endpoint"`
+		Evaluations string `json:"access_evaluations_endpoint"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &md) != nil || md.PDP != base || md.Evaluation == "" || md.Evaluations == "" {
+		t.Fatalf("metadata %d %s", code, body)
+	}
+	return &pep{t: t, pdp: md.PDP, evaluation: md.Evaluation, evaluations: md.Evaluations}
+}
+
+// post sends body (JSON text) with an X-Request-ID, which the decision
+// point must echo.
+func (p *pep) post(url, body string) (int, []byte) {
+	p.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rid := fmt.Sprintf("pep-%d", time.Now().UnixNano())
+	req.Header.Set("X-Request-ID", rid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.Header.Get("X-Request-ID") != rid {
+		p.t.Fatalf("X-Request-ID not echoed: %v", resp.Header)
+	}
+	return resp.StatusCode, raw
+}
+
+type authzenDecision struct {
+	Decision bool `json:"decision"`
+	Context  struct {
+		ReceiptID string `json:"receipt_id"`
+		Guard     string `json:"guard"`
+		Error     *struct {
+			Status  int    `json:"status"`
+			Message string `json:"message"`
+		} `json:"error"`
+	} `json:"context"`
+}
+
+func (p *pep) evaluate(body string) authzenDecision {
+	p.t.Helper()
+	code, raw := p.post(p.evaluation, body)
+	var d authzenDecision
+	if code != http.StatusOK || json.Unmarshal(raw, &d) != nil {
+		p.t.Fatalf("evaluation %s: %d %s", body, code, raw)
+	}
+	return d
+}
+
+func (p *pep) evaluateAll(body string) []authzenDecision {
+	p.t.Helper()
+	code, raw := p.post(p.evaluations, body)
+	var d struct {
+		Evaluations []authzenDecision `json:"evaluations"`
+	}
+	if code != http.StatusOK || json.Unmarshal(raw, &d) != nil {
+		p.t.Fatalf("evaluations %s: %d %s", body, code, raw)
+	}
+	return d.Evaluations
+}
+
+// refused expects an AuthZEN error: the status, with a JSON string saying
+// what was wrong.
+func (p *pep) refused(url, body string, status int, says string) {
+	p.t.Helper()
+	code, raw := p.post(url, body)
+	var msg string
+	if code != status || json.Unmarshal(raw, &msg) != nil || !strings.Contains(msg, says) {
+		p.t.Fatalf("%s: %d %s, want %d saying %q", body, code, raw, status, says)
+	}
+}
+
+// The AuthZEN decision point, asked by a PEP written from the
+// specification: each evaluation of a tool call is decided by the kernel
+// and ends in one receipt; denies are decisions, not errors; unknown
+// subjects are denied with a receipt; the specification's own example
+// requests (about todos, not tools) are denied as naming nothing Chio
+// governs; malformed requests and oversized batches are 400s; and a batch
+// follows its evaluation semantics.
+func TestGatewayAuthZEN(t *testing.T) {
+	api := newCountingAPI(t)
+	up, decide, _ := startGatewayUp(t, api.URL)
+	p := discoverPDP(t, "http://"+decide)
+	dev := devToken(t, up)
+	raw, err := schemas.DecodeCapabilityText(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capability, err := schemas.ParseCapability(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := fmt.Sprintf(`{"type":"agent","id":%q,"properties":{"token":%q}}`, capability.Subject, dev)
+	call := func(tool, args string) string {
+		return fmt.Sprintf(`{"subject":%s,"action":{"name":"tools/call"},"resource":{"type":"tool","id":%q},"context":{"arguments":%s}}`, subject, tool, args)
+	}
+
+	d := p.evaluate(call("httpGet", `{"q":"authzen"}`))
+	if !d.Decision || d.Context.ReceiptID == "" {
+		t.Fatalf("allowed: %+v", d)
+	}
+	checkAllowed(t, up, d.Context.ReceiptID, "httpGet", "")
+	if r := readGatewayReceipt(t, up, d.Context.ReceiptID); r.Metadata["protocol"] != "authzen" {
+		t.Fatalf("receipt metadata %v", r.Metadata)
+	}
+
+	d = p.evaluate(call("httpDelete", `{"reason":"authzen"}`))
+	if d.Decision || d.Context.ReceiptID == "" || d.Context.Guard == "" {
+		t.Fatalf("a write the capability does not name: %+v", d)
+	}
+	checkDenied(t, up, d.Context.ReceiptID, d.Context.Guard)
+
+	for name, body := range map[string]string{
+		"no credential": `{"subject":{"type":"agent","id":"someone"},"action":{"name":"tools/call"},"resource":{"type":"tool","id":"httpGet"}}`,
+		"forged":        `{"subject":{"type":"agent","id":"someone","properties":{"token":"eyJub3QiOiJhIGNhcGFiaWxpdHkifQ"}},"action":{"name":"tools/call"},"resource":{"type":"tool","id":"httpGet"}}`,
+	} {
+		d = p.evaluate(body)
+		if d.Decision || d.Context.Error == nil || d.Context.Error.Status != http.StatusUnauthorized || d.Context.ReceiptID == "" {
+			t.Fatalf("unknown subject (%s): %+v", name, d)
+		}
+		checkDenied(t, up, d.Context.ReceiptID, "")
+	}
+	d = p.evaluate(strings.Replace(call("httpGet", `{}`), capability.Subject, "somebody-else", 1))
+	if d.Decision || d.Context.Guard != "subject" {
+		t.Fatalf("a subject id that is not the credential's: %+v", d)
+	}
+	checkDenied(t, up, d.Context.ReceiptID, "subject")
+	if d = p.evaluate(call("no_such_tool", `{}`)); d.Decision || d.Context.Error == nil || d.Context.Error.Status != http.StatusNotFound || d.Context.ReceiptID != "" {
+		t.Fatalf("an unknown tool: %+v", d)
+	}
+	named := strings.Replace(call("no_such_tool", `{}`), `"id":"no_such_tool"`, `"id":"no_such_tool","properties":{"server":"httpbin"}`, 1)
+	if d = p.evaluate(named); d.Decision || d.Context.Guard != "tool_resolution" || d.Context.ReceiptID == "" {
+		t.Fatalf("an unknown tool of a named server: %+v", d)
+	}
+	checkDenied(t, up, d.Context.ReceiptID, "tool_resolution")
+
+	// The specification's examples: well formed, about a todo list.
+	for _, body := range []string{
+		`{"subject":{"type":"user","id":"alice@acmecorp.com"},"resource":{"type":"todo","id":"1"},"action":{"name":"can_read"},"context":{"time":"1985-10-26T01:22-07:00"}}`,
+		`{"subject":{"type":"user","id":"alice@acmecorp.com"},"resource":{"type":"account","id":"123"},"action":{"name":"can_read","properties":{"method":"GET"}},"context":{"time":"1985-10-26T01:22-07:00"}}`,
+	} {
+		if d = p.evaluate(body); d.Decision || d.Context.Error == nil || d.Context.Error.Status != http.StatusNotFound || d.Context.ReceiptID != "" {
+			t.Fatalf("the specification's example %s: %+v", body, d)
+		}
+	}
+	all := p.evaluateAll(`{"subject":{"type":"user","id":"alice@acmecorp.com"},"action":{"name":"can_read"},
+		"evaluations":[{"resource":{"type":"document","id":"boxcarring.md"}},{"resource":{"type":"document","id":"subject-search.md"}},
+		{"action":{"name":"can_edit"},"resource":{"type":"document","id":"resource-search.md"}}]}`)
+	if len(all) != 3 || all[0].Decision || all[2].Context.Error == nil {
+		t.Fatalf("the specification's batch example: %+v", all)
+	}
+
+	// Malformed requests: AuthZEN's error form.
+	p.refused(p.evaluation, `{"action":{"name":"tools/call"},"resource":{"type":"tool","id":"httpGet"}}`, http.StatusBadRequest, "subject is required")
+	p.refused(p.evaluation, `{"subject":{"type":"agent"},"action":{"name":"tools/call"},"resource":{"type":"tool","id":"httpGet"}}`, http.StatusBadRequest, "subject: type and id")
+	p.refused(p.evaluation, `{"subject":{"type":"a","id":"b"},"action":{"name":"tools/call"},"resource":{"type":"tool","id":"x","id":"y"}}`, http.StatusBadRequest, "request body")
+	p.refused(p.evaluation, `not json`, http.StatusBadRequest, "request body")
+	p.refused(p.evaluation, strings.Replace(call("httpGet", `{}`), `"arguments":{}`, `"arguments":[1]`, 1), http.StatusBadRequest, "context.arguments")
+
+	// Batches: defaults, item overrides, and the three semantics.
+	batch := func(semantic string) string {
+		return fmt.Sprintf(`{"subject":%s,"action":{"name":"tools/call"},"options":{"evaluations_semantic":%q},"evaluations":[
+			{"resource":{"type":"tool","id":"httpGet"},"context":{"arguments":{"q":"1"}}},
+			{"resource":{"type":"tool","id":"httpDelete"},"context":{"arguments":{"reason":"2"}}},
+			{"resource":{"type":"tool","id":"httpGet"},"context":{"arguments":{"q":"3"}}}]}`, subject, semantic)
+	}
+	for semantic, want := range map[string][]bool{
+		"execute_all":            {true, false, true},
+		"deny_on_first_deny":     {true, false},
+		"permit_on_first_permit": {true},
+	} {
+		got := p.evaluateAll(batch(semantic))
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d decisions, want %d", semantic, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].Decision != want[i] || got[i].Context.ReceiptID == "" {
+				t.Fatalf("%s: item %d: %+v", semantic, i, got[i])
+			}
+		}
+	}
+	items := `{"subject":{"type":"a","id":"b"},"action":{"name":"tools/call"},"evaluations":[{"resource":{"type":"tool","id":"httpGet"}},{"action":{"name":"x"}}]}`
+	if got := p.evaluateAll(items); len(got) != 2 || got[1].Context.Error == nil || got[1].Context.Error.Status != http.StatusBadRequest {
+		t.Fatalf("an item with no resource: %+v", got)
+	}
+	var many []string
+	for range gateway.MaxEvaluations + 1 {
+		many = append(many, `{"resource":{"type":"tool","id":"httpGet"}}`)
+	}
+	p.refused(p.evaluations, fmt.Sprintf(`{"subject":%s,"action":{"name":"tools/call"},"evaluations":[%s]}`, subject, strings.Join(many, ",")),
+		http.StatusBadRequest, "at most 64")
+	p.refused(p.evaluations, strings.Replace(batch("x"), `"x"`, `"first_wins"`, 1), http.StatusBadRequest, "evaluations_semantic")
+	if n := len(api.seen()); n != 0 {
+		t.Fatalf("the decision point called the upstream %d times", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/chio-ledger/chio/edges/dispatch"
+	"github.com/chio-ledger/chio/edges/tools"
 	"github.com/chio-ledger/chio/internal/identity"
 	"github.com/chio-ledger/chio/schemas"
 	"github.com/chio-ledger/chio/schemas/strictjson"
@@ -265,10 +266,22 @@ func (p *Point) evaluate(ctx context.Context, ev evaluation, requestID string) (
 	token, _ := ev.token()
 	server, _ := stringProperty(ev.Resource.Properties, "server", "resource")
 	tool := ev.Resource.ID
-	if server == "" && p.registry != nil {
-		if e, err := p.registry.ResolveTool(p.authzen, tool); err == nil {
-			server = e.Manifest.ServerID
+	if server == "" {
+		var e *tools.Entry
+		err := errors.New("no tool registry")
+		if p.registry != nil {
+			e, err = p.registry.ResolveTool(p.authzen, tool)
 		}
+		if err != nil {
+			// As the A2A edge answers an unknown skill: no call is named,
+			// and a hidden tool is not told apart from a missing one.
+			msg := fmt.Sprintf("resource: no tool %q is offered here", abbreviate(tool))
+			if errors.Is(err, tools.ErrAmbiguousTool) {
+				msg = fmt.Sprintf("resource: several servers offer %q: name one in resource.properties.server", abbreviate(tool))
+			}
+			return itemError(http.StatusNotFound, msg), nil
+		}
+		server = e.Manifest.ServerID
 	}
 	args := json.RawMessage(`{}`)
 	if raw, ok := ev.Context[ArgumentsContextKey]; ok {
