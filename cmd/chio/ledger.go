@@ -28,6 +28,7 @@ import (
 	"github.com/chio-ledger/chio/ledger"
 	"github.com/chio-ledger/chio/ledger/api"
 	"github.com/chio-ledger/chio/ledger/logstore"
+	"github.com/chio-ledger/chio/ledger/scitt"
 	"github.com/chio-ledger/chio/ledger/witness"
 	"github.com/chio-ledger/chio/projections"
 	"github.com/chio-ledger/chio/schemas"
@@ -464,7 +465,12 @@ func runLedger(ctx context.Context, out io.Writer, js jetstream.JetStream, store
 			return standby(ctx, leaseKV, l, writerFence, rc.ha, writer, slog.Default())
 		}
 	}
-	apiOpts := []api.Option{api.WithServing(l.HeadErr)}
+	logPub, err := scitt.VKeyPublicKey(keys.VKey)
+	if err != nil {
+		return fmt.Errorf("the log key: %w", err)
+	}
+	apiOpts := []api.Option{api.WithServing(l.HeadErr),
+		api.WithSCITT(scitt.Signers{Kernel: keys.Kernel, Log: keys.Checkpoint, LogPublic: logPub, Origin: keys.Origin()})}
 	if rc.auth != nil {
 		apiOpts = append(apiOpts, api.WithAuthenticator(rc.auth))
 	}

@@ -18,15 +18,19 @@ import (
 )
 
 func newVerifyCmd() *cobra.Command {
-	var receiptF, proofF, checkpointF, vkey, kernelKey, agentCard, jwks, policyF, manifestF, manifestKey string
+	var receiptF, proofF, checkpointF, vkey, kernelKey, agentCard, jwks, policyF, manifestF, manifestKey, scittF string
 	cmd := &cobra.Command{
-		Use:   "verify --receipt F --proof F [--checkpoint F] --vkey K --kernel-key HEX [--witness-policy F] | --agent-card F|URL [--jwks F|URL] | --manifest F --manifest-key K",
+		Use:   "verify --receipt F --proof F [--checkpoint F] --vkey K --kernel-key HEX [--witness-policy F] | --scitt F --vkey K --kernel-key HEX | --agent-card F|URL [--jwks F|URL] | --manifest F --manifest-key K",
 		Short: "Verify a receipt, its inclusion proof and a signed checkpoint offline, or a signed agent card",
 		Long: "Checks, in order: the receipt parses; it is signed by the pinned kernel key; its signature and\n" +
 			"parameter hash; the checkpoint's signature by the pinned log key (--vkey, a note verifier key or a\n" +
 			"file holding one) and its origin; the proof is for this receipt and this checkpoint's size; the\n" +
 			"leaf hash; the audit path to the checkpoint root. Exit status 0 means all passed, 1 names the first\n" +
 			"failed check, 2 means the inputs could not be read.\n\n" +
+			"With --scitt (a SCITT transparent statement, /v1/receipts/{id}/scitt) it checks, in order: the\n" +
+			"statement's COSE signature by the pinned kernel key; its COSE Receipt (RFC 9942, vds RFC9162_SHA256):\n" +
+			"the inclusion proof of the statement's payload, folded into a root, and that root's signature by\n" +
+			"the pinned log key; then the receipt inside as above, and that the statement is about it.\n\n" +
 			"With --agent-card (a file, a URL, or an agent's origin) it verifies the card's JWS signatures\n" +
 			"(A2A AgentCard.signatures, Ed25519 over the RFC 8785 form of the card without them) against the\n" +
 			"keys of --jwks (a file or URL: offline with a file), or else, for a card fetched from a URL, the\n" +
@@ -64,6 +68,12 @@ func newVerifyCmd() *cobra.Command {
 			}
 			if jwks != "" {
 				return usageError(errors.New("--jwks goes with --agent-card"))
+			}
+			if scittF != "" {
+				if receiptF != "" || proofF != "" || checkpointF != "" || policyF != "" {
+					return usageError(errors.New("--scitt carries its receipt and proof: drop --receipt, --proof, --checkpoint and --witness-policy"))
+				}
+				return verifySCITT(cmd, scittF, vkey, kernelKey)
 			}
 			in := verify.Inputs{KernelKey: strings.TrimSpace(kernelKey), VKey: strings.TrimSpace(vkey)}
 			for _, f := range []struct {
@@ -126,6 +136,7 @@ func newVerifyCmd() *cobra.Command {
 	cmd.Flags().StringVar(&checkpointF, "checkpoint", "", "signed checkpoint note (/log/checkpoint); optional with a tlog-proof")
 	cmd.Flags().StringVar(&vkey, "vkey", "", "the log's note verifier key, or a file holding it")
 	cmd.Flags().StringVar(&kernelKey, "kernel-key", "", "the pinned kernel public key (64 hex)")
+	cmd.Flags().StringVar(&scittF, "scitt", "", "verify a SCITT transparent statement of a receipt instead (/v1/receipts/{id}/scitt), with --vkey and --kernel-key")
 	cmd.Flags().StringVar(&agentCard, "agent-card", "", "verify a signed A2A agent card instead: a file, a URL, or an agent's origin")
 	cmd.Flags().StringVar(&policyF, "witness-policy", "", "witness policy file: the checkpoint must be cosigned by its quorum")
 	cmd.Flags().StringVar(&jwks, "jwks", "", "with --agent-card: the JWKS (file or URL) holding the keys to trust (default, for a card URL: its jku on the same origin)")
@@ -253,4 +264,26 @@ func bareReceipt(raw []byte) []byte {
 		return wrapper.Receipt
 	}
 	return raw
+}
+
+// verifySCITT is chio verify --scitt.
+func verifySCITT(cmd *cobra.Command, file, vkey, kernelKey string) error {
+	if vkey == "" || kernelKey == "" {
+		return usageError(errors.New("--vkey and --kernel-key are required (pin them out of band)"))
+	}
+	ts, err := os.ReadFile(file)
+	if err != nil {
+		return usageError(fmt.Errorf("--scitt: %w", err))
+	}
+	res, err := verify.VerifySCITT(ts, keyText(strings.TrimSpace(vkey)), strings.TrimSpace(kernelKey))
+	if err != nil {
+		var f *verify.Failure
+		if errors.As(err, &f) {
+			return &exitError{code: 1, err: fmt.Errorf("verify: FAILED %s: %v", f.Check, f.Err)}
+		}
+		return &exitError{code: 1, err: err}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "verify: OK SCITT statement of receipt %s (%s): leaf %d of %s at tree size %d\n",
+		res.ReceiptID, res.Verdict, res.LeafIndex, res.Origin, res.TreeSize)
+	return nil
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/chio-ledger/chio/internal/readauth"
 	"github.com/chio-ledger/chio/ledger/logstore"
+	"github.com/chio-ledger/chio/ledger/scitt"
 	"github.com/chio-ledger/chio/ledger/tlogproof"
 	"github.com/chio-ledger/chio/schemas"
 )
@@ -53,6 +54,7 @@ type Handler struct {
 	// serving, when set, says why no checkpoint or proof may be served
 	// now (WithServing).
 	serving func() error
+	scitt   *scitt.Signers
 	heavy   heavyReads // queues each principal's queries and bundle reads
 }
 
@@ -89,6 +91,10 @@ func WithCosigned(get func(context.Context) ([]byte, error)) Option {
 // log rebuilding from its stream shows no smaller tree than one it
 // showed before. Receipts and queries are still served.
 func WithServing(serving func() error) Option { return func(h *Handler) { h.serving = serving } }
+
+// WithSCITT serves /v1/receipts/{id}/scitt, signed with s: only a process
+// that holds the ledger's keys can.
+func WithSCITT(s scitt.Signers) Option { return func(h *Handler) { h.scitt = &s } }
 
 // gate is the middleware of WithServing.
 func (h *Handler) gate(next echo.HandlerFunc) echo.HandlerFunc {
@@ -149,6 +155,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET("/v1/receipts/:id", h.receipt, private("reading receipts")...)
 	e.GET("/v1/receipts/:id/inclusion-proof", h.inclusion, append(private("reading receipts"), h.gate)...)
 	e.GET("/v1/receipts/:id/tlog-proof", h.tlogProof, append(private("reading receipts"), h.gate)...)
+	e.GET("/v1/receipts/:id/scitt", h.scittStatement, append(private("reading receipts"), h.gate)...)
 	e.GET("/v1/edge-credentials/:id", h.edgeCredential, private("reading edge credentials")...)
 }
 
@@ -382,6 +389,38 @@ func (h *Handler) tlogProof(c echo.Context) error {
 	}
 	doc := (&tlogproof.Proof{Index: p.index, Path: p.path, Checkpoint: p.checkpoint}).Marshal()
 	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", doc)
+}
+
+// scittStatement serves the receipt as a SCITT transparent statement: the
+// COSE_Sign1 of the receipt by the kernel key, with a COSE Receipt of its
+// inclusion (the same proof, against the same checkpoint's root, signed
+// with the log key).
+func (h *Handler) scittStatement(c echo.Context) error {
+	if h.scitt == nil {
+		return fail(http.StatusNotFound, "scitt_not_served", "this log API holds no signing keys, so it exports no SCITT statements: ask a ledger instance")
+	}
+	p, err := h.proveInclusion(c)
+	if err != nil {
+		return err
+	}
+	leaf, err := h.store.Entry(p.index)
+	if err != nil {
+		return storeError(err)
+	}
+	cp, _, _, err := log.ParseCheckpoint(p.checkpoint, h.logKey.Name(), h.logKey)
+	if err != nil {
+		return fmt.Errorf("scitt: the checkpoint of size %d: %w", p.size, err)
+	}
+	root, err := proof.RootFromInclusionProof(rfc6962.DefaultHasher, p.index, p.size, p.leafHash, p.path)
+	if err != nil || !bytes.Equal(root, cp.Hash) || cp.Size != p.size {
+		// Never sign a root the log's own checkpoint does not.
+		return fmt.Errorf("scitt: the proof of %s does not reach the checkpoint's root: %v", p.id, err)
+	}
+	ts, err := scitt.Export(*h.scitt, leaf, p.id, scitt.Inclusion{Index: p.index, Size: p.size, Path: p.path, Root: cp.Hash})
+	if err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, scitt.StatementMediaType, ts)
 }
 
 // inclusion is one receipt's proof against one signed checkpoint, before
