@@ -34,6 +34,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/chio-ledger/chio/edges/gateway"
+	"github.com/chio-ledger/chio/internal/natsauth"
 	"github.com/chio-ledger/chio/schemas"
 )
 
@@ -768,5 +769,44 @@ func TestGatewayAuthZEN(t *testing.T) {
 	p.refused(p.evaluations, strings.Replace(batch("x"), `"x"`, `"first_wins"`, 1), http.StatusBadRequest, "evaluations_semantic")
 	if n := len(api.seen()); n != 0 {
 		t.Fatalf("the decision point called the upstream %d times", n)
+	}
+}
+
+// chio gateway on its own, as docs/gateways.md runs it: an edge on chio
+// up's NATS with the edge role's credential and a certified edge key. Its
+// decisions reach chio up's ledger, which signs them.
+func TestStandaloneGateway(t *testing.T) {
+	api := newCountingAPI(t)
+	spec := filepath.Join("..", "..", "edges", "openapi", "testdata", "httpbin.yaml")
+	// chio up bridges the same API only so that its dev capability grants
+	// the API's tools; the gateway is a replica of its own.
+	up := startUp(t, "--openapi", spec, "--openapi-server-id", "httpbin", "--openapi-upstream", api.URL)
+	re := regexp.MustCompile(`gateway decisions  http://([0-9.:]+)`)
+	out, _ := startCommand(t, re, "gateway", "--spec", spec,
+		"--server-id", "httpbin", "--upstream", api.URL, "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0",
+		"--nats", up.natsURL, "--nats-nkey", up.nkey(natsauth.Edge), "--edge-key", up.certify(t, "gateway"),
+		"--edge-credential", up.credFile("gateway"), "--issuer-pub", filepath.Join(up.dir, "keys", issuerPubFile))
+	if !strings.Contains(out, "envoy ext_authz") {
+		t.Fatalf("no ext_authz listener in:\n%s", out)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+re.FindStringSubmatch(out)[1]+gateway.ForwardPath, nil)
+	req.Header.Set("X-Forwarded-Method", "GET")
+	req.Header.Set("X-Forwarded-Uri", "/get?q=standalone")
+	req.Header.Set("Authorization", "Bearer "+devToken(t, up))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(gateway.ReceiptHeader) == "" {
+		t.Fatalf("forward auth: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	checkAllowed(t, up, resp.Header.Get(gateway.ReceiptHeader), "httpGet", "forward_auth")
+	if n := len(api.seen()); n != 0 {
+		t.Fatalf("the decision point called the upstream %d times", n)
+	}
+	if _, err := chio(context.Background(), "gateway", "--listen", "", "--nats", up.natsURL); err == nil || !strings.Contains(err.Error(), "nothing to serve") {
+		t.Fatalf("no listener: %v", err)
 	}
 }

@@ -27,7 +27,7 @@ type fixture struct {
 	leaves    [][]byte
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	kpub, kpriv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -178,5 +178,19 @@ func TestVerifyRefuses(t *testing.T) {
 	}
 	if bytes.Equal(tampered, good) {
 		t.Fatal("the tampering changed nothing")
+	}
+}
+
+// BenchmarkExport is one transparent statement: two Ed25519 signatures
+// and the CBOR around them (the proof is given).
+func BenchmarkExport(b *testing.B) {
+	f := newFixture(b)
+	path, _ := f.tree.InclusionProof(3, f.tree.Size())
+	in := scitt.Inclusion{Index: 3, Size: f.tree.Size(), Path: path, Root: f.tree.Hash()}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := scitt.Export(f.signers, f.leaves[3], "r-3", in); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
