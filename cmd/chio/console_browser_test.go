@@ -246,7 +246,8 @@ func TestConsoleBrowser(t *testing.T) {
 	browser := newBrowser(t)
 	shots := screenshotDir(t)
 	provider := authtest.StartIssuer(t)
-	up := startUp(t, "--oidc-issuer", provider.URL, "--oidc-audience", "console", "--oidc-grant", "sub=agent-console:hello-a2a-srv/*")
+	up := startUp(t, "--oidc-issuer", provider.URL, "--oidc-audience", "console", "--oidc-grant", "sub=agent-console:hello-a2a-srv/*",
+		"--gateway-listen", "127.0.0.1:0")
 	keysDir := filepath.Join(up.dir, "keys")
 
 	// A call with an identity provider's access token, whose receipt
@@ -391,6 +392,29 @@ func TestConsoleBrowser(t *testing.T) {
 		// The certified edge that decided, from metadata.edge.
 		if txt := tab.text("#receipt-edge"); !strings.Contains(txt, "edge chio-up · credential edge.chio-up.") {
 			t.Errorf("deciding edge: %s", txt)
+		}
+
+		// A call a gateway carried out (an AuthZEN evaluation): the page
+		// says its result was not observed.
+		addr := regexp.MustCompile(`gateway decisions  http://([0-9.:]+)`).FindStringSubmatch(up.out)
+		if addr == nil {
+			t.Fatalf("no gateway address in:\n%s", up.out)
+		}
+		dev := devToken(t, up)
+		raw, _ := schemas.DecodeCapabilityText(dev)
+		c, err := schemas.ParseCapability(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := discoverPDP(t, "http://"+addr[1]).evaluate(fmt.Sprintf(`{"subject":{"type":"agent","id":%q,"properties":{"token":%q}},`+
+			`"action":{"name":"tools/call"},"resource":{"type":"tool","id":%q}}`, c.Subject, dev, "hello_task"))
+		if !d.Decision {
+			t.Fatalf("evaluation: %+v", d)
+		}
+		waitStatus(t, up.token, up.httpURL+"/v1/receipts/"+d.Context.ReceiptID, http.StatusOK)
+		tab.open("#/receipts/" + d.Context.ReceiptID)
+		if txt := tab.text("#receipt-result"); !strings.Contains(txt, "not observed") {
+			t.Errorf("a gateway's call: %q", txt)
 		}
 	})
 

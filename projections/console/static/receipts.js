@@ -129,6 +129,10 @@ function summary(r, leafIndex) {
     ['Tool', h('span', { id: 'receipt-tool' }, `${r.tool_server}/${r.tool_name}`)],
     ['Time', time(r.timestamp)],
     ['Outcome', badge(r.decision?.verdict ?? '?')],
+    // An allow a gateway carried out: nobody reported its result.
+    ['Result', m.outcome === 'not_observed'
+      ? h('span', { id: 'receipt-result' }, 'not observed: carried out by a gateway' + (typeof m.gateway === 'string' ? ` (${m.gateway})` : ''))
+      : ''],
     ['Capability', r.capability_id ? link(['authz'], r.capability_id, { capabilityId: r.capability_id }) : ''],
     ['Tenant', r.tenant_id],
     ['Trust level', r.trust_level],
