@@ -437,26 +437,10 @@ func bodyFromOutcome(d *schemas.DecisionEvent, class string, o *schemas.OutcomeE
 	if o.Outcome == schemas.OutcomeNotObserved {
 		// The ledger's own key, over whatever either event set: an
 		// allow whose result nobody reported says so in what is signed.
-		b.Metadata = withKey(b.Metadata, schemas.MetadataOutcomeKey, string(schemas.OutcomeNotObserved))
+		b.Metadata = withMetadataKey(b.Metadata, schemas.MetadataOutcomeKey, string(schemas.OutcomeNotObserved))
 	}
 	b.Metadata = mergeMetadata(b.Metadata, o.Metadata)
 	return b
-}
-
-// withKey is metadata with key set to the string value, over any value
-// it had. Metadata that is not an object (checked before it got here) is
-// kept as it is.
-func withKey(metadata json.RawMessage, key, value string) json.RawMessage {
-	m := map[string]any{}
-	if len(metadata) > 0 && json.Unmarshal(metadata, &m) != nil {
-		return metadata
-	}
-	m[key] = value
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return metadata
-	}
-	return raw
 }
 
 // mergeMetadata adds the outcome's metadata keys to the decision's; keys the

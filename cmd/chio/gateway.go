@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -23,7 +24,7 @@ import (
 
 // gatewayFlags are the decision point's listeners.
 type gatewayFlags struct {
-	listen, grpcListen string
+	listen, grpcListen, apiOrigin string
 }
 
 // register adds --NAME-listen and --NAME-grpc-listen (prefix "gateway"
@@ -37,6 +38,7 @@ func (g *gatewayFlags) register(f *pflag.FlagSet, prefix, defaultListen string) 
 	}
 	f.StringVar(&g.listen, name("listen"), defaultListen, "serve the decision point for gateways on this address: forward authentication ("+gateway.ForwardPath+") and AuthZEN ("+gateway.EvaluationPath+", "+gateway.EvaluationsPath+", "+gateway.MetadataPath+")")
 	f.StringVar(&g.grpcListen, name("grpc-listen"), "", "serve Envoy's ext_authz (envoy.service.auth.v3.Authorization) over gRPC on this address")
+	f.StringVar(&g.apiOrigin, name("api-origin"), "", "the origin clients address the gateway's API by (https://api.example), which their DPoP proofs must name; default: the Host the gateway reports, which is the client's")
 }
 
 // startGateway serves the decision point on its listeners, if asked; stop
@@ -46,7 +48,7 @@ func (g *gatewayFlags) start(ctx context.Context, out io.Writer, label string, k
 	if g.listen == "" && g.grpcListen == "" {
 		return func() {}, nil
 	}
-	opts := []gateway.Option{gateway.WithTools(reg, tools.Exposure{Protocol: "authzen", ExposeAll: true}), gateway.WithPublicOrigin(ef.publicURL)}
+	opts := []gateway.Option{gateway.WithTools(reg, tools.Exposure{Protocol: "authzen", ExposeAll: true}), gateway.WithAPIOrigin(g.apiOrigin)}
 	api := "no API (AuthZEN only)"
 	if bridge != nil {
 		opts = append(opts, gateway.WithAPI(bridge))
@@ -92,7 +94,10 @@ func (g *gatewayFlags) start(ctx context.Context, out io.Writer, label string, k
 			defer close(done)
 			go func() {
 				<-gctx.Done()
+				// Checks in flight finish, within the drain timeout.
+				cut := time.AfterFunc(ef.drainTimeout, srv.Stop)
 				srv.GracefulStop()
+				cut.Stop()
 			}()
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				slog.Error("envoy ext_authz stopped", "err", err)

@@ -254,6 +254,22 @@ func exerciseProxy(t *testing.T, up *upProcess, api *countingAPI, proxy, via str
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("not an operation: %d %s", resp.StatusCode, body)
 	}
+	// The client's own copy of either convention's headers: whichever
+	// pair the gateway sets, the other is the client's, so the decision
+	// point refuses rather than pick.
+	req, _ := http.NewRequest(http.MethodDelete, proxy+"/delete?reason=injected", nil)
+	req.Header.Set("Authorization", "Bearer "+dev)
+	for k, v := range map[string]string{"X-Original-Method": "GET", "X-Original-URI": "/get", "X-Forwarded-Method": "GET", "X-Forwarded-Uri": "/get"} {
+		req.Header.Set(k, v)
+	}
+	injected, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	injected.Body.Close()
+	if injected.StatusCode == http.StatusOK {
+		t.Fatalf("a client's own original-request headers were decided: %d", injected.StatusCode)
+	}
 	if after := api.seen(); len(after) != before+1 {
 		t.Fatalf("refused requests reached the upstream: %v", after[before+1:])
 	}
@@ -464,7 +480,8 @@ func TestGatewayEnvoyConfig(t *testing.T) {
 	if err := hcm.GetHttpFilters()[0].GetTypedConfig().UnmarshalTo(ea); err != nil {
 		t.Fatal(err)
 	}
-	if ea.GetFailureModeAllow() || ea.GetGrpcService().GetEnvoyGrpc().GetClusterName() != "chio" || ea.GetWithRequestBody() == nil {
+	if ea.GetFailureModeAllow() || ea.GetGrpcService().GetEnvoyGrpc().GetClusterName() != "chio" || ea.GetWithRequestBody() == nil ||
+		ea.GetWithRequestBody().GetAllowPartialMessage() || !ea.GetWithRequestBody().GetPackAsBytes() {
 		t.Fatalf("ext_authz filter: %v", ea)
 	}
 }
@@ -527,7 +544,10 @@ func TestGatewayEnvoyExtAuthz(t *testing.T) {
 	checkDenied(t, up, receiptOf(deny.GetHeaders()), "")
 
 	body := `{"name":"rex"}`
-	withBody := map[string]string{"authorization": "Bearer " + dev, "content-type": "application/json"}
+	cl := fmt.Sprint(len(body))
+	// Buffered whole (with_request_body): Envoy marks it not partial.
+	withBody := map[string]string{"authorization": "Bearer " + dev, "content-type": "application/json", "content-length": cl,
+		"x-envoy-auth-partial-body": "false"}
 	res = check(http.MethodPost, "/post", withBody, body, int64(len(body)))
 	rid := receiptOf(res.GetDeniedResponse().GetHeaders())
 	if res.GetDeniedResponse().GetStatus().GetCode() != typev3.StatusCode_Forbidden || rid == "" {
@@ -538,16 +558,39 @@ func TestGatewayEnvoyExtAuthz(t *testing.T) {
 		t.Fatalf("the decision did not see the body: %s", raw)
 	}
 
-	partial := map[string]string{"authorization": "Bearer " + dev, "content-type": "application/json", "x-envoy-auth-partial-body": "true"}
-	res = check(http.MethodPost, "/post", partial, body[:5], int64(len(body)))
-	if d := res.GetDeniedResponse(); d.GetStatus().GetCode() != typev3.StatusCode_Forbidden || receiptOf(d.GetHeaders()) != "" ||
-		!strings.Contains(d.GetBody(), "body_not_visible") {
-		t.Fatalf("a body cut short: %v", res)
+	for name, c := range map[string]struct {
+		headers map[string]string
+		body    string
+		size    int64
+	}{
+		"a body cut short": {map[string]string{"content-length": cl, "x-envoy-auth-partial-body": "true"}, body[:5], 5},
+		// Without with_request_body the check runs at header time: size
+		// (bytes received so far) is 0 and no body is sent.
+		"no body buffering":   {map[string]string{"content-length": cl}, "", 0},
+		"shorter than sent":   {map[string]string{"content-length": cl, "x-envoy-auth-partial-body": "false"}, body[:5], 5},
+		"chunked, unbuffered": {map[string]string{"transfer-encoding": "chunked"}, "", 0},
+	} {
+		h := map[string]string{"authorization": "Bearer " + dev, "content-type": "application/json"}
+		for k, v := range c.headers {
+			h[k] = v
+		}
+		res = check(http.MethodPost, "/post", h, c.body, c.size)
+		if d := res.GetDeniedResponse(); d.GetStatus().GetCode() != typev3.StatusCode_Forbidden || receiptOf(d.GetHeaders()) != "" ||
+			!strings.Contains(d.GetBody(), "body_not_visible") {
+			t.Fatalf("%s: %v", name, res)
+		}
 	}
 
 	res = check(http.MethodGet, "/get", nil, "", 0)
 	if codes.Code(res.GetStatus().GetCode()) != codes.Unauthenticated || res.GetDeniedResponse().GetStatus().GetCode() != typev3.StatusCode_Unauthorized {
 		t.Fatalf("no credential: %v", res)
+	}
+
+	// A body for an operation that takes none would reach the upstream
+	// undecided.
+	res = check(http.MethodGet, "/get?q=x", map[string]string{"authorization": "Bearer " + dev, "content-length": "3"}, "", 0)
+	if d := res.GetDeniedResponse(); d.GetStatus().GetCode() != typev3.StatusCode_Forbidden || !strings.Contains(d.GetBody(), "takes no request body") {
+		t.Fatalf("a body for an operation without one: %v", res)
 	}
 
 	res, err = client.Check(context.Background(), &authv3.CheckRequest{})

@@ -283,7 +283,9 @@ func verifySCITT(cmd *cobra.Command, file, vkey, kernelKey string) error {
 		}
 		return &exitError{code: 1, err: err}
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "verify: OK SCITT statement of receipt %s (%s): leaf %d of %s at tree size %d\n",
-		res.ReceiptID, res.Verdict, res.LeafIndex, res.Origin, res.TreeSize)
+	// The root is what the log key signed; the proof's position is not
+	// (RFC 9942 signs only the root).
+	fmt.Fprintf(cmd.OutOrStdout(), "verify: OK SCITT statement of receipt %s (%s) is in the log of %s with root %s (the proof says leaf %d of %d)\n",
+		res.ReceiptID, res.Verdict, res.Origin, res.Root, res.LeafIndex, res.TreeSize)
 	return nil
 }

@@ -97,16 +97,16 @@ type Decision struct {
 	Context  map[string]any `json:"context,omitempty"`
 }
 
-// ServeMetadata answers the AuthZEN metadata document.
+// ServeMetadata answers the AuthZEN metadata document. The decision
+// point is named by the URL the PEP fetched it from, as AuthZEN requires
+// of policy_decision_point (the PEP reaches it directly, not through the
+// gateway).
 func (p *Point) ServeMetadata(w http.ResponseWriter, r *http.Request) {
-	pdp := p.origin
-	if pdp == "" {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		pdp = scheme + "://" + r.Host
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
 	}
+	pdp := scheme + "://" + r.Host
 	writeJSON(w, http.StatusOK, map[string]any{
 		"policy_decision_point":       pdp,
 		"access_evaluation_endpoint":  pdp + EvaluationPath,

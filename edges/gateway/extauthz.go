@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -45,9 +46,8 @@ func (e *ExtAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3
 	if len(hr.GetRawBody()) > 0 {
 		body = hr.GetRawBody()
 	}
-	// The body was seen when the request has none, or when Envoy sent it
-	// whole (with_request_body, within its max_request_bytes).
-	seen := hr.GetSize() == 0 || (len(body) > 0 && int64(len(body)) == hr.GetSize() && h.Get(partialBodyHeader) != "true")
+	seen := bodySeen(h, body)
+	sent := h.Get("Transfer-Encoding") != "" || (h.Get("Content-Length") != "" && h.Get("Content-Length") != "0") || len(body) > 0
 	h.Del(partialBodyHeader)
 	scheme := hr.GetScheme()
 	if scheme != "https" {
@@ -57,7 +57,7 @@ func (e *ExtAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3
 	if err != nil {
 		return denied(refusal(http.StatusForbidden, "bad_request", err.Error())), nil
 	}
-	a := e.p.decideHTTP(ctx, original{req: orig, body: body, seen: seen, origin: scheme + "://" + hr.GetHost(), via: "ext_authz"})
+	a := e.p.decideHTTP(ctx, original{req: orig, body: body, seen: seen, sent: sent, origin: scheme + "://" + hr.GetHost(), via: "ext_authz"})
 	if a.status == http.StatusOK {
 		rh := header(ReceiptHeader, a.receiptID)
 		return &authv3.CheckResponse{
@@ -69,6 +69,27 @@ func (e *ExtAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3
 		}, nil
 	}
 	return denied(a), nil
+}
+
+// bodySeen reports whether the check carries the request's whole body.
+// Envoy's size attribute counts the bytes received so far (0 when the
+// check runs at header time), so it says nothing; what does: a request
+// with neither Content-Length nor Transfer-Encoding has no body, and
+// with_request_body marks a buffered body x-envoy-auth-partial-body:
+// false, which must then be as long as Content-Length says.
+func bodySeen(h http.Header, body []byte) bool {
+	cl, te := h.Get("Content-Length"), h.Get("Transfer-Encoding")
+	if te == "" && (cl == "" || cl == "0") {
+		return len(body) == 0
+	}
+	if h.Get(partialBodyHeader) != "false" {
+		return false
+	}
+	if cl != "" {
+		n, err := strconv.ParseInt(cl, 10, 64)
+		return err == nil && n == int64(len(body))
+	}
+	return true // chunked, buffered whole
 }
 
 // denied is the CheckResponse of a refused request.

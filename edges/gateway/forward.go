@@ -30,7 +30,17 @@ const (
 func (p *Point) ServeForward(w http.ResponseWriter, r *http.Request) {
 	h := r.Header.Clone()
 	method, uri, via := h.Get(headerOriginalMethod), h.Get(headerOriginalURI), "auth_request"
-	if method == "" && uri == "" {
+	nginx, forwarded := method != "" || uri != "", h.Get(headerForwardedMethod) != "" || h.Get(headerForwardedURI) != ""
+	if nginx && forwarded {
+		// Each gateway sets its own pair over the client's and passes
+		// the other through: with both, one pair is the client's, and
+		// which one depends on the gateway. Never pick.
+		writeJSON(w, http.StatusBadRequest, denial{Error: "bad_request",
+			Message:    "both X-Original-Method/X-Original-URI and X-Forwarded-Method/X-Forwarded-Uri were sent: one pair came from the client",
+			Suggestion: "have the gateway remove the other pair (nginx: proxy_set_header X-Forwarded-Method \"\"; proxy_set_header X-Forwarded-Uri \"\"; Caddy: header_up -X-Original-*)"})
+		return
+	}
+	if !nginx {
 		method, uri, via = h.Get(headerForwardedMethod), h.Get(headerForwardedURI), "forward_auth"
 	}
 	host, proto := h.Get(headerForwardedHost), h.Get(headerForwardedProto)

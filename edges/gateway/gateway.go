@@ -77,11 +77,12 @@ func WithTools(reg *tools.Registry, e tools.Exposure) Option {
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(p *Point) { p.log = l } }
 
-// WithPublicOrigin sets the origin ("https://api.example") clients
-// address the gateway by, which their DPoP proofs name and the AuthZEN
-// metadata's policy_decision_point is derived from. By default the
-// forwarded Host and protocol decide.
-func WithPublicOrigin(origin string) Option {
+// WithAPIOrigin sets the origin ("https://api.example") clients address
+// the gateway's API by, which their DPoP proofs name. By default the
+// Host and protocol the gateway reports decide, and those are the
+// client's own Host header: set it wherever holder-bound capabilities
+// are used, so that a proof made for another origin is refused.
+func WithAPIOrigin(origin string) Option {
 	return func(p *Point) { p.origin = strings.TrimRight(origin, "/") }
 }
 
@@ -107,6 +108,10 @@ type original struct {
 	// the decision point was not shown.
 	body []byte
 	seen bool
+	// sent is true when the request is known to carry a body (Envoy
+	// reports its headers; nginx drops Content-Length from the
+	// subrequest, so forward authentication cannot tell).
+	sent bool
 	// origin is the scheme and host the client addressed, as the
 	// gateway reports them (WithPublicOrigin overrides it).
 	origin string
@@ -150,6 +155,15 @@ func (p *Point) decideHTTP(ctx context.Context, o original) answer {
 	if err != nil {
 		return refusal(http.StatusForbidden, "not_an_operation",
 			fmt.Sprintf("%s %s is not an operation of the API: %v", r.Method, r.URL.EscapedPath(), err))
+	}
+	if msg := undecided(rt, r); msg != "" {
+		// chio api protect rebuilds the upstream request from the
+		// arguments; a gateway forwards the client's. What the guards do
+		// not see must not reach the upstream.
+		return refusal(http.StatusForbidden, "undeclared_input", msg)
+	}
+	if rt.Body == nil && o.sent {
+		return refusal(http.StatusForbidden, "undeclared_input", rt.Method+" "+rt.Path+" takes no request body, and this request carries one")
 	}
 	if rt.Body != nil && !o.seen {
 		// The guards would decide on arguments without the body the
@@ -232,12 +246,42 @@ func rebuild(ctx context.Context, method, uri, host string, h http.Header) (*htt
 	if err != nil {
 		return nil, fmt.Errorf("original URI: %w", err)
 	}
-	r, err := http.NewRequestWithContext(ctx, strings.ToUpper(method), uri, http.NoBody)
+	if method != strings.ToUpper(method) {
+		// The upstream may read "get" otherwise than the operation GET.
+		return nil, fmt.Errorf("original method %q is not upper case", abbreviate(method))
+	}
+	r, err := http.NewRequestWithContext(ctx, method, uri, http.NoBody)
 	if err != nil {
 		return nil, fmt.Errorf("original request: %w", err)
 	}
 	r.URL, r.RequestURI, r.Header, r.Host = u, uri, h, host
 	return r, nil
+}
+
+// undecided says what of r the operation does not declare, which the
+// upstream would receive without a decision: a query parameter it does
+// not name (exactly, as upstreams differ in case and in how they read
+// "q[]"), or a path with ';' parameters (which some servers strip).
+func undecided(rt *openapi.Route, r *http.Request) string {
+	if strings.Contains(r.URL.EscapedPath(), ";") || strings.Contains(strings.ToLower(r.URL.EscapedPath()), "%3b") {
+		return "the path carries ';' parameters, which some upstreams strip before routing"
+	}
+	declared := map[string]bool{}
+	for _, p := range rt.Params {
+		if p.In == openapi.InQuery {
+			declared[p.Name] = true
+		}
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "the query does not parse: " + err.Error()
+	}
+	for name := range q {
+		if !declared[name] {
+			return fmt.Sprintf("query parameter %q is not one %s %s declares", abbreviate(name), rt.Method, rt.Path)
+		}
+	}
+	return ""
 }
 
 func abbreviate(s string) string {

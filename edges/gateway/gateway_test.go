@@ -86,8 +86,16 @@ func TestForwardAuthConventions(t *testing.T) {
 	}{
 		{"nginx", http.Header{"Authorization": {bearer}, "X-Original-Method": {"GET"}, "X-Original-Uri": {"/get?q=1"}}, 200, "auth_request"},
 		{"caddy", http.Header{"Authorization": {bearer}, "X-Forwarded-Method": {"GET"}, "X-Forwarded-Uri": {"/get?q=2"}}, 200, "forward_auth"},
-		{"nginx's first", http.Header{"Authorization": {bearer}, "X-Original-Method": {"GET"}, "X-Original-Uri": {"/get"},
-			"X-Forwarded-Method": {"DELETE"}, "X-Forwarded-Uri": {"/delete?reason=x"}}, 200, "auth_request"},
+		// One pair is the client's when both come: never decided.
+		{"both conventions", http.Header{"Authorization": {bearer}, "X-Original-Method": {"GET"}, "X-Original-Uri": {"/get"},
+			"X-Forwarded-Method": {"DELETE"}, "X-Forwarded-Uri": {"/delete?reason=x"}}, 400, ""},
+		{"half of the other", http.Header{"Authorization": {bearer}, "X-Forwarded-Method": {"GET"}, "X-Forwarded-Uri": {"/get"},
+			"X-Original-Uri": {"/delete?reason=x"}}, 400, ""},
+		{"lower-case method", http.Header{"Authorization": {bearer}, "X-Original-Method": {"get"}, "X-Original-Uri": {"/get"}}, 400, ""},
+		// What the operation does not declare would reach the upstream
+		// undecided.
+		{"undeclared query", http.Header{"Authorization": {bearer}, "X-Original-Method": {"GET"}, "X-Original-Uri": {"/get?q=1&Q=2"}}, 403, ""},
+		{"path parameters", http.Header{"Authorization": {bearer}, "X-Original-Method": {"GET"}, "X-Original-Uri": {"/get;admin"}}, 403, ""},
 		{"not granted", http.Header{"Authorization": {bearer}, "X-Original-Method": {"GET"}, "X-Original-Uri": {"/headers"}}, 403, "auth_request"},
 		{"no original request", http.Header{"Authorization": {bearer}}, 400, ""},
 		{"not a path", http.Header{"Authorization": {bearer}, "X-Original-Method": {"GET"}, "X-Original-Uri": {"http://elsewhere/get"}}, 400, ""},

@@ -31,6 +31,8 @@ import (
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 	"golang.org/x/mod/sumdb/note"
+
+	"github.com/chio-ledger/chio/schemas"
 )
 
 // COSE header labels and values this package writes and reads.
@@ -121,6 +123,10 @@ func Export(s Signers, receipt []byte, id string, in Inclusion) ([]byte, error) 
 	if err := json.Unmarshal(receipt, &r); err != nil || r.KernelKey == "" {
 		return nil, fmt.Errorf("scitt export of %s: the receipt names no kernel_key", id)
 	}
+	if r.KernelKey != schemas.EncodePublicKey(kernelPub) {
+		// The statement's issuer would be a key that did not sign it.
+		return nil, fmt.Errorf("scitt export of %s: the receipt was signed by %s, not this ledger's kernel key", id, r.KernelKey)
+	}
 	sub := SubjectPrefix + id
 	protected, err := encMode.Marshal(map[int64]any{
 		labelAlg: algEdDSA, labelContentType: PayloadContentType, labelKid: kid(kernelPub),
@@ -199,7 +205,11 @@ func VKeyPublicKey(vkey string) (ed25519.PublicKey, error) {
 	return ed25519.PublicKey(raw[1:]), nil
 }
 
-// Verified is what a transparent statement proved.
+// Verified is what a transparent statement proved: that Receipt is a
+// leaf of the log's tree whose root is Root. Index and Size are as the
+// proof states them: the log's signature covers the root, and one path
+// folds to that root from more than one (index, size), so they are not
+// proved.
 type Verified struct {
 	Receipt []byte // the payload: the chio.receipt.v1 bytes
 	Subject string

@@ -179,6 +179,12 @@ func TestVerifyRefuses(t *testing.T) {
 	if bytes.Equal(tampered, good) {
 		t.Fatal("the tampering changed nothing")
 	}
+	// A receipt another kernel signed is not exported under this one.
+	foreign := []byte(fmt.Sprintf(`{"id":"r-x","kernel_key":%q}`, schemas.EncodePublicKey(other)))
+	if _, err := scitt.Export(f.signers, foreign, "r-x", scitt.Inclusion{Index: 0, Size: 1, Root: make([]byte, 32)}); err == nil ||
+		!strings.Contains(err.Error(), "not this ledger's kernel key") {
+		t.Fatalf("export of another kernel's receipt: %v", err)
+	}
 }
 
 // BenchmarkExport is one transparent statement: two Ed25519 signatures

@@ -45,5 +45,6 @@ func VerifySCITT(statement []byte, vkey, kernelKey string) (*Result, error) {
 	case st.Subject != scitt.SubjectPrefix+r.ID:
 		return nil, failf("scitt", "the statement is about %q, its receipt is %s", st.Subject, r.ID)
 	}
-	return &Result{ReceiptID: r.ID, LeafIndex: st.Index, TreeSize: st.Size, Origin: v.Name(), Verdict: r.Decision.Verdict}, nil
+	return &Result{ReceiptID: r.ID, LeafIndex: st.Index, TreeSize: st.Size, Origin: v.Name(), Verdict: r.Decision.Verdict,
+		Root: schemas.EncodeHash(st.Root)}, nil
 }

@@ -59,6 +59,9 @@ type Result struct {
 	// Witnesses are the policy's witnesses that cosigned the checkpoint
 	// (with Inputs.Witnesses).
 	Witnesses []string
+	// Root is the tree root a SCITT statement's COSE Receipt signs
+	// (VerifySCITT only).
+	Root string
 }
 
 // proofBody is the inclusion proof as served.
