@@ -191,6 +191,14 @@ func httpGetAs(t *testing.T, token, url string) (int, []byte) {
 // httpDoAs is httpGetAs for any method; a body is sent as JSON.
 func httpDoAs(t *testing.T, method, token, url string, body io.Reader) (int, []byte) {
 	t.Helper()
+	resp, b := httpSend(t, method, token, url, body)
+	return resp.StatusCode, b
+}
+
+// httpSend is httpDoAs answering the whole response (its body read and
+// closed).
+func httpSend(t *testing.T, method, token, url string, body io.Reader) (*http.Response, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +215,7 @@ func httpDoAs(t *testing.T, method, token, url string, body io.Reader) (int, []b
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return resp, b
 }
 
 // upOperatorToken is the operator token chio up wrote to dataDir at its

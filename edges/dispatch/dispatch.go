@@ -205,15 +205,11 @@ type Result struct {
 // the process's one coalescing writer (edges/eventwriter), so concurrent
 // calls share their writes.
 func (d *Dispatcher) Do(ctx context.Context, c Call) (res *Result, err error) {
-	c, err = prepared(c)
+	ctx, c, end, err := d.begin(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	if d.tracer != nil {
-		var span trace.Span
-		ctx, span = d.startCall(ctx, &c)
-		defer func() { endCall(span, res, err) }()
-	}
+	defer func() { end(res, err) }()
 	c, res, err = d.decided(ctx, c)
 	if err != nil {
 		return nil, err
@@ -308,15 +304,11 @@ const NotObservedReason = "decided for a gateway that carries the call out and d
 // is a deny like any other. Like Do, it returns an error only when no
 // receipt will exist for the call.
 func (d *Dispatcher) Authorize(ctx context.Context, c Call) (res *Result, err error) {
-	c, err = prepared(c)
+	ctx, c, end, err := d.begin(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	if d.tracer != nil {
-		var span trace.Span
-		ctx, span = d.startCall(ctx, &c)
-		defer func() { endCall(span, res, err) }()
-	}
+	defer func() { end(res, err) }()
 	c, res, err = d.decided(ctx, c)
 	if err != nil || !res.Decision.Allow {
 		return res, err
@@ -341,16 +333,26 @@ func (d *Dispatcher) Refuse(ctx context.Context, c Call, dec *kernel.Decision) (
 	if dec == nil || dec.Allow {
 		return nil, errors.New("refuse: the decision is not a deny")
 	}
-	c, err = prepared(c)
+	ctx, c, end, err := d.begin(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	if d.tracer != nil {
-		var span trace.Span
-		ctx, span = d.startCall(ctx, &c)
-		defer func() { endCall(span, res, err) }()
-	}
+	defer func() { end(res, err) }()
 	return d.decide(ctx, c, dec)
+}
+
+// begin readies c for its decision (prepared) and, when traced, starts
+// its span, which end closes with the call's result.
+func (d *Dispatcher) begin(ctx context.Context, c Call) (context.Context, Call, func(*Result, error), error) {
+	c, err := prepared(c)
+	if err != nil {
+		return ctx, c, nil, err
+	}
+	if d.tracer == nil {
+		return ctx, c, func(*Result, error) {}, nil
+	}
+	ctx, span := d.startCall(ctx, &c)
+	return ctx, c, func(res *Result, err error) { endCall(span, res, err) }, nil
 }
 
 // prepared is c ready for its decision: canonical arguments (refused as
