@@ -77,6 +77,10 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newEvidenceCmd())
 	root.AddCommand(newMonitorCmd())
 	root.AddCommand(newWorkerCmd())
+	root.AddCommand(newVersionCmd())
+	// chio --version says the same as chio version.
+	root.Version = buildVersion()
+	root.SetVersionTemplate("{{.Version}}\n")
 	limitHTTP(root) // after every command is added: it gives each that listens its HTTP limit flags
 	return root
 }

@@ -43,7 +43,7 @@ func (c *upConfig) register(cmd *cobra.Command) {
 	c.ef.register(cmd)
 	c.of.register(cmd.Flags())
 	c.oapi.register(cmd.Flags(), "openapi")
-	cmd.Flags().StringVar(&c.protectListen, "openapi-protect-listen", "", "serve `chio api protect` for the --openapi API on this address")
+	cmd.Flags().StringVar(&c.protectListen, "openapi-protect-listen", "", "serve chio api protect for the --openapi API on this address")
 	c.gateway.register(cmd.Flags(), "gateway", "")
 	cmd.Flags().StringArrayVar(&c.a2aTargets, "a2a-target", nil, "a partner A2A agent (base or card URL) whose skills become tools a2a:<host>/<skill> (repeatable; the --a2a-* flags configure them)")
 	c.a2af.register(cmd.Flags(), "a2a-")

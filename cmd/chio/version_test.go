@@ -1,0 +1,29 @@
+package main
+
+import (
+	"context"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// chio version and chio --version name the binary's version, Go version
+// and platform; chio up --help names each flag's value type, not words
+// of its description.
+func TestVersion(t *testing.T) {
+	want := regexp.MustCompile(`^chio \S+( commit [0-9a-f]{1,12}(\+modified)?)? ` + regexp.QuoteMeta(runtime.Version()) + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n$")
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, err := chio(context.Background(), args...)
+		if err != nil || !want.MatchString(out) {
+			t.Fatalf("chio %s: %v %q", strings.Join(args, " "), err, out)
+		}
+	}
+	if _, err := chio(context.Background(), "version", "extra"); err == nil {
+		t.Fatal("chio version took an argument")
+	}
+	help, err := chio(context.Background(), "up", "--help")
+	if err != nil || !strings.Contains(help, "--openapi-protect-listen string") {
+		t.Fatalf("chio up --help: %v\n%s", err, help)
+	}
+}
