@@ -90,6 +90,12 @@ func newCapabilityIssueCmd() *cobra.Command {
 			if _, err := schemas.ParsePublicKey(subject); err != nil {
 				return usageError(fmt.Errorf("--subject: %w", err))
 			}
+			if strings.HasSuffix(keyFile, ".pub") {
+				// A public key is 32 bytes of hex like a seed, so it would
+				// parse, and sign with a key nobody trusts.
+				return usageError(fmt.Errorf("--issuer-key %s is a public key: give the signing key (its seed, e.g. %s)", keyFile,
+					strings.TrimSuffix(keyFile, ".pub")+".key"))
+			}
 			keyText, err := os.ReadFile(keyFile)
 			if err != nil {
 				return fmt.Errorf("issue: %w", err)

@@ -84,6 +84,15 @@ func TestCapabilityIssueInspectDelegate(t *testing.T) {
 			t.Errorf("%s: issued", name)
 		}
 	}
+	// A public key file parses as a seed would: refused by its name.
+	pubFile := filepath.Join(dir, "issuer.pub")
+	if err := os.WriteFile(pubFile, []byte(agentPub+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = chio(ctx, "capability", "issue", "--issuer-key", pubFile, "--subject", agentPub, "--grant", "hello-a2a-srv/hello_task")
+	if ee := (*exitError)(nil); !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "is a public key") {
+		t.Errorf("--issuer-key issuer.pub: %v", err)
+	}
 	for _, grant := range []string{"noslash", "srv/", "/tool", "srv/tool:sudo", "*/tool"} {
 		_, err := chio(ctx, "capability", "issue", "--issuer-key", issuerKey, "--subject", agentPub, "--grant", grant)
 		var ee *exitError

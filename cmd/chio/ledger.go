@@ -152,7 +152,7 @@ func newLedgerCmd() *cobra.Command {
 	registerNATSAuth(cmd.Flags(), &na)
 	registerEdgeIssuerFlag(cmd, &edgeIssuers)
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "directory of the log store (DIR/log) and, by default, its keys (DIR/keys)")
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address of the log's HTTP read API")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8089", "address of the log's HTTP read API")
 	lf.register(cmd, "key directory (default DIR/keys; generated on first start)")
 	mem.register(cmd)
 	ha.register(cmd)

@@ -257,7 +257,7 @@ func newBridgeMCPCmd() *cobra.Command {
 	f.StringVar(&target, "url", "", "the MCP server's streamable HTTP endpoint (instead of a command after --)")
 	m.register(f, "")
 	sf.register(f, "MCP", "--stdio")
-	f.StringVar(&listen, "listen", "127.0.0.1:8085", "HTTP listen address")
+	f.StringVar(&listen, "listen", "127.0.0.1:8087", "HTTP listen address")
 	registerGovernanceFlags(f, &ef)
 	return cmd
 }

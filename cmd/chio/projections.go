@@ -107,7 +107,7 @@ func newProjectionsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated")
 	registerNATSAuth(cmd.Flags(), &na)
 	cmd.Flags().StringVar(&dataDir, "data-dir", ".chio", "directory of the projection store (DIR/projections)")
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8082", "address of the projection HTTP API")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8088", "address of the projection HTTP API")
 	rf.register(cmd)
 	mem.register(cmd)
 	cf.register(cmd.Flags())
