@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,6 +49,9 @@ func (c *upConfig) startNATS(ctx context.Context) (*upNATS, error) {
 	}
 	cfg.Users = creds.Users()
 	ns, err := natsembed.Start(cfg)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, usageError(fmt.Errorf("%w: another process (another chio up?) listens there; choose another address with --nats-listen, or --nats-listen none", err))
+	}
 	if err != nil {
 		return nil, err
 	}

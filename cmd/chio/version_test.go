@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"net"
 	"regexp"
 	"runtime"
 	"strings"
@@ -25,5 +27,21 @@ func TestVersion(t *testing.T) {
 	help, err := chio(context.Background(), "up", "--help")
 	if err != nil || !strings.Contains(help, "--openapi-protect-listen string") {
 		t.Fatalf("chio up --help: %v\n%s", err, help)
+	}
+}
+
+// chio up with its NATS address taken says so at once, naming the
+// address and the flag, instead of waiting for a server that never
+// becomes ready.
+func TestUpNamesATakenNATSAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = chio(context.Background(), "up", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", ln.Addr().String())
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), ln.Addr().String()) || !strings.Contains(err.Error(), "--nats-listen") {
+		t.Fatalf("chio up on a taken NATS address: %v", err)
 	}
 }

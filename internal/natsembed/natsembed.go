@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +85,16 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if opts.Host == "" {
 		opts.Host = "127.0.0.1"
+	}
+	if !opts.DontListen && opts.Port > 0 {
+		// A taken address would only show as a server never ready, after
+		// the whole wait below: say so at once, naming it.
+		addr := net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("natsembed: listen on %s: %w", addr, err)
+		}
+		ln.Close()
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
