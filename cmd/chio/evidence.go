@@ -228,10 +228,10 @@ func newEvidenceVerifyCmd() *cobra.Command {
 			if st, err := os.Stat(input); err != nil || !st.IsDir() {
 				return usageError(fmt.Errorf("--input %s is not a directory", input))
 			}
-			vkey = keyText(vkey)
-			if _, err := note.NewVerifier(vkey); err != nil {
-				return usageError(fmt.Errorf("--vkey: %w", err))
+			if _, err := vkeyFlag(vkey); err != nil {
+				return usageError(err)
 			}
+			vkey = keyText(vkey)
 			issuers, err := edgeIssuerKeys(edgeIssuers)
 			if err != nil {
 				return usageError(err)

@@ -220,6 +220,25 @@ func loadLedgerKeys(dir, origin string) (*ledgerKeys, error) {
 
 // keyText is a key given on the command line: the value itself, or the
 // contents of the file it names.
+// vkeyFlag reads --vkey: a note verifier key, or a file holding one. Its
+// error says what was expected, which note's own ("malformed verifier
+// id") does not.
+func vkeyFlag(v string) (note.Verifier, error) {
+	verifier, err := note.NewVerifier(keyText(v))
+	if err != nil {
+		return nil, fmt.Errorf("--vkey %q: want the log's note verifier key (ORIGIN+HASH+KEY, as in KEYS/%s) or a file holding it: %w",
+			abbreviateFlag(v), checkpointVKeyFile, err)
+	}
+	return verifier, nil
+}
+
+func abbreviateFlag(v string) string {
+	if len(v) > 80 {
+		return v[:80] + "…"
+	}
+	return v
+}
+
 func keyText(v string) string {
 	v = strings.TrimSpace(v)
 	if b, err := os.ReadFile(v); err == nil {

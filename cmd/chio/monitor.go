@@ -127,9 +127,5 @@ func monitorOnce(cmd *cobra.Command, m *monitor.Monitor) error {
 
 // monitorVKey reads a note verifier key, given itself or as a file holding it.
 func monitorVKey(v string) (note.Verifier, error) {
-	verifier, err := note.NewVerifier(keyText(v))
-	if err != nil {
-		return nil, fmt.Errorf("--vkey: %w", err)
-	}
-	return verifier, nil
+	return vkeyFlag(v)
 }

@@ -95,6 +95,9 @@ func newVerifyCmd() *cobra.Command {
 			if in.VKey == "" || in.KernelKey == "" {
 				return usageError(errors.New("--vkey and --kernel-key are required (pin them out of band)"))
 			}
+			if _, err := vkeyFlag(in.VKey); err != nil {
+				return usageError(err)
+			}
 			in.VKey = keyText(in.VKey)
 			if policyF != "" {
 				p, err := witness.LoadPolicy(policyF)
@@ -270,6 +273,9 @@ func bareReceipt(raw []byte) []byte {
 func verifySCITT(cmd *cobra.Command, file, vkey, kernelKey string) error {
 	if vkey == "" || kernelKey == "" {
 		return usageError(errors.New("--vkey and --kernel-key are required (pin them out of band)"))
+	}
+	if _, err := vkeyFlag(vkey); err != nil {
+		return usageError(err)
 	}
 	ts, err := os.ReadFile(file)
 	if err != nil {

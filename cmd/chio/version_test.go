@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -43,5 +45,26 @@ func TestUpNamesATakenNATSAddress(t *testing.T) {
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), ln.Addr().String()) || !strings.Contains(err.Error(), "--nats-listen") {
 		t.Fatalf("chio up on a taken NATS address: %v", err)
+	}
+}
+
+// A --vkey that is neither a verifier key nor a file holding one is a
+// usage error that says what it wants, on every command that takes one.
+func TestVKeyFlagSaysWhatItWants(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "x")
+	if err := os.WriteFile(f, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"verify", "--receipt", f, "--proof", f, "--vkey", "not-a-key", "--kernel-key", "00"},
+		{"verify", "--scitt", f, "--vkey", "not-a-key", "--kernel-key", "00"},
+		{"evidence", "verify", "--input", dir, "--vkey", "not-a-key", "--kernel-key", "00"},
+	} {
+		_, err := chio(context.Background(), args...)
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "ORIGIN+HASH+KEY") {
+			t.Errorf("chio %s: %v", strings.Join(args, " "), err)
+		}
 	}
 }
