@@ -119,7 +119,7 @@ func (c *consumer) session(ctx context.Context, js jetstream.JetStream) error {
 		return fmt.Errorf("consume %s: %w", c.durable, err)
 	}
 	defer cc.Stop()
-	c.log.Info("consuming", "stream", c.f.stream(), "consumer", c.durable, "position", pos, "stream_last_seq", info.State.LastSeq)
+	c.log.Info("consuming", "consumer", c.durable, "position", pos, "stream_last_seq", info.State.LastSeq)
 	for {
 		ms, ok := msgbatch.Collect(ctx, msgs, batch, collectWait)
 		if !ok {
@@ -177,7 +177,7 @@ func (c *consumer) durableAt(ctx context.Context, js jetstream.JetStream, pos ui
 	if s, err := js.Stream(ctx, name); err == nil {
 		if first := s.CachedInfo().State.FirstSeq; first > pos+1 {
 			c.log.Warn("the stream no longer holds messages this projection has not folded (purged by retention): they are not in it",
-				"stream", name, "from", pos+1, "to", first-1)
+				"from", pos+1, "to", first-1)
 		}
 	}
 	return cons, nil

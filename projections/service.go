@@ -254,7 +254,7 @@ func (s *Service) Run(ctx context.Context, js jetstream.JetStream) error {
 	errc := make(chan error, len(streams()))
 	for i, str := range streams() {
 		c := &consumer{svc: s, f: s.fold(i), durable: s.cfg.name + "-" + str.suffix}
-		c.log = s.log.With("stream", str.name)
+		c.log = s.log.With("stream", str.name) // every line of this consumer names its stream, once
 		go func() { errc <- c.run(ctx, js) }()
 	}
 	var first error
