@@ -9,10 +9,10 @@ import (
 )
 
 // buildVersion describes this binary from what the Go toolchain embedded:
-// the module version (a tag with go install …@vX, "(devel)" from a
-// checkout), the commit and whether the tree was modified (a build in a
-// git checkout; images build with -buildvcs=false and have none), and
-// the Go version and platform.
+// the module version (a tag with go install …@vX, a pseudo-version from
+// a git checkout, "(devel)" without version control information), the
+// commit and whether the tree was modified (images build with
+// -buildvcs=false and have neither), and the Go version and platform.
 func buildVersion() string {
 	version, commit, modified := "(unknown)", "", false
 	if bi, ok := debug.ReadBuildInfo(); ok {
