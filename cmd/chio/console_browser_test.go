@@ -401,11 +401,7 @@ func TestConsoleBrowser(t *testing.T) {
 			t.Fatalf("no gateway address in:\n%s", up.out)
 		}
 		dev := devToken(t, up)
-		raw, _ := schemas.DecodeCapabilityText(dev)
-		c, err := schemas.ParseCapability(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := parsedCapability(t, dev)
 		d := discoverPDP(t, "http://"+addr[1]).evaluate(fmt.Sprintf(`{"subject":{"type":"agent","id":%q,"properties":{"token":%q}},`+
 			`"action":{"name":"tools/call"},"resource":{"type":"tool","id":%q}}`, c.Subject, dev, "hello_task"))
 		if !d.Decision {

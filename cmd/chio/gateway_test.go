@@ -135,6 +135,20 @@ func devToken(t *testing.T, up *upProcess) string {
 	return strings.TrimSpace(string(tok))
 }
 
+// parsedCapability parses a capability token (the dev one), for its subject.
+func parsedCapability(t *testing.T, token string) *schemas.CapabilityToken {
+	t.Helper()
+	raw, err := schemas.DecodeCapabilityText(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := schemas.ParseCapability(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // gatewayReceipt is what the gateway tests read of a receipt.
 type gatewayReceipt struct {
 	ToolName    string `json:"tool_name"`
@@ -687,14 +701,7 @@ func TestGatewayAuthZEN(t *testing.T) {
 	up, decide, _ := startGatewayUp(t, api.URL)
 	p := discoverPDP(t, "http://"+decide)
 	dev := devToken(t, up)
-	raw, err := schemas.DecodeCapabilityText(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	capability, err := schemas.ParseCapability(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	capability := parsedCapability(t, dev)
 	subject := fmt.Sprintf(`{"type":"agent","id":%q,"properties":{"token":%q}}`, capability.Subject, dev)
 	call := func(tool, args string) string {
 		return fmt.Sprintf(`{"subject":%s,"action":{"name":"tools/call"},"resource":{"type":"tool","id":%q},"context":{"arguments":%s}}`, subject, tool, args)

@@ -28,11 +28,7 @@ func TestUpExportsSCITTStatements(t *testing.T) {
 	up, decide, _ := startGatewayUp(t, api.URL)
 	p := discoverPDP(t, "http://"+decide)
 	dev := devToken(t, up)
-	raw, _ := schemas.DecodeCapabilityText(dev)
-	capability, err := schemas.ParseCapability(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	capability := parsedCapability(t, dev)
 	d := p.evaluate(`{"subject":{"type":"agent","id":"` + capability.Subject + `","properties":{"token":"` + dev + `"}},` +
 		`"action":{"name":"tools/call"},"resource":{"type":"tool","id":"httpGet"},"context":{"arguments":{"q":"scitt"}}}`)
 	if !d.Decision {
